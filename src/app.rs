@@ -1,0 +1,129 @@
+//! Wiring: from a [`Config`] to a running Herald. The CLI calls these; so do
+//! the end-to-end tests.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::Registry;
+use crate::channel::inbox::InboxChannel;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::http::{self, AppState};
+use crate::metrics::Metrics;
+use crate::store::{ConnectOptions, Dialect, SqlStore, Store, StoreError};
+use crate::worker::Worker;
+
+/// Opens the configured database.
+pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
+    let opts = ConnectOptions {
+        max_connections: config.database.max_connections,
+        acquire_timeout: config.database.acquire_timeout,
+    };
+    SqlStore::connect(&config.database_url, &opts).await
+}
+
+/// The channels this build can deliver with. Email and webhooks are known by
+/// name and not implemented yet: their rows end `failed` saying so, instead
+/// of waiting silently for a release that delivers them weeks late.
+pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
+    let mut r = Registry::new();
+    r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
+    r.declare_unavailable(
+        "email",
+        "no email transport is built into this version of Herald",
+    );
+    r.declare_unavailable(
+        "webhook",
+        "the webhook channel is not built into this version of Herald",
+    );
+    r
+}
+
+/// `herald serve`: migrate (unless told not to), run the worker and the HTTP
+/// server until SIGINT/SIGTERM, then shut down in order: stop claiming,
+/// finish or put back in-flight rows, stop serving.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let store = open_store(&config).await?;
+    if config.migrate_on_start {
+        let applied = store.migrate().await?;
+        for m in &applied {
+            tracing::info!(version = m.version, name = m.name, "applied migration");
+        }
+    }
+    let shutdown = CancellationToken::new();
+    tokio::spawn(shutdown_on_signal(shutdown.clone()));
+    serve_until(config, store, shutdown).await
+}
+
+/// The body of `serve`, with the shutdown signal supplied by the caller.
+pub async fn serve_until(
+    config: Config,
+    store: SqlStore,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let metrics = Metrics::new();
+    let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if config.worker.enabled {
+        if store.dialect() == Dialect::Postgres {
+            tasks.spawn(crate::store::listen::forward_notifications(
+                store.url().to_owned(),
+                store.enqueued_signal(),
+                shutdown.clone(),
+            ));
+        }
+        let worker = Worker::new(
+            dyn_store.clone(),
+            registry(dyn_store.clone(), clock.clone()),
+            clock.clone(),
+            config.worker.to_worker_config(),
+            metrics.clone(),
+        );
+        let token = shutdown.clone();
+        tasks.spawn(async move { worker.run(token).await });
+    }
+
+    let app = http::router(AppState {
+        store: dyn_store,
+        metrics,
+        clock,
+    });
+    let listener = tokio::net::TcpListener::bind(config.http.listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "configuration key `http.listen`: cannot listen on {}: {e}",
+                config.http.listen
+            )
+        })?;
+    tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
+    let http_shutdown = shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
+        .await?;
+    while tasks.join_next().await.is_some() {}
+    store.close().await;
+    tracing::info!("herald stopped");
+    Ok(())
+}
+
+async fn shutdown_on_signal(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler cannot fail on unix");
+        tokio::select! {
+            _ = ctrl_c => tracing::info!("SIGINT: shutting down"),
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+    shutdown.cancel();
+}

@@ -1,0 +1,129 @@
+//! `herald bench`: how fast the worker drains the outbox on this machine.
+//!
+//! Enqueues N inbox rows, then drives the worker's sweep until the outbox is
+//! empty, timing both phases. It drives `tick()` directly rather than the
+//! polling loop, so the figure is the engine's rate, not the poll interval's.
+//! It uses a fresh temporary SQLite file unless given a database URL; with a
+//! URL it expects a scratch database, since it drains whatever is due there.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::clock::{Clock, SystemClock};
+use crate::domain::{ChannelName, OutboxStatus, UserId};
+use crate::metrics::Metrics;
+use crate::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
+use crate::worker::{Worker, WorkerConfig};
+
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub rows: usize,
+    pub database_url: Option<String>,
+    pub batch: u32,
+    pub concurrency: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    pub database: String,
+    pub rows: usize,
+    pub batch: u32,
+    pub concurrency: usize,
+    pub enqueue_seconds: f64,
+    pub enqueue_rows_per_sec: f64,
+    pub drain_seconds: f64,
+    pub drain_rows_per_sec: f64,
+    pub sweeps: usize,
+    pub sent: i64,
+    pub cores: usize,
+}
+
+pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
+    let tmp = tempfile::tempdir()?;
+    let url = match &opts.database_url {
+        Some(u) => u.clone(),
+        None => format!("sqlite://{}", tmp.path().join("bench.db").display()),
+    };
+    let store = SqlStore::connect(
+        &url,
+        &ConnectOptions {
+            max_connections: 10,
+            ..Default::default()
+        },
+    )
+    .await?;
+    store.migrate().await?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+
+    let now = clock.now();
+    let user = UserId::parse("bench", "bench-user")?;
+    let channel = ChannelName::parse("channel", "inbox")?;
+    let run_id = new_id();
+    let rows: Vec<NewOutboxRow> = (0..opts.rows)
+        .map(|i| NewOutboxRow {
+            id: new_id(),
+            dedupe_key: format!("bench:{run_id}:{i}"),
+            rule_id: None,
+            trigger_id: None,
+            user_id: user.clone(),
+            channel: channel.clone(),
+            payload: serde_json::json!({ "title": format!("bench message {i}") }),
+            due_at: now,
+            expires_at: None,
+        })
+        .collect();
+    let started = Instant::now();
+    for chunk in rows.chunks(1000) {
+        store.enqueue(chunk, clock.now()).await?;
+    }
+    let enqueue = started.elapsed();
+
+    let config = WorkerConfig {
+        batch: opts.batch,
+        default_concurrency: opts.concurrency,
+        ..WorkerConfig::default()
+    };
+    let registry = crate::app::registry(store.clone(), clock.clone());
+    let worker = Worker::new(
+        store.clone(),
+        registry,
+        clock.clone(),
+        config,
+        Metrics::new(),
+    );
+    let started = Instant::now();
+    let mut sweeps = 0;
+    loop {
+        let report = worker.tick().await?;
+        sweeps += 1;
+        if report.claimed == 0 {
+            break;
+        }
+    }
+    let drain = started.elapsed();
+    let summary = store.status_summary(clock.now()).await?;
+    Ok(BenchReport {
+        database: store.dialect().to_string(),
+        rows: opts.rows,
+        batch: opts.batch,
+        concurrency: opts.concurrency,
+        enqueue_seconds: enqueue.as_secs_f64(),
+        enqueue_rows_per_sec: per_sec(opts.rows, enqueue),
+        drain_seconds: drain.as_secs_f64(),
+        drain_rows_per_sec: per_sec(opts.rows, drain),
+        sweeps,
+        sent: summary.count(OutboxStatus::Sent),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    })
+}
+
+fn per_sec(rows: usize, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        rows as f64 / d.as_secs_f64()
+    }
+}

@@ -1,0 +1,167 @@
+//! Channels: how a claimed outbox row reaches a person.
+//!
+//! A channel is a trait object in a [`Registry`], keyed by the name stored in
+//! `engagement_outbox.channel`. The worker never knows what a channel does; it
+//! only reads the [`Outcome`] back.
+
+pub mod inbox;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::store::OutboxRow;
+
+/// What a delivery attempt came to. An enum rather than flags, so that a
+/// channel cannot say "ok" and "retry" at once, and every caller has to decide
+/// what each case means.
+///
+/// `address_hash` rides on every outcome, success or not: a bounce arrives
+/// later with an address and has to find the row it belongs to, and the rows
+/// worth correlating include the ones that already failed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Handed over: the relay accepted it, the inbox row exists, the webhook
+    /// answered 2xx.
+    Sent {
+        transport: String,
+        detail: Option<String>,
+        address_hash: Option<String>,
+    },
+    /// A passing failure: worth trying again after the retry interval.
+    Retry {
+        detail: String,
+        address_hash: Option<String>,
+    },
+    /// We declined to try (suppressed address, opted-out user). Its own
+    /// outcome, because "we did not try" and "we tried and were refused" send
+    /// an operator to different places.
+    Suppressed {
+        detail: String,
+        address_hash: Option<String>,
+    },
+    /// The mailbox does not exist. Terminal, recorded under its own name.
+    Bounced {
+        detail: String,
+        address_hash: Option<String>,
+    },
+    /// Refused for good, for a reason that is not a bounce.
+    Terminal {
+        detail: String,
+        address_hash: Option<String>,
+    },
+}
+
+impl Outcome {
+    pub fn retry(detail: impl Into<String>) -> Outcome {
+        Outcome::Retry {
+            detail: detail.into(),
+            address_hash: None,
+        }
+    }
+
+    pub fn terminal(detail: impl Into<String>) -> Outcome {
+        Outcome::Terminal {
+            detail: detail.into(),
+            address_hash: None,
+        }
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Sent { .. } => "sent",
+            Outcome::Retry { .. } => "retry",
+            Outcome::Suppressed { .. } => "suppressed",
+            Outcome::Bounced { .. } => "bounced",
+            Outcome::Terminal { .. } => "terminal",
+        }
+    }
+
+    pub fn address_hash(&self) -> Option<&str> {
+        match self {
+            Outcome::Sent { address_hash, .. }
+            | Outcome::Retry { address_hash, .. }
+            | Outcome::Suppressed { address_hash, .. }
+            | Outcome::Bounced { address_hash, .. }
+            | Outcome::Terminal { address_hash, .. } => address_hash.as_deref(),
+        }
+    }
+}
+
+/// One way of delivering a message.
+#[async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// Delivers one claimed row. Should not panic or return errors for
+    /// expected failures: say what happened as an [`Outcome`]. (If it panics
+    /// anyway, the worker records a retry rather than crashing the tick.)
+    async fn deliver(&self, row: &OutboxRow) -> Outcome;
+}
+
+/// An entry in the registry: a channel Herald knows by name, with or without
+/// a way to deliver in this deployment.
+#[derive(Clone)]
+enum Entry {
+    Ready(Arc<dyn Channel>),
+    /// Known by name but with nothing to deliver with (for example email with
+    /// no transport configured). Rows for it end `failed` and say so; the
+    /// alternative, leaving them scheduled, delivers a message about today on
+    /// whatever later day someone configures it.
+    Unavailable {
+        reason: String,
+    },
+}
+
+/// The channels this process can deliver to.
+#[derive(Clone, Default)]
+pub struct Registry {
+    entries: BTreeMap<String, Entry>,
+}
+
+/// What the registry says about a channel name.
+pub enum Lookup<'a> {
+    Ready(&'a Arc<dyn Channel>),
+    /// The terminal detail to record, in plain words.
+    Missing(String),
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    pub fn register(&mut self, name: &str, channel: Arc<dyn Channel>) -> &mut Self {
+        self.entries.insert(name.to_owned(), Entry::Ready(channel));
+        self
+    }
+
+    /// Declares a channel by name that cannot deliver here, and why.
+    pub fn declare_unavailable(&mut self, name: &str, reason: impl Into<String>) -> &mut Self {
+        self.entries.insert(
+            name.to_owned(),
+            Entry::Unavailable {
+                reason: reason.into(),
+            },
+        );
+        self
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    pub fn is_ready(&self, name: &str) -> bool {
+        matches!(self.entries.get(name), Some(Entry::Ready(_)))
+    }
+
+    pub fn lookup(&self, name: &str) -> Lookup<'_> {
+        match self.entries.get(name) {
+            Some(Entry::Ready(c)) => Lookup::Ready(c),
+            // The seed's two missing-channel paths, in its words.
+            None => Lookup::Missing(format!("channel \"{name}\" is no longer registered")),
+            Some(Entry::Unavailable { reason }) => Lookup::Missing(format!(
+                "channel \"{name}\" has no delivery implementation yet: {reason}"
+            )),
+        }
+    }
+}

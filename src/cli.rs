@@ -1,0 +1,374 @@
+//! The command line. Each verb parses its arguments here and calls the
+//! library; `main.rs` only calls [`main`].
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Config, FlagOverrides, HttpFlags};
+use crate::domain::{ChannelName, UserId};
+use crate::store::{NewOutboxRow, Store, new_id};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "herald",
+    version,
+    about = "An engagement outbox: delivers messages to users and records what happened to each one."
+)]
+pub struct Cli {
+    /// TOML configuration file [default: herald.toml if present]
+    #[arg(long, global = true, env = "HERALD_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Database URL: sqlite://PATH, postgres://… or mysql://… (also HERALD_DATABASE_URL)
+    /// [default: sqlite://herald.db]
+    #[arg(long, global = true, value_name = "URL")]
+    pub database_url: Option<String>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the worker and the HTTP server (/healthz, /readyz, /metrics) until SIGINT/SIGTERM.
+    Serve(ServeArgs),
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Schedule messages by hand (for trying Herald out and for tests).
+    Enqueue(EnqueueArgs),
+    /// Outbox counts by status and the oldest due row.
+    Status(JsonFlag),
+    /// The send log for one user, newest first: did they get it, and if not, why.
+    Sends(SendsArgs),
+    /// Measure enqueue and drain rates on this machine.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Do not apply migrations at start (run `herald migrate` yourself)
+    #[arg(long)]
+    pub no_migrate: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// Channel to deliver through: inbox, email or webhook
+    #[arg(long)]
+    pub channel: String,
+    /// The host application's id for the user
+    #[arg(long)]
+    pub user_id: String,
+    /// How many messages to schedule
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    /// Seconds from now until the messages are due
+    #[arg(long, default_value_t = 0, value_name = "SECS")]
+    pub due_in: u64,
+    /// Seconds after due time past which a message expires undelivered
+    #[arg(long, value_name = "SECS")]
+    pub grace: Option<u64>,
+    /// Message payload as JSON [default: {"title": "Test message from herald enqueue"}]
+    #[arg(long, value_name = "JSON")]
+    pub payload: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonFlag {
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SendsArgs {
+    /// The host application's id for the user
+    #[arg(long)]
+    pub user_id: String,
+    /// Most send-log rows to show
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Rows to enqueue and drain
+    #[arg(long, default_value_t = 10_000)]
+    pub rows: usize,
+    /// Rows claimed per sweep
+    #[arg(long, default_value_t = 100)]
+    pub batch: u32,
+    /// Concurrent deliveries
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Use this (scratch!) database instead of a temporary SQLite file
+    #[arg(long = "bench-database-url", value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses the command line and runs it; the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HERALD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut flags = FlagOverrides {
+        database_url: cli.database_url.clone(),
+        ..Default::default()
+    };
+    if let Command::Serve(args) = &cli.command {
+        flags.http = args.listen.map(|listen| HttpFlags { listen });
+        flags.migrate_on_start = args.no_migrate.then_some(false);
+    }
+    if let Command::Bench(args) = &cli.command {
+        return bench(args).await;
+    }
+    let config = Config::load(cli.config.as_deref(), std::env::vars(), &flags)?;
+    match cli.command {
+        Command::Serve(_) => crate::app::serve(config).await,
+        Command::Migrate => {
+            let store = crate::app::open_store(&config).await?;
+            let applied = store.migrate().await?;
+            if applied.is_empty() {
+                println!("{}: schema is up to date", store.dialect());
+            }
+            for m in applied {
+                println!(
+                    "{}: applied migration {} ({})",
+                    store.dialect(),
+                    m.version,
+                    m.name
+                );
+            }
+            Ok(())
+        }
+        Command::Enqueue(args) => enqueue(&config, args).await,
+        Command::Status(args) => status(&config, args.json).await,
+        Command::Sends(args) => sends(&config, args).await,
+        Command::Bench(_) => unreachable!("handled above"),
+    }
+}
+
+/// Opens the store and makes sure the schema exists, so `enqueue` and
+/// `status` work on a fresh machine without a separate `migrate`.
+async fn ready_store(config: &Config) -> anyhow::Result<crate::store::SqlStore> {
+    let store = crate::app::open_store(config).await?;
+    if config.migrate_on_start {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
+    let channel = ChannelName::parse("--channel", &args.channel)?;
+    let user = UserId::parse("--user-id", &args.user_id)?;
+    let payload: serde_json::Value = match &args.payload {
+        None => serde_json::json!({ "title": "Test message from herald enqueue" }),
+        Some(p) => serde_json::from_str(p).map_err(|e| {
+            anyhow::anyhow!(
+                "--payload: not valid JSON ({e}); expected e.g. '{{\"title\": \"Hello\"}}'"
+            )
+        })?,
+    };
+    if args.count == 0 {
+        anyhow::bail!("--count: 0 is not accepted; expected 1 or more");
+    }
+    let store = ready_store(config).await?;
+    let clock = SystemClock;
+    let now = clock.now();
+    let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
+    let expires_at = args
+        .grace
+        .map(|g| due_at.plus(std::time::Duration::from_secs(g)));
+    let registry = crate::app::registry(Arc::new(store.clone()), Arc::new(clock));
+    if !registry.is_ready(channel.as_str()) {
+        eprintln!(
+            "warning: channel \"{channel}\" cannot deliver in this build; the worker will record these rows as failed and say why"
+        );
+    }
+    let rows: Vec<NewOutboxRow> = (0..args.count)
+        .map(|_| {
+            let id = new_id();
+            NewOutboxRow {
+                dedupe_key: format!("cli:{id}"),
+                id,
+                rule_id: None,
+                trigger_id: None,
+                user_id: user.clone(),
+                channel: channel.clone(),
+                payload: payload.clone(),
+                due_at,
+                expires_at,
+            }
+        })
+        .collect();
+    let done = store.enqueue(&rows, now).await?;
+    println!(
+        "enqueued {} {} message(s) for {} due {}",
+        done.iter().filter(|e| e.created).count(),
+        channel,
+        user,
+        due_at
+    );
+    Ok(())
+}
+
+async fn status(config: &Config, json: bool) -> anyhow::Result<()> {
+    let store = ready_store(config).await?;
+    let now = SystemClock.now();
+    let summary = store.status_summary(now).await?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, &summary)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "outbox ({})", store.dialect())?;
+    for c in &summary.counts {
+        writeln!(out, "  {:<11} {:>8}", c.status.as_str(), c.count)?;
+    }
+    match &summary.oldest_due {
+        Some(o) => writeln!(
+            out,
+            "oldest due: {} for user {} ({}), due {}, {:.0}s overdue, {} attempt(s){}",
+            o.id,
+            o.user_id,
+            o.channel,
+            o.due_at,
+            o.overdue_seconds,
+            o.attempts,
+            o.last_error
+                .as_deref()
+                .map(|e| format!(", last error: {e}"))
+                .unwrap_or_default()
+        )?,
+        None => writeln!(
+            out,
+            "oldest due: none (nothing is waiting past its due time)"
+        )?,
+    }
+    if let Some(next) = summary.next_due_at.filter(|n| *n > now) {
+        writeln!(out, "next due:   {next}")?;
+    }
+    Ok(())
+}
+
+async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
+    let user = UserId::parse("--user-id", &args.user_id)?;
+    let store = ready_store(config).await?;
+    let log = store.sends_for_user(&user, args.limit).await?;
+    let pending = store.pending_for_user(&user, args.limit).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({ "user_id": user, "sends": log, "pending": pending }),
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if log.is_empty() && pending.is_empty() {
+        writeln!(out, "nothing was ever scheduled for user {user}")?;
+        return Ok(());
+    }
+    if !pending.is_empty() {
+        writeln!(out, "not yet delivered ({}):", pending.len())?;
+        for r in &pending {
+            writeln!(
+                out,
+                "  {}  {:<9} {:<8} due {}  attempts {}{}",
+                r.id,
+                r.status.as_str(),
+                r.channel,
+                r.due_at,
+                r.attempts,
+                r.last_error
+                    .as_deref()
+                    .map(|e| format!("  last error: {e}"))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "send log for user {user}, newest first ({}):",
+        log.len()
+    )?;
+    for s in &log {
+        writeln!(
+            out,
+            "  {}  {:<10} {:<8} outbox {}{}",
+            s.created_at,
+            s.status,
+            s.channel,
+            s.outbox_id,
+            s.detail
+                .as_deref()
+                .map(|d| format!("  {d}"))
+                .unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
+async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    let opts = crate::bench::BenchOptions {
+        rows: args.rows,
+        database_url: args.database_url.clone(),
+        batch: args.batch,
+        concurrency: args.concurrency,
+    };
+    let report = crate::bench::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "herald bench: {} rows, {} ({} cores), batch {}, concurrency {}",
+            report.rows, report.database, report.cores, report.batch, report.concurrency
+        );
+        println!(
+            "  enqueue: {:>10.0} rows/s ({:.2}s)",
+            report.enqueue_rows_per_sec, report.enqueue_seconds
+        );
+        println!(
+            "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",
+            report.drain_rows_per_sec, report.drain_seconds, report.sweeps, report.sent
+        );
+    }
+    Ok(())
+}

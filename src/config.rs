@@ -1,0 +1,489 @@
+//! Settings: defaults, overridden by a TOML file, by `HERALD_*` environment
+//! variables, and by command-line flags, in that order.
+//!
+//! Every field is documented here, where it is declared, and `herald serve
+//! --help` and the README point at this one place. A bad value is refused at
+//! start with the key, the value and what would be accepted: a typo found at
+//! deploy time is cheaper than one found when the first message is late.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::store::Dialect;
+use crate::worker::WorkerConfig;
+
+/// The file read when `--config` is not given, if it exists.
+pub const DEFAULT_CONFIG_FILE: &str = "herald.toml";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where Herald keeps its tables: `sqlite://PATH` (created on first
+    /// start), `postgres://USER@HOST/DB` or `mysql://USER@HOST/DB`
+    /// (`mariadb://` also accepted). Default `sqlite://herald.db`.
+    pub database_url: String,
+    /// Apply pending migrations when `serve` starts. Turn off when a deploy
+    /// step runs `herald migrate` itself.
+    pub migrate_on_start: bool,
+    pub database: DatabaseSettings,
+    pub http: HttpSettings,
+    pub worker: WorkerSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// Connections in the pool (1 to 1000). Default 10.
+    pub max_connections: u32,
+    /// How long an operation waits for a free connection. Default "10s".
+    #[serde(with = "humantime_serde")]
+    pub acquire_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpSettings {
+    /// Address the HTTP server listens on. Default 127.0.0.1:8080.
+    pub listen: SocketAddr,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkerSettings {
+    /// Run the delivery worker in `serve`. Default true.
+    pub enabled: bool,
+    /// Longest sleep between sweeps. Default "30s" (the seed's).
+    #[serde(with = "humantime_serde")]
+    pub poll: Duration,
+    /// Most rows claimed per sweep (1 to 10000). Default 100.
+    pub batch: u32,
+    /// Deliveries started before a row is given up on (1 to 100). Default 5.
+    pub max_attempts: u32,
+    /// Flat wait before a transient failure is retried. Default "5m".
+    #[serde(with = "humantime_serde")]
+    pub retry: Duration,
+    /// Age after which a claim is taken back from an instance presumed dead.
+    /// Must exceed `deliver_timeout`. Default "15m".
+    #[serde(with = "humantime_serde")]
+    pub stale: Duration,
+    /// Longest one delivery may take before it counts as a transient
+    /// failure. Default "60s".
+    #[serde(with = "humantime_serde")]
+    pub deliver_timeout: Duration,
+    /// On SIGTERM/SIGINT, how long in-flight deliveries may finish before
+    /// their rows are put back. Default "30s".
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Concurrent deliveries for channels not named in `concurrency`.
+    /// Default 16.
+    pub default_concurrency: usize,
+    /// Concurrent deliveries per channel, e.g. `{ email = 4, inbox = 32 }`.
+    pub concurrency: BTreeMap<String, usize>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: "sqlite://herald.db".into(),
+            migrate_on_start: true,
+            database: DatabaseSettings::default(),
+            http: HttpSettings::default(),
+            worker: WorkerSettings::default(),
+        }
+    }
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        DatabaseSettings {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        }
+    }
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        let w = WorkerConfig::default();
+        WorkerSettings {
+            enabled: true,
+            poll: w.poll,
+            batch: w.batch,
+            max_attempts: w.max_attempts,
+            retry: w.retry,
+            stale: w.stale,
+            deliver_timeout: w.deliver_timeout,
+            shutdown_grace: w.shutdown_grace,
+            default_concurrency: w.default_concurrency,
+            concurrency: w.concurrency,
+        }
+    }
+}
+
+impl WorkerSettings {
+    pub fn to_worker_config(&self) -> WorkerConfig {
+        WorkerConfig {
+            poll: self.poll,
+            batch: self.batch,
+            max_attempts: self.max_attempts,
+            retry: self.retry,
+            stale: self.stale,
+            deliver_timeout: self.deliver_timeout,
+            shutdown_grace: self.shutdown_grace,
+            concurrency: self.concurrency.clone(),
+            default_concurrency: self.default_concurrency,
+        }
+    }
+}
+
+/// A setting Herald refuses to start with.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Parse(String),
+    #[error("configuration key `{key}`: {value} is not accepted; expected {expected}")]
+    Invalid {
+        key: &'static str,
+        value: String,
+        expected: String,
+    },
+    #[error("configuration file {path}: not found")]
+    MissingFile { path: PathBuf },
+}
+
+/// Values given as command-line flags; `None` leaves the lower layers' value.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct FlagOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub migrate_on_start: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpFlags>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpFlags {
+    pub listen: SocketAddr,
+}
+
+impl Config {
+    /// Reads the layers and validates the result. `file` is `--config`;
+    /// without it `herald.toml` in the working directory is read if present.
+    /// `env` is the process environment (a parameter so tests need not
+    /// mutate the real one).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        flags: &FlagOverrides,
+    ) -> Result<Config, ConfigError> {
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        match file {
+            Some(path) if !path.exists() => {
+                return Err(ConfigError::MissingFile {
+                    path: path.to_owned(),
+                });
+            }
+            Some(path) => figment = figment.merge(Toml::file(path)),
+            None if Path::new(DEFAULT_CONFIG_FILE).exists() => {
+                figment = figment.merge(Toml::file(DEFAULT_CONFIG_FILE))
+            }
+            None => {}
+        }
+        // HERALD_WORKER__BATCH=50 sets worker.batch. HERALD_CONFIG names the
+        // file and HERALD_TEST_* belong to the test suite; neither is a key.
+        let vars: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| {
+                k.starts_with("HERALD_") && k != "HERALD_CONFIG" && !k.starts_with("HERALD_TEST_")
+            })
+            .collect();
+        figment = figment.merge(EnvSnapshot { vars });
+        figment = figment.merge(Serialized::defaults(flags));
+        let config: Config = figment
+            .extract()
+            .map_err(|e| ConfigError::Parse(describe(e)))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn invalid(
+            key: &'static str,
+            value: impl ToString,
+            expected: impl Into<String>,
+        ) -> ConfigError {
+            ConfigError::Invalid {
+                key,
+                value: value.to_string(),
+                expected: expected.into(),
+            }
+        }
+        if Dialect::from_url(&self.database_url).is_none() {
+            return Err(invalid(
+                "database_url",
+                format!("{:?}", self.database_url),
+                "sqlite://PATH, postgres://USER@HOST/DB or mysql://USER@HOST/DB",
+            ));
+        }
+        let db = &self.database;
+        if !(1..=1000).contains(&db.max_connections) {
+            return Err(invalid(
+                "database.max_connections",
+                db.max_connections,
+                "1 to 1000",
+            ));
+        }
+        let w = &self.worker;
+        if !(1..=10_000).contains(&w.batch) {
+            return Err(invalid("worker.batch", w.batch, "1 to 10000"));
+        }
+        if !(1..=100).contains(&w.max_attempts) {
+            return Err(invalid("worker.max_attempts", w.max_attempts, "1 to 100"));
+        }
+        if w.poll < Duration::from_millis(10) {
+            return Err(invalid(
+                "worker.poll",
+                humantime::format_duration(w.poll),
+                "at least 10ms",
+            ));
+        }
+        if w.deliver_timeout.is_zero() {
+            return Err(invalid(
+                "worker.deliver_timeout",
+                "0s",
+                "a positive duration such as \"60s\"",
+            ));
+        }
+        if w.stale <= w.deliver_timeout {
+            return Err(invalid(
+                "worker.stale",
+                humantime::format_duration(w.stale),
+                format!(
+                    "longer than worker.deliver_timeout ({}), or a delivery still in flight would be taken back and sent twice",
+                    humantime::format_duration(w.deliver_timeout)
+                ),
+            ));
+        }
+        if w.default_concurrency == 0 {
+            return Err(invalid("worker.default_concurrency", 0, "1 or more"));
+        }
+        if let Some((name, _)) = w.concurrency.iter().find(|(_, n)| **n == 0) {
+            let _ = name;
+            return Err(invalid(
+                "worker.concurrency",
+                format!("{name} = 0"),
+                "1 or more per channel",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Figment's own messages already name the key and where it came from; this
+/// only makes the wording a little plainer.
+fn describe(e: figment::Error) -> String {
+    let mut parts = Vec::new();
+    for err in e {
+        let key = err.path.join(".");
+        let source = err
+            .metadata
+            .as_ref()
+            .map(|m| m.name.to_string())
+            .unwrap_or_default();
+        let what = err.kind.to_string();
+        if key.is_empty() {
+            parts.push(format!("{what} (from {source})"));
+        } else {
+            parts.push(format!("key `{key}` (from {source}): {what}"));
+        }
+    }
+    parts.join("; ")
+}
+
+/// `HERALD_*` variables as a figment provider. Figment's own `Env` reads the
+/// real process environment; this reads a snapshot, so tests can hand in
+/// theirs without mutating the process's (which is unsafe under threads).
+struct EnvSnapshot {
+    vars: Vec<(String, String)>,
+}
+
+impl figment::Provider for EnvSnapshot {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named("HERALD_* environment variable(s)")
+    }
+
+    fn data(
+        &self,
+    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+        let mut dict = figment::value::Dict::new();
+        for (k, v) in &self.vars {
+            let key = k["HERALD_".len()..].to_ascii_lowercase();
+            let value: figment::value::Value = v.parse().expect("figment parses any string");
+            let mut path: Vec<&str> = key.split("__").collect();
+            let last = path.pop().unwrap_or_default().to_owned();
+            let mut cursor = &mut dict;
+            for seg in path {
+                let entry = cursor
+                    .entry(seg.to_owned())
+                    .or_insert_with(|| figment::value::Value::from(figment::value::Dict::new()));
+                cursor = match entry {
+                    figment::value::Value::Dict(_, d) => d,
+                    _ => {
+                        return Err(figment::Error::from(format!(
+                            "HERALD_{}: {seg} is not a table",
+                            key.to_uppercase()
+                        )));
+                    }
+                };
+            }
+            cursor.insert(last, value);
+        }
+        Ok(figment::Profile::Default.collect(dict))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let c = Config::load(None, env(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.database_url, "sqlite://herald.db");
+        assert_eq!(c.worker.poll, Duration::from_secs(30));
+        assert_eq!(c.worker.batch, 100);
+        assert_eq!(c.worker.max_attempts, 5);
+        assert_eq!(c.worker.retry, Duration::from_secs(300));
+        assert_eq!(c.worker.stale, Duration::from_secs(900));
+    }
+
+    #[test]
+    fn file_then_environment_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.toml");
+        std::fs::write(
+            &path,
+            "database_url = \"sqlite://file.db\"\n[worker]\nbatch = 7\npoll = \"2s\"\n",
+        )
+        .unwrap();
+        let c = Config::load(
+            Some(&path),
+            env(&[("HERALD_WORKER__BATCH", "9")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (c.worker.batch, c.worker.poll, c.database_url.as_str()),
+            (9, Duration::from_secs(2), "sqlite://file.db")
+        );
+        let flags = FlagOverrides {
+            database_url: Some("postgres://x/y".into()),
+            ..Default::default()
+        };
+        let c = Config::load(
+            Some(&path),
+            env(&[("HERALD_DATABASE_URL", "mysql://a/b")]),
+            &flags,
+        )
+        .unwrap();
+        assert_eq!(c.database_url, "postgres://x/y");
+    }
+
+    #[test]
+    fn a_bad_value_names_the_key_the_value_and_what_is_accepted() {
+        let err = Config::load(
+            None,
+            env(&[("HERALD_WORKER__BATCH", "0")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"
+        );
+
+        let err = Config::load(
+            None,
+            env(&[("HERALD_WORKER__BATCH", "lots")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("worker.batch") && text.contains("lots") && text.contains("HERALD_"),
+            "{text}"
+        );
+
+        let err = Config::load(
+            None,
+            env(&[("HERALD_WORKER__POLL", "soon")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("worker.poll"), "{err}");
+
+        let err = Config::load(
+            None,
+            env(&[("HERALD_DATABASE_URL", "redis://x")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("database_url") && err.to_string().contains("postgres://"),
+            "{err}"
+        );
+
+        let err = Config::load(
+            None,
+            env(&[("HERALD_WORKER__STALE", "30s")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("deliver_timeout"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_not_ignored() {
+        let err = Config::load(
+            None,
+            env(&[("HERALD_WORKER__BACTH", "5")]),
+            &FlagOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("bacth"), "{err}");
+    }
+
+    #[test]
+    fn test_suite_variables_are_not_configuration() {
+        assert!(
+            Config::load(
+                None,
+                env(&[("HERALD_TEST_POSTGRES_URL", "x")]),
+                &FlagOverrides::default()
+            )
+            .is_ok()
+        );
+    }
+}

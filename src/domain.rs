@@ -1,0 +1,281 @@
+//! The few values every layer passes around, parsed once at the edge.
+//!
+//! A `UserId` or `ChannelName` that exists has already been checked, so the
+//! store and the worker never re-validate, and an error about a bad value is
+//! raised where the value came in, naming the field it came from.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a value was refused: the field, the value, and what would be accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {value:?} is not accepted; expected {expected}")]
+pub struct InvalidValue {
+    pub field: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+impl InvalidValue {
+    pub fn new(field: &'static str, value: impl Into<String>, expected: &'static str) -> Self {
+        let mut value = value.into();
+        if value.len() > 80 {
+            let cut = (0..=80)
+                .rev()
+                .find(|i| value.is_char_boundary(*i))
+                .unwrap_or(0);
+            value.truncate(cut);
+            value.push('…');
+        }
+        InvalidValue {
+            field,
+            value,
+            expected,
+        }
+    }
+}
+
+/// The host application's identifier for a user: opaque to Herald.
+///
+/// Bounded because it is an indexed column in three dialects (MySQL's index
+/// key limit is the tightest), and free of control characters because it is
+/// shown on screens and in logs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct UserId(String);
+
+impl UserId {
+    pub const MAX_LEN: usize = 255;
+
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
+        const EXPECTED: &str = "1 to 255 bytes of text without control characters";
+        if s.is_empty() || s.len() > Self::MAX_LEN || s.chars().any(char::is_control) {
+            return Err(InvalidValue::new(field, s, EXPECTED));
+        }
+        Ok(UserId(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for UserId {
+    type Error = InvalidValue;
+    fn try_from(s: String) -> Result<Self, InvalidValue> {
+        UserId::parse("user_id", &s)
+    }
+}
+
+impl From<UserId> for String {
+    fn from(u: UserId) -> String {
+        u.0
+    }
+}
+
+impl fmt::Display for UserId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The name a channel is registered under (`inbox`, `email`, `webhook`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ChannelName(String);
+
+impl ChannelName {
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
+        const EXPECTED: &str =
+            "1 to 64 characters from a-z, 0-9, '-' and '_' (for example \"inbox\" or \"email\")";
+        let ok = !s.is_empty()
+            && s.len() <= 64
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !ok {
+            return Err(InvalidValue::new(field, s, EXPECTED));
+        }
+        Ok(ChannelName(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ChannelName {
+    type Error = InvalidValue;
+    fn try_from(s: String) -> Result<Self, InvalidValue> {
+        ChannelName::parse("channel", &s)
+    }
+}
+
+impl From<ChannelName> for String {
+    fn from(c: ChannelName) -> String {
+        c.0
+    }
+}
+
+impl fmt::Display for ChannelName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `engagement_outbox.status`: the row's lifecycle.
+///
+/// `scheduled → sending → sent | failed | suppressed | expired | cancelled`,
+/// and `sending → scheduled` for a retry or a reclaimed claim. There is no
+/// `bounced` here: from the queue's point of view a bounce is a row that
+/// finished unsuccessfully (`failed`); the send log says which kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutboxStatus {
+    Scheduled,
+    Sending,
+    Sent,
+    Failed,
+    Suppressed,
+    Expired,
+    Cancelled,
+}
+
+impl OutboxStatus {
+    pub const ALL: [OutboxStatus; 7] = [
+        OutboxStatus::Scheduled,
+        OutboxStatus::Sending,
+        OutboxStatus::Sent,
+        OutboxStatus::Failed,
+        OutboxStatus::Suppressed,
+        OutboxStatus::Expired,
+        OutboxStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutboxStatus::Scheduled => "scheduled",
+            OutboxStatus::Sending => "sending",
+            OutboxStatus::Sent => "sent",
+            OutboxStatus::Failed => "failed",
+            OutboxStatus::Suppressed => "suppressed",
+            OutboxStatus::Expired => "expired",
+            OutboxStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, OutboxStatus::Scheduled | OutboxStatus::Sending)
+    }
+}
+
+impl FromStr for OutboxStatus {
+    type Err = InvalidValue;
+    fn from_str(s: &str) -> Result<Self, InvalidValue> {
+        OutboxStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                InvalidValue::new(
+                    "status",
+                    s,
+                    "scheduled, sending, sent, failed, suppressed, expired or cancelled",
+                )
+            })
+    }
+}
+
+impl fmt::Display for OutboxStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `engagement_sends.status`: what happened to the message.
+///
+/// Finer than the outbox status on purpose: "the relay refused" (`failed`),
+/// "we declined to try" (`suppressed`), "this mailbox does not exist"
+/// (`bounced`), "it was no longer relevant" (`expired`) and "the recipient
+/// complained" (`complained`) send an operator to different places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendStatus {
+    Sent,
+    Failed,
+    Suppressed,
+    Bounced,
+    Expired,
+    Cancelled,
+    Complained,
+}
+
+impl SendStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SendStatus::Sent => "sent",
+            SendStatus::Failed => "failed",
+            SendStatus::Suppressed => "suppressed",
+            SendStatus::Bounced => "bounced",
+            SendStatus::Expired => "expired",
+            SendStatus::Cancelled => "cancelled",
+            SendStatus::Complained => "complained",
+        }
+    }
+
+    /// The outbox status a row ends in when this is its outcome.
+    pub fn outbox_status(self) -> OutboxStatus {
+        match self {
+            SendStatus::Sent => OutboxStatus::Sent,
+            SendStatus::Suppressed => OutboxStatus::Suppressed,
+            SendStatus::Expired => OutboxStatus::Expired,
+            SendStatus::Cancelled => OutboxStatus::Cancelled,
+            // The seed's rule, kept: the queue has no 'bounced'.
+            SendStatus::Failed | SendStatus::Bounced | SendStatus::Complained => {
+                OutboxStatus::Failed
+            }
+        }
+    }
+}
+
+impl fmt::Display for SendStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_id_refuses_empty_long_and_control_characters() {
+        assert!(UserId::parse("user_id", "u-42").is_ok());
+        let err = UserId::parse("user_id", "").unwrap_err();
+        assert_eq!(err.field, "user_id");
+        assert!(UserId::parse("user_id", &"x".repeat(256)).is_err());
+        assert!(UserId::parse("user_id", "a\nb").is_err());
+    }
+
+    #[test]
+    fn channel_name_error_names_what_is_accepted() {
+        let err = ChannelName::parse("--channel", "E-Mail").unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("--channel: \"E-Mail\""), "{text}");
+        assert!(text.contains("a-z, 0-9"), "{text}");
+    }
+
+    #[test]
+    fn bounced_is_failed_in_the_outbox() {
+        assert_eq!(SendStatus::Bounced.outbox_status(), OutboxStatus::Failed);
+        assert_eq!(
+            SendStatus::Suppressed.outbox_status(),
+            OutboxStatus::Suppressed
+        );
+        assert_eq!(
+            "sending".parse::<OutboxStatus>().unwrap(),
+            OutboxStatus::Sending
+        );
+        assert!("bounced".parse::<OutboxStatus>().is_err());
+    }
+}

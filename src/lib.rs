@@ -1,0 +1,35 @@
+//! Herald: an engagement outbox.
+//!
+//! Host applications tell Herald that something happened to a user; rules an
+//! operator switched on turn that into scheduled messages; the worker delivers
+//! them, retries what failed for a passing reason, and records every outcome so
+//! anyone can ask "did user X get it, and if not, why".
+//!
+//! # Layout
+//! - [`domain`]: the values every layer passes around (`UserId`,
+//!   `ChannelName`, the two status enums), parsed once at the edge.
+//! - [`clock`]: where "now" comes from; tests use a manual clock.
+//! - [`store`]: the database, one interface over SQLite, PostgreSQL and
+//!   MariaDB/MySQL, with its migrations.
+//! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
+//!   `channel::inbox` writes the in-app inbox.
+//! - [`worker`]: claims due rows, delivers them through channels, records
+//!   outcomes; `worker::policy` decides retry, give-up and expiry.
+//! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`).
+//! - [`metrics`]: Prometheus counters and gauges.
+//! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
+//! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
+//! - [`bench`]: `herald bench`, the drain benchmark.
+//! - [`cli`]: the command line; `main.rs` only calls it.
+
+pub mod app;
+pub mod bench;
+pub mod channel;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod metrics;
+pub mod store;
+pub mod worker;

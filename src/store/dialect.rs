@@ -1,0 +1,106 @@
+//! What differs between SQLite, PostgreSQL and MariaDB/MySQL.
+
+use std::fmt;
+
+/// The SQL dialect of a database URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Dialect {
+    pub fn from_url(url: &str) -> Option<Dialect> {
+        let scheme = url.split(':').next()?.to_ascii_lowercase();
+        match scheme.as_str() {
+            "sqlite" => Some(Dialect::Sqlite),
+            "postgres" | "postgresql" => Some(Dialect::Postgres),
+            "mysql" | "mariadb" => Some(Dialect::MySql),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::MySql => "mysql",
+        }
+    }
+
+    /// Rewrites `?` placeholders into this dialect's form. Queries are written
+    /// once with `?`; PostgreSQL numbers its parameters. Herald's SQL never
+    /// holds a literal `?`, so a plain scan is enough.
+    pub fn sql(self, q: &str) -> String {
+        if self != Dialect::Postgres {
+            return q.to_owned();
+        }
+        let mut out = String::with_capacity(q.len() + 16);
+        let mut n = 0;
+        for c in q.chars() {
+            if c == '?' {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// PostgreSQL and SQLite (3.35+) return the rows an `UPDATE` touched;
+    /// MariaDB/MySQL do not, so there the claimed batch is read back by its
+    /// claim token.
+    pub fn has_update_returning(self) -> bool {
+        !matches!(self, Dialect::MySql)
+    }
+
+    /// The tail of an `INSERT` that skips a row whose unique key exists.
+    /// MySQL's `INSERT IGNORE` would also swallow truncation and other
+    /// errors, so it gets a no-op update instead.
+    pub fn on_conflict_do_nothing(self, unique_column: &str) -> String {
+        match self {
+            Dialect::MySql => format!(" ON DUPLICATE KEY UPDATE {unique_column} = {unique_column}"),
+            _ => format!(" ON CONFLICT ({unique_column}) DO NOTHING"),
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_numbers_its_placeholders() {
+        assert_eq!(
+            Dialect::Postgres.sql("a = ? AND b = ?"),
+            "a = $1 AND b = $2"
+        );
+        assert_eq!(Dialect::MySql.sql("a = ?"), "a = ?");
+    }
+
+    #[test]
+    fn dialect_comes_from_the_url_scheme() {
+        assert_eq!(
+            Dialect::from_url("sqlite://herald.db"),
+            Some(Dialect::Sqlite)
+        );
+        assert_eq!(
+            Dialect::from_url("postgresql://x/y"),
+            Some(Dialect::Postgres)
+        );
+        assert_eq!(
+            Dialect::from_url("mariadb://root@h/db"),
+            Some(Dialect::MySql)
+        );
+        assert_eq!(Dialect::from_url("redis://x"), None);
+    }
+}

@@ -1,0 +1,50 @@
+//! PostgreSQL LISTEN/NOTIFY between instances: an enqueue anywhere wakes
+//! every worker at once. Polling stays the backstop, so a lost notification
+//! or a dropped listener connection only delays, never loses.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::sql::NOTIFY_CHANNEL;
+
+/// Forwards notifications on [`NOTIFY_CHANNEL`] to `wake` until `shutdown`.
+/// Reconnects with a capped backoff when the server goes away.
+pub async fn forward_notifications(url: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+    let mut backoff = Duration::from_millis(500);
+    while !shutdown.is_cancelled() {
+        let mut listener = match PgListener::connect(&url).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?backoff, "LISTEN connection failed; polling meanwhile");
+                tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(NOTIFY_CHANNEL).await {
+            tracing::warn!(error = %e, "LISTEN failed; polling meanwhile");
+            tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
+            continue;
+        }
+        backoff = Duration::from_millis(500);
+        // A reconnect may have missed notifications: sweep once to be sure.
+        wake.notify_one();
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                msg = listener.try_recv() => match msg {
+                    Ok(Some(_)) => wake.notify_one(),
+                    Ok(None) => { wake.notify_one(); } // reconnected; sweep in case we missed one
+                    Err(e) => {
+                        tracing::warn!(error = %e, "LISTEN connection lost; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

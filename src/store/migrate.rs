@@ -1,0 +1,243 @@
+//! Versioned schema migrations, one SQL file per version per dialect.
+//!
+//! Not `sqlx::migrate!`: its bookkeeping table is `_sqlx_migrations`, a name
+//! Herald cannot change, and Herald is meant to live inside a host
+//! application's own database, which may well use sqlx migrations of its own.
+//! Herald's bookkeeping lives in `engagement_schema_migrations` beside its
+//! other tables. The runner is small: take a lock so two instances starting
+//! together do not both migrate, apply what is missing in order, record it.
+
+use serde::Serialize;
+use sqlx::{AnyConnection, Connection, Row};
+
+use super::{Dialect, StoreError};
+use crate::clock::Millis;
+
+struct Migration {
+    version: i64,
+    name: &'static str,
+    sqlite: &'static str,
+    postgres: &'static str,
+    mysql: &'static str,
+}
+
+macro_rules! migration {
+    ($version:expr, $name:literal, $file:literal) => {
+        Migration {
+            version: $version,
+            name: $name,
+            sqlite: include_str!(concat!("../../migrations/sqlite/", $file)),
+            postgres: include_str!(concat!("../../migrations/postgres/", $file)),
+            mysql: include_str!(concat!("../../migrations/mysql/", $file)),
+        }
+    };
+}
+
+const MIGRATIONS: &[Migration] = &[migration!(1, "outbox", "0001_outbox.sql")];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AppliedMigration {
+    pub version: i64,
+    pub name: &'static str,
+}
+
+impl Migration {
+    fn text(&self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::Sqlite => self.sqlite,
+            Dialect::Postgres => self.postgres,
+            Dialect::MySql => self.mysql,
+        }
+    }
+
+    /// Statements end with `;` at the end of a line. MySQL's protocol takes
+    /// one statement per query, so every dialect gets them one at a time.
+    fn statements(&self, dialect: Dialect) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut current = String::new();
+        for line in self.text(dialect).lines() {
+            let trimmed = line.trim();
+            if trimmed.starts_with("--") || trimmed.is_empty() {
+                continue;
+            }
+            current.push_str(line);
+            current.push('\n');
+            if trimmed.ends_with(';') {
+                let stmt = current.trim().trim_end_matches(';').to_owned();
+                out.push(stmt);
+                current.clear();
+            }
+        }
+        if !current.trim().is_empty() {
+            out.push(current.trim().to_owned());
+        }
+        out
+    }
+}
+
+const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS engagement_schema_migrations (\
+     version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at BIGINT NOT NULL)";
+
+/// Applies every missing migration; returns the ones it applied.
+pub(super) async fn run(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    now: Millis,
+) -> Result<Vec<AppliedMigration>, StoreError> {
+    let db = StoreError::db;
+    match dialect {
+        // SQLite's DDL is transactional and its write lock is the whole
+        // database: one IMMEDIATE transaction is both the lock and the unit.
+        Dialect::Sqlite => {
+            sqlx::query("BEGIN IMMEDIATE")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: lock"))?;
+            let result = apply_pending(conn, dialect, now).await;
+            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+            sqlx::query(end)
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: commit"))?;
+            result
+        }
+        Dialect::Postgres => {
+            // 0x6865726c = "herl"; an arbitrary key that other applications
+            // sharing the database are unlikely to pick.
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_lock(1751478892)) AS l")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: lock"))?;
+            let result = apply_pending(conn, dialect, now).await;
+            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_unlock(1751478892)) AS l")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: unlock"))?;
+            result
+        }
+        Dialect::MySql => {
+            sqlx::query("SELECT GET_LOCK('herald_migrate', 300)")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: lock"))?;
+            let result = apply_pending(conn, dialect, now).await;
+            sqlx::query("SELECT RELEASE_LOCK('herald_migrate')")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("migrate: unlock"))?;
+            result
+        }
+    }
+}
+
+async fn apply_pending(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    now: Millis,
+) -> Result<Vec<AppliedMigration>, StoreError> {
+    sqlx::query(BOOKKEEPING)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::db(
+            "migrate: create engagement_schema_migrations",
+        ))?;
+    let rows = sqlx::query("SELECT version FROM engagement_schema_migrations")
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(StoreError::db("migrate: read applied versions"))?;
+    let mut applied = Vec::with_capacity(rows.len());
+    for row in rows {
+        applied.push(
+            row.try_get::<i64, _>(0)
+                .map_err(StoreError::db("migrate: read applied versions"))?,
+        );
+    }
+    let newest_known = MIGRATIONS.last().map_or(0, |m| m.version);
+    if let Some(&v) = applied.iter().find(|&&v| v > newest_known) {
+        return Err(StoreError::UnknownMigration { version: v });
+    }
+
+    let mut done = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+        let failed = |source| StoreError::Migration {
+            version: m.version,
+            name: m.name,
+            source,
+        };
+        let record = dialect.sql(
+            "INSERT INTO engagement_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+        );
+        match dialect {
+            // Already inside the lock's transaction.
+            Dialect::Sqlite => {
+                for stmt in m.statements(dialect) {
+                    sqlx::query(&stmt)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(failed)?;
+                }
+                sqlx::query(&record)
+                    .bind(m.version)
+                    .bind(m.name)
+                    .bind(now.0)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(failed)?;
+            }
+            // Transactional DDL: a failed migration leaves nothing behind.
+            Dialect::Postgres => {
+                let mut tx = conn.begin().await.map_err(failed)?;
+                for stmt in m.statements(dialect) {
+                    sqlx::query(&stmt).execute(&mut *tx).await.map_err(failed)?;
+                }
+                sqlx::query(&record)
+                    .bind(m.version)
+                    .bind(m.name)
+                    .bind(now.0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(failed)?;
+                tx.commit().await.map_err(failed)?;
+            }
+            // MySQL commits each DDL statement on its own; a migration that
+            // fails halfway has to be finished by hand, and the error says
+            // which version it was.
+            Dialect::MySql => {
+                for stmt in m.statements(dialect) {
+                    sqlx::query(&stmt)
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(failed)?;
+                }
+                sqlx::query(&record)
+                    .bind(m.version)
+                    .bind(m.name)
+                    .bind(now.0)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(failed)?;
+            }
+        }
+        done.push(AppliedMigration {
+            version: m.version,
+            name: m.name,
+        });
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_split_into_single_statements() {
+        for m in MIGRATIONS {
+            for d in [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql] {
+                let stmts = m.statements(d);
+                assert!(stmts.len() >= 3, "{} {d}", m.name);
+                assert!(stmts.iter().all(|s| !s.trim_end().ends_with(';')));
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Persistence: one interface, [`Store`], over SQLite, PostgreSQL and MariaDB/MySQL.
+//!
+//! # Why one SQL implementation with three dialects
+//! The three backends differ in a handful of places: placeholder syntax, how an
+//! `INSERT` ignores a duplicate, whether `UPDATE … RETURNING` exists, how a
+//! migration takes a lock. Everything that matters for correctness — the
+//! compare-and-set claim, the fencing token on every write after it, the outcome
+//! and its send-log row in one transaction — is the same logic in all three.
+//! So [`SqlStore`] holds that logic once, over sqlx's `Any` driver, and
+//! [`Dialect`] holds the differences (the SQL text of each named query and two
+//! capabilities). The alternative, three copies of the Rust (River's layout, in
+//! a language where generics over drivers are cheaper), would triple the code
+//! that has to stay identical for the fencing guarantees to hold. The one
+//! conformance suite in `tests/store_conformance.rs` runs against each dialect.
+//!
+//! # Why times are integers
+//! Every timestamp column is a BIGINT of milliseconds since the Unix epoch,
+//! UTC. The native types disagree (PostgreSQL's `timestamptz`, MySQL's
+//! `DATETIME` that depends on the session time zone, SQLite's text), and the
+//! worker's hottest query compares `due_at` against now: an integer compares
+//! the same way, at the same cost, everywhere. Readers convert at the edge
+//! ([`crate::clock::Millis`]).
+
+mod dialect;
+pub mod listen;
+mod migrate;
+mod rows;
+mod sql;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+
+use crate::clock::Millis;
+use crate::domain::{ChannelName, SendStatus, UserId};
+
+pub use dialect::Dialect;
+pub use migrate::AppliedMigration;
+pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
+pub use sql::{ConnectOptions, SqlStore};
+
+/// An error from the database layer, with the operation that hit it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{op}: {source}")]
+    Database {
+        op: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error("migration {version} ({name}) failed: {source}")]
+    Migration {
+        version: i64,
+        name: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+    #[error(
+        "the database has migration {version} applied, which this Herald does not know; \
+         it was migrated by a newer Herald, so run that version (or restore an older backup)"
+    )]
+    UnknownMigration { version: i64 },
+    #[error(
+        "database URL {url:?} is not supported; expected sqlite://PATH, postgres://… or mysql://… (mariadb://… is accepted too)"
+    )]
+    UnsupportedUrl { url: String },
+    #[error("corrupt row in {table}: column {column} holds {value:?}")]
+    CorruptRow {
+        table: &'static str,
+        column: &'static str,
+        value: String,
+    },
+}
+
+impl StoreError {
+    pub(crate) fn db(op: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
+        move |source| StoreError::Database { op, source }
+    }
+}
+
+/// A message to schedule. `id` is chosen by the caller (a UUIDv7, see
+/// [`new_id`]) so a batch insert needs no per-dialect way to learn its ids.
+#[derive(Debug, Clone)]
+pub struct NewOutboxRow {
+    pub id: String,
+    /// Unique across the table: the same key again plans nothing new. The
+    /// planner uses `trigger:rule:channel`, so a replayed trigger or a second
+    /// planner instance never doubles a message.
+    pub dedupe_key: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub user_id: UserId,
+    pub channel: ChannelName,
+    /// What the channel needs to build the message, as JSON.
+    pub payload: serde_json::Value,
+    pub due_at: Millis,
+    /// `due_at + grace`: past this the row ends as `expired`, never delivered.
+    /// Fixed at planning time, so retries cannot stretch it.
+    pub expires_at: Option<Millis>,
+}
+
+/// What became of one row handed to [`Store::enqueue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enqueued {
+    /// The row now holding this dedupe key: the new one, or the one before it.
+    pub id: String,
+    pub dedupe_key: String,
+    /// False when the dedupe key already existed and nothing was inserted.
+    pub created: bool,
+}
+
+/// A terminal outcome to record for a claimed row.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub status: SendStatus,
+    pub detail: Option<String>,
+    pub transport: Option<String>,
+    pub address_hash: Option<String>,
+}
+
+/// The in-app inbox entry the `inbox` channel writes.
+#[derive(Debug, Clone)]
+pub struct NewInboxMessage {
+    pub outbox_id: String,
+    pub user_id: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub url: Option<String>,
+    pub data: Option<serde_json::Value>,
+}
+
+/// A fresh identifier: UUIDv7, so ids sort by creation time, are unique across
+/// instances without coordination, and do not reveal a count.
+pub fn new_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// The operations Herald needs from its database.
+///
+/// Every write after a claim takes the claim's token and changes nothing when
+/// the token no longer matches (the claim was reclaimed as stale and someone
+/// else owns the row now): those return `Ok(false)`.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn dialect(&self) -> Dialect;
+
+    /// Signalled after every enqueue that created a row, so the worker in this
+    /// process can start at once instead of at its next poll.
+    fn enqueued_signal(&self) -> Arc<Notify>;
+
+    /// Applies the migrations this build knows and the database lacks.
+    async fn migrate(&self) -> Result<Vec<AppliedMigration>, StoreError>;
+
+    /// A cheap round trip, for `/readyz`.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Inserts rows, skipping any whose dedupe key exists already.
+    async fn enqueue(
+        &self,
+        rows: &[NewOutboxRow],
+        now: Millis,
+    ) -> Result<Vec<Enqueued>, StoreError>;
+
+    /// Claims up to `limit` due rows by compare-and-set, marks them `sending`
+    /// under `token`, counts the attempt, and returns the rows this call won.
+    async fn claim_due(
+        &self,
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Ends a claimed row and appends its send-log row, in one transaction.
+    async fn finish(
+        &self,
+        row: &OutboxRow,
+        token: &str,
+        outcome: &Finish,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Puts a claimed row back to `scheduled` at `due_at`, with the error.
+    async fn reschedule(
+        &self,
+        id: &str,
+        token: &str,
+        due_at: Millis,
+        detail: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Gives a claim back unfinished (shutdown). `refund_attempt` when the
+    /// delivery never started, so the attempt does not count against the row.
+    async fn release(
+        &self,
+        id: &str,
+        token: &str,
+        refund_attempt: bool,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
+
+    /// Takes back claims older than `cutoff`: their owner died or stalled.
+    async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError>;
+
+    /// The earliest `due_at` among scheduled rows, so the worker can sleep
+    /// exactly until then.
+    async fn next_due_at(&self) -> Result<Option<Millis>, StoreError>;
+
+    /// Counts by status and the oldest due row.
+    async fn status_summary(&self, now: Millis) -> Result<StatusSummary, StoreError>;
+
+    async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError>;
+
+    /// The send log for one user, newest first.
+    async fn sends_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<SendRecord>, StoreError>;
+
+    /// The send log for one outbox row, oldest first.
+    async fn sends_for_outbox(&self, outbox_id: &str) -> Result<Vec<SendRecord>, StoreError>;
+
+    /// Rows for one user still waiting (`scheduled` or `sending`), newest first.
+    async fn pending_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Writes an inbox message; a second write for the same outbox row is a
+    /// no-op (returns false), so a redelivery after a crash shows one message.
+    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError>;
+
+    /// A user's inbox, newest first.
+    async fn inbox_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<InboxMessage>, StoreError>;
+}

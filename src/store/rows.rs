@@ -1,0 +1,187 @@
+//! Rows as they come back from the database.
+
+use serde::Serialize;
+use sqlx::any::AnyRow;
+use sqlx::{FromRow, Row};
+
+use super::StoreError;
+use crate::clock::Millis;
+use crate::domain::OutboxStatus;
+
+/// The columns of `engagement_outbox`, in the order every query selects them.
+pub(crate) const OUTBOX_COLUMNS: &str = "id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
+     due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OutboxRow {
+    pub id: String,
+    pub dedupe_key: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub user_id: String,
+    pub channel: String,
+    pub payload: String,
+    pub status: OutboxStatus,
+    pub due_at: Millis,
+    pub expires_at: Option<Millis>,
+    /// Deliveries started, counted when the row is claimed: a row whose
+    /// deliveries keep killing the process still runs out of attempts.
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    #[serde(skip)]
+    pub claim_token: Option<String>,
+    pub claimed_at: Option<Millis>,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+impl OutboxRow {
+    pub(crate) fn from_any(row: &AnyRow) -> Result<OutboxRow, StoreError> {
+        let get = StoreError::db("decode engagement_outbox row");
+        let status: String = row
+            .try_get("status")
+            .map_err(StoreError::db("decode engagement_outbox row"))?;
+        let status = status
+            .parse::<OutboxStatus>()
+            .map_err(|_| StoreError::CorruptRow {
+                table: "engagement_outbox",
+                column: "status",
+                value: status.clone(),
+            })?;
+        let inner = || -> Result<OutboxRow, sqlx::Error> {
+            Ok(OutboxRow {
+                id: row.try_get("id")?,
+                dedupe_key: row.try_get("dedupe_key")?,
+                rule_id: row.try_get("rule_id")?,
+                trigger_id: row.try_get("trigger_id")?,
+                user_id: row.try_get("user_id")?,
+                channel: row.try_get("channel")?,
+                payload: row.try_get("payload")?,
+                status,
+                due_at: Millis(row.try_get("due_at")?),
+                expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Millis),
+                attempts: row.try_get("attempts")?,
+                last_error: row.try_get("last_error")?,
+                claim_token: row.try_get("claim_token")?,
+                claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(Millis),
+                created_at: Millis(row.try_get("created_at")?),
+                updated_at: Millis(row.try_get("updated_at")?),
+            })
+        };
+        inner().map_err(get)
+    }
+}
+
+/// One row of the append-only send log.
+#[derive(Debug, Clone, Serialize)]
+pub struct SendRecord {
+    pub id: String,
+    pub outbox_id: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub user_id: String,
+    pub channel: String,
+    pub transport: Option<String>,
+    pub address_hash: Option<String>,
+    pub status: String,
+    pub detail: Option<String>,
+    pub attempts: i64,
+    pub created_at: Millis,
+}
+
+impl<'r> FromRow<'r, AnyRow> for SendRecord {
+    fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
+        Ok(SendRecord {
+            id: row.try_get("id")?,
+            outbox_id: row.try_get("outbox_id")?,
+            rule_id: row.try_get("rule_id")?,
+            trigger_id: row.try_get("trigger_id")?,
+            user_id: row.try_get("user_id")?,
+            channel: row.try_get("channel")?,
+            transport: row.try_get("transport")?,
+            address_hash: row.try_get("address_hash")?,
+            status: row.try_get("status")?,
+            detail: row.try_get("detail")?,
+            attempts: row.try_get("attempts")?,
+            created_at: Millis(row.try_get("created_at")?),
+        })
+    }
+}
+
+/// One message in a user's in-app inbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct InboxMessage {
+    pub id: String,
+    pub outbox_id: String,
+    pub user_id: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub url: Option<String>,
+    pub data: Option<serde_json::Value>,
+    pub created_at: Millis,
+    pub seen_at: Option<Millis>,
+    pub read_at: Option<Millis>,
+    pub archived_at: Option<Millis>,
+}
+
+impl<'r> FromRow<'r, AnyRow> for InboxMessage {
+    fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
+        let data: Option<String> = row.try_get("data")?;
+        Ok(InboxMessage {
+            id: row.try_get("id")?,
+            outbox_id: row.try_get("outbox_id")?,
+            user_id: row.try_get("user_id")?,
+            title: row.try_get("title")?,
+            body: row.try_get("body")?,
+            url: row.try_get("url")?,
+            // Written by Herald as JSON; unreadable JSON is shown as a string
+            // rather than hiding the message.
+            data: data.map(|d| {
+                serde_json::from_str::<serde_json::Value>(&d)
+                    .unwrap_or(serde_json::Value::String(d))
+            }),
+            created_at: Millis(row.try_get("created_at")?),
+            seen_at: row.try_get::<Option<i64>, _>("seen_at")?.map(Millis),
+            read_at: row.try_get::<Option<i64>, _>("read_at")?.map(Millis),
+            archived_at: row.try_get::<Option<i64>, _>("archived_at")?.map(Millis),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct StatusCount {
+    pub status: OutboxStatus,
+    pub count: i64,
+}
+
+/// What `herald status` and `/metrics` report about the outbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusSummary {
+    /// Every status, zero included, so a dashboard sees the series exist.
+    pub counts: Vec<StatusCount>,
+    /// The scheduled row that has been due the longest, if any is due.
+    pub oldest_due: Option<OldestDue>,
+    /// When the next scheduled row falls due (may be in the future).
+    pub next_due_at: Option<Millis>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OldestDue {
+    pub id: String,
+    pub user_id: String,
+    pub channel: String,
+    pub due_at: Millis,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    /// How long past due it is, in seconds, at the time of the summary.
+    pub overdue_seconds: f64,
+}
+
+impl StatusSummary {
+    pub fn count(&self, status: OutboxStatus) -> i64 {
+        self.counts
+            .iter()
+            .find(|c| c.status == status)
+            .map_or(0, |c| c.count)
+    }
+}

@@ -1,0 +1,645 @@
+//! [`SqlStore`]: the [`Store`] over sqlx's `Any` driver, for all three dialects.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Executor, Row};
+use tokio::sync::Notify;
+
+use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount};
+use super::{
+    AppliedMigration, Dialect, Enqueued, Finish, InboxMessage, NewInboxMessage, NewOutboxRow,
+    OutboxRow, SendRecord, StatusSummary, Store, StoreError, migrate, new_id,
+};
+use crate::clock::Millis;
+use crate::domain::{OutboxStatus, UserId};
+
+/// The PostgreSQL channel instances use to wake each other on enqueue.
+pub const NOTIFY_CHANNEL: &str = "herald_outbox";
+
+/// How rows per multi-row INSERT: well under every dialect's parameter limit
+/// (SQLite's 32766 is the lowest) at 10 parameters a row.
+const INSERT_CHUNK: usize = 500;
+
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection before failing the operation.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The one SQL implementation of [`Store`]; see the module docs for why.
+#[derive(Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    url: String,
+    enqueued: Arc<Notify>,
+    q: Arc<Queries>,
+}
+
+/// Every fixed query, already in the dialect's placeholder form.
+struct Queries {
+    claim: String,
+    claimed_by_token: String,
+    finish: String,
+    insert_send: String,
+    reschedule: String,
+    release: String,
+    reclaim: String,
+    next_due: String,
+    counts: String,
+    oldest_due: String,
+    get_outbox: String,
+    sends_for_user: String,
+    sends_for_outbox: String,
+    pending_for_user: String,
+    insert_inbox: String,
+    inbox_for_user: String,
+}
+
+impl Queries {
+    fn new(d: Dialect) -> Queries {
+        let claim = if d.has_update_returning() {
+            // The subquery picks candidates; the outer `status='scheduled'`
+            // is the compare-and-set. Two instances may pick the same ids:
+            // PostgreSQL re-checks the WHERE after waiting on a row another
+            // claim changed, SQLite has one writer, so each row goes to one.
+            format!(
+                "UPDATE engagement_outbox \
+                 SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1 \
+                 WHERE status = 'scheduled' AND id IN (\
+                   SELECT id FROM engagement_outbox WHERE status = 'scheduled' AND due_at <= ? \
+                   ORDER BY due_at LIMIT ?) \
+                 RETURNING {OUTBOX_COLUMNS}"
+            )
+        } else {
+            // MySQL cannot LIMIT a subquery on the table it updates, but a
+            // single-table UPDATE may ORDER BY and LIMIT itself. The rows are
+            // read back by token afterwards.
+            "UPDATE engagement_outbox \
+             SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1 \
+             WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
+                .to_owned()
+        };
+        Queries {
+            claim: d.sql(&claim),
+            claimed_by_token: d.sql(&format!(
+                "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE claim_token = ? AND status = 'sending'"
+            )),
+            finish: d.sql(
+                "UPDATE engagement_outbox SET status = ?, last_error = ?, claim_token = NULL, updated_at = ? \
+                 WHERE id = ? AND claim_token = ? AND status = 'sending'",
+            ),
+            insert_send: d.sql(
+                "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
+                 address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ),
+            reschedule: d.sql(
+                "UPDATE engagement_outbox SET status = 'scheduled', due_at = ?, last_error = ?, claim_token = NULL, \
+                 claimed_at = NULL, updated_at = ? WHERE id = ? AND claim_token = ? AND status = 'sending'",
+            ),
+            release: d.sql(
+                "UPDATE engagement_outbox SET status = 'scheduled', attempts = attempts - ?, claim_token = NULL, \
+                 claimed_at = NULL, updated_at = ? WHERE id = ? AND claim_token = ? AND status = 'sending'",
+            ),
+            reclaim: d.sql(
+                "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
+                 last_error = ?, updated_at = ? WHERE status = 'sending' AND claimed_at < ?",
+            ),
+            next_due: "SELECT MIN(due_at) FROM engagement_outbox WHERE status = 'scheduled'".to_owned(),
+            counts: "SELECT status, COUNT(*) FROM engagement_outbox GROUP BY status".to_owned(),
+            oldest_due: d.sql(
+                "SELECT id, user_id, channel, due_at, attempts, last_error FROM engagement_outbox \
+                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1",
+            ),
+            get_outbox: d.sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE id = ?")),
+            sends_for_user: d.sql(
+                "SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            ),
+            sends_for_outbox: d.sql("SELECT * FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id"),
+            pending_for_user: d.sql(&format!(
+                "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE user_id = ? \
+                 AND status IN ('scheduled', 'sending') ORDER BY created_at DESC LIMIT ?"
+            )),
+            insert_inbox: d.sql(&format!(
+                "INSERT INTO engagement_inbox (id, outbox_id, user_id, title, body, url, data, created_at) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?){}",
+                d.on_conflict_do_nothing("outbox_id")
+            )),
+            inbox_for_user: d.sql(
+                "SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            ),
+        }
+    }
+}
+
+impl SqlStore {
+    /// Opens a pool for `url`. A SQLite file is created if missing and put in
+    /// WAL mode, so the worker's writes do not block readers such as
+    /// `herald status`.
+    pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<SqlStore, StoreError> {
+        sqlx::any::install_default_drivers();
+        let dialect = Dialect::from_url(url).ok_or_else(|| StoreError::UnsupportedUrl {
+            url: url.to_owned(),
+        })?;
+        let url = normalise_url(url, dialect);
+        let mut pool_opts = AnyPoolOptions::new()
+            .max_connections(opts.max_connections)
+            .acquire_timeout(opts.acquire_timeout);
+        if dialect == Dialect::Sqlite {
+            pool_opts = pool_opts.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    // WAL lets readers run beside the one writer. busy_timeout
+                    // turns a momentary write lock into a wait, not an error.
+                    conn.execute("PRAGMA journal_mode = WAL").await?;
+                    conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool_opts
+            .connect(&url)
+            .await
+            .map_err(StoreError::db("connect"))?;
+        Ok(SqlStore {
+            pool,
+            dialect,
+            url,
+            enqueued: Arc::new(Notify::new()),
+            q: Arc::new(Queries::new(dialect)),
+        })
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// The URL the pool was opened with (after normalisation).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Tells other instances (PostgreSQL only) that rows were enqueued.
+    async fn notify_others(&self) {
+        if self.dialect == Dialect::Postgres {
+            let sql = format!("NOTIFY {NOTIFY_CHANNEL}");
+            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
+                // Polling is the backstop; a lost notification only delays.
+                tracing::warn!(error = %e, "could not notify other instances of new rows");
+            }
+        }
+    }
+
+    async fn enqueue_chunk(
+        &self,
+        rows: &[NewOutboxRow],
+        now: Millis,
+    ) -> Result<Vec<Enqueued>, StoreError> {
+        let d = self.dialect;
+        let mut sql = String::from(
+            "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
+             due_at, expires_at, attempts, created_at, updated_at) VALUES ",
+        );
+        for i in 0..rows.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str("(?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, 0, ?, ?)");
+        }
+        sql.push_str(&d.on_conflict_do_nothing("dedupe_key"));
+        let sql = d.sql(&sql);
+        let mut query = sqlx::query(&sql);
+        for r in rows {
+            query = query
+                .bind(r.id.clone())
+                .bind(r.dedupe_key.clone())
+                .bind(r.rule_id.clone())
+                .bind(r.trigger_id.clone())
+                .bind(r.user_id.as_str().to_owned())
+                .bind(r.channel.as_str().to_owned())
+                .bind(r.payload.to_string())
+                .bind(r.due_at.0)
+                .bind(r.expires_at.map(|t| t.0))
+                .bind(now.0)
+                .bind(now.0);
+        }
+        let inserted = query
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("enqueue"))?
+            .rows_affected();
+        if inserted as usize == rows.len() {
+            return Ok(rows
+                .iter()
+                .map(|r| Enqueued {
+                    id: r.id.clone(),
+                    dedupe_key: r.dedupe_key.clone(),
+                    created: true,
+                })
+                .collect());
+        }
+        // Some keys existed already. Ask which row holds each key: where it is
+        // the id we chose, this call created it. (Portable across dialects,
+        // unlike INSERT … RETURNING, which MySQL lacks.)
+        let mut lookup =
+            String::from("SELECT id, dedupe_key FROM engagement_outbox WHERE dedupe_key IN (");
+        for i in 0..rows.len() {
+            lookup.push_str(if i == 0 { "?" } else { ", ?" });
+        }
+        lookup.push(')');
+        let lookup = d.sql(&lookup);
+        let mut query = sqlx::query(&lookup);
+        for r in rows {
+            query = query.bind(r.dedupe_key.clone());
+        }
+        let found = query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("enqueue: read existing"))?;
+        let mut holders = std::collections::HashMap::with_capacity(found.len());
+        for row in &found {
+            let id: String = row
+                .try_get(0)
+                .map_err(StoreError::db("enqueue: read existing"))?;
+            let key: String = row
+                .try_get(1)
+                .map_err(StoreError::db("enqueue: read existing"))?;
+            holders.insert(key, id);
+        }
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let id = holders
+                    .get(&r.dedupe_key)
+                    .cloned()
+                    .unwrap_or_else(|| r.id.clone());
+                Enqueued {
+                    created: id == r.id,
+                    id,
+                    dedupe_key: r.dedupe_key.clone(),
+                }
+            })
+            .collect())
+    }
+}
+
+/// Makes the URL say what Herald means by it: a SQLite path is created if
+/// missing (`mode=rwc`), and `mariadb://` is MySQL's wire protocol.
+fn normalise_url(url: &str, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
+            let sep = if url.contains('?') { '&' } else { '?' };
+            format!("{url}{sep}mode=rwc")
+        }
+        Dialect::MySql if url.starts_with("mariadb:") => {
+            format!("mysql:{}", &url["mariadb:".len()..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn outbox_rows(rows: &[AnyRow]) -> Result<Vec<OutboxRow>, StoreError> {
+    rows.iter().map(OutboxRow::from_any).collect()
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn enqueued_signal(&self) -> Arc<Notify> {
+        self.enqueued.clone()
+    }
+
+    async fn migrate(&self) -> Result<Vec<AppliedMigration>, StoreError> {
+        let mut conn = self
+            .pool
+            .acquire()
+            .await
+            .map_err(StoreError::db("migrate: connect"))?;
+        migrate::run(
+            &mut conn,
+            self.dialect,
+            crate::clock::Clock::now(&crate::clock::SystemClock),
+        )
+        .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("ping"))?;
+        Ok(())
+    }
+
+    async fn enqueue(
+        &self,
+        rows: &[NewOutboxRow],
+        now: Millis,
+    ) -> Result<Vec<Enqueued>, StoreError> {
+        let mut out = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(INSERT_CHUNK) {
+            out.extend(self.enqueue_chunk(chunk, now).await?);
+        }
+        if out.iter().any(|e| e.created) {
+            self.enqueued.notify_one();
+            self.notify_others().await;
+        }
+        Ok(out)
+    }
+
+    async fn claim_due(
+        &self,
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let claim = sqlx::query(&self.q.claim)
+            .bind(token.to_owned())
+            .bind(now.0)
+            .bind(now.0)
+            .bind(now.0)
+            .bind(i64::from(limit));
+        if self.dialect.has_update_returning() {
+            let rows = claim
+                .fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::db("claim due rows"))?;
+            return outbox_rows(&rows);
+        }
+        let won = claim
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("claim due rows"))?
+            .rows_affected();
+        if won == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&self.q.claimed_by_token)
+            .bind(token.to_owned())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("read claimed rows"))?;
+        outbox_rows(&rows)
+    }
+
+    async fn finish(
+        &self,
+        row: &OutboxRow,
+        token: &str,
+        outcome: &Finish,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let db = StoreError::db;
+        let mut tx = self.pool.begin().await.map_err(db("finish: begin"))?;
+        let outbox_status = outcome.status.outbox_status();
+        // The seed's rule: a sent row carries no error.
+        let last_error = if outbox_status == OutboxStatus::Sent {
+            None
+        } else {
+            outcome.detail.clone()
+        };
+        let updated = sqlx::query(&self.q.finish)
+            .bind(outbox_status.as_str())
+            .bind(last_error)
+            .bind(now.0)
+            .bind(row.id.clone())
+            .bind(token.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("finish: update outbox"))?
+            .rows_affected();
+        if updated == 0 {
+            // Our claim was taken back; the newer attempt owns the outcome.
+            tx.rollback().await.map_err(db("finish: rollback"))?;
+            return Ok(false);
+        }
+        sqlx::query(&self.q.insert_send)
+            .bind(new_id())
+            .bind(row.id.clone())
+            .bind(row.rule_id.clone())
+            .bind(row.trigger_id.clone())
+            .bind(row.user_id.clone())
+            .bind(row.channel.clone())
+            .bind(outcome.transport.clone())
+            .bind(outcome.address_hash.clone())
+            .bind(outcome.status.as_str())
+            .bind(outcome.detail.clone())
+            .bind(row.attempts)
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("finish: append send log"))?;
+        tx.commit().await.map_err(db("finish: commit"))?;
+        Ok(true)
+    }
+
+    async fn reschedule(
+        &self,
+        id: &str,
+        token: &str,
+        due_at: Millis,
+        detail: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(&self.q.reschedule)
+            .bind(due_at.0)
+            .bind(detail.to_owned())
+            .bind(now.0)
+            .bind(id.to_owned())
+            .bind(token.to_owned())
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("reschedule"))?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    async fn release(
+        &self,
+        id: &str,
+        token: &str,
+        refund_attempt: bool,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(&self.q.release)
+            .bind(i64::from(refund_attempt))
+            .bind(now.0)
+            .bind(id.to_owned())
+            .bind(token.to_owned())
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("release claim"))?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
+        let detail = format!(
+            "claim taken back at {now}: the instance delivering it stopped or stalled past the stale window"
+        );
+        let n = sqlx::query(&self.q.reclaim)
+            .bind(detail)
+            .bind(now.0)
+            .bind(cutoff.0)
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("reclaim stale claims"))?
+            .rows_affected();
+        Ok(n)
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Millis>, StoreError> {
+        let row = sqlx::query(&self.q.next_due)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(StoreError::db("next due"))?;
+        let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
+        Ok(v.map(Millis))
+    }
+
+    async fn status_summary(&self, now: Millis) -> Result<StatusSummary, StoreError> {
+        let db = StoreError::db;
+        let rows = sqlx::query(&self.q.counts)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("count by status"))?;
+        let mut counts: Vec<StatusCount> = OutboxStatus::ALL
+            .iter()
+            .map(|&status| StatusCount { status, count: 0 })
+            .collect();
+        for row in rows {
+            let status: String = row.try_get(0).map_err(db("count by status"))?;
+            let count: i64 = row.try_get(1).map_err(db("count by status"))?;
+            let status = status
+                .parse::<OutboxStatus>()
+                .map_err(|_| StoreError::CorruptRow {
+                    table: "engagement_outbox",
+                    column: "status",
+                    value: status.clone(),
+                })?;
+            if let Some(c) = counts.iter_mut().find(|c| c.status == status) {
+                c.count = count;
+            }
+        }
+        let oldest = sqlx::query(&self.q.oldest_due)
+            .bind(now.0)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db("oldest due row"))?;
+        let oldest_due = match oldest {
+            None => None,
+            Some(row) => {
+                let due_at = Millis(row.try_get("due_at").map_err(db("oldest due row"))?);
+                Some(OldestDue {
+                    id: row.try_get("id").map_err(db("oldest due row"))?,
+                    user_id: row.try_get("user_id").map_err(db("oldest due row"))?,
+                    channel: row.try_get("channel").map_err(db("oldest due row"))?,
+                    attempts: row.try_get("attempts").map_err(db("oldest due row"))?,
+                    last_error: row.try_get("last_error").map_err(db("oldest due row"))?,
+                    overdue_seconds: now.since(due_at).as_secs_f64(),
+                    due_at,
+                })
+            }
+        };
+        let next_due_at = self.next_due_at().await?;
+        Ok(StatusSummary {
+            counts,
+            oldest_due,
+            next_due_at,
+        })
+    }
+
+    async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError> {
+        let row = sqlx::query(&self.q.get_outbox)
+            .bind(id.to_owned())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(StoreError::db("get outbox row"))?;
+        row.as_ref().map(OutboxRow::from_any).transpose()
+    }
+
+    async fn sends_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<SendRecord>, StoreError> {
+        sqlx::query_as(&self.q.sends_for_user)
+            .bind(user_id.as_str().to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("send log for user"))
+    }
+
+    async fn sends_for_outbox(&self, outbox_id: &str) -> Result<Vec<SendRecord>, StoreError> {
+        sqlx::query_as(&self.q.sends_for_outbox)
+            .bind(outbox_id.to_owned())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("send log for outbox row"))
+    }
+
+    async fn pending_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let rows = sqlx::query(&self.q.pending_for_user)
+            .bind(user_id.as_str().to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("pending rows for user"))?;
+        outbox_rows(&rows)
+    }
+
+    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError> {
+        let n = sqlx::query(&self.q.insert_inbox)
+            .bind(new_id())
+            .bind(msg.outbox_id.clone())
+            .bind(msg.user_id.clone())
+            .bind(msg.title.clone())
+            .bind(msg.body.clone())
+            .bind(msg.url.clone())
+            .bind(msg.data.as_ref().map(|d| d.to_string()))
+            .bind(now.0)
+            .execute(&self.pool)
+            .await
+            .map_err(StoreError::db("insert inbox message"))?
+            .rows_affected();
+        // MySQL's no-op update reports 0 affected rows, like DO NOTHING.
+        Ok(n == 1)
+    }
+
+    async fn inbox_for_user(
+        &self,
+        user_id: &UserId,
+        limit: u32,
+    ) -> Result<Vec<InboxMessage>, StoreError> {
+        sqlx::query_as(&self.q.inbox_for_user)
+            .bind(user_id.as_str().to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("inbox for user"))
+    }
+}

@@ -1,0 +1,253 @@
+//! What to do with a row, decided in pure functions so every branch has a
+//! test that needs no database.
+
+use std::time::Duration;
+
+use crate::channel::Outcome;
+use crate::clock::Millis;
+use crate::domain::SendStatus;
+use crate::store::{Finish, OutboxRow};
+
+/// The seed's defaults, each configurable.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Deliveries started before a row is given up on.
+    pub max_attempts: u32,
+    /// Flat, not exponential: `due_at` is also the grace window's clock, and a
+    /// doubling backoff would push a delayed message arbitrarily far past the
+    /// moment it was about.
+    pub retry: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// Record this outcome and end the row.
+    Finish(FinishSpec),
+    /// Put the row back to `scheduled` at `due_at`.
+    Retry { due_at: Millis, detail: String },
+}
+
+/// [`Finish`] without the `Clone`-heavy bits, comparable in tests.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishSpec {
+    pub status: SendStatus,
+    pub detail: Option<String>,
+    pub transport: Option<String>,
+    pub address_hash: Option<String>,
+}
+
+impl FinishSpec {
+    fn new(status: SendStatus, detail: impl Into<String>) -> Self {
+        FinishSpec {
+            status,
+            detail: Some(detail.into()),
+            transport: None,
+            address_hash: None,
+        }
+    }
+
+    pub fn into_finish(self) -> Finish {
+        Finish {
+            status: self.status,
+            detail: self.detail,
+            transport: self.transport,
+            address_hash: self.address_hash,
+        }
+    }
+}
+
+/// Checks made after a row is claimed and before its channel is called.
+/// `Some` means: do not deliver, record this.
+pub fn before_delivery(row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Option<FinishSpec> {
+    if let Some(expires_at) = row.expires_at
+        && now > expires_at
+    {
+        // Reaching the user late is worse than not at all for a message about
+        // a moment; the grace window is the rule's statement of "too late".
+        return Some(FinishSpec::new(
+            SendStatus::Expired,
+            format!(
+                "not delivered before its grace window ended at {expires_at} (due {due}); it is no longer relevant",
+                due = row.due_at
+            ),
+        ));
+    }
+    // Attempts are counted at claim. More than the maximum means earlier
+    // deliveries were started and never finished (the process died or
+    // stalled each time): a row that keeps killing its worker must end too.
+    if row.attempts > i64::from(policy.max_attempts) {
+        let last = row.last_error.as_deref().unwrap_or("none recorded");
+        return Some(FinishSpec::new(
+            SendStatus::Failed,
+            format!(
+                "gave up after {} started attempts, the last ones interrupted before finishing (last error: {last})",
+                row.attempts - 1
+            ),
+        ));
+    }
+    None
+}
+
+/// Turns a channel's outcome into what to record.
+pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Decision {
+    let spec = |status, detail: String, transport: Option<String>, address_hash| FinishSpec {
+        status,
+        detail: Some(detail),
+        transport,
+        address_hash,
+    };
+    match outcome {
+        Outcome::Sent {
+            transport,
+            detail,
+            address_hash,
+        } => Decision::Finish(FinishSpec {
+            status: SendStatus::Sent,
+            detail,
+            transport: Some(transport),
+            address_hash,
+        }),
+        Outcome::Retry {
+            detail,
+            address_hash,
+        } => {
+            if row.attempts < i64::from(policy.max_attempts) {
+                Decision::Retry {
+                    due_at: now.plus(policy.retry),
+                    detail,
+                }
+            } else {
+                Decision::Finish(spec(
+                    SendStatus::Failed,
+                    format!(
+                        "gave up after {} attempts; last error: {detail}",
+                        row.attempts
+                    ),
+                    None,
+                    address_hash,
+                ))
+            }
+        }
+        Outcome::Suppressed {
+            detail,
+            address_hash,
+        } => Decision::Finish(spec(SendStatus::Suppressed, detail, None, address_hash)),
+        Outcome::Bounced {
+            detail,
+            address_hash,
+        } => Decision::Finish(spec(SendStatus::Bounced, detail, None, address_hash)),
+        Outcome::Terminal {
+            detail,
+            address_hash,
+        } => Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::OutboxStatus;
+
+    const POLICY: RetryPolicy = RetryPolicy {
+        max_attempts: 5,
+        retry: Duration::from_secs(300),
+    };
+
+    fn row(attempts: i64) -> OutboxRow {
+        OutboxRow {
+            id: "r".into(),
+            dedupe_key: "k".into(),
+            rule_id: None,
+            trigger_id: None,
+            user_id: "u".into(),
+            channel: "inbox".into(),
+            payload: "{}".into(),
+            status: OutboxStatus::Sending,
+            due_at: Millis(1_000),
+            expires_at: None,
+            attempts,
+            last_error: None,
+            claim_token: Some("t".into()),
+            claimed_at: Some(Millis(1_000)),
+            created_at: Millis(0),
+            updated_at: Millis(0),
+        }
+    }
+
+    #[test]
+    fn retry_is_flat_until_the_last_attempt() {
+        let now = Millis(10_000);
+        for attempts in 1..5 {
+            let d = decide(Outcome::retry("451 try later"), &row(attempts), now, POLICY);
+            assert_eq!(
+                d,
+                Decision::Retry {
+                    due_at: Millis(310_000),
+                    detail: "451 try later".into()
+                }
+            );
+        }
+        let Decision::Finish(f) = decide(Outcome::retry("451 try later"), &row(5), now, POLICY)
+        else {
+            panic!("fifth failure must give up");
+        };
+        assert_eq!(f.status, SendStatus::Failed);
+        assert_eq!(
+            f.detail.as_deref(),
+            Some("gave up after 5 attempts; last error: 451 try later")
+        );
+    }
+
+    #[test]
+    fn each_outcome_keeps_its_own_name_and_hash() {
+        let now = Millis(0);
+        let bounced = Outcome::Bounced {
+            detail: "550 5.1.1".into(),
+            address_hash: Some("h".into()),
+        };
+        let Decision::Finish(f) = decide(bounced, &row(1), now, POLICY) else {
+            panic!()
+        };
+        assert_eq!(
+            (f.status, f.address_hash.as_deref()),
+            (SendStatus::Bounced, Some("h"))
+        );
+        let suppressed = Outcome::Suppressed {
+            detail: "unsubscribed".into(),
+            address_hash: None,
+        };
+        let Decision::Finish(f) = decide(suppressed, &row(1), now, POLICY) else {
+            panic!()
+        };
+        assert_eq!(f.status, SendStatus::Suppressed);
+        let Decision::Finish(f) = decide(Outcome::terminal("554"), &row(1), now, POLICY) else {
+            panic!()
+        };
+        assert_eq!(f.status, SendStatus::Failed);
+    }
+
+    #[test]
+    fn a_row_past_its_grace_window_expires_instead_of_delivering() {
+        let mut r = row(1);
+        r.expires_at = Some(Millis(5_000));
+        assert!(
+            before_delivery(&r, Millis(5_000), POLICY).is_none(),
+            "the boundary itself is still on time"
+        );
+        let f = before_delivery(&r, Millis(5_001), POLICY).expect("expired");
+        assert_eq!(f.status, SendStatus::Expired);
+        assert!(f.detail.unwrap().contains("grace window"));
+    }
+
+    #[test]
+    fn a_row_whose_attempts_keep_dying_ends_failed() {
+        assert!(before_delivery(&row(5), Millis(0), POLICY).is_none());
+        let f = before_delivery(&row(6), Millis(0), POLICY).expect("exhausted");
+        assert_eq!(f.status, SendStatus::Failed);
+        assert!(
+            f.detail
+                .unwrap()
+                .starts_with("gave up after 5 started attempts")
+        );
+    }
+}
