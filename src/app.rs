@@ -29,14 +29,8 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
 pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
     let mut r = Registry::new();
     r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
-    r.declare_unavailable(
-        "email",
-        "no email transport is built into this version of Herald",
-    );
-    r.declare_unavailable(
-        "webhook",
-        "the webhook channel is not built into this version of Herald",
-    );
+    r.declare_unavailable("email", "no email transport is built into this version of Herald");
+    r.declare_unavailable("webhook", "the webhook channel is not built into this version of Herald");
     r
 }
 
@@ -57,11 +51,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// The body of `serve`, with the shutdown signal supplied by the caller.
-pub async fn serve_until(
-    config: Config,
-    store: SqlStore,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+pub async fn serve_until(config: Config, store: SqlStore, shutdown: CancellationToken) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Metrics::new();
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
@@ -86,24 +76,13 @@ pub async fn serve_until(
         tasks.spawn(async move { worker.run(token).await });
     }
 
-    let app = http::router(AppState {
-        store: dyn_store,
-        metrics,
-        clock,
-    });
-    let listener = tokio::net::TcpListener::bind(config.http.listen)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "configuration key `http.listen`: cannot listen on {}: {e}",
-                config.http.listen
-            )
-        })?;
+    let app = http::router(AppState { store: dyn_store, metrics, clock });
+    let listener = tokio::net::TcpListener::bind(config.http.listen).await.map_err(|e| {
+        anyhow::anyhow!("configuration key `http.listen`: cannot listen on {}: {e}", config.http.listen)
+    })?;
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { http_shutdown.cancelled().await })
-        .await?;
+    axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;
     while tasks.join_next().await.is_some() {}
     store.close().await;
     tracing::info!("herald stopped");

@@ -46,14 +46,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         Some(u) => u.clone(),
         None => format!("sqlite://{}", tmp.path().join("bench.db").display()),
     };
-    let store = SqlStore::connect(
-        &url,
-        &ConnectOptions {
-            max_connections: 10,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let store = SqlStore::connect(&url, &ConnectOptions { max_connections: 10, ..Default::default() }).await?;
     store.migrate().await?;
     let store: Arc<dyn Store> = Arc::new(store);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -81,19 +74,9 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     }
     let enqueue = started.elapsed();
 
-    let config = WorkerConfig {
-        batch: opts.batch,
-        default_concurrency: opts.concurrency,
-        ..WorkerConfig::default()
-    };
+    let config = WorkerConfig { batch: opts.batch, default_concurrency: opts.concurrency, ..WorkerConfig::default() };
     let registry = crate::app::registry(store.clone(), clock.clone());
-    let worker = Worker::new(
-        store.clone(),
-        registry,
-        clock.clone(),
-        config,
-        Metrics::new(),
-    );
+    let worker = Worker::new(store.clone(), registry, clock.clone(), config, Metrics::new());
     let started = Instant::now();
     let mut sweeps = 0;
     loop {
@@ -121,9 +104,5 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
 }
 
 fn per_sec(rows: usize, d: Duration) -> f64 {
-    if d.is_zero() {
-        0.0
-    } else {
-        rows as f64 / d.as_secs_f64()
-    }
+    if d.is_zero() { 0.0 } else { rows as f64 / d.as_secs_f64() }
 }

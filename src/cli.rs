@@ -140,17 +140,11 @@ pub fn main() -> std::process::ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HERALD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut flags = FlagOverrides {
-        database_url: cli.database_url.clone(),
-        ..Default::default()
-    };
+    let mut flags = FlagOverrides { database_url: cli.database_url.clone(), ..Default::default() };
     if let Command::Serve(args) = &cli.command {
         flags.http = args.listen.map(|listen| HttpFlags { listen });
         flags.migrate_on_start = args.no_migrate.then_some(false);
@@ -168,12 +162,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}: schema is up to date", store.dialect());
             }
             for m in applied {
-                println!(
-                    "{}: applied migration {} ({})",
-                    store.dialect(),
-                    m.version,
-                    m.name
-                );
+                println!("{}: applied migration {} ({})", store.dialect(), m.version, m.name);
             }
             Ok(())
         }
@@ -200,9 +189,7 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let payload: serde_json::Value = match &args.payload {
         None => serde_json::json!({ "title": "Test message from herald enqueue" }),
         Some(p) => serde_json::from_str(p).map_err(|e| {
-            anyhow::anyhow!(
-                "--payload: not valid JSON ({e}); expected e.g. '{{\"title\": \"Hello\"}}'"
-            )
+            anyhow::anyhow!("--payload: not valid JSON ({e}); expected e.g. '{{\"title\": \"Hello\"}}'")
         })?,
     };
     if args.count == 0 {
@@ -212,9 +199,7 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let clock = SystemClock;
     let now = clock.now();
     let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
-    let expires_at = args
-        .grace
-        .map(|g| due_at.plus(std::time::Duration::from_secs(g)));
+    let expires_at = args.grace.map(|g| due_at.plus(std::time::Duration::from_secs(g)));
     let registry = crate::app::registry(Arc::new(store.clone()), Arc::new(clock));
     if !registry.is_ready(channel.as_str()) {
         eprintln!(
@@ -272,15 +257,9 @@ async fn status(config: &Config, json: bool) -> anyhow::Result<()> {
             o.due_at,
             o.overdue_seconds,
             o.attempts,
-            o.last_error
-                .as_deref()
-                .map(|e| format!(", last error: {e}"))
-                .unwrap_or_default()
+            o.last_error.as_deref().map(|e| format!(", last error: {e}")).unwrap_or_default()
         )?,
-        None => writeln!(
-            out,
-            "oldest due: none (nothing is waiting past its due time)"
-        )?,
+        None => writeln!(out, "oldest due: none (nothing is waiting past its due time)")?,
     }
     if let Some(next) = summary.next_due_at.filter(|n| *n > now) {
         writeln!(out, "next due:   {next}")?;
@@ -317,18 +296,11 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
                 r.channel,
                 r.due_at,
                 r.attempts,
-                r.last_error
-                    .as_deref()
-                    .map(|e| format!("  last error: {e}"))
-                    .unwrap_or_default()
+                r.last_error.as_deref().map(|e| format!("  last error: {e}")).unwrap_or_default()
             )?;
         }
     }
-    writeln!(
-        out,
-        "send log for user {user}, newest first ({}):",
-        log.len()
-    )?;
+    writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
     for s in &log {
         writeln!(
             out,
@@ -337,10 +309,7 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             s.status,
             s.channel,
             s.outbox_id,
-            s.detail
-                .as_deref()
-                .map(|d| format!("  {d}"))
-                .unwrap_or_default()
+            s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
         )?;
     }
     Ok(())
@@ -361,10 +330,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             "herald bench: {} rows, {} ({} cores), batch {}, concurrency {}",
             report.rows, report.database, report.cores, report.batch, report.concurrency
         );
-        println!(
-            "  enqueue: {:>10.0} rows/s ({:.2}s)",
-            report.enqueue_rows_per_sec, report.enqueue_seconds
-        );
+        println!("  enqueue: {:>10.0} rows/s ({:.2}s)", report.enqueue_rows_per_sec, report.enqueue_seconds);
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",
             report.drain_rows_per_sec, report.drain_seconds, report.sweeps, report.sent

@@ -15,25 +15,17 @@ use chrono::{DateTime, SecondsFormat, Utc};
 ///
 /// Stored as a plain integer in all three SQL dialects (see `store`), so this
 /// is the one place that turns it into something a person reads.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Millis(pub i64);
 
 impl Millis {
     pub fn plus(self, d: Duration) -> Millis {
-        Millis(
-            self.0
-                .saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-        )
+        Millis(self.0.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 
     pub fn minus(self, d: Duration) -> Millis {
-        Millis(
-            self.0
-                .saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
-        )
+        Millis(self.0.saturating_sub(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 
     /// How long after `earlier` this is; zero if it is not after.
@@ -83,10 +75,7 @@ impl ManualClock {
     }
 
     pub fn advance(&self, d: Duration) {
-        self.0.fetch_add(
-            i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
-            Ordering::SeqCst,
-        );
+        self.0.fetch_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX), Ordering::SeqCst);
     }
 
     pub fn set(&self, t: Millis) {

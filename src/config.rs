@@ -101,18 +101,13 @@ impl Default for Config {
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        DatabaseSettings {
-            max_connections: 10,
-            acquire_timeout: Duration::from_secs(10),
-        }
+        DatabaseSettings { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
     }
 }
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        HttpSettings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-        }
+        HttpSettings { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
     }
 }
 
@@ -156,11 +151,7 @@ pub enum ConfigError {
     #[error("configuration: {0}")]
     Parse(String),
     #[error("configuration key `{key}`: {value} is not accepted; expected {expected}")]
-    Invalid {
-        key: &'static str,
-        value: String,
-        expected: String,
-    },
+    Invalid { key: &'static str, value: String, expected: String },
     #[error("configuration file {path}: not found")]
     MissingFile { path: PathBuf },
 }
@@ -194,44 +185,28 @@ impl Config {
         let mut figment = Figment::from(Serialized::defaults(Config::default()));
         match file {
             Some(path) if !path.exists() => {
-                return Err(ConfigError::MissingFile {
-                    path: path.to_owned(),
-                });
+                return Err(ConfigError::MissingFile { path: path.to_owned() });
             }
             Some(path) => figment = figment.merge(Toml::file(path)),
-            None if Path::new(DEFAULT_CONFIG_FILE).exists() => {
-                figment = figment.merge(Toml::file(DEFAULT_CONFIG_FILE))
-            }
+            None if Path::new(DEFAULT_CONFIG_FILE).exists() => figment = figment.merge(Toml::file(DEFAULT_CONFIG_FILE)),
             None => {}
         }
         // HERALD_WORKER__BATCH=50 sets worker.batch. HERALD_CONFIG names the
         // file and HERALD_TEST_* belong to the test suite; neither is a key.
         let vars: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(k, _)| {
-                k.starts_with("HERALD_") && k != "HERALD_CONFIG" && !k.starts_with("HERALD_TEST_")
-            })
+            .filter(|(k, _)| k.starts_with("HERALD_") && k != "HERALD_CONFIG" && !k.starts_with("HERALD_TEST_"))
             .collect();
         figment = figment.merge(EnvSnapshot { vars });
         figment = figment.merge(Serialized::defaults(flags));
-        let config: Config = figment
-            .extract()
-            .map_err(|e| ConfigError::Parse(describe(e)))?;
+        let config: Config = figment.extract().map_err(|e| ConfigError::Parse(describe(e)))?;
         config.validate()?;
         Ok(config)
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn invalid(
-            key: &'static str,
-            value: impl ToString,
-            expected: impl Into<String>,
-        ) -> ConfigError {
-            ConfigError::Invalid {
-                key,
-                value: value.to_string(),
-                expected: expected.into(),
-            }
+        fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> ConfigError {
+            ConfigError::Invalid { key, value: value.to_string(), expected: expected.into() }
         }
         if Dialect::from_url(&self.database_url).is_none() {
             return Err(invalid(
@@ -242,11 +217,7 @@ impl Config {
         }
         let db = &self.database;
         if !(1..=1000).contains(&db.max_connections) {
-            return Err(invalid(
-                "database.max_connections",
-                db.max_connections,
-                "1 to 1000",
-            ));
+            return Err(invalid("database.max_connections", db.max_connections, "1 to 1000"));
         }
         let w = &self.worker;
         if !(1..=10_000).contains(&w.batch) {
@@ -256,18 +227,10 @@ impl Config {
             return Err(invalid("worker.max_attempts", w.max_attempts, "1 to 100"));
         }
         if w.poll < Duration::from_millis(10) {
-            return Err(invalid(
-                "worker.poll",
-                humantime::format_duration(w.poll),
-                "at least 10ms",
-            ));
+            return Err(invalid("worker.poll", humantime::format_duration(w.poll), "at least 10ms"));
         }
         if w.deliver_timeout.is_zero() {
-            return Err(invalid(
-                "worker.deliver_timeout",
-                "0s",
-                "a positive duration such as \"60s\"",
-            ));
+            return Err(invalid("worker.deliver_timeout", "0s", "a positive duration such as \"60s\""));
         }
         if w.stale <= w.deliver_timeout {
             return Err(invalid(
@@ -284,11 +247,7 @@ impl Config {
         }
         if let Some((name, _)) = w.concurrency.iter().find(|(_, n)| **n == 0) {
             let _ = name;
-            return Err(invalid(
-                "worker.concurrency",
-                format!("{name} = 0"),
-                "1 or more per channel",
-            ));
+            return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
         }
         Ok(())
     }
@@ -300,11 +259,7 @@ fn describe(e: figment::Error) -> String {
     let mut parts = Vec::new();
     for err in e {
         let key = err.path.join(".");
-        let source = err
-            .metadata
-            .as_ref()
-            .map(|m| m.name.to_string())
-            .unwrap_or_default();
+        let source = err.metadata.as_ref().map(|m| m.name.to_string()).unwrap_or_default();
         let what = err.kind.to_string();
         if key.is_empty() {
             parts.push(format!("{what} (from {source})"));
@@ -327,9 +282,7 @@ impl figment::Provider for EnvSnapshot {
         figment::Metadata::named("HERALD_* environment variable(s)")
     }
 
-    fn data(
-        &self,
-    ) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
+    fn data(&self) -> Result<figment::value::Map<figment::Profile, figment::value::Dict>, figment::Error> {
         let mut dict = figment::value::Dict::new();
         for (k, v) in &self.vars {
             let key = k["HERALD_".len()..].to_ascii_lowercase();
@@ -362,10 +315,7 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -383,107 +333,45 @@ mod tests {
     fn file_then_environment_then_flags() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.toml");
-        std::fs::write(
-            &path,
-            "database_url = \"sqlite://file.db\"\n[worker]\nbatch = 7\npoll = \"2s\"\n",
-        )
-        .unwrap();
-        let c = Config::load(
-            Some(&path),
-            env(&[("HERALD_WORKER__BATCH", "9")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap();
+        std::fs::write(&path, "database_url = \"sqlite://file.db\"\n[worker]\nbatch = 7\npoll = \"2s\"\n").unwrap();
+        let c = Config::load(Some(&path), env(&[("HERALD_WORKER__BATCH", "9")]), &FlagOverrides::default()).unwrap();
         assert_eq!(
             (c.worker.batch, c.worker.poll, c.database_url.as_str()),
             (9, Duration::from_secs(2), "sqlite://file.db")
         );
-        let flags = FlagOverrides {
-            database_url: Some("postgres://x/y".into()),
-            ..Default::default()
-        };
-        let c = Config::load(
-            Some(&path),
-            env(&[("HERALD_DATABASE_URL", "mysql://a/b")]),
-            &flags,
-        )
-        .unwrap();
+        let flags = FlagOverrides { database_url: Some("postgres://x/y".into()), ..Default::default() };
+        let c = Config::load(Some(&path), env(&[("HERALD_DATABASE_URL", "mysql://a/b")]), &flags).unwrap();
         assert_eq!(c.database_url, "postgres://x/y");
     }
 
     #[test]
     fn a_bad_value_names_the_key_the_value_and_what_is_accepted() {
-        let err = Config::load(
-            None,
-            env(&[("HERALD_WORKER__BATCH", "0")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"
-        );
+        let err = Config::load(None, env(&[("HERALD_WORKER__BATCH", "0")]), &FlagOverrides::default()).unwrap_err();
+        assert_eq!(err.to_string(), "configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000");
 
-        let err = Config::load(
-            None,
-            env(&[("HERALD_WORKER__BATCH", "lots")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
+        let err = Config::load(None, env(&[("HERALD_WORKER__BATCH", "lots")]), &FlagOverrides::default()).unwrap_err();
         let text = err.to_string();
-        assert!(
-            text.contains("worker.batch") && text.contains("lots") && text.contains("HERALD_"),
-            "{text}"
-        );
+        assert!(text.contains("worker.batch") && text.contains("lots") && text.contains("HERALD_"), "{text}");
 
-        let err = Config::load(
-            None,
-            env(&[("HERALD_WORKER__POLL", "soon")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
+        let err = Config::load(None, env(&[("HERALD_WORKER__POLL", "soon")]), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("worker.poll"), "{err}");
 
-        let err = Config::load(
-            None,
-            env(&[("HERALD_DATABASE_URL", "redis://x")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
-        assert!(
-            err.to_string().contains("database_url") && err.to_string().contains("postgres://"),
-            "{err}"
-        );
+        let err =
+            Config::load(None, env(&[("HERALD_DATABASE_URL", "redis://x")]), &FlagOverrides::default()).unwrap_err();
+        assert!(err.to_string().contains("database_url") && err.to_string().contains("postgres://"), "{err}");
 
-        let err = Config::load(
-            None,
-            env(&[("HERALD_WORKER__STALE", "30s")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
+        let err = Config::load(None, env(&[("HERALD_WORKER__STALE", "30s")]), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("deliver_timeout"), "{err}");
     }
 
     #[test]
     fn unknown_keys_are_refused_not_ignored() {
-        let err = Config::load(
-            None,
-            env(&[("HERALD_WORKER__BACTH", "5")]),
-            &FlagOverrides::default(),
-        )
-        .unwrap_err();
+        let err = Config::load(None, env(&[("HERALD_WORKER__BACTH", "5")]), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("bacth"), "{err}");
     }
 
     #[test]
     fn test_suite_variables_are_not_configuration() {
-        assert!(
-            Config::load(
-                None,
-                env(&[("HERALD_TEST_POSTGRES_URL", "x")]),
-                &FlagOverrides::default()
-            )
-            .is_ok()
-        );
+        assert!(Config::load(None, env(&[("HERALD_TEST_POSTGRES_URL", "x")]), &FlagOverrides::default()).is_ok());
     }
 }

@@ -22,18 +22,11 @@ impl InvalidValue {
     pub fn new(field: &'static str, value: impl Into<String>, expected: &'static str) -> Self {
         let mut value = value.into();
         if value.len() > 80 {
-            let cut = (0..=80)
-                .rev()
-                .find(|i| value.is_char_boundary(*i))
-                .unwrap_or(0);
+            let cut = (0..=80).rev().find(|i| value.is_char_boundary(*i)).unwrap_or(0);
             value.truncate(cut);
             value.push('…');
         }
-        InvalidValue {
-            field,
-            value,
-            expected,
-        }
+        InvalidValue { field, value, expected }
     }
 }
 
@@ -88,12 +81,10 @@ pub struct ChannelName(String);
 
 impl ChannelName {
     pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
-        const EXPECTED: &str =
-            "1 to 64 characters from a-z, 0-9, '-' and '_' (for example \"inbox\" or \"email\")";
+        const EXPECTED: &str = "1 to 64 characters from a-z, 0-9, '-' and '_' (for example \"inbox\" or \"email\")";
         let ok = !s.is_empty()
             && s.len() <= 64
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !ok {
             return Err(InvalidValue::new(field, s, EXPECTED));
         }
@@ -173,16 +164,9 @@ impl OutboxStatus {
 impl FromStr for OutboxStatus {
     type Err = InvalidValue;
     fn from_str(s: &str) -> Result<Self, InvalidValue> {
-        OutboxStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| {
-                InvalidValue::new(
-                    "status",
-                    s,
-                    "scheduled, sending, sent, failed, suppressed, expired or cancelled",
-                )
-            })
+        OutboxStatus::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
+            InvalidValue::new("status", s, "scheduled, sending, sent, failed, suppressed, expired or cancelled")
+        })
     }
 }
 
@@ -231,9 +215,7 @@ impl SendStatus {
             SendStatus::Expired => OutboxStatus::Expired,
             SendStatus::Cancelled => OutboxStatus::Cancelled,
             // The seed's rule, kept: the queue has no 'bounced'.
-            SendStatus::Failed | SendStatus::Bounced | SendStatus::Complained => {
-                OutboxStatus::Failed
-            }
+            SendStatus::Failed | SendStatus::Bounced | SendStatus::Complained => OutboxStatus::Failed,
         }
     }
 }
@@ -268,14 +250,8 @@ mod tests {
     #[test]
     fn bounced_is_failed_in_the_outbox() {
         assert_eq!(SendStatus::Bounced.outbox_status(), OutboxStatus::Failed);
-        assert_eq!(
-            SendStatus::Suppressed.outbox_status(),
-            OutboxStatus::Suppressed
-        );
-        assert_eq!(
-            "sending".parse::<OutboxStatus>().unwrap(),
-            OutboxStatus::Sending
-        );
+        assert_eq!(SendStatus::Suppressed.outbox_status(), OutboxStatus::Suppressed);
+        assert_eq!("sending".parse::<OutboxStatus>().unwrap(), OutboxStatus::Sending);
         assert!("bounced".parse::<OutboxStatus>().is_err());
     }
 }

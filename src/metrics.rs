@@ -106,10 +106,7 @@ impl Metrics {
     pub fn delivery(&self, channel: &str, outcome: &str) {
         self.inner
             .deliveries
-            .get_or_create(&DeliveryLabels {
-                channel: channel.to_owned(),
-                outcome: outcome.to_owned(),
-            })
+            .get_or_create(&DeliveryLabels { channel: channel.to_owned(), outcome: outcome.to_owned() })
             .inc();
     }
 
@@ -128,19 +125,9 @@ impl Metrics {
     /// Copies a fresh status summary into the gauges.
     pub fn set_outbox(&self, summary: &StatusSummary) {
         for c in &summary.counts {
-            self.inner
-                .outbox_depth
-                .get_or_create(&StatusLabels {
-                    status: c.status.as_str().to_owned(),
-                })
-                .set(c.count);
+            self.inner.outbox_depth.get_or_create(&StatusLabels { status: c.status.as_str().to_owned() }).set(c.count);
         }
-        self.inner.oldest_due_age.set(
-            summary
-                .oldest_due
-                .as_ref()
-                .map_or(0.0, |o| o.overdue_seconds),
-        );
+        self.inner.oldest_due_age.set(summary.oldest_due.as_ref().map_or(0.0, |o| o.overdue_seconds));
     }
 
     /// The Prometheus text exposition of everything registered.

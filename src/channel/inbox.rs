@@ -59,11 +59,7 @@ impl Channel for InboxChannel {
         // insert and the outcome's commit finds the message there already, and
         // that is still a success.
         match self.store.insert_inbox(&msg, self.clock.now()).await {
-            Ok(true) => Outcome::Sent {
-                transport: "inbox".into(),
-                detail: None,
-                address_hash: None,
-            },
+            Ok(true) => Outcome::Sent { transport: "inbox".into(), detail: None, address_hash: None },
             Ok(false) => Outcome::Sent {
                 transport: "inbox".into(),
                 detail: Some("already in the inbox from an earlier attempt".into()),

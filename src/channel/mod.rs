@@ -24,48 +24,26 @@ use crate::store::OutboxRow;
 pub enum Outcome {
     /// Handed over: the relay accepted it, the inbox row exists, the webhook
     /// answered 2xx.
-    Sent {
-        transport: String,
-        detail: Option<String>,
-        address_hash: Option<String>,
-    },
+    Sent { transport: String, detail: Option<String>, address_hash: Option<String> },
     /// A passing failure: worth trying again after the retry interval.
-    Retry {
-        detail: String,
-        address_hash: Option<String>,
-    },
+    Retry { detail: String, address_hash: Option<String> },
     /// We declined to try (suppressed address, opted-out user). Its own
     /// outcome, because "we did not try" and "we tried and were refused" send
     /// an operator to different places.
-    Suppressed {
-        detail: String,
-        address_hash: Option<String>,
-    },
+    Suppressed { detail: String, address_hash: Option<String> },
     /// The mailbox does not exist. Terminal, recorded under its own name.
-    Bounced {
-        detail: String,
-        address_hash: Option<String>,
-    },
+    Bounced { detail: String, address_hash: Option<String> },
     /// Refused for good, for a reason that is not a bounce.
-    Terminal {
-        detail: String,
-        address_hash: Option<String>,
-    },
+    Terminal { detail: String, address_hash: Option<String> },
 }
 
 impl Outcome {
     pub fn retry(detail: impl Into<String>) -> Outcome {
-        Outcome::Retry {
-            detail: detail.into(),
-            address_hash: None,
-        }
+        Outcome::Retry { detail: detail.into(), address_hash: None }
     }
 
     pub fn terminal(detail: impl Into<String>) -> Outcome {
-        Outcome::Terminal {
-            detail: detail.into(),
-            address_hash: None,
-        }
+        Outcome::Terminal { detail: detail.into(), address_hash: None }
     }
 
     pub fn label(&self) -> &'static str {
@@ -137,12 +115,7 @@ impl Registry {
 
     /// Declares a channel by name that cannot deliver here, and why.
     pub fn declare_unavailable(&mut self, name: &str, reason: impl Into<String>) -> &mut Self {
-        self.entries.insert(
-            name.to_owned(),
-            Entry::Unavailable {
-                reason: reason.into(),
-            },
-        );
+        self.entries.insert(name.to_owned(), Entry::Unavailable { reason: reason.into() });
         self
     }
 
@@ -159,9 +132,9 @@ impl Registry {
             Some(Entry::Ready(c)) => Lookup::Ready(c),
             // The seed's two missing-channel paths, in its words.
             None => Lookup::Missing(format!("channel \"{name}\" is no longer registered")),
-            Some(Entry::Unavailable { reason }) => Lookup::Missing(format!(
-                "channel \"{name}\" has no delivery implementation yet: {reason}"
-            )),
+            Some(Entry::Unavailable { reason }) => {
+                Lookup::Missing(format!("channel \"{name}\" has no delivery implementation yet: {reason}"))
+            }
         }
     }
 }

@@ -41,11 +41,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "not ready: database unreachable");
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("not ready: database unreachable: {e}\n"),
-            )
-                .into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: database unreachable: {e}\n")).into_response()
         }
     }
 }
@@ -57,12 +53,6 @@ async fn metrics(State(state): State<AppState>) -> Response {
         Ok(summary) => state.metrics.set_outbox(&summary),
         Err(e) => tracing::warn!(error = %e, "metrics: could not read outbox depth"),
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.encode(),
-    )
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
         .into_response()
 }

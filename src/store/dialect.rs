@@ -80,27 +80,15 @@ mod tests {
 
     #[test]
     fn postgres_numbers_its_placeholders() {
-        assert_eq!(
-            Dialect::Postgres.sql("a = ? AND b = ?"),
-            "a = $1 AND b = $2"
-        );
+        assert_eq!(Dialect::Postgres.sql("a = ? AND b = ?"), "a = $1 AND b = $2");
         assert_eq!(Dialect::MySql.sql("a = ?"), "a = ?");
     }
 
     #[test]
     fn dialect_comes_from_the_url_scheme() {
-        assert_eq!(
-            Dialect::from_url("sqlite://herald.db"),
-            Some(Dialect::Sqlite)
-        );
-        assert_eq!(
-            Dialect::from_url("postgresql://x/y"),
-            Some(Dialect::Postgres)
-        );
-        assert_eq!(
-            Dialect::from_url("mariadb://root@h/db"),
-            Some(Dialect::MySql)
-        );
+        assert_eq!(Dialect::from_url("sqlite://herald.db"), Some(Dialect::Sqlite));
+        assert_eq!(Dialect::from_url("postgresql://x/y"), Some(Dialect::Postgres));
+        assert_eq!(Dialect::from_url("mariadb://root@h/db"), Some(Dialect::MySql));
         assert_eq!(Dialect::from_url("redis://x"), None);
     }
 }

@@ -89,16 +89,10 @@ pub(super) async fn run(
         // SQLite's DDL is transactional and its write lock is the whole
         // database: one IMMEDIATE transaction is both the lock and the unit.
         Dialect::Sqlite => {
-            sqlx::query("BEGIN IMMEDIATE")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: lock"))?;
+            sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.map_err(db("migrate: lock"))?;
             let result = apply_pending(conn, dialect, now).await;
             let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            sqlx::query(end)
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: commit"))?;
+            sqlx::query(end).execute(&mut *conn).await.map_err(db("migrate: commit"))?;
             result
         }
         Dialect::Postgres => {
@@ -138,19 +132,14 @@ async fn apply_pending(
     sqlx::query(BOOKKEEPING)
         .execute(&mut *conn)
         .await
-        .map_err(StoreError::db(
-            "migrate: create engagement_schema_migrations",
-        ))?;
+        .map_err(StoreError::db("migrate: create engagement_schema_migrations"))?;
     let rows = sqlx::query("SELECT version FROM engagement_schema_migrations")
         .fetch_all(&mut *conn)
         .await
         .map_err(StoreError::db("migrate: read applied versions"))?;
     let mut applied = Vec::with_capacity(rows.len());
     for row in rows {
-        applied.push(
-            row.try_get::<i64, _>(0)
-                .map_err(StoreError::db("migrate: read applied versions"))?,
-        );
+        applied.push(row.try_get::<i64, _>(0).map_err(StoreError::db("migrate: read applied versions"))?);
     }
     let newest_known = MIGRATIONS.last().map_or(0, |m| m.version);
     if let Some(&v) = applied.iter().find(|&&v| v > newest_known) {
@@ -159,22 +148,14 @@ async fn apply_pending(
 
     let mut done = Vec::new();
     for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
-        let failed = |source| StoreError::Migration {
-            version: m.version,
-            name: m.name,
-            source,
-        };
-        let record = dialect.sql(
-            "INSERT INTO engagement_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-        );
+        let failed = |source| StoreError::Migration { version: m.version, name: m.name, source };
+        let record =
+            dialect.sql("INSERT INTO engagement_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)");
         match dialect {
             // Already inside the lock's transaction.
             Dialect::Sqlite => {
                 for stmt in m.statements(dialect) {
-                    sqlx::query(&stmt)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(failed)?;
+                    sqlx::query(&stmt).execute(&mut *conn).await.map_err(failed)?;
                 }
                 sqlx::query(&record)
                     .bind(m.version)
@@ -204,10 +185,7 @@ async fn apply_pending(
             // which version it was.
             Dialect::MySql => {
                 for stmt in m.statements(dialect) {
-                    sqlx::query(&stmt)
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(failed)?;
+                    sqlx::query(&stmt).execute(&mut *conn).await.map_err(failed)?;
                 }
                 sqlx::query(&record)
                     .bind(m.version)
@@ -218,10 +196,7 @@ async fn apply_pending(
                     .map_err(failed)?;
             }
         }
-        done.push(AppliedMigration {
-            version: m.version,
-            name: m.name,
-        });
+        done.push(AppliedMigration { version: m.version, name: m.name });
     }
     Ok(done)
 }

@@ -66,11 +66,7 @@ pub enum StoreError {
     )]
     UnsupportedUrl { url: String },
     #[error("corrupt row in {table}: column {column} holds {value:?}")]
-    CorruptRow {
-        table: &'static str,
-        column: &'static str,
-        value: String,
-    },
+    CorruptRow { table: &'static str, column: &'static str, value: String },
 }
 
 impl StoreError {
@@ -156,29 +152,14 @@ pub trait Store: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), StoreError>;
 
     /// Inserts rows, skipping any whose dedupe key exists already.
-    async fn enqueue(
-        &self,
-        rows: &[NewOutboxRow],
-        now: Millis,
-    ) -> Result<Vec<Enqueued>, StoreError>;
+    async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError>;
 
     /// Claims up to `limit` due rows by compare-and-set, marks them `sending`
     /// under `token`, counts the attempt, and returns the rows this call won.
-    async fn claim_due(
-        &self,
-        now: Millis,
-        limit: u32,
-        token: &str,
-    ) -> Result<Vec<OutboxRow>, StoreError>;
+    async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError>;
 
     /// Ends a claimed row and appends its send-log row, in one transaction.
-    async fn finish(
-        &self,
-        row: &OutboxRow,
-        token: &str,
-        outcome: &Finish,
-        now: Millis,
-    ) -> Result<bool, StoreError>;
+    async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError>;
 
     /// Puts a claimed row back to `scheduled` at `due_at`, with the error.
     async fn reschedule(
@@ -192,13 +173,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Gives a claim back unfinished (shutdown). `refund_attempt` when the
     /// delivery never started, so the attempt does not count against the row.
-    async fn release(
-        &self,
-        id: &str,
-        token: &str,
-        refund_attempt: bool,
-        now: Millis,
-    ) -> Result<bool, StoreError>;
+    async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError>;
 
     /// Takes back claims older than `cutoff`: their owner died or stalled.
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError>;
@@ -213,30 +188,18 @@ pub trait Store: Send + Sync + 'static {
     async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError>;
 
     /// The send log for one user, newest first.
-    async fn sends_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<SendRecord>, StoreError>;
+    async fn sends_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<SendRecord>, StoreError>;
 
     /// The send log for one outbox row, oldest first.
     async fn sends_for_outbox(&self, outbox_id: &str) -> Result<Vec<SendRecord>, StoreError>;
 
     /// Rows for one user still waiting (`scheduled` or `sending`), newest first.
-    async fn pending_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<OutboxRow>, StoreError>;
+    async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
 
     /// Writes an inbox message; a second write for the same outbox row is a
     /// no-op (returns false), so a redelivery after a crash shows one message.
     async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError>;
 
     /// A user's inbox, newest first.
-    async fn inbox_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<InboxMessage>, StoreError>;
+    async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError>;
 }

@@ -8,6 +8,30 @@ use super::StoreError;
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
+/// Reads a text column. MySQL's TEXT types reach sqlx's `Any` driver as
+/// BLOB, so where a `String` will not decode the bytes are taken as UTF-8
+/// (Herald only ever writes UTF-8 there).
+pub(crate) fn text(row: &AnyRow, col: &str) -> Result<String, sqlx::Error> {
+    opt_text(row, col)?
+        .ok_or_else(|| sqlx::Error::ColumnDecode { index: col.to_owned(), source: "unexpected NULL".into() })
+}
+
+pub(crate) fn opt_text(row: &AnyRow, col: &str) -> Result<Option<String>, sqlx::Error> {
+    match row.try_get::<Option<String>, _>(col) {
+        Ok(v) => Ok(v),
+        Err(sqlx::Error::ColumnDecode { .. }) => {
+            let bytes: Option<Vec<u8>> = row.try_get(col)?;
+            bytes
+                .map(|b| {
+                    String::from_utf8(b)
+                        .map_err(|e| sqlx::Error::ColumnDecode { index: col.to_owned(), source: e.into() })
+                })
+                .transpose()
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The columns of `engagement_outbox`, in the order every query selects them.
 pub(crate) const OUTBOX_COLUMNS: &str = "id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
      due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at";
@@ -38,31 +62,27 @@ pub struct OutboxRow {
 impl OutboxRow {
     pub(crate) fn from_any(row: &AnyRow) -> Result<OutboxRow, StoreError> {
         let get = StoreError::db("decode engagement_outbox row");
-        let status: String = row
-            .try_get("status")
-            .map_err(StoreError::db("decode engagement_outbox row"))?;
-        let status = status
-            .parse::<OutboxStatus>()
-            .map_err(|_| StoreError::CorruptRow {
-                table: "engagement_outbox",
-                column: "status",
-                value: status.clone(),
-            })?;
+        let status = text(row, "status").map_err(StoreError::db("decode engagement_outbox row"))?;
+        let status = status.parse::<OutboxStatus>().map_err(|_| StoreError::CorruptRow {
+            table: "engagement_outbox",
+            column: "status",
+            value: status.clone(),
+        })?;
         let inner = || -> Result<OutboxRow, sqlx::Error> {
             Ok(OutboxRow {
-                id: row.try_get("id")?,
-                dedupe_key: row.try_get("dedupe_key")?,
-                rule_id: row.try_get("rule_id")?,
-                trigger_id: row.try_get("trigger_id")?,
-                user_id: row.try_get("user_id")?,
-                channel: row.try_get("channel")?,
-                payload: row.try_get("payload")?,
+                id: text(row, "id")?,
+                dedupe_key: text(row, "dedupe_key")?,
+                rule_id: opt_text(row, "rule_id")?,
+                trigger_id: opt_text(row, "trigger_id")?,
+                user_id: text(row, "user_id")?,
+                channel: text(row, "channel")?,
+                payload: text(row, "payload")?,
                 status,
                 due_at: Millis(row.try_get("due_at")?),
                 expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Millis),
                 attempts: row.try_get("attempts")?,
-                last_error: row.try_get("last_error")?,
-                claim_token: row.try_get("claim_token")?,
+                last_error: opt_text(row, "last_error")?,
+                claim_token: opt_text(row, "claim_token")?,
                 claimed_at: row.try_get::<Option<i64>, _>("claimed_at")?.map(Millis),
                 created_at: Millis(row.try_get("created_at")?),
                 updated_at: Millis(row.try_get("updated_at")?),
@@ -92,16 +112,16 @@ pub struct SendRecord {
 impl<'r> FromRow<'r, AnyRow> for SendRecord {
     fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
         Ok(SendRecord {
-            id: row.try_get("id")?,
-            outbox_id: row.try_get("outbox_id")?,
-            rule_id: row.try_get("rule_id")?,
-            trigger_id: row.try_get("trigger_id")?,
-            user_id: row.try_get("user_id")?,
-            channel: row.try_get("channel")?,
-            transport: row.try_get("transport")?,
-            address_hash: row.try_get("address_hash")?,
-            status: row.try_get("status")?,
-            detail: row.try_get("detail")?,
+            id: text(row, "id")?,
+            outbox_id: text(row, "outbox_id")?,
+            rule_id: opt_text(row, "rule_id")?,
+            trigger_id: opt_text(row, "trigger_id")?,
+            user_id: text(row, "user_id")?,
+            channel: text(row, "channel")?,
+            transport: opt_text(row, "transport")?,
+            address_hash: opt_text(row, "address_hash")?,
+            status: text(row, "status")?,
+            detail: opt_text(row, "detail")?,
             attempts: row.try_get("attempts")?,
             created_at: Millis(row.try_get("created_at")?),
         })
@@ -126,20 +146,17 @@ pub struct InboxMessage {
 
 impl<'r> FromRow<'r, AnyRow> for InboxMessage {
     fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
-        let data: Option<String> = row.try_get("data")?;
+        let data = opt_text(row, "data")?;
         Ok(InboxMessage {
-            id: row.try_get("id")?,
-            outbox_id: row.try_get("outbox_id")?,
-            user_id: row.try_get("user_id")?,
-            title: row.try_get("title")?,
-            body: row.try_get("body")?,
-            url: row.try_get("url")?,
+            id: text(row, "id")?,
+            outbox_id: text(row, "outbox_id")?,
+            user_id: text(row, "user_id")?,
+            title: text(row, "title")?,
+            body: opt_text(row, "body")?,
+            url: opt_text(row, "url")?,
             // Written by Herald as JSON; unreadable JSON is shown as a string
             // rather than hiding the message.
-            data: data.map(|d| {
-                serde_json::from_str::<serde_json::Value>(&d)
-                    .unwrap_or(serde_json::Value::String(d))
-            }),
+            data: data.map(|d| serde_json::from_str::<serde_json::Value>(&d).unwrap_or(serde_json::Value::String(d))),
             created_at: Millis(row.try_get("created_at")?),
             seen_at: row.try_get::<Option<i64>, _>("seen_at")?.map(Millis),
             read_at: row.try_get::<Option<i64>, _>("read_at")?.map(Millis),
@@ -179,9 +196,6 @@ pub struct OldestDue {
 
 impl StatusSummary {
     pub fn count(&self, status: OutboxStatus) -> i64 {
-        self.counts
-            .iter()
-            .find(|c| c.status == status)
-            .map_or(0, |c| c.count)
+        self.counts.iter().find(|c| c.status == status).map_or(0, |c| c.count)
     }
 }

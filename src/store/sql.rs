@@ -8,10 +8,10 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::Notify;
 
-use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount};
+use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
-    AppliedMigration, Dialect, Enqueued, Finish, InboxMessage, NewInboxMessage, NewOutboxRow,
-    OutboxRow, SendRecord, StatusSummary, Store, StoreError, migrate, new_id,
+    AppliedMigration, Dialect, Enqueued, Finish, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, SendRecord,
+    StatusSummary, Store, StoreError, migrate, new_id,
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
@@ -32,10 +32,7 @@ pub struct ConnectOptions {
 
 impl Default for ConnectOptions {
     fn default() -> Self {
-        ConnectOptions {
-            max_connections: 10,
-            acquire_timeout: Duration::from_secs(10),
-        }
+        ConnectOptions { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
     }
 }
 
@@ -67,6 +64,7 @@ struct Queries {
     pending_for_user: String,
     insert_inbox: String,
     inbox_for_user: String,
+    inbox_id_for_outbox: String,
 }
 
 impl Queries {
@@ -125,9 +123,8 @@ impl Queries {
                  WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1",
             ),
             get_outbox: d.sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE id = ?")),
-            sends_for_user: d.sql(
-                "SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-            ),
+            sends_for_user: d
+                .sql("SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
             sends_for_outbox: d.sql("SELECT * FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id"),
             pending_for_user: d.sql(&format!(
                 "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE user_id = ? \
@@ -138,9 +135,9 @@ impl Queries {
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?){}",
                 d.on_conflict_do_nothing("outbox_id")
             )),
-            inbox_for_user: d.sql(
-                "SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-            ),
+            inbox_id_for_outbox: d.sql("SELECT id FROM engagement_inbox WHERE outbox_id = ?"),
+            inbox_for_user: d
+                .sql("SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
         }
     }
 }
@@ -151,13 +148,10 @@ impl SqlStore {
     /// `herald status`.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<SqlStore, StoreError> {
         sqlx::any::install_default_drivers();
-        let dialect = Dialect::from_url(url).ok_or_else(|| StoreError::UnsupportedUrl {
-            url: url.to_owned(),
-        })?;
+        let dialect = Dialect::from_url(url).ok_or_else(|| StoreError::UnsupportedUrl { url: url.to_owned() })?;
         let url = normalise_url(url, dialect);
-        let mut pool_opts = AnyPoolOptions::new()
-            .max_connections(opts.max_connections)
-            .acquire_timeout(opts.acquire_timeout);
+        let mut pool_opts =
+            AnyPoolOptions::new().max_connections(opts.max_connections).acquire_timeout(opts.acquire_timeout);
         if dialect == Dialect::Sqlite {
             pool_opts = pool_opts.after_connect(|conn, _meta| {
                 Box::pin(async move {
@@ -169,17 +163,8 @@ impl SqlStore {
                 })
             });
         }
-        let pool = pool_opts
-            .connect(&url)
-            .await
-            .map_err(StoreError::db("connect"))?;
-        Ok(SqlStore {
-            pool,
-            dialect,
-            url,
-            enqueued: Arc::new(Notify::new()),
-            q: Arc::new(Queries::new(dialect)),
-        })
+        let pool = pool_opts.connect(&url).await.map_err(StoreError::db("connect"))?;
+        Ok(SqlStore { pool, dialect, url, enqueued: Arc::new(Notify::new()), q: Arc::new(Queries::new(dialect)) })
     }
 
     pub fn pool(&self) -> &AnyPool {
@@ -206,11 +191,7 @@ impl SqlStore {
         }
     }
 
-    async fn enqueue_chunk(
-        &self,
-        rows: &[NewOutboxRow],
-        now: Millis,
-    ) -> Result<Vec<Enqueued>, StoreError> {
+    async fn enqueue_chunk(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
         let d = self.dialect;
         let mut sql = String::from(
             "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
@@ -239,26 +220,20 @@ impl SqlStore {
                 .bind(now.0)
                 .bind(now.0);
         }
-        let inserted = query
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("enqueue"))?
-            .rows_affected();
-        if inserted as usize == rows.len() {
+        let inserted = query.execute(&self.pool).await.map_err(StoreError::db("enqueue"))?.rows_affected();
+        // MySQL counts a duplicate that hit the no-op update as "affected"
+        // (sqlx connects with CLIENT_FOUND_ROWS), so there the count proves
+        // nothing and the lookup below always runs.
+        if self.dialect != Dialect::MySql && inserted as usize == rows.len() {
             return Ok(rows
                 .iter()
-                .map(|r| Enqueued {
-                    id: r.id.clone(),
-                    dedupe_key: r.dedupe_key.clone(),
-                    created: true,
-                })
+                .map(|r| Enqueued { id: r.id.clone(), dedupe_key: r.dedupe_key.clone(), created: true })
                 .collect());
         }
         // Some keys existed already. Ask which row holds each key: where it is
         // the id we chose, this call created it. (Portable across dialects,
         // unlike INSERT … RETURNING, which MySQL lacks.)
-        let mut lookup =
-            String::from("SELECT id, dedupe_key FROM engagement_outbox WHERE dedupe_key IN (");
+        let mut lookup = String::from("SELECT id, dedupe_key FROM engagement_outbox WHERE dedupe_key IN (");
         for i in 0..rows.len() {
             lookup.push_str(if i == 0 { "?" } else { ", ?" });
         }
@@ -268,32 +243,18 @@ impl SqlStore {
         for r in rows {
             query = query.bind(r.dedupe_key.clone());
         }
-        let found = query
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::db("enqueue: read existing"))?;
+        let found = query.fetch_all(&self.pool).await.map_err(StoreError::db("enqueue: read existing"))?;
         let mut holders = std::collections::HashMap::with_capacity(found.len());
         for row in &found {
-            let id: String = row
-                .try_get(0)
-                .map_err(StoreError::db("enqueue: read existing"))?;
-            let key: String = row
-                .try_get(1)
-                .map_err(StoreError::db("enqueue: read existing"))?;
+            let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
+            let key = text(row, "dedupe_key").map_err(StoreError::db("enqueue: read existing"))?;
             holders.insert(key, id);
         }
         Ok(rows
             .iter()
             .map(|r| {
-                let id = holders
-                    .get(&r.dedupe_key)
-                    .cloned()
-                    .unwrap_or_else(|| r.id.clone());
-                Enqueued {
-                    created: id == r.id,
-                    id,
-                    dedupe_key: r.dedupe_key.clone(),
-                }
+                let id = holders.get(&r.dedupe_key).cloned().unwrap_or_else(|| r.id.clone());
+                Enqueued { created: id == r.id, id, dedupe_key: r.dedupe_key.clone() }
             })
             .collect())
     }
@@ -329,32 +290,16 @@ impl Store for SqlStore {
     }
 
     async fn migrate(&self) -> Result<Vec<AppliedMigration>, StoreError> {
-        let mut conn = self
-            .pool
-            .acquire()
-            .await
-            .map_err(StoreError::db("migrate: connect"))?;
-        migrate::run(
-            &mut conn,
-            self.dialect,
-            crate::clock::Clock::now(&crate::clock::SystemClock),
-        )
-        .await
+        let mut conn = self.pool.acquire().await.map_err(StoreError::db("migrate: connect"))?;
+        migrate::run(&mut conn, self.dialect, crate::clock::Clock::now(&crate::clock::SystemClock)).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("ping"))?;
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(StoreError::db("ping"))?;
         Ok(())
     }
 
-    async fn enqueue(
-        &self,
-        rows: &[NewOutboxRow],
-        now: Millis,
-    ) -> Result<Vec<Enqueued>, StoreError> {
+    async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
         let mut out = Vec::with_capacity(rows.len());
         for chunk in rows.chunks(INSERT_CHUNK) {
             out.extend(self.enqueue_chunk(chunk, now).await?);
@@ -366,12 +311,7 @@ impl Store for SqlStore {
         Ok(out)
     }
 
-    async fn claim_due(
-        &self,
-        now: Millis,
-        limit: u32,
-        token: &str,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
+    async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError> {
         let claim = sqlx::query(&self.q.claim)
             .bind(token.to_owned())
             .bind(now.0)
@@ -379,17 +319,10 @@ impl Store for SqlStore {
             .bind(now.0)
             .bind(i64::from(limit));
         if self.dialect.has_update_returning() {
-            let rows = claim
-                .fetch_all(&self.pool)
-                .await
-                .map_err(StoreError::db("claim due rows"))?;
+            let rows = claim.fetch_all(&self.pool).await.map_err(StoreError::db("claim due rows"))?;
             return outbox_rows(&rows);
         }
-        let won = claim
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("claim due rows"))?
-            .rows_affected();
+        let won = claim.execute(&self.pool).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
         if won == 0 {
             return Ok(Vec::new());
         }
@@ -401,22 +334,12 @@ impl Store for SqlStore {
         outbox_rows(&rows)
     }
 
-    async fn finish(
-        &self,
-        row: &OutboxRow,
-        token: &str,
-        outcome: &Finish,
-        now: Millis,
-    ) -> Result<bool, StoreError> {
+    async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError> {
         let db = StoreError::db;
         let mut tx = self.pool.begin().await.map_err(db("finish: begin"))?;
         let outbox_status = outcome.status.outbox_status();
         // The seed's rule: a sent row carries no error.
-        let last_error = if outbox_status == OutboxStatus::Sent {
-            None
-        } else {
-            outcome.detail.clone()
-        };
+        let last_error = if outbox_status == OutboxStatus::Sent { None } else { outcome.detail.clone() };
         let updated = sqlx::query(&self.q.finish)
             .bind(outbox_status.as_str())
             .bind(last_error)
@@ -473,13 +396,7 @@ impl Store for SqlStore {
         Ok(n == 1)
     }
 
-    async fn release(
-        &self,
-        id: &str,
-        token: &str,
-        refund_attempt: bool,
-        now: Millis,
-    ) -> Result<bool, StoreError> {
+    async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError> {
         let n = sqlx::query(&self.q.release)
             .bind(i64::from(refund_attempt))
             .bind(now.0)
@@ -493,9 +410,8 @@ impl Store for SqlStore {
     }
 
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
-        let detail = format!(
-            "claim taken back at {now}: the instance delivering it stopped or stalled past the stale window"
-        );
+        let detail =
+            format!("claim taken back at {now}: the instance delivering it stopped or stalled past the stale window");
         let n = sqlx::query(&self.q.reclaim)
             .bind(detail)
             .bind(now.0)
@@ -508,34 +424,24 @@ impl Store for SqlStore {
     }
 
     async fn next_due_at(&self) -> Result<Option<Millis>, StoreError> {
-        let row = sqlx::query(&self.q.next_due)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::db("next due"))?;
+        let row = sqlx::query(&self.q.next_due).fetch_one(&self.pool).await.map_err(StoreError::db("next due"))?;
         let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
         Ok(v.map(Millis))
     }
 
     async fn status_summary(&self, now: Millis) -> Result<StatusSummary, StoreError> {
         let db = StoreError::db;
-        let rows = sqlx::query(&self.q.counts)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("count by status"))?;
-        let mut counts: Vec<StatusCount> = OutboxStatus::ALL
-            .iter()
-            .map(|&status| StatusCount { status, count: 0 })
-            .collect();
+        let rows = sqlx::query(&self.q.counts).fetch_all(&self.pool).await.map_err(db("count by status"))?;
+        let mut counts: Vec<StatusCount> =
+            OutboxStatus::ALL.iter().map(|&status| StatusCount { status, count: 0 }).collect();
         for row in rows {
-            let status: String = row.try_get(0).map_err(db("count by status"))?;
+            let status = text(&row, "status").map_err(db("count by status"))?;
             let count: i64 = row.try_get(1).map_err(db("count by status"))?;
-            let status = status
-                .parse::<OutboxStatus>()
-                .map_err(|_| StoreError::CorruptRow {
-                    table: "engagement_outbox",
-                    column: "status",
-                    value: status.clone(),
-                })?;
+            let status = status.parse::<OutboxStatus>().map_err(|_| StoreError::CorruptRow {
+                table: "engagement_outbox",
+                column: "status",
+                value: status.clone(),
+            })?;
             if let Some(c) = counts.iter_mut().find(|c| c.status == status) {
                 c.count = count;
             }
@@ -550,22 +456,18 @@ impl Store for SqlStore {
             Some(row) => {
                 let due_at = Millis(row.try_get("due_at").map_err(db("oldest due row"))?);
                 Some(OldestDue {
-                    id: row.try_get("id").map_err(db("oldest due row"))?,
-                    user_id: row.try_get("user_id").map_err(db("oldest due row"))?,
-                    channel: row.try_get("channel").map_err(db("oldest due row"))?,
+                    id: text(&row, "id").map_err(db("oldest due row"))?,
+                    user_id: text(&row, "user_id").map_err(db("oldest due row"))?,
+                    channel: text(&row, "channel").map_err(db("oldest due row"))?,
                     attempts: row.try_get("attempts").map_err(db("oldest due row"))?,
-                    last_error: row.try_get("last_error").map_err(db("oldest due row"))?,
+                    last_error: opt_text(&row, "last_error").map_err(db("oldest due row"))?,
                     overdue_seconds: now.since(due_at).as_secs_f64(),
                     due_at,
                 })
             }
         };
         let next_due_at = self.next_due_at().await?;
-        Ok(StatusSummary {
-            counts,
-            oldest_due,
-            next_due_at,
-        })
+        Ok(StatusSummary { counts, oldest_due, next_due_at })
     }
 
     async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError> {
@@ -577,11 +479,7 @@ impl Store for SqlStore {
         row.as_ref().map(OutboxRow::from_any).transpose()
     }
 
-    async fn sends_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<SendRecord>, StoreError> {
+    async fn sends_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<SendRecord>, StoreError> {
         sqlx::query_as(&self.q.sends_for_user)
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
@@ -598,11 +496,7 @@ impl Store for SqlStore {
             .map_err(StoreError::db("send log for outbox row"))
     }
 
-    async fn pending_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<OutboxRow>, StoreError> {
+    async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
         let rows = sqlx::query(&self.q.pending_for_user)
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
@@ -613,8 +507,9 @@ impl Store for SqlStore {
     }
 
     async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError> {
+        let id = new_id();
         let n = sqlx::query(&self.q.insert_inbox)
-            .bind(new_id())
+            .bind(id.clone())
             .bind(msg.outbox_id.clone())
             .bind(msg.user_id.clone())
             .bind(msg.title.clone())
@@ -626,15 +521,20 @@ impl Store for SqlStore {
             .await
             .map_err(StoreError::db("insert inbox message"))?
             .rows_affected();
-        // MySQL's no-op update reports 0 affected rows, like DO NOTHING.
-        Ok(n == 1)
+        if self.dialect != Dialect::MySql {
+            return Ok(n == 1);
+        }
+        // MySQL reports a duplicate as affected too (see enqueue_chunk): ask
+        // whether the row for this outbox id is the one we just wrote.
+        let holder = sqlx::query(&self.q.inbox_id_for_outbox)
+            .bind(msg.outbox_id.clone())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(StoreError::db("insert inbox message: read back"))?;
+        Ok(text(&holder, "id").map_err(StoreError::db("insert inbox message: read back"))? == id)
     }
 
-    async fn inbox_for_user(
-        &self,
-        user_id: &UserId,
-        limit: u32,
-    ) -> Result<Vec<InboxMessage>, StoreError> {
+    async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
         sqlx::query_as(&self.q.inbox_for_user)
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))

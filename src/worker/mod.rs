@@ -133,26 +133,12 @@ impl Worker {
         let limits = registry
             .names()
             .map(|name| {
-                let n = config
-                    .concurrency
-                    .get(name)
-                    .copied()
-                    .unwrap_or(config.default_concurrency);
+                let n = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
                 (name.to_owned(), Arc::new(Semaphore::new(n.max(1))))
             })
             .collect();
         let default_limit = Arc::new(Semaphore::new(config.default_concurrency.max(1)));
-        Worker {
-            inner: Arc::new(Inner {
-                store,
-                registry,
-                clock,
-                config,
-                metrics,
-                limits,
-                default_limit,
-            }),
-        }
+        Worker { inner: Arc::new(Inner { store, registry, clock, config, metrics, limits, default_limit }) }
     }
 
     pub fn config(&self) -> &WorkerConfig {
@@ -176,11 +162,7 @@ impl Worker {
         let now = inner.clock.now();
 
         // A failed reclaim must not stop delivery of what is due.
-        match inner
-            .store
-            .reclaim_stale(now.minus(inner.config.stale), now)
-            .await
-        {
+        match inner.store.reclaim_stale(now.minus(inner.config.stale), now).await {
             Ok(n) => {
                 report.reclaimed = n;
                 if n > 0 {
@@ -196,13 +178,8 @@ impl Worker {
 
         let token = new_id();
         let started = Instant::now();
-        let rows = inner
-            .store
-            .claim_due(now, inner.config.batch, &token)
-            .await?;
-        inner
-            .metrics
-            .claim_duration(started.elapsed().as_secs_f64());
+        let rows = inner.store.claim_due(now, inner.config.batch, &token).await?;
+        inner.metrics.claim_duration(started.elapsed().as_secs_f64());
         report.claimed = rows.len();
         if rows.is_empty() {
             return Ok(report);
@@ -211,16 +188,9 @@ impl Worker {
         let mut set = JoinSet::new();
         let mut pending: HashMap<tokio::task::Id, String> = HashMap::with_capacity(rows.len());
         for row in rows {
-            inner
-                .metrics
-                .claim_latency(now.since(row.due_at).as_secs_f64());
+            inner.metrics.claim_latency(now.since(row.due_at).as_secs_f64());
             let id = row.id.clone();
-            let handle = set.spawn(process_row(
-                self.inner.clone(),
-                row,
-                token.clone(),
-                shutdown.clone(),
-            ));
+            let handle = set.spawn(process_row(self.inner.clone(), row, token.clone(), shutdown.clone()));
             pending.insert(handle.id(), id);
         }
 
@@ -259,11 +229,7 @@ impl Worker {
         // Whatever has no result was interrupted mid-delivery: it may have
         // reached the user, so the attempt stands.
         for id in pending.into_values() {
-            match inner
-                .store
-                .release(&id, &token, false, inner.clock.now())
-                .await
-            {
+            match inner.store.release(&id, &token, false, inner.clock.now()).await {
                 Ok(_) => report.released += 1,
                 Err(e) => {
                     tracing::error!(outbox = %id, error = %e, "could not put back an interrupted row");
@@ -326,11 +292,7 @@ impl Worker {
                     // Due rows remain: straight on if the last sweep made
                     // progress; otherwise another instance is on them, so
                     // do not spin.
-                    if claimed_some {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(100)
-                    }
+                    if claimed_some { Duration::ZERO } else { Duration::from_millis(100) }
                 } else {
                     next.since(now).min(inner.config.poll)
                 }
@@ -360,16 +322,8 @@ fn tally(report: &mut TickReport, result: RowResult) {
 }
 
 /// Claim already won; deliver and record. One row, start to finish.
-async fn process_row(
-    inner: Arc<Inner>,
-    row: OutboxRow,
-    token: String,
-    shutdown: CancellationToken,
-) -> RowResult {
-    let policy = RetryPolicy {
-        max_attempts: inner.config.max_attempts,
-        retry: inner.config.retry,
-    };
+async fn process_row(inner: Arc<Inner>, row: OutboxRow, token: String, shutdown: CancellationToken) -> RowResult {
+    let policy = RetryPolicy { max_attempts: inner.config.max_attempts, retry: inner.config.retry };
 
     if let Some(spec) = policy::before_delivery(&row, inner.clock.now(), policy) {
         return record(&inner, &row, &token, Decision::Finish(spec)).await;
@@ -378,10 +332,7 @@ async fn process_row(
     let outcome = match inner.registry.lookup(&row.channel) {
         Lookup::Missing(detail) => Outcome::terminal(detail),
         Lookup::Ready(channel) => {
-            let limit = inner
-                .limits
-                .get(&row.channel)
-                .unwrap_or(&inner.default_limit);
+            let limit = inner.limits.get(&row.channel).unwrap_or(&inner.default_limit);
             let _permit = tokio::select! {
                 permit = limit.acquire() => permit.expect("delivery semaphores are never closed"),
                 _ = shutdown.cancelled() => {
@@ -410,9 +361,7 @@ async fn process_row(
             }
         }
     };
-    inner
-        .metrics
-        .delivery(&row.channel, outcome_label(&outcome, &row, policy));
+    inner.metrics.delivery(&row.channel, outcome_label(&outcome, &row, policy));
     let decision = policy::decide(outcome, &row, inner.clock.now(), policy);
     record(&inner, &row, &token, decision).await
 }
@@ -436,17 +385,11 @@ async fn record(inner: &Inner, row: &OutboxRow, token: &str, decision: Decision)
         let result = match &decision {
             Decision::Finish(spec) => {
                 let finish = spec.clone().into_finish();
-                inner
-                    .store
-                    .finish(row, token, &finish, now)
-                    .await
-                    .map(|won| (won, Some(spec)))
+                inner.store.finish(row, token, &finish, now).await.map(|won| (won, Some(spec)))
             }
-            Decision::Retry { due_at, detail } => inner
-                .store
-                .reschedule(&row.id, token, *due_at, detail, now)
-                .await
-                .map(|won| (won, None)),
+            Decision::Retry { due_at, detail } => {
+                inner.store.reschedule(&row.id, token, *due_at, detail, now).await.map(|won| (won, None))
+            }
         };
         match result {
             Ok((true, Some(spec))) => return finished(row, spec),

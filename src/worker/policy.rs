@@ -38,21 +38,11 @@ pub struct FinishSpec {
 
 impl FinishSpec {
     fn new(status: SendStatus, detail: impl Into<String>) -> Self {
-        FinishSpec {
-            status,
-            detail: Some(detail.into()),
-            transport: None,
-            address_hash: None,
-        }
+        FinishSpec { status, detail: Some(detail.into()), transport: None, address_hash: None }
     }
 
     pub fn into_finish(self) -> Finish {
-        Finish {
-            status: self.status,
-            detail: self.detail,
-            transport: self.transport,
-            address_hash: self.address_hash,
-        }
+        Finish { status: self.status, detail: self.detail, transport: self.transport, address_hash: self.address_hash }
     }
 }
 
@@ -97,49 +87,30 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
         address_hash,
     };
     match outcome {
-        Outcome::Sent {
-            transport,
-            detail,
-            address_hash,
-        } => Decision::Finish(FinishSpec {
-            status: SendStatus::Sent,
-            detail,
-            transport: Some(transport),
-            address_hash,
-        }),
-        Outcome::Retry {
-            detail,
-            address_hash,
-        } => {
+        Outcome::Sent { transport, detail, address_hash } => {
+            Decision::Finish(FinishSpec { status: SendStatus::Sent, detail, transport: Some(transport), address_hash })
+        }
+        Outcome::Retry { detail, address_hash } => {
             if row.attempts < i64::from(policy.max_attempts) {
-                Decision::Retry {
-                    due_at: now.plus(policy.retry),
-                    detail,
-                }
+                Decision::Retry { due_at: now.plus(policy.retry), detail }
             } else {
                 Decision::Finish(spec(
                     SendStatus::Failed,
-                    format!(
-                        "gave up after {} attempts; last error: {detail}",
-                        row.attempts
-                    ),
+                    format!("gave up after {} attempts; last error: {detail}", row.attempts),
                     None,
                     address_hash,
                 ))
             }
         }
-        Outcome::Suppressed {
-            detail,
-            address_hash,
-        } => Decision::Finish(spec(SendStatus::Suppressed, detail, None, address_hash)),
-        Outcome::Bounced {
-            detail,
-            address_hash,
-        } => Decision::Finish(spec(SendStatus::Bounced, detail, None, address_hash)),
-        Outcome::Terminal {
-            detail,
-            address_hash,
-        } => Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash)),
+        Outcome::Suppressed { detail, address_hash } => {
+            Decision::Finish(spec(SendStatus::Suppressed, detail, None, address_hash))
+        }
+        Outcome::Bounced { detail, address_hash } => {
+            Decision::Finish(spec(SendStatus::Bounced, detail, None, address_hash))
+        }
+        Outcome::Terminal { detail, address_hash } => {
+            Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
+        }
     }
 }
 
@@ -148,10 +119,7 @@ mod tests {
     use super::*;
     use crate::domain::OutboxStatus;
 
-    const POLICY: RetryPolicy = RetryPolicy {
-        max_attempts: 5,
-        retry: Duration::from_secs(300),
-    };
+    const POLICY: RetryPolicy = RetryPolicy { max_attempts: 5, retry: Duration::from_secs(300) };
 
     fn row(attempts: i64) -> OutboxRow {
         OutboxRow {
@@ -179,50 +147,25 @@ mod tests {
         let now = Millis(10_000);
         for attempts in 1..5 {
             let d = decide(Outcome::retry("451 try later"), &row(attempts), now, POLICY);
-            assert_eq!(
-                d,
-                Decision::Retry {
-                    due_at: Millis(310_000),
-                    detail: "451 try later".into()
-                }
-            );
+            assert_eq!(d, Decision::Retry { due_at: Millis(310_000), detail: "451 try later".into() });
         }
-        let Decision::Finish(f) = decide(Outcome::retry("451 try later"), &row(5), now, POLICY)
-        else {
+        let Decision::Finish(f) = decide(Outcome::retry("451 try later"), &row(5), now, POLICY) else {
             panic!("fifth failure must give up");
         };
         assert_eq!(f.status, SendStatus::Failed);
-        assert_eq!(
-            f.detail.as_deref(),
-            Some("gave up after 5 attempts; last error: 451 try later")
-        );
+        assert_eq!(f.detail.as_deref(), Some("gave up after 5 attempts; last error: 451 try later"));
     }
 
     #[test]
     fn each_outcome_keeps_its_own_name_and_hash() {
         let now = Millis(0);
-        let bounced = Outcome::Bounced {
-            detail: "550 5.1.1".into(),
-            address_hash: Some("h".into()),
-        };
-        let Decision::Finish(f) = decide(bounced, &row(1), now, POLICY) else {
-            panic!()
-        };
-        assert_eq!(
-            (f.status, f.address_hash.as_deref()),
-            (SendStatus::Bounced, Some("h"))
-        );
-        let suppressed = Outcome::Suppressed {
-            detail: "unsubscribed".into(),
-            address_hash: None,
-        };
-        let Decision::Finish(f) = decide(suppressed, &row(1), now, POLICY) else {
-            panic!()
-        };
+        let bounced = Outcome::Bounced { detail: "550 5.1.1".into(), address_hash: Some("h".into()) };
+        let Decision::Finish(f) = decide(bounced, &row(1), now, POLICY) else { panic!() };
+        assert_eq!((f.status, f.address_hash.as_deref()), (SendStatus::Bounced, Some("h")));
+        let suppressed = Outcome::Suppressed { detail: "unsubscribed".into(), address_hash: None };
+        let Decision::Finish(f) = decide(suppressed, &row(1), now, POLICY) else { panic!() };
         assert_eq!(f.status, SendStatus::Suppressed);
-        let Decision::Finish(f) = decide(Outcome::terminal("554"), &row(1), now, POLICY) else {
-            panic!()
-        };
+        let Decision::Finish(f) = decide(Outcome::terminal("554"), &row(1), now, POLICY) else { panic!() };
         assert_eq!(f.status, SendStatus::Failed);
     }
 
@@ -230,10 +173,7 @@ mod tests {
     fn a_row_past_its_grace_window_expires_instead_of_delivering() {
         let mut r = row(1);
         r.expires_at = Some(Millis(5_000));
-        assert!(
-            before_delivery(&r, Millis(5_000), POLICY).is_none(),
-            "the boundary itself is still on time"
-        );
+        assert!(before_delivery(&r, Millis(5_000), POLICY).is_none(), "the boundary itself is still on time");
         let f = before_delivery(&r, Millis(5_001), POLICY).expect("expired");
         assert_eq!(f.status, SendStatus::Expired);
         assert!(f.detail.unwrap().contains("grace window"));
@@ -244,10 +184,6 @@ mod tests {
         assert!(before_delivery(&row(5), Millis(0), POLICY).is_none());
         let f = before_delivery(&row(6), Millis(0), POLICY).expect("exhausted");
         assert_eq!(f.status, SendStatus::Failed);
-        assert!(
-            f.detail
-                .unwrap()
-                .starts_with("gave up after 5 started attempts")
-        );
+        assert!(f.detail.unwrap().starts_with("gave up after 5 started attempts"));
     }
 }
