@@ -38,7 +38,7 @@ async fn a_repeated_dedupe_key_plans_nothing_new(db: &TestDb) {
     again.dedupe_key = first.dedupe_key.clone();
     let fresh = row("u1", "inbox", T0);
 
-    let done = db.store.enqueue(&[first.clone()], T0).await.unwrap();
+    let done = db.store.enqueue(std::slice::from_ref(&first), T0).await.unwrap();
     assert!(done[0].created);
     let done = db.store.enqueue(&[again.clone(), fresh.clone()], T0).await.unwrap();
     assert!(!done[0].created, "same dedupe key must not insert again");
@@ -102,7 +102,7 @@ async fn concurrent_claims_never_hand_one_row_to_two_instances(db: &TestDb) {
 
 async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
     let r = row("u1", "inbox", T0);
-    db.store.enqueue(&[r.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
     let slow = db.store.claim_due(T0, 1, "token-slow").await.unwrap().remove(0);
 
     // The slow sender's claim goes stale and another instance takes the row.
@@ -127,7 +127,7 @@ async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
 
 async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
     let r = row("u1", "email", T0);
-    db.store.enqueue(&[r.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
     let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
     let bounced = Finish {
         status: SendStatus::Bounced,
@@ -151,7 +151,7 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
 
 async fn reschedule_puts_the_row_back_with_its_error(db: &TestDb) {
     let r = row("u1", "inbox", T0);
-    db.store.enqueue(&[r.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
     db.store.claim_due(T0, 1, "t").await.unwrap();
     let retry_at = T0.plus(Duration::from_secs(300));
     assert!(db.store.reschedule(&r.id, "t", retry_at, "451 try again later", T0).await.unwrap());
@@ -182,10 +182,10 @@ async fn release_can_refund_the_attempt(db: &TestDb) {
 async fn only_stale_claims_are_taken_back(db: &TestDb) {
     let old = row("u1", "inbox", T0);
     let young = row("u1", "inbox", T0);
-    db.store.enqueue(&[old.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&old), T0).await.unwrap();
     db.store.claim_due(T0, 1, "t1").await.unwrap();
     let t1 = T0.plus(Duration::from_secs(600));
-    db.store.enqueue(&[young.clone()], t1).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&young), t1).await.unwrap();
     db.store.claim_due(t1, 1, "t2").await.unwrap();
 
     let cutoff = T0.plus(Duration::from_secs(300)); // claims older than this are stale
@@ -205,7 +205,7 @@ async fn status_summary_counts_every_status_and_finds_the_oldest_due(db: &TestDb
     let other = row("u1", "inbox", Millis(T0.0 - 1_000));
     let future = row("u1", "inbox", T0.plus(Duration::from_secs(60)));
     let claimed = row("u1", "inbox", Millis(T0.0 - 100_000));
-    db.store.enqueue(&[claimed.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&claimed), T0).await.unwrap();
     db.store.claim_due(T0, 1, "t").await.unwrap();
     db.store.enqueue(&[oldest.clone(), other, future.clone()], T0).await.unwrap();
 
@@ -263,7 +263,7 @@ async fn user_ids_are_case_sensitive(db: &TestDb) {
 async fn long_and_unicode_values_round_trip(db: &TestDb) {
     let mut r = row(&"ü".repeat(127), "inbox", T0);
     r.payload = serde_json::json!({ "title": "Grüße 👋", "body": "x".repeat(100_000) });
-    db.store.enqueue(&[r.clone()], T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
     let back = db.store.get_outbox(&r.id).await.unwrap().unwrap();
     assert_eq!(back.user_id, "ü".repeat(127));
     let payload: serde_json::Value = serde_json::from_str(&back.payload).unwrap();
