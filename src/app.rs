@@ -45,13 +45,22 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             tracing::info!(version = m.version, name = m.name, "applied migration");
         }
     }
+    let listener = tokio::net::TcpListener::bind(config.http.listen).await.map_err(|e| {
+        anyhow::anyhow!("configuration key `http.listen`: cannot listen on {}: {e}", config.http.listen)
+    })?;
     let shutdown = CancellationToken::new();
     tokio::spawn(shutdown_on_signal(shutdown.clone()));
-    serve_until(config, store, shutdown).await
+    serve_until(config, store, listener, shutdown).await
 }
 
-/// The body of `serve`, with the shutdown signal supplied by the caller.
-pub async fn serve_until(config: Config, store: SqlStore, shutdown: CancellationToken) -> anyhow::Result<()> {
+/// The body of `serve`, with the listener and the shutdown signal supplied
+/// by the caller (tests bind port 0 and cancel the token themselves).
+pub async fn serve_until(
+    config: Config,
+    store: SqlStore,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Metrics::new();
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
@@ -77,9 +86,6 @@ pub async fn serve_until(config: Config, store: SqlStore, shutdown: Cancellation
     }
 
     let app = http::router(AppState { store: dyn_store, metrics, clock });
-    let listener = tokio::net::TcpListener::bind(config.http.listen).await.map_err(|e| {
-        anyhow::anyhow!("configuration key `http.listen`: cannot listen on {}: {e}", config.http.listen)
-    })?;
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
     axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;

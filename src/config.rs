@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::store::Dialect;
 use crate::worker::WorkerConfig;
 
+/// `HERALD_*` variables that are not configuration keys.
+const NOT_KEYS: [&str; 2] = ["HERALD_CONFIG", "HERALD_LOG"];
+
 /// The file read when `--config` is not given, if it exists.
 pub const DEFAULT_CONFIG_FILE: &str = "herald.toml";
 
@@ -192,10 +195,12 @@ impl Config {
             None => {}
         }
         // HERALD_WORKER__BATCH=50 sets worker.batch. HERALD_CONFIG names the
-        // file and HERALD_TEST_* belong to the test suite; neither is a key.
+        // file, HERALD_LOG is the log filter (read before configuration, so
+        // a configuration error can be logged), and HERALD_TEST_* belong to
+        // the test suite; none of them is a key.
         let vars: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(k, _)| k.starts_with("HERALD_") && k != "HERALD_CONFIG" && !k.starts_with("HERALD_TEST_"))
+            .filter(|(k, _)| k.starts_with("HERALD_") && !NOT_KEYS.contains(&k.as_str()) && !k.starts_with("HERALD_TEST_"))
             .collect();
         figment = figment.merge(EnvSnapshot { vars });
         figment = figment.merge(Serialized::defaults(flags));

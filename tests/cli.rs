@@ -1,0 +1,132 @@
+//! The `herald` binary as a user runs it, on the embedded SQLite default.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn herald(dir: &Path, args: &[&str]) -> Output {
+    herald_env(dir, args, &[])
+}
+
+fn herald_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_herald"));
+    cmd.current_dir(dir).args(args).env_remove("HERALD_DATABASE_URL").env("HERALD_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run herald")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn status_json(dir: &Path) -> serde_json::Value {
+    let out = herald(dir, &["status", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+fn count(status: &serde_json::Value, name: &str) -> i64 {
+    status["counts"].as_array().unwrap().iter().find(|c| c["status"] == name).unwrap()["count"].as_i64().unwrap()
+}
+
+#[test]
+fn every_verb_has_help() {
+    let dir = tempfile::tempdir().unwrap();
+    for verb in [&[][..], &["serve"], &["migrate"], &["enqueue"], &["status"], &["sends"], &["bench"]] {
+        let mut args: Vec<&str> = verb.to_vec();
+        args.push("--help");
+        let out = herald(dir.path(), &args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(stdout(&out).contains("Usage:"), "{args:?}");
+    }
+}
+
+#[test]
+fn enqueue_then_status_on_a_fresh_directory_creates_the_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-1", "--count", "3", "--due-in", "3600"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("enqueued 3 inbox message(s) for u-1 due "), "{}", stdout(&out));
+    assert!(dir.path().join("herald.db").exists(), "sqlite://herald.db in the working directory");
+    let status = status_json(dir.path());
+    assert_eq!(count(&status, "scheduled"), 3);
+    assert!(status["oldest_due"].is_null(), "due in an hour: nothing overdue");
+
+    let text = herald(dir.path(), &["status"]);
+    assert!(stdout(&text).contains("scheduled"), "{}", stdout(&text));
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald_env(dir.path(), &["status"], &[("HERALD_WORKER__BATCH", "0")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"), "{}", stderr(&out));
+
+    let out = herald(dir.path(), &["enqueue", "--channel", "E mail", "--user-id", "u"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--channel: \"E mail\" is not accepted"), "{}", stderr(&out));
+
+    let out = herald(dir.path(), &["--database-url", "redis://x", "status"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("database_url"), "{}", stderr(&out));
+}
+
+#[test]
+fn serve_delivers_then_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-7", "--count", "5"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = herald(dir.path(), &["enqueue", "--channel", "email", "--user-id", "u-7"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .current_dir(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("HERALD_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = status_json(dir.path());
+        if count(&s, "sent") == 5 && count(&s, "failed") == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve did not drain the outbox: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let kill = Command::new("kill").args(["-TERM", &serve.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let code = loop {
+        if let Some(code) = serve.try_wait().unwrap() {
+            break code;
+        }
+        assert!(Instant::now() < deadline, "serve did not stop within 15s of SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(code.success(), "exit status {code}");
+    assert_eq!(count(&status_json(dir.path()), "sending"), 0);
+
+    let out = herald(dir.path(), &["sends", "--user-id", "u-7", "--json"]);
+    let log: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let sends = log["sends"].as_array().unwrap();
+    assert_eq!(sends.len(), 6);
+    let failed: Vec<_> = sends.iter().filter(|s| s["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0]["detail"].as_str().unwrap().contains("channel \"email\" has no delivery implementation yet"));
+
+    let text = stdout(&herald(dir.path(), &["sends", "--user-id", "u-7"]));
+    assert!(text.contains("send log for user u-7, newest first (6):"), "{text}");
+    let nobody = stdout(&herald(dir.path(), &["sends", "--user-id", "nobody"]));
+    assert!(nobody.contains("nothing was ever scheduled for user nobody"), "{nobody}");
+}

@@ -1,0 +1,64 @@
+//! PostgreSQL instances wake each other with LISTEN/NOTIFY: a row enqueued
+//! through one instance is delivered by another whose poll is an hour away.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Backend, TestDb, row, user};
+use herald::clock::{Clock, SystemClock};
+use herald::store::Store;
+use herald::worker::{Worker, WorkerConfig};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
+    let Some(db) = TestDb::new(Backend::Postgres).await else { return };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let worker_side: Arc<dyn Store> = Arc::new(db.another_instance().await);
+    let enqueue_side = db.another_instance().await;
+
+    let shutdown = CancellationToken::new();
+    let worker = Worker::new(
+        worker_side.clone(),
+        herald::app::registry(worker_side.clone(), clock.clone()),
+        clock.clone(),
+        WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() },
+        herald::metrics::Metrics::new(),
+    );
+    let listener = tokio::spawn(herald::store::listen::forward_notifications(
+        db.url.clone(),
+        worker_side.enqueued_signal(),
+        shutdown.clone(),
+    ));
+    let running = tokio::spawn({
+        let t = shutdown.clone();
+        async move { worker.run(t).await }
+    });
+
+    // Each round enqueues through the other instance and gives the worker two
+    // seconds; the first round may race the listener's connection, so a few
+    // rounds are allowed. Without NOTIFY nothing arrives for an hour.
+    let mut delivered = 0;
+    for round in 1..=5 {
+        enqueue_side.enqueue(&[row("remote", "inbox", clock.now())], clock.now()).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while tokio::time::Instant::now() < deadline {
+            delivered = worker_side.inbox_for_user(&user("remote"), 100).await.unwrap().len();
+            if delivered == round {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if delivered == round && round >= 2 {
+            break;
+        }
+    }
+    assert!(delivered >= 2, "rows enqueued elsewhere were not delivered promptly ({delivered})");
+    shutdown.cancel();
+    running.await.unwrap();
+    listener.await.unwrap();
+    enqueue_side.close().await;
+    db.cleanup().await;
+}

@@ -1,0 +1,302 @@
+//! The worker's behaviour end to end, against each backend: what a user sees
+//! in the outbox, the send log and the inbox after sweeps.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{ScriptedChannel, T0, TestDb, row, user, worker};
+use herald::channel::{Channel, Outcome, Registry};
+use herald::clock::{Clock, ManualClock};
+use herald::domain::OutboxStatus;
+use herald::store::{OutboxRow, Store};
+use herald::worker::WorkerConfig;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+backend_tests!(
+    inbox_rows_are_delivered_and_logged_as_sent,
+    a_missing_channel_ends_failed_in_plain_words,
+    retries_are_flat_and_give_up_after_max_attempts,
+    a_panicking_channel_is_a_retry_not_a_crashed_tick,
+    a_row_past_its_grace_window_expires_undelivered,
+    a_slow_sender_whose_claim_was_taken_back_cannot_overwrite_the_newer_result,
+    deliveries_per_channel_are_bounded,
+    shutdown_puts_back_everything_it_did_not_finish,
+    a_hung_delivery_times_out_as_a_retry,
+    an_enqueue_wakes_the_running_worker_at_once,
+);
+
+fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
+    let mut r = Registry::new();
+    r.register(name, channel);
+    r
+}
+
+fn inbox_registry(store: Arc<dyn Store>, clock: &ManualClock) -> Registry {
+    herald::app::registry(store, Arc::new(clock.clone()))
+}
+
+async fn inbox_rows_are_delivered_and_logged_as_sent(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let w = worker(db.arc(), inbox_registry(db.arc(), &clock), &clock, WorkerConfig::default());
+
+    let report = w.tick().await.unwrap();
+    assert_eq!((report.claimed, report.sent), (3, 3), "{report:?}");
+    assert_eq!(w.tick().await.unwrap().claimed, 0, "nothing left");
+
+    let inbox = db.store.inbox_for_user(&user("u1"), 10).await.unwrap();
+    assert_eq!(inbox.len(), 3);
+    let log = db.store.sends_for_user(&user("u1"), 10).await.unwrap();
+    assert_eq!(log.len(), 3);
+    assert!(log.iter().all(|s| s.status == "sent" && s.transport.as_deref() == Some("inbox") && s.detail.is_none()));
+    let summary = db.store.status_summary(T0).await.unwrap();
+    assert_eq!(summary.count(OutboxStatus::Sent), 3);
+}
+
+async fn a_missing_channel_ends_failed_in_plain_words(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let gone = row("u1", "pigeon", T0);
+    let unbuilt = row("u1", "email", T0);
+    db.store.enqueue(&[gone.clone(), unbuilt.clone()], T0).await.unwrap();
+    let w = worker(db.arc(), inbox_registry(db.arc(), &clock), &clock, WorkerConfig::default());
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.failed, 2, "{report:?}");
+
+    let gone_log = db.store.sends_for_outbox(&gone.id).await.unwrap();
+    assert_eq!(gone_log[0].status, "failed");
+    assert_eq!(gone_log[0].detail.as_deref(), Some("channel \"pigeon\" is no longer registered"));
+    let unbuilt_log = db.store.sends_for_outbox(&unbuilt.id).await.unwrap();
+    assert!(
+        unbuilt_log[0].detail.as_deref().unwrap().starts_with("channel \"email\" has no delivery implementation yet"),
+        "{unbuilt_log:?}"
+    );
+    assert_eq!(db.store.get_outbox(&gone.id).await.unwrap().unwrap().status, OutboxStatus::Failed);
+}
+
+async fn retries_are_flat_and_give_up_after_max_attempts(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "flaky", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let channel = ScriptedChannel::new(|_| Outcome::retry("451 4.3.0 try again later"));
+    let w = worker(db.arc(), registry_with("flaky", channel.clone()), &clock, WorkerConfig::default());
+
+    for attempt in 1..=4 {
+        assert_eq!(w.tick().await.unwrap().retried, 1, "attempt {attempt}");
+        let back = db.store.get_outbox(&r.id).await.unwrap().unwrap();
+        assert_eq!((back.status, back.attempts), (OutboxStatus::Scheduled, attempt));
+        assert_eq!(back.due_at, clock.now().plus(Duration::from_secs(300)), "flat five minutes");
+        assert_eq!(back.last_error.as_deref(), Some("451 4.3.0 try again later"));
+        clock.advance(Duration::from_secs(299));
+        assert_eq!(w.tick().await.unwrap().claimed, 0, "not before the retry interval");
+        clock.advance(Duration::from_secs(1));
+    }
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.failed, 1, "{report:?}");
+    assert_eq!(channel.calls(), 5);
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].detail.as_deref(), Some("gave up after 5 attempts; last error: 451 4.3.0 try again later"));
+    assert_eq!(log[0].attempts, 5);
+}
+
+async fn a_panicking_channel_is_a_retry_not_a_crashed_tick(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let mut boom = row("u1", "moody", T0);
+    boom.payload = serde_json::json!({ "title": "boom" });
+    let fine = row("u1", "moody", T0);
+    db.store.enqueue(&[boom.clone(), fine.clone()], T0).await.unwrap();
+    let channel = ScriptedChannel::new(|row: &OutboxRow| {
+        if row.payload.contains("boom") {
+            panic!("template exploded");
+        }
+        Outcome::Sent { transport: "test".into(), detail: None, address_hash: None }
+    });
+    let w = worker(db.arc(), registry_with("moody", channel), &clock, WorkerConfig::default());
+    let report = w.tick().await.unwrap();
+    assert_eq!((report.sent, report.retried), (1, 1), "{report:?}");
+    let back = db.store.get_outbox(&boom.id).await.unwrap().unwrap();
+    assert_eq!(back.status, OutboxStatus::Scheduled);
+    assert_eq!(back.last_error.as_deref(), Some("channel \"moody\" panicked: template exploded"));
+}
+
+async fn a_row_past_its_grace_window_expires_undelivered(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let mut r = row("u1", "counted", T0);
+    r.expires_at = Some(T0.plus(Duration::from_secs(60)));
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let channel = ScriptedChannel::new(|_| Outcome::Sent { transport: "t".into(), detail: None, address_hash: None });
+    let w = worker(db.arc(), registry_with("counted", channel.clone()), &clock, WorkerConfig::default());
+
+    clock.advance(Duration::from_secs(61));
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.expired, 1, "{report:?}");
+    assert_eq!(channel.calls(), 0, "never delivered late");
+    assert_eq!(db.store.get_outbox(&r.id).await.unwrap().unwrap().status, OutboxStatus::Expired);
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log[0].status, "expired");
+    assert!(log[0].detail.as_deref().unwrap().contains("grace window"), "{log:?}");
+}
+
+/// A channel that blocks until released, telling the test when it started.
+struct GatedChannel {
+    started: Notify,
+    release: Notify,
+    outcome: Outcome,
+}
+
+#[async_trait::async_trait]
+impl Channel for GatedChannel {
+    async fn deliver(&self, _row: &OutboxRow) -> Outcome {
+        self.started.notify_one();
+        self.release.notified().await;
+        self.outcome.clone()
+    }
+}
+
+async fn a_slow_sender_whose_claim_was_taken_back_cannot_overwrite_the_newer_result(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "relay", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let slow = Arc::new(GatedChannel {
+        started: Notify::new(),
+        release: Notify::new(),
+        outcome: Outcome::terminal("554 too late, from the slow sender"),
+    });
+    let slow_worker = worker(db.arc(), registry_with("relay", slow.clone()), &clock, WorkerConfig::default());
+    let slow_tick = tokio::spawn(async move { slow_worker.tick().await.unwrap() });
+    slow.started.notified().await;
+
+    // Past the stale window another instance takes the row back and delivers it.
+    clock.advance(Duration::from_secs(16 * 60));
+    let other = db.another_instance().await;
+    let fast = ScriptedChannel::new(|_| Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None });
+    let fast_worker = worker(Arc::new(other), registry_with("relay", fast), &clock, WorkerConfig::default());
+    let report = fast_worker.tick().await.unwrap();
+    assert_eq!((report.reclaimed, report.sent), (1, 1), "{report:?}");
+
+    slow.release.notify_one();
+    let report = slow_tick.await.unwrap();
+    assert_eq!(report.lost_claim, 1, "{report:?}");
+
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log.len(), 1, "one outcome, the newer one: {log:?}");
+    assert_eq!(log[0].status, "sent");
+    assert_eq!(db.store.get_outbox(&r.id).await.unwrap().unwrap().status, OutboxStatus::Sent);
+}
+
+/// Counts how many deliveries overlap.
+struct OverlapChannel {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Channel for OverlapChannel {
+    async fn deliver(&self, _row: &OutboxRow) -> Outcome {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(n, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        Outcome::Sent { transport: "t".into(), detail: None, address_hash: None }
+    }
+}
+
+async fn deliveries_per_channel_are_bounded(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let rows: Vec<_> = (0..12).map(|_| row("u1", "smtp", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let channel = Arc::new(OverlapChannel { now: AtomicUsize::new(0), peak: AtomicUsize::new(0) });
+    let mut config = WorkerConfig::default();
+    config.concurrency.insert("smtp".into(), 3);
+    let w = worker(db.arc(), registry_with("smtp", channel.clone()), &clock, config);
+    assert_eq!(w.tick().await.unwrap().sent, 12);
+    assert_eq!(channel.peak.load(Ordering::SeqCst), 3, "concurrent, and never more than the limit");
+}
+
+async fn shutdown_puts_back_everything_it_did_not_finish(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let rows: Vec<_> = (0..5).map(|_| row("u1", "hung", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let hung = Arc::new(GatedChannel {
+        started: Notify::new(),
+        release: Notify::new(),
+        outcome: Outcome::terminal("never"),
+    });
+    let mut config = WorkerConfig { shutdown_grace: Duration::from_millis(200), ..WorkerConfig::default() };
+    config.concurrency.insert("hung".into(), 1);
+    let w = worker(db.arc(), registry_with("hung", hung.clone()), &clock, config);
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let tick = tokio::spawn(async move { w.tick_until(&token).await.unwrap() });
+    hung.started.notified().await; // one delivery in flight, four waiting for the slot
+    shutdown.cancel();
+    let report = tick.await.unwrap();
+    assert_eq!(report.released, 5, "{report:?}");
+
+    let summary = db.store.status_summary(T0).await.unwrap();
+    assert_eq!(summary.count(OutboxStatus::Sending), 0, "nothing left owned in sending");
+    assert_eq!(summary.count(OutboxStatus::Scheduled), 5);
+    let mut attempts = Vec::new();
+    for r in &rows {
+        attempts.push(db.store.get_outbox(&r.id).await.unwrap().unwrap().attempts);
+    }
+    attempts.sort();
+    assert_eq!(attempts, vec![0, 0, 0, 0, 1], "only the interrupted delivery counts as an attempt");
+}
+
+async fn a_hung_delivery_times_out_as_a_retry(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "hung", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let hung = Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("x") });
+    let config = WorkerConfig { deliver_timeout: Duration::from_millis(50), ..WorkerConfig::default() };
+    let w = worker(db.arc(), registry_with("hung", hung), &clock, config);
+    assert_eq!(w.tick().await.unwrap().retried, 1);
+    let back = db.store.get_outbox(&r.id).await.unwrap().unwrap();
+    assert_eq!(back.last_error.as_deref(), Some("delivery did not finish within 0.05s"));
+}
+
+/// Waits (bounded) until the user's inbox holds `n` messages.
+async fn inbox_reaches(store: &dyn Store, user_id: &str, n: usize, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        if store.inbox_for_user(&user(user_id), 100).await.unwrap().len() >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
+    // A real clock here: the worker's loop sleeps on tokio's timer.
+    let clock: Arc<dyn Clock> = Arc::new(herald::clock::SystemClock);
+    let config = WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() };
+    let store = db.arc();
+    let w = herald::worker::Worker::new(
+        store.clone(),
+        herald::app::registry(store.clone(), clock.clone()),
+        clock.clone(),
+        config,
+        herald::metrics::Metrics::new(),
+    );
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let token = shutdown.clone();
+        async move { w.run(token).await }
+    });
+    for i in 1..=2 {
+        db.store.enqueue(&[row("waker", "inbox", clock.now())], clock.now()).await.unwrap();
+        assert!(
+            inbox_reaches(store.as_ref(), "waker", i, Duration::from_secs(10)).await,
+            "message {i} must arrive long before the hour-long poll"
+        );
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+}
