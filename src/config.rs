@@ -200,7 +200,9 @@ impl Config {
         // the test suite; none of them is a key.
         let vars: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(k, _)| k.starts_with("HERALD_") && !NOT_KEYS.contains(&k.as_str()) && !k.starts_with("HERALD_TEST_"))
+            .filter(|(k, _)| {
+                k.starts_with("HERALD_") && !NOT_KEYS.contains(&k.as_str()) && !k.starts_with("HERALD_TEST_")
+            })
             .collect();
         figment = figment.merge(EnvSnapshot { vars });
         figment = figment.merge(Serialized::defaults(flags));

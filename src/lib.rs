@@ -18,11 +18,13 @@
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
+//! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
 //! - [`bench`]: `herald bench`, the drain benchmark.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod app;
+pub mod batch;
 pub mod bench;
 pub mod channel;
 pub mod cli;

@@ -50,7 +50,8 @@ fn every_verb_has_help() {
 #[test]
 fn enqueue_then_status_on_a_fresh_directory_creates_the_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
-    let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-1", "--count", "3", "--due-in", "3600"]);
+    let out =
+        herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-1", "--count", "3", "--due-in", "3600"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("enqueued 3 inbox message(s) for u-1 due "), "{}", stdout(&out));
     assert!(dir.path().join("herald.db").exists(), "sqlite://herald.db in the working directory");
@@ -67,7 +68,11 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald_env(dir.path(), &["status"], &[("HERALD_WORKER__BATCH", "0")]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"),
+        "{}",
+        stderr(&out)
+    );
 
     let out = herald(dir.path(), &["enqueue", "--channel", "E mail", "--user-id", "u"]);
     assert!(!out.status.success());

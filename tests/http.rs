@@ -29,7 +29,8 @@ async fn serve(db: &TestDb) -> Running {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics() {
     let db = TestDb::new(Backend::Sqlite).await.unwrap();
-    db.store.enqueue(&[row("u1", "inbox", SystemClock.now()), row("u1", "email", SystemClock.now())], SystemClock.now())
+    db.store
+        .enqueue(&[row("u1", "inbox", SystemClock.now()), row("u1", "email", SystemClock.now())], SystemClock.now())
         .await
         .unwrap();
     let app = serve(&db).await;

@@ -23,6 +23,7 @@ backend_tests!(
     only_stale_claims_are_taken_back,
     status_summary_counts_every_status_and_finds_the_oldest_due,
     inbox_insert_is_idempotent_on_the_outbox_id,
+    one_transaction_records_many_outcomes_each_fenced,
     send_log_reads_newest_first_and_pending_rows_separately,
     user_ids_are_case_sensitive,
     long_and_unicode_values_round_trip,
@@ -115,7 +116,7 @@ async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
     let failed =
         Finish { status: SendStatus::Failed, detail: Some("late".into()), transport: None, address_hash: None };
     assert!(!db.store.finish(&slow, "token-slow", &failed, later).await.unwrap(), "old token must lose");
-    assert!(!db.store.reschedule(&r.id, "token-slow", later, "x", later).await.unwrap());
+    assert!(!db.store.reschedule(&slow, "token-slow", later, "x", later).await.unwrap());
     assert!(!db.store.release(&r.id, "token-slow", true, later).await.unwrap());
     assert!(db.store.finish(&fresh, "token-fresh", &sent, later).await.unwrap());
 
@@ -152,9 +153,9 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
 async fn reschedule_puts_the_row_back_with_its_error(db: &TestDb) {
     let r = row("u1", "inbox", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    db.store.claim_due(T0, 1, "t").await.unwrap();
+    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
     let retry_at = T0.plus(Duration::from_secs(300));
-    assert!(db.store.reschedule(&r.id, "t", retry_at, "451 try again later", T0).await.unwrap());
+    assert!(db.store.reschedule(&claimed, "t", retry_at, "451 try again later", T0).await.unwrap());
 
     let back = db.store.get_outbox(&r.id).await.unwrap().unwrap();
     assert_eq!(back.status, OutboxStatus::Scheduled);
@@ -268,4 +269,26 @@ async fn long_and_unicode_values_round_trip(db: &TestDb) {
     assert_eq!(back.user_id, "ü".repeat(127));
     let payload: serde_json::Value = serde_json::from_str(&back.payload).unwrap();
     assert_eq!(payload, r.payload);
+}
+
+async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
+    use herald::store::{Record, RecordAction};
+    let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let claimed = db.store.claim_due(T0, 3, "mine").await.unwrap();
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let items = vec![
+        Record { row: claimed[0].clone(), token: "mine".into(), action: RecordAction::Finish(sent.clone()) },
+        Record { row: claimed[1].clone(), token: "not-mine".into(), action: RecordAction::Finish(sent) },
+        Record {
+            row: claimed[2].clone(),
+            token: "mine".into(),
+            action: RecordAction::Reschedule { due_at: T0.plus(Duration::from_secs(300)), detail: "421".into() },
+        },
+    ];
+    assert_eq!(db.store.record_outcomes(&items, T0).await.unwrap(), vec![true, false, true]);
+    assert_eq!(db.store.sends_for_outbox(&claimed[0].id).await.unwrap().len(), 1);
+    assert!(db.store.sends_for_outbox(&claimed[1].id).await.unwrap().is_empty(), "a lost claim writes nothing");
+    assert_eq!(db.store.get_outbox(&claimed[1].id).await.unwrap().unwrap().status, OutboxStatus::Sending);
+    assert_eq!(db.store.get_outbox(&claimed[2].id).await.unwrap().unwrap().status, OutboxStatus::Scheduled);
 }

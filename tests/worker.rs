@@ -222,11 +222,8 @@ async fn shutdown_puts_back_everything_it_did_not_finish(db: &TestDb) {
     let clock = ManualClock::at(T0);
     let rows: Vec<_> = (0..5).map(|_| row("u1", "hung", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let hung = Arc::new(GatedChannel {
-        started: Notify::new(),
-        release: Notify::new(),
-        outcome: Outcome::terminal("never"),
-    });
+    let hung =
+        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("never") });
     let mut config = WorkerConfig { shutdown_grace: Duration::from_millis(200), ..WorkerConfig::default() };
     config.concurrency.insert("hung".into(), 1);
     let w = worker(db.arc(), registry_with("hung", hung.clone()), &clock, config);
@@ -253,7 +250,8 @@ async fn a_hung_delivery_times_out_as_a_retry(db: &TestDb) {
     let clock = ManualClock::at(T0);
     let r = row("u1", "hung", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let hung = Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("x") });
+    let hung =
+        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("x") });
     let config = WorkerConfig { deliver_timeout: Duration::from_millis(50), ..WorkerConfig::default() };
     let w = worker(db.arc(), registry_with("hung", hung), &clock, config);
     assert_eq!(w.tick().await.unwrap().retried, 1);

@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::{Channel, Outcome};
+use crate::batch::Batcher;
 use crate::clock::Clock;
-use crate::store::{NewInboxMessage, OutboxRow, Store};
+use crate::store::{NewInboxMessage, OutboxRow, Store, StoreError};
 
 /// What an inbox row's payload holds.
 #[derive(Debug, Deserialize)]
@@ -24,13 +25,25 @@ pub struct InboxPayload {
 }
 
 pub struct InboxChannel {
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
+    /// Concurrent deliveries share transactions (see `batch`).
+    writer: Batcher<NewInboxMessage, Result<bool, Arc<StoreError>>>,
 }
 
 impl InboxChannel {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        InboxChannel { store, clock }
+        let writer = Batcher::spawn(256, move |msgs: Vec<NewInboxMessage>| {
+            let (store, clock) = (store.clone(), clock.clone());
+            async move {
+                match store.insert_inbox_many(&msgs, clock.now()).await {
+                    Ok(created) => created.into_iter().map(Ok).collect(),
+                    Err(e) => {
+                        let e = Arc::new(e);
+                        msgs.iter().map(|_| Err(e.clone())).collect()
+                    }
+                }
+            }
+        });
+        InboxChannel { writer }
     }
 }
 
@@ -58,7 +71,7 @@ impl Channel for InboxChannel {
         // Idempotent on the outbox id: a redelivery after a crash between this
         // insert and the outcome's commit finds the message there already, and
         // that is still a success.
-        match self.store.insert_inbox(&msg, self.clock.now()).await {
+        match self.writer.submit(msg).await.unwrap_or(Err(Arc::new(StoreError::WriterGone))) {
             Ok(true) => Outcome::Sent { transport: "inbox".into(), detail: None, address_hash: None },
             Ok(false) => Outcome::Sent {
                 transport: "inbox".into(),

@@ -65,6 +65,11 @@ pub enum StoreError {
         "database URL {url:?} is not supported; expected sqlite://PATH, postgres://… or mysql://… (mariadb://… is accepted too)"
     )]
     UnsupportedUrl { url: String },
+    #[error("the batched database writer stopped unexpectedly")]
+    WriterGone,
+    /// One failure shared by every item of a group-committed batch.
+    #[error(transparent)]
+    Shared(Arc<StoreError>),
     #[error("corrupt row in {table}: column {column} holds {value:?}")]
     CorruptRow { table: &'static str, column: &'static str, value: String },
 }
@@ -115,6 +120,21 @@ pub struct Finish {
     pub address_hash: Option<String>,
 }
 
+/// What to write for one claimed row: its outcome, or its retry.
+#[derive(Debug, Clone)]
+pub enum RecordAction {
+    Finish(Finish),
+    Reschedule { due_at: Millis, detail: String },
+}
+
+/// One claimed row's result, for [`Store::record_outcomes`].
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub row: OutboxRow,
+    pub token: String,
+    pub action: RecordAction,
+}
+
 /// The in-app inbox entry the `inbox` channel writes.
 #[derive(Debug, Clone)]
 pub struct NewInboxMessage {
@@ -158,18 +178,31 @@ pub trait Store: Send + Sync + 'static {
     /// under `token`, counts the attempt, and returns the rows this call won.
     async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError>;
 
+    /// Writes the results of claimed rows, all in one transaction: each
+    /// outcome with its send-log row, each retry with its new due time. Each
+    /// write is fenced by its row's token; the result says, per item, whether
+    /// the claim still held (false: nothing was written for that row).
+    async fn record_outcomes(&self, items: &[Record], now: Millis) -> Result<Vec<bool>, StoreError>;
+
     /// Ends a claimed row and appends its send-log row, in one transaction.
-    async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError>;
+    async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError> {
+        let item = Record { row: row.clone(), token: token.to_owned(), action: RecordAction::Finish(outcome.clone()) };
+        Ok(self.record_outcomes(&[item], now).await?[0])
+    }
 
     /// Puts a claimed row back to `scheduled` at `due_at`, with the error.
     async fn reschedule(
         &self,
-        id: &str,
+        row: &OutboxRow,
         token: &str,
         due_at: Millis,
         detail: &str,
         now: Millis,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<bool, StoreError> {
+        let action = RecordAction::Reschedule { due_at, detail: detail.to_owned() };
+        let item = Record { row: row.clone(), token: token.to_owned(), action };
+        Ok(self.record_outcomes(&[item], now).await?[0])
+    }
 
     /// Gives a claim back unfinished (shutdown). `refund_attempt` when the
     /// delivery never started, so the attempt does not count against the row.
@@ -196,9 +229,15 @@ pub trait Store: Send + Sync + 'static {
     /// Rows for one user still waiting (`scheduled` or `sending`), newest first.
     async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
 
-    /// Writes an inbox message; a second write for the same outbox row is a
-    /// no-op (returns false), so a redelivery after a crash shows one message.
-    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError>;
+    /// Writes inbox messages in one transaction. A second write for the same
+    /// outbox row is a no-op (false for that item), so a redelivery after a
+    /// crash shows one message.
+    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage], now: Millis) -> Result<Vec<bool>, StoreError>;
+
+    /// [`Store::insert_inbox_many`] for one message.
+    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError> {
+        Ok(self.insert_inbox_many(std::slice::from_ref(msg), now).await?[0])
+    }
 
     /// A user's inbox, newest first.
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError>;

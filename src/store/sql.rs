@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 
 use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
-    AppliedMigration, Dialect, Enqueued, Finish, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, SendRecord,
-    StatusSummary, Store, StoreError, migrate, new_id,
+    AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, RecordAction,
+    SendRecord, StatusSummary, Store, StoreError, migrate, new_id,
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
@@ -334,66 +334,63 @@ impl Store for SqlStore {
         outbox_rows(&rows)
     }
 
-    async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError> {
+    async fn record_outcomes(&self, items: &[Record], now: Millis) -> Result<Vec<bool>, StoreError> {
         let db = StoreError::db;
-        let mut tx = self.pool.begin().await.map_err(db("finish: begin"))?;
-        let outbox_status = outcome.status.outbox_status();
-        // The seed's rule: a sent row carries no error.
-        let last_error = if outbox_status == OutboxStatus::Sent { None } else { outcome.detail.clone() };
-        let updated = sqlx::query(&self.q.finish)
-            .bind(outbox_status.as_str())
-            .bind(last_error)
-            .bind(now.0)
-            .bind(row.id.clone())
-            .bind(token.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("finish: update outbox"))?
-            .rows_affected();
-        if updated == 0 {
-            // Our claim was taken back; the newer attempt owns the outcome.
-            tx.rollback().await.map_err(db("finish: rollback"))?;
-            return Ok(false);
+        let mut tx = self.pool.begin().await.map_err(db("record outcomes: begin"))?;
+        let mut won = Vec::with_capacity(items.len());
+        for item in items {
+            let row = &item.row;
+            let updated = match &item.action {
+                RecordAction::Finish(outcome) => {
+                    let outbox_status = outcome.status.outbox_status();
+                    // The seed's rule: a sent row carries no error.
+                    let last_error = if outbox_status == OutboxStatus::Sent { None } else { outcome.detail.clone() };
+                    sqlx::query(&self.q.finish)
+                        .bind(outbox_status.as_str())
+                        .bind(last_error)
+                        .bind(now.0)
+                        .bind(row.id.clone())
+                        .bind(item.token.clone())
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(db("record outcome: update outbox"))?
+                        .rows_affected()
+                }
+                RecordAction::Reschedule { due_at, detail } => sqlx::query(&self.q.reschedule)
+                    .bind(due_at.0)
+                    .bind(detail.clone())
+                    .bind(now.0)
+                    .bind(row.id.clone())
+                    .bind(item.token.clone())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("record retry"))?
+                    .rows_affected(),
+            };
+            // Zero rows: our claim was taken back and the newer attempt owns
+            // the outcome. Nothing is written for this row.
+            won.push(updated == 1);
+            if let (1, RecordAction::Finish(outcome)) = (updated, &item.action) {
+                sqlx::query(&self.q.insert_send)
+                    .bind(new_id())
+                    .bind(row.id.clone())
+                    .bind(row.rule_id.clone())
+                    .bind(row.trigger_id.clone())
+                    .bind(row.user_id.clone())
+                    .bind(row.channel.clone())
+                    .bind(outcome.transport.clone())
+                    .bind(outcome.address_hash.clone())
+                    .bind(outcome.status.as_str())
+                    .bind(outcome.detail.clone())
+                    .bind(row.attempts)
+                    .bind(now.0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("record outcome: append send log"))?;
+            }
         }
-        sqlx::query(&self.q.insert_send)
-            .bind(new_id())
-            .bind(row.id.clone())
-            .bind(row.rule_id.clone())
-            .bind(row.trigger_id.clone())
-            .bind(row.user_id.clone())
-            .bind(row.channel.clone())
-            .bind(outcome.transport.clone())
-            .bind(outcome.address_hash.clone())
-            .bind(outcome.status.as_str())
-            .bind(outcome.detail.clone())
-            .bind(row.attempts)
-            .bind(now.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("finish: append send log"))?;
-        tx.commit().await.map_err(db("finish: commit"))?;
-        Ok(true)
-    }
-
-    async fn reschedule(
-        &self,
-        id: &str,
-        token: &str,
-        due_at: Millis,
-        detail: &str,
-        now: Millis,
-    ) -> Result<bool, StoreError> {
-        let n = sqlx::query(&self.q.reschedule)
-            .bind(due_at.0)
-            .bind(detail.to_owned())
-            .bind(now.0)
-            .bind(id.to_owned())
-            .bind(token.to_owned())
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("reschedule"))?
-            .rows_affected();
-        Ok(n == 1)
+        tx.commit().await.map_err(db("record outcomes: commit"))?;
+        Ok(won)
     }
 
     async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError> {
@@ -506,32 +503,40 @@ impl Store for SqlStore {
         outbox_rows(&rows)
     }
 
-    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError> {
-        let id = new_id();
-        let n = sqlx::query(&self.q.insert_inbox)
-            .bind(id.clone())
-            .bind(msg.outbox_id.clone())
-            .bind(msg.user_id.clone())
-            .bind(msg.title.clone())
-            .bind(msg.body.clone())
-            .bind(msg.url.clone())
-            .bind(msg.data.as_ref().map(|d| d.to_string()))
-            .bind(now.0)
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("insert inbox message"))?
-            .rows_affected();
-        if self.dialect != Dialect::MySql {
-            return Ok(n == 1);
+    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage], now: Millis) -> Result<Vec<bool>, StoreError> {
+        let db = StoreError::db;
+        let mut tx = self.pool.begin().await.map_err(db("insert inbox messages: begin"))?;
+        let mut created = Vec::with_capacity(msgs.len());
+        for msg in msgs {
+            let id = new_id();
+            let n = sqlx::query(&self.q.insert_inbox)
+                .bind(id.clone())
+                .bind(msg.outbox_id.clone())
+                .bind(msg.user_id.clone())
+                .bind(msg.title.clone())
+                .bind(msg.body.clone())
+                .bind(msg.url.clone())
+                .bind(msg.data.as_ref().map(|d| d.to_string()))
+                .bind(now.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("insert inbox message"))?
+                .rows_affected();
+            if self.dialect != Dialect::MySql {
+                created.push(n == 1);
+                continue;
+            }
+            // MySQL reports a duplicate as affected too (see enqueue_chunk):
+            // ask whether the row for this outbox id is the one just written.
+            let holder = sqlx::query(&self.q.inbox_id_for_outbox)
+                .bind(msg.outbox_id.clone())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db("insert inbox message: read back"))?;
+            created.push(text(&holder, "id").map_err(db("insert inbox message: read back"))? == id);
         }
-        // MySQL reports a duplicate as affected too (see enqueue_chunk): ask
-        // whether the row for this outbox id is the one we just wrote.
-        let holder = sqlx::query(&self.q.inbox_id_for_outbox)
-            .bind(msg.outbox_id.clone())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::db("insert inbox message: read back"))?;
-        Ok(text(&holder, "id").map_err(StoreError::db("insert inbox message: read back"))? == id)
+        tx.commit().await.map_err(db("insert inbox messages: commit"))?;
+        Ok(created)
     }
 
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {

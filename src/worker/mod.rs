@@ -25,10 +25,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::batch::Batcher;
 use crate::channel::{Lookup, Outcome, Registry};
 use crate::clock::Clock;
 use crate::metrics::Metrics;
-use crate::store::{OutboxRow, Store, StoreError, new_id};
+use crate::store::{OutboxRow, Record, RecordAction, Store, StoreError, new_id};
 use policy::{Decision, FinishSpec, RetryPolicy};
 
 /// The worker's settings. Defaults are the seed's.
@@ -120,7 +121,12 @@ struct Inner {
     metrics: Metrics,
     limits: HashMap<String, Arc<Semaphore>>,
     default_limit: Arc<Semaphore>,
+    /// Outcomes from concurrent deliveries, group-committed (see `batch`).
+    recorder: Batcher<Record, Result<bool, Arc<StoreError>>>,
 }
+
+/// Most outcomes written in one transaction.
+const RECORD_GROUP: usize = 256;
 
 impl Worker {
     pub fn new(
@@ -138,7 +144,22 @@ impl Worker {
             })
             .collect();
         let default_limit = Arc::new(Semaphore::new(config.default_concurrency.max(1)));
-        Worker { inner: Arc::new(Inner { store, registry, clock, config, metrics, limits, default_limit }) }
+        let recorder = {
+            let (store, clock) = (store.clone(), clock.clone());
+            Batcher::spawn(RECORD_GROUP, move |items: Vec<Record>| {
+                let (store, clock) = (store.clone(), clock.clone());
+                async move {
+                    match store.record_outcomes(&items, clock.now()).await {
+                        Ok(won) => won.into_iter().map(Ok).collect(),
+                        Err(e) => {
+                            let e = Arc::new(e);
+                            items.iter().map(|_| Err(e.clone())).collect()
+                        }
+                    }
+                }
+            })
+        };
+        Worker { inner: Arc::new(Inner { store, registry, clock, config, metrics, limits, default_limit, recorder }) }
     }
 
     pub fn config(&self) -> &WorkerConfig {
@@ -379,22 +400,20 @@ fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'s
 /// reclaim: giving up at once would turn a one-second outage into a duplicate
 /// delivery fifteen minutes later.
 async fn record(inner: &Inner, row: &OutboxRow, token: &str, decision: Decision) -> RowResult {
+    let (action, spec) = match decision {
+        Decision::Finish(spec) => (RecordAction::Finish(spec.clone().into_finish()), Some(spec)),
+        Decision::Retry { due_at, detail } => (RecordAction::Reschedule { due_at, detail }, None),
+    };
+    let item = Record { row: row.clone(), token: token.to_owned(), action };
     let mut wait = Duration::from_millis(200);
     for attempt in 1..=4 {
-        let now = inner.clock.now();
-        let result = match &decision {
-            Decision::Finish(spec) => {
-                let finish = spec.clone().into_finish();
-                inner.store.finish(row, token, &finish, now).await.map(|won| (won, Some(spec)))
-            }
-            Decision::Retry { due_at, detail } => {
-                inner.store.reschedule(&row.id, token, *due_at, detail, now).await.map(|won| (won, None))
-            }
+        let result = match inner.recorder.submit(item.clone()).await {
+            Some(r) => r,
+            None => Err(Arc::new(StoreError::WriterGone)),
         };
         match result {
-            Ok((true, Some(spec))) => return finished(row, spec),
-            Ok((true, None)) => return RowResult::Retried,
-            Ok((false, _)) => {
+            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(row, spec)),
+            Ok(false) => {
                 tracing::warn!(outbox = %row.id, "claim was taken back before the outcome was recorded; leaving it to the newer attempt");
                 inner.metrics.delivery(&row.channel, "lost_claim");
                 return RowResult::LostClaim;

@@ -1,0 +1,101 @@
+//! Group commit: many concurrent callers, one transaction.
+//!
+//! Deliveries finish concurrently, and each must be recorded durably before
+//! the worker moves on. One transaction per row costs one disk flush per row
+//! (on SQLite, two: the inbox message and the outcome), which caps a drain at
+//! a few hundred rows a second on an ordinary disk. A [`Batcher`] lets every
+//! caller wait for its own result as before, while one task writes whatever
+//! has queued up meanwhile in a single transaction. Under light load a batch
+//! is one item and nothing waits longer than it did; under load the flushes
+//! are shared. The alternative, collecting a whole sweep's outcomes and
+//! writing them at its end, would hold a fast row's outcome hostage to the
+//! slowest delivery in the batch.
+
+use std::future::Future;
+
+use tokio::sync::{mpsc, oneshot};
+
+/// Submits items to a background task that flushes them in groups.
+pub struct Batcher<T, R> {
+    tx: mpsc::Sender<(T, oneshot::Sender<R>)>,
+}
+
+impl<T, R> Clone for Batcher<T, R> {
+    fn clone(&self) -> Self {
+        Batcher { tx: self.tx.clone() }
+    }
+}
+
+impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
+    /// Starts the flushing task. `flush` gets up to `max` items and returns
+    /// one result per item, in order. The task ends when every `Batcher`
+    /// handle is dropped.
+    pub fn spawn<F, Fut>(max: usize, flush: F) -> Batcher<T, R>
+    where
+        F: Fn(Vec<T>) -> Fut + Send + 'static,
+        Fut: Future<Output = Vec<R>> + Send,
+    {
+        let (tx, mut rx) = mpsc::channel::<(T, oneshot::Sender<R>)>(max * 4);
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut items = Vec::with_capacity(max);
+                let mut replies = Vec::with_capacity(max);
+                items.push(first.0);
+                replies.push(first.1);
+                while items.len() < max {
+                    match rx.try_recv() {
+                        Ok((item, reply)) => {
+                            items.push(item);
+                            replies.push(reply);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let results = flush(items).await;
+                debug_assert_eq!(results.len(), replies.len());
+                for (reply, result) in replies.into_iter().zip(results) {
+                    // The caller may have been cancelled (shutdown); its
+                    // result is simply not wanted any more.
+                    let _ = reply.send(result);
+                }
+            }
+        });
+        Batcher { tx }
+    }
+
+    /// Queues `item` and waits for its result. `None` only if the flushing
+    /// task is gone (it panicked), which callers treat as a failed write.
+    pub async fn submit(&self, item: T) -> Option<R> {
+        let (reply, result) = oneshot::channel();
+        self.tx.send((item, reply)).await.ok()?;
+        result.await.ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn concurrent_submissions_share_flushes_and_get_their_own_results() {
+        let flushes = Arc::new(AtomicUsize::new(0));
+        let counter = flushes.clone();
+        let batcher = Batcher::spawn(64, move |items: Vec<u32>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { items.into_iter().map(|i| i * 10).collect() }
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..200u32 {
+            let b = batcher.clone();
+            tasks.spawn(async move { (i, b.submit(i).await.unwrap()) });
+        }
+        while let Some(done) = tasks.join_next().await {
+            let (i, r) = done.unwrap();
+            assert_eq!(r, i * 10);
+        }
+        let n = flushes.load(Ordering::SeqCst);
+        assert!((4..200).contains(&n), "200 items in {n} flushes: grouped, and at most 64 a flush");
+    }
+}
