@@ -13,6 +13,13 @@
 //!   MariaDB/MySQL, with its migrations.
 //! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
 //!   `channel::inbox` writes the in-app inbox.
+//! - [`template`]: minijinja templates (per-locale variants, strict
+//!   undefined) and rule conditions.
+//! - [`rule`], [`recipient`]: what the API accepts for rules and users,
+//!   validated once.
+//! - [`planner`]: triggers → outbox rows, one per enabled matching rule.
+//! - [`compose`]: at delivery time, checks a planned row may still go out
+//!   (rule enabled, user not opted out) and renders it.
 //! - [`worker`]: claims due rows, delivers them through channels, records
 //!   outcomes; `worker::policy` decides retry, give-up and expiry.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`).
@@ -29,9 +36,14 @@ pub mod bench;
 pub mod channel;
 pub mod cli;
 pub mod clock;
+pub mod compose;
 pub mod config;
 pub mod domain;
 pub mod http;
 pub mod metrics;
+pub mod planner;
+pub mod recipient;
+pub mod rule;
 pub mod store;
+pub mod template;
 pub mod worker;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{ScriptedChannel, T0, TestDb, row, user, worker};
-use herald::channel::{Channel, Outcome, Registry};
+use herald::channel::{Channel, Delivery, Outcome, Registry};
 use herald::clock::{Clock, ManualClock};
 use herald::domain::OutboxStatus;
 use herald::store::{OutboxRow, Store};
@@ -151,7 +151,7 @@ struct GatedChannel {
 
 #[async_trait::async_trait]
 impl Channel for GatedChannel {
-    async fn deliver(&self, _row: &OutboxRow) -> Outcome {
+    async fn deliver(&self, _d: &Delivery) -> Outcome {
         self.started.notify_one();
         self.release.notified().await;
         self.outcome.clone()
@@ -197,7 +197,7 @@ struct OverlapChannel {
 
 #[async_trait::async_trait]
 impl Channel for OverlapChannel {
-    async fn deliver(&self, _row: &OutboxRow) -> Outcome {
+    async fn deliver(&self, _d: &Delivery) -> Outcome {
         let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(n, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;

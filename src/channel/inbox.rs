@@ -6,10 +6,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::{Channel, Outcome};
+use super::{Channel, Delivery, Outcome};
 use crate::batch::Batcher;
 use crate::clock::Clock;
-use crate::store::{NewInboxMessage, OutboxRow, Store, StoreError};
+use crate::store::{NewInboxMessage, Store, StoreError};
 
 /// What an inbox row's payload holds.
 #[derive(Debug, Deserialize)]
@@ -49,24 +49,39 @@ impl InboxChannel {
 
 #[async_trait]
 impl Channel for InboxChannel {
-    async fn deliver(&self, row: &OutboxRow) -> Outcome {
-        let payload: InboxPayload = match serde_json::from_str(&row.payload) {
-            Ok(p) => p,
-            // A payload that does not parse will not parse next time either.
-            Err(e) => {
-                return Outcome::terminal(format!(
-                    "inbox payload is not usable: {e}; expected a JSON object with \"title\" (string) and \
-                     optional \"body\", \"url\", \"data\""
-                ));
+    async fn deliver(&self, delivery: &Delivery) -> Outcome {
+        let row = &delivery.row;
+        let msg = match &delivery.message {
+            // Planned by a rule: the rendered template is the message, and
+            // the trigger's payload rides along for the client to use.
+            Some(m) => {
+                let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
+                NewInboxMessage {
+                    outbox_id: row.id.clone(),
+                    user_id: row.user_id.clone(),
+                    title: m.subject.clone(),
+                    body: Some(m.text.clone()),
+                    url: payload.get("url").and_then(|u| u.as_str()).map(str::to_owned),
+                    data: Some(payload),
+                }
             }
-        };
-        let msg = NewInboxMessage {
-            outbox_id: row.id.clone(),
-            user_id: row.user_id.clone(),
-            title: payload.title,
-            body: payload.body,
-            url: payload.url,
-            data: payload.data,
+            None => match serde_json::from_str::<InboxPayload>(&row.payload) {
+                Ok(p) => NewInboxMessage {
+                    outbox_id: row.id.clone(),
+                    user_id: row.user_id.clone(),
+                    title: p.title,
+                    body: p.body,
+                    url: p.url,
+                    data: p.data,
+                },
+                // A payload that does not parse will not parse next time either.
+                Err(e) => {
+                    return Outcome::terminal(format!(
+                        "inbox payload is not usable: {e}; expected a JSON object with \"title\" (string) and \
+                         optional \"body\", \"url\", \"data\""
+                    ));
+                }
+            },
         };
         // Idempotent on the outbox id: a redelivery after a crash between this
         // insert and the outcome's commit finds the message there already, and

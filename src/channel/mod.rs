@@ -11,7 +11,25 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::store::OutboxRow;
+use crate::store::{OutboxRow, RecipientRow, RuleRow};
+use crate::template::Rendered;
+
+/// Everything a channel needs for one claimed row: the row, and for rows a
+/// rule planned, the rule, the recipient and the rendered message.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub row: OutboxRow,
+    pub rule: Option<RuleRow>,
+    pub recipient: Option<RecipientRow>,
+    pub message: Option<Rendered>,
+}
+
+impl Delivery {
+    /// A row enqueued by hand: no rule, no template, the payload is the message.
+    pub fn bare(row: OutboxRow) -> Delivery {
+        Delivery { row, rule: None, recipient: None, message: None }
+    }
+}
 
 /// What a delivery attempt came to. An enum rather than flags, so that a
 /// channel cannot say "ok" and "retry" at once, and every caller has to decide
@@ -35,6 +53,8 @@ pub enum Outcome {
     Bounced { detail: String, address_hash: Option<String> },
     /// Refused for good, for a reason that is not a bounce.
     Terminal { detail: String, address_hash: Option<String> },
+    /// No longer wanted (its rule was disabled or deleted): not attempted.
+    Cancelled { detail: String },
 }
 
 impl Outcome {
@@ -53,6 +73,7 @@ impl Outcome {
             Outcome::Suppressed { .. } => "suppressed",
             Outcome::Bounced { .. } => "bounced",
             Outcome::Terminal { .. } => "terminal",
+            Outcome::Cancelled { .. } => "cancelled",
         }
     }
 
@@ -63,6 +84,7 @@ impl Outcome {
             | Outcome::Suppressed { address_hash, .. }
             | Outcome::Bounced { address_hash, .. }
             | Outcome::Terminal { address_hash, .. } => address_hash.as_deref(),
+            Outcome::Cancelled { .. } => None,
         }
     }
 }
@@ -73,7 +95,7 @@ pub trait Channel: Send + Sync + 'static {
     /// Delivers one claimed row. Should not panic or return errors for
     /// expected failures: say what happened as an [`Outcome`]. (If it panics
     /// anyway, the worker records a retry rather than crashing the tick.)
-    async fn deliver(&self, row: &OutboxRow) -> Outcome;
+    async fn deliver(&self, delivery: &Delivery) -> Outcome;
 }
 
 /// An entry in the registry: a channel Herald knows by name, with or without

@@ -33,7 +33,8 @@ macro_rules! migration {
     };
 }
 
-const MIGRATIONS: &[Migration] = &[migration!(1, "outbox", "0001_outbox.sql")];
+const MIGRATIONS: &[Migration] =
+    &[migration!(1, "outbox", "0001_outbox.sql"), migration!(2, "rules", "0002_rules.sql")];
 
 #[derive(Debug, Clone, Serialize)]
 pub struct AppliedMigration {

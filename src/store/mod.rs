@@ -21,11 +21,15 @@
 //! the same way, at the same cost, everywhere. Readers convert at the edge
 //! ([`crate::clock::Millis`]).
 
+mod admin;
 mod dialect;
 pub mod listen;
 mod migrate;
+mod recipients;
 mod rows;
+mod rules;
 mod sql;
+mod triggers;
 
 use std::sync::Arc;
 
@@ -35,10 +39,14 @@ use tokio::sync::Notify;
 use crate::clock::Millis;
 use crate::domain::{ChannelName, SendStatus, UserId};
 
+pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use dialect::Dialect;
 pub use migrate::AppliedMigration;
+pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
+pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
+pub use triggers::{NewTrigger, TriggerInsert, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
 #[derive(Debug, thiserror::Error)]
@@ -158,7 +166,7 @@ pub fn new_id() -> String {
 /// the token no longer matches (the claim was reclaimed as stale and someone
 /// else owns the row now): those return `Ok(false)`.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: TriggerStore + RuleStore + RecipientStore + OutboxAdmin + Send + Sync + 'static {
     fn dialect(&self) -> Dialect;
 
     /// Signalled after every enqueue that created a row, so the worker in this

@@ -180,6 +180,28 @@ impl SqlStore {
         self.pool.close().await;
     }
 
+    /// Wakes this process's worker and, on PostgreSQL, every other
+    /// instance's, after rows were committed.
+    pub(crate) async fn signal_enqueued(&self) {
+        self.enqueued.notify_one();
+        self.notify_others().await;
+    }
+
+    /// Inserts rows on a connection the caller holds (inside its
+    /// transaction), in chunks, skipping existing dedupe keys.
+    pub(crate) async fn enqueue_on(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        rows: &[NewOutboxRow],
+        now: Millis,
+    ) -> Result<Vec<Enqueued>, StoreError> {
+        let mut out = Vec::with_capacity(rows.len());
+        for chunk in rows.chunks(INSERT_CHUNK) {
+            out.extend(self.enqueue_chunk(&mut *conn, chunk, now).await?);
+        }
+        Ok(out)
+    }
+
     /// Tells other instances (PostgreSQL only) that rows were enqueued.
     async fn notify_others(&self) {
         if self.dialect == Dialect::Postgres {
@@ -191,7 +213,12 @@ impl SqlStore {
         }
     }
 
-    async fn enqueue_chunk(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
+    async fn enqueue_chunk(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        rows: &[NewOutboxRow],
+        now: Millis,
+    ) -> Result<Vec<Enqueued>, StoreError> {
         let d = self.dialect;
         let mut sql = String::from(
             "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
@@ -220,7 +247,7 @@ impl SqlStore {
                 .bind(now.0)
                 .bind(now.0);
         }
-        let inserted = query.execute(&self.pool).await.map_err(StoreError::db("enqueue"))?.rows_affected();
+        let inserted = query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?.rows_affected();
         // MySQL counts a duplicate that hit the no-op update as "affected"
         // (sqlx connects with CLIENT_FOUND_ROWS), so there the count proves
         // nothing and the lookup below always runs.
@@ -243,7 +270,7 @@ impl SqlStore {
         for r in rows {
             query = query.bind(r.dedupe_key.clone());
         }
-        let found = query.fetch_all(&self.pool).await.map_err(StoreError::db("enqueue: read existing"))?;
+        let found = query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue: read existing"))?;
         let mut holders = std::collections::HashMap::with_capacity(found.len());
         for row in &found {
             let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
@@ -300,13 +327,13 @@ impl Store for SqlStore {
     }
 
     async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
-        let mut out = Vec::with_capacity(rows.len());
-        for chunk in rows.chunks(INSERT_CHUNK) {
-            out.extend(self.enqueue_chunk(chunk, now).await?);
-        }
+        // All or nothing: `enqueue --count 1000` either schedules all of them
+        // or reports the error with none scheduled.
+        let mut tx = self.pool.begin().await.map_err(StoreError::db("enqueue: begin"))?;
+        let out = self.enqueue_on(&mut tx, rows, now).await?;
+        tx.commit().await.map_err(StoreError::db("enqueue: commit"))?;
         if out.iter().any(|e| e.created) {
-            self.enqueued.notify_one();
-            self.notify_others().await;
+            self.signal_enqueued().await;
         }
         Ok(out)
     }

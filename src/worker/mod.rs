@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::Batcher;
 use crate::channel::{Lookup, Outcome, Registry};
 use crate::clock::Clock;
+use crate::compose::{Prepared, prepare};
 use crate::metrics::Metrics;
 use crate::store::{OutboxRow, Record, RecordAction, Store, StoreError, new_id};
 use policy::{Decision, FinishSpec, RetryPolicy};
@@ -352,7 +353,11 @@ async fn process_row(inner: Arc<Inner>, row: OutboxRow, token: String, shutdown:
 
     let outcome = match inner.registry.lookup(&row.channel) {
         Lookup::Missing(detail) => Outcome::terminal(detail),
-        Lookup::Ready(channel) => {
+        Lookup::Ready(channel) => 'deliver: {
+            let delivery = match prepare(inner.store.as_ref(), &row).await {
+                Prepared::Deliver(d) => d,
+                Prepared::Skip(outcome) => break 'deliver outcome,
+            };
             let limit = inner.limits.get(&row.channel).unwrap_or(&inner.default_limit);
             let _permit = tokio::select! {
                 permit = limit.acquire() => permit.expect("delivery semaphores are never closed"),
@@ -367,8 +372,8 @@ async fn process_row(inner: Arc<Inner>, row: OutboxRow, token: String, shutdown:
                     };
                 }
             };
-            let delivery = AssertUnwindSafe(channel.deliver(&row)).catch_unwind();
-            match tokio::time::timeout(inner.config.deliver_timeout, delivery).await {
+            let attempt = AssertUnwindSafe(channel.deliver(&delivery)).catch_unwind();
+            match tokio::time::timeout(inner.config.deliver_timeout, attempt).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(panic)) => {
                     let msg = panic_message(&panic);

@@ -111,6 +111,7 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
         Outcome::Terminal { detail, address_hash } => {
             Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
         }
+        Outcome::Cancelled { detail } => Decision::Finish(spec(SendStatus::Cancelled, detail, None, None)),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use herald::channel::{Channel, Outcome, Registry};
+use herald::channel::{Channel, Delivery, Outcome, Registry};
 use herald::clock::{Clock, ManualClock, Millis};
 use herald::domain::{ChannelName, UserId};
 use herald::metrics::Metrics;
@@ -232,7 +232,8 @@ impl ScriptedChannel {
 
 #[async_trait::async_trait]
 impl Channel for ScriptedChannel {
-    async fn deliver(&self, row: &OutboxRow) -> Outcome {
+    async fn deliver(&self, d: &Delivery) -> Outcome {
+        let row = &d.row;
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         (self.answer)(row)
     }

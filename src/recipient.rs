@@ -1,0 +1,165 @@
+//! Recipients: who a user is, for messages, and what they opted out of.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::domain::UserId;
+use crate::rule::FieldError;
+use crate::store::RecipientRow;
+
+/// The body of `PUT /v1/users/{user_id}`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecipientInput {
+    #[serde(default)]
+    pub email: Option<String>,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// BCP 47 tag such as `de` or `pt-BR`; picks the template variant.
+    #[serde(default)]
+    pub locale: Option<String>,
+    /// IANA zone such as `Europe/Berlin`.
+    #[serde(default)]
+    pub timezone: Option<String>,
+    #[serde(default)]
+    pub preferences: Preferences,
+}
+
+/// What a user opted out of. `false` means "do not send me these"; anything
+/// not listed is allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preferences {
+    #[serde(default)]
+    pub categories: BTreeMap<String, bool>,
+    #[serde(default)]
+    pub channels: BTreeMap<String, bool>,
+}
+
+impl Preferences {
+    /// The opt-out that stops this message, in words, if there is one.
+    pub fn opt_out(&self, category: &str, channel: &str) -> Option<String> {
+        if self.channels.get(channel) == Some(&false) {
+            return Some(format!(
+                "the user opted out of the {channel} channel (preferences.channels.{channel} = false)"
+            ));
+        }
+        if self.categories.get(category) == Some(&false) {
+            return Some(format!(
+                "the user opted out of category \"{category}\" (preferences.categories.{category} = false)"
+            ));
+        }
+        None
+    }
+}
+
+fn valid_tag(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 35 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+fn valid_zone(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+}
+
+impl RecipientInput {
+    pub fn into_row(self, user_id: &UserId, now: Millis) -> Result<RecipientRow, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let email = self.email.map(|e| e.trim().to_owned()).filter(|e| !e.is_empty());
+        if let Some(e) = &email
+            && (e.len() > 320 || e.parse::<email_address::EmailAddress>().is_err())
+        {
+            errors.push(FieldError::new("email", format!("{e:?} is not an email address like name@example.com")));
+        }
+        if let Some(n) = &self.name
+            && (n.len() > 255 || n.chars().any(char::is_control))
+        {
+            errors.push(FieldError::new("name", "must be at most 255 characters without control characters"));
+        }
+        if let Some(l) = &self.locale
+            && !valid_tag(l)
+        {
+            errors.push(FieldError::new("locale", format!("{l:?} is not a locale tag like \"en\" or \"pt-BR\"")));
+        }
+        if let Some(z) = &self.timezone
+            && !valid_zone(z)
+        {
+            errors.push(FieldError::new("timezone", format!("{z:?} is not a time zone like \"Europe/Berlin\"")));
+        }
+        for key in self.preferences.categories.keys().chain(self.preferences.channels.keys()) {
+            if !valid_tag(key) {
+                errors.push(FieldError::new("preferences", format!("{key:?} is not a category or channel name")));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(RecipientRow {
+            user_id: user_id.as_str().to_owned(),
+            email,
+            name: self.name,
+            locale: self.locale,
+            timezone: self.timezone,
+            preferences: serde_json::to_value(&self.preferences).expect("preferences serialise"),
+            created_at: now,
+            updated_at: now,
+        })
+    }
+}
+
+/// The recipient as the API shows it.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RecipientView {
+    pub user_id: String,
+    pub email: Option<String>,
+    pub name: Option<String>,
+    pub locale: Option<String>,
+    pub timezone: Option<String>,
+    pub preferences: Preferences,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&RecipientRow> for RecipientView {
+    fn from(r: &RecipientRow) -> Self {
+        RecipientView {
+            user_id: r.user_id.clone(),
+            email: r.email.clone(),
+            name: r.name.clone(),
+            locale: r.locale.clone(),
+            timezone: r.timezone.clone(),
+            preferences: serde_json::from_value(r.preferences.clone()).unwrap_or_default(),
+            created_at: r.created_at.to_rfc3339(),
+            updated_at: r.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opt_outs_name_the_preference() {
+        let mut p = Preferences::default();
+        assert_eq!(p.opt_out("marketing", "email"), None);
+        p.categories.insert("marketing".into(), false);
+        assert!(p.opt_out("marketing", "inbox").unwrap().contains("category \"marketing\""));
+        p.channels.insert("email".into(), false);
+        assert!(p.opt_out("billing", "email").unwrap().contains("email channel"));
+        p.categories.insert("billing".into(), true);
+        assert_eq!(p.opt_out("billing", "inbox"), None);
+    }
+
+    #[test]
+    fn bad_fields_are_all_reported() {
+        let input =
+            RecipientInput { email: Some("not-an-address".into()), locale: Some("en US".into()), ..Default::default() };
+        let errors = input.into_row(&UserId::parse("u", "u1").unwrap(), Millis(0)).unwrap_err();
+        let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, vec!["email", "locale"]);
+    }
+}

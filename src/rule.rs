@@ -1,0 +1,236 @@
+//! Rules: what an operator switched on. Parsing and validating what the API
+//! receives, so the store only ever holds rules that compile.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::domain::{ChannelName, InvalidValue};
+use crate::store::{RuleRow, new_id};
+use crate::template::{Condition, TemplateError, TemplateSet};
+
+/// The body of `POST /v1/rules`.
+#[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RuleInput {
+    /// A name for people: "Welcome email", "Export ready".
+    pub name: String,
+    /// The trigger type this rule answers, e.g. `export.ready`.
+    pub trigger_type: String,
+    /// Optional minijinja expression over `payload`, `user` and `trigger`,
+    /// e.g. `payload.amount > 100`. The rule plans nothing when it is false.
+    #[serde(default)]
+    pub condition: Option<String>,
+    /// `inbox`, `email` or `webhook`.
+    pub channel: String,
+    #[schema(value_type = Object)]
+    pub template: TemplateSet,
+    /// Seconds from the trigger's `occurred_at` until the message is due.
+    #[serde(default)]
+    pub delay: i64,
+    /// Seconds after the due time past which the message expires undelivered.
+    #[serde(default)]
+    pub grace: Option<i64>,
+    /// The preference category users can opt out of, e.g. `product_updates`.
+    pub category: String,
+    /// Off unless said otherwise: a fresh rule plans nothing until an
+    /// operator turns it on.
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// The body of `PATCH /v1/rules/{id}`: any subset of the fields.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RulePatch {
+    pub name: Option<String>,
+    pub trigger_type: Option<String>,
+    /// `null` removes the condition.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub condition: Option<Option<String>>,
+    pub channel: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub template: Option<TemplateSet>,
+    pub delay: Option<i64>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<i64>)]
+    pub grace: Option<Option<i64>>,
+    pub category: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// One thing wrong with a rule, for a 422 that names it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<usize>,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError { field: field.into(), message: message.into(), line: None, column: None }
+    }
+}
+
+impl From<&TemplateError> for FieldError {
+    fn from(e: &TemplateError) -> Self {
+        FieldError { field: e.field().to_owned(), message: e.to_string(), line: e.line(), column: e.column() }
+    }
+}
+
+impl From<InvalidValue> for FieldError {
+    fn from(e: InvalidValue) -> Self {
+        FieldError::new(e.field, e.to_string())
+    }
+}
+
+/// A year: longer delays are almost certainly a unit mistake (milliseconds
+/// given as seconds), and such a row would sit in the outbox for years.
+const MAX_DELAY: i64 = 366 * 24 * 3600;
+
+fn check_text(errors: &mut Vec<FieldError>, field: &str, value: &str, max: usize) {
+    if value.trim().is_empty() || value.len() > max || value.chars().any(char::is_control) {
+        errors.push(FieldError::new(field, format!("must be 1 to {max} characters without control characters")));
+    }
+}
+
+/// Checks every field of a complete rule and reports every problem at once.
+pub fn validate(input: &RuleInput) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    check_text(&mut errors, "name", &input.name, 255);
+    check_text(&mut errors, "trigger_type", &input.trigger_type, 128);
+    check_text(&mut errors, "category", &input.category, 64);
+    if let Err(e) = ChannelName::parse("channel", &input.channel) {
+        errors.push(e.into());
+    }
+    if !(0..=MAX_DELAY).contains(&input.delay) {
+        errors.push(FieldError::new("delay", format!("must be 0 to {MAX_DELAY} seconds")));
+    }
+    if let Some(g) = input.grace
+        && !(0..=MAX_DELAY).contains(&g)
+    {
+        errors.push(FieldError::new("grace", format!("must be 0 to {MAX_DELAY} seconds, or null for no expiry")));
+    }
+    if let Some(c) = &input.condition
+        && let Err(e) = Condition::compile(c)
+    {
+        errors.push((&e).into());
+    }
+    if let Err(template_errors) = input.template.validate() {
+        errors.extend(template_errors.iter().map(FieldError::from));
+    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+impl RuleInput {
+    /// Validates and builds the row to store.
+    pub fn into_row(self, now: Millis) -> Result<RuleRow, Vec<FieldError>> {
+        validate(&self)?;
+        Ok(RuleRow {
+            id: new_id(),
+            name: self.name,
+            trigger_type: self.trigger_type,
+            condition: self.condition.filter(|c| !c.trim().is_empty()),
+            channel: self.channel,
+            template: serde_json::to_value(&self.template).expect("a template set serialises"),
+            delay_seconds: self.delay,
+            grace_seconds: self.grace,
+            category: self.category,
+            enabled: self.enabled,
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    /// The editable view of a stored rule, so a patch can be applied to it
+    /// and the result validated as a whole.
+    pub fn from_row(row: &RuleRow) -> Result<RuleInput, serde_json::Error> {
+        Ok(RuleInput {
+            name: row.name.clone(),
+            trigger_type: row.trigger_type.clone(),
+            condition: row.condition.clone(),
+            channel: row.channel.clone(),
+            template: serde_json::from_value(row.template.clone())?,
+            delay: row.delay_seconds,
+            grace: row.grace_seconds,
+            category: row.category.clone(),
+            enabled: row.enabled,
+        })
+    }
+
+    pub fn apply(&mut self, patch: RulePatch) {
+        if let Some(v) = patch.name {
+            self.name = v;
+        }
+        if let Some(v) = patch.trigger_type {
+            self.trigger_type = v;
+        }
+        if let Some(v) = patch.condition {
+            self.condition = v;
+        }
+        if let Some(v) = patch.channel {
+            self.channel = v;
+        }
+        if let Some(v) = patch.template {
+            self.template = v;
+        }
+        if let Some(v) = patch.delay {
+            self.delay = v;
+        }
+        if let Some(v) = patch.grace {
+            self.grace = v;
+        }
+        if let Some(v) = patch.category {
+            self.category = v;
+        }
+        if let Some(v) = patch.enabled {
+            self.enabled = v;
+        }
+    }
+}
+
+/// How a rule is shown by the API.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct RuleView {
+    pub id: String,
+    pub name: String,
+    pub trigger_type: String,
+    pub condition: Option<String>,
+    pub channel: String,
+    #[schema(value_type = Object)]
+    pub template: serde_json::Value,
+    pub delay: i64,
+    pub grace: Option<i64>,
+    pub category: String,
+    pub enabled: bool,
+    /// RFC 3339
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&RuleRow> for RuleView {
+    fn from(r: &RuleRow) -> Self {
+        RuleView {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            trigger_type: r.trigger_type.clone(),
+            condition: r.condition.clone(),
+            channel: r.channel.clone(),
+            template: r.template.clone(),
+            delay: r.delay_seconds,
+            grace: r.grace_seconds,
+            category: r.category.clone(),
+            enabled: r.enabled,
+            created_at: r.created_at.to_rfc3339(),
+            updated_at: r.updated_at.to_rfc3339(),
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Operator actions on outbox rows: list with filters, retry, cancel.
+
+use async_trait::async_trait;
+
+use super::rows::OUTBOX_COLUMNS;
+use super::{CancelScope, OutboxRow, RuleStore, SqlStore, Store, StoreError};
+use crate::clock::Millis;
+use crate::domain::OutboxStatus;
+
+/// Filters for listing the outbox; all optional. Pages go backwards in time:
+/// `before` is the last id of the previous page (ids are UUIDv7, so they sort
+/// by creation).
+#[derive(Debug, Clone, Default)]
+pub struct OutboxFilter {
+    pub status: Option<OutboxStatus>,
+    pub user_id: Option<String>,
+    pub rule_id: Option<String>,
+    pub before: Option<String>,
+    pub limit: u32,
+}
+
+/// What an operator's retry or cancel came to.
+#[derive(Debug, Clone)]
+pub enum RowAction {
+    Done(Box<OutboxRow>),
+    NotFound,
+    /// The row is in a status that does not allow it; the current row.
+    Refused(Box<OutboxRow>),
+}
+
+#[async_trait]
+pub trait OutboxAdmin: Send + Sync {
+    async fn list_outbox(&self, filter: &OutboxFilter) -> Result<Vec<OutboxRow>, StoreError>;
+    /// Schedules a row again, due now, with its attempts and expiry reset:
+    /// a `scheduled` row is brought forward; a `failed`, `expired`,
+    /// `cancelled` or `suppressed` one is given a fresh start (the send log
+    /// keeps its earlier outcome). `sent` and `sending` rows are refused.
+    async fn retry_outbox(&self, id: &str, now: Millis) -> Result<RowAction, StoreError>;
+    /// Cancels a `scheduled` row with a send-log row saying `detail`.
+    async fn cancel_outbox(&self, id: &str, detail: &str, now: Millis) -> Result<RowAction, StoreError>;
+}
+
+#[async_trait]
+impl OutboxAdmin for SqlStore {
+    async fn list_outbox(&self, f: &OutboxFilter) -> Result<Vec<OutboxRow>, StoreError> {
+        let mut sql = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE 1 = 1");
+        let mut binds: Vec<String> = Vec::new();
+        if let Some(s) = f.status {
+            sql.push_str(" AND status = ?");
+            binds.push(s.as_str().to_owned());
+        }
+        if let Some(u) = &f.user_id {
+            sql.push_str(" AND user_id = ?");
+            binds.push(u.clone());
+        }
+        if let Some(r) = &f.rule_id {
+            sql.push_str(" AND rule_id = ?");
+            binds.push(r.clone());
+        }
+        if let Some(b) = &f.before {
+            sql.push_str(" AND id < ?");
+            binds.push(b.clone());
+        }
+        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        let sql = self.dialect().sql(&sql);
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        let rows = q.bind(i64::from(f.limit)).fetch_all(self.pool()).await.map_err(StoreError::db("list outbox"))?;
+        rows.iter().map(OutboxRow::from_any).collect()
+    }
+
+    async fn retry_outbox(&self, id: &str, now: Millis) -> Result<RowAction, StoreError> {
+        let sql = self.dialect().sql(
+            "UPDATE engagement_outbox SET status = 'scheduled', due_at = ?, expires_at = NULL, attempts = 0, \
+             claim_token = NULL, claimed_at = NULL, updated_at = ? \
+             WHERE id = ? AND status IN ('scheduled', 'failed', 'expired', 'cancelled', 'suppressed')",
+        );
+        let n = sqlx::query(&sql)
+            .bind(now.0)
+            .bind(now.0)
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("retry outbox row"))?
+            .rows_affected();
+        let row = self.get_outbox(id).await?;
+        Ok(match (n, row) {
+            (_, None) => RowAction::NotFound,
+            (1, Some(row)) => {
+                self.signal_enqueued().await;
+                RowAction::Done(Box::new(row))
+            }
+            (_, Some(row)) => RowAction::Refused(Box::new(row)),
+        })
+    }
+
+    async fn cancel_outbox(&self, id: &str, detail: &str, now: Millis) -> Result<RowAction, StoreError> {
+        let n = self.cancel_scheduled(CancelScope::Row(id), detail, now).await?;
+        let row = self.get_outbox(id).await?;
+        Ok(match (n, row) {
+            (_, None) => RowAction::NotFound,
+            (1, Some(row)) => RowAction::Done(Box::new(row)),
+            (_, Some(row)) => RowAction::Refused(Box::new(row)),
+        })
+    }
+}

@@ -1,0 +1,238 @@
+//! `engagement_rules`, and cancelling what a rule (or a user, or an operator)
+//! no longer wants sent.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::rows::{opt_text, text};
+use super::{SqlStore, Store, StoreError, new_id};
+use crate::clock::Millis;
+use crate::domain::SendStatus;
+
+/// A rule as stored. The template is JSON here; `crate::rule` parses it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleRow {
+    pub id: String,
+    pub name: String,
+    pub trigger_type: String,
+    pub condition: Option<String>,
+    pub channel: String,
+    pub template: serde_json::Value,
+    pub delay_seconds: i64,
+    pub grace_seconds: Option<i64>,
+    pub category: String,
+    pub enabled: bool,
+    pub created_at: Millis,
+    pub updated_at: Millis,
+}
+
+const RULE_COLUMNS: &str = "id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, \
+     category, enabled, created_at, updated_at";
+
+impl RuleRow {
+    fn from_any(row: &AnyRow) -> Result<RuleRow, StoreError> {
+        let op = "decode engagement_rules row";
+        let template = text(row, "template").map_err(StoreError::db(op))?;
+        let template = serde_json::from_str(&template).map_err(|_| StoreError::CorruptRow {
+            table: "engagement_rules",
+            column: "template",
+            value: template.chars().take(80).collect(),
+        })?;
+        let inner = || -> Result<RuleRow, sqlx::Error> {
+            Ok(RuleRow {
+                id: text(row, "id")?,
+                name: text(row, "name")?,
+                trigger_type: text(row, "trigger_type")?,
+                condition: opt_text(row, "condition_expr")?,
+                channel: text(row, "channel")?,
+                template: serde_json::Value::Null,
+                delay_seconds: row.try_get("delay_seconds")?,
+                grace_seconds: row.try_get("grace_seconds")?,
+                category: text(row, "category")?,
+                enabled: row.try_get::<i64, _>("enabled")? != 0,
+                created_at: Millis(row.try_get("created_at")?),
+                updated_at: Millis(row.try_get("updated_at")?),
+            })
+        };
+        let mut rule = inner().map_err(StoreError::db(op))?;
+        rule.template = template;
+        Ok(rule)
+    }
+}
+
+/// Which scheduled rows to cancel.
+#[derive(Debug, Clone, Copy)]
+pub enum CancelScope<'a> {
+    Rule(&'a str),
+    User(&'a str),
+    Row(&'a str),
+}
+
+#[async_trait]
+pub trait RuleStore: Send + Sync {
+    async fn insert_rule(&self, rule: &RuleRow) -> Result<(), StoreError>;
+    async fn get_rule(&self, id: &str) -> Result<Option<RuleRow>, StoreError>;
+    async fn list_rules(&self) -> Result<Vec<RuleRow>, StoreError>;
+    /// Replaces every column but `id` and `created_at`; false if no such rule.
+    async fn update_rule(&self, rule: &RuleRow) -> Result<bool, StoreError>;
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError>;
+    async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError>;
+    /// Ends still-`scheduled` rows as `cancelled`, each with a send-log row
+    /// carrying `detail`, in one transaction. Rows already claimed are left
+    /// to finish. Returns how many were cancelled.
+    async fn cancel_scheduled(&self, scope: CancelScope<'_>, detail: &str, now: Millis) -> Result<u64, StoreError>;
+}
+
+fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
+    rows.iter().map(RuleRow::from_any).collect()
+}
+
+#[async_trait]
+impl RuleStore for SqlStore {
+    async fn insert_rule(&self, r: &RuleRow) -> Result<(), StoreError> {
+        let sql = self
+            .dialect()
+            .sql(&format!("INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        sqlx::query(&sql)
+            .bind(r.id.clone())
+            .bind(r.name.clone())
+            .bind(r.trigger_type.clone())
+            .bind(r.condition.clone())
+            .bind(r.channel.clone())
+            .bind(r.template.to_string())
+            .bind(r.delay_seconds)
+            .bind(r.grace_seconds)
+            .bind(r.category.clone())
+            .bind(i64::from(r.enabled))
+            .bind(r.created_at.0)
+            .bind(r.updated_at.0)
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("insert rule"))?;
+        Ok(())
+    }
+
+    async fn get_rule(&self, id: &str) -> Result<Option<RuleRow>, StoreError> {
+        let sql = self.dialect().sql(&format!("SELECT {RULE_COLUMNS} FROM engagement_rules WHERE id = ?"));
+        let row = sqlx::query(&sql)
+            .bind(id.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(StoreError::db("get rule"))?;
+        row.as_ref().map(RuleRow::from_any).transpose()
+    }
+
+    async fn list_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
+        let sql = format!("SELECT {RULE_COLUMNS} FROM engagement_rules ORDER BY created_at, id");
+        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("list rules"))?;
+        rules(&rows)
+    }
+
+    async fn update_rule(&self, r: &RuleRow) -> Result<bool, StoreError> {
+        let sql = self.dialect().sql(
+            "UPDATE engagement_rules SET name = ?, trigger_type = ?, condition_expr = ?, channel = ?, template = ?, \
+             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, updated_at = ? WHERE id = ?",
+        );
+        let n = sqlx::query(&sql)
+            .bind(r.name.clone())
+            .bind(r.trigger_type.clone())
+            .bind(r.condition.clone())
+            .bind(r.channel.clone())
+            .bind(r.template.to_string())
+            .bind(r.delay_seconds)
+            .bind(r.grace_seconds)
+            .bind(r.category.clone())
+            .bind(i64::from(r.enabled))
+            .bind(r.updated_at.0)
+            .bind(r.id.clone())
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("update rule"))?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
+        let sql = self.dialect().sql("DELETE FROM engagement_rules WHERE id = ?");
+        let n = sqlx::query(&sql)
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("delete rule"))?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError> {
+        let sql = self.dialect().sql(&format!(
+            "SELECT {RULE_COLUMNS} FROM engagement_rules WHERE trigger_type = ? AND enabled = 1 ORDER BY created_at, id"
+        ));
+        let rows = sqlx::query(&sql)
+            .bind(trigger_type.to_owned())
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("enabled rules for type"))?;
+        rules(&rows)
+    }
+
+    async fn cancel_scheduled(&self, scope: CancelScope<'_>, detail: &str, now: Millis) -> Result<u64, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let (column, value) = match scope {
+            CancelScope::Rule(id) => ("rule_id", id),
+            CancelScope::User(id) => ("user_id", id),
+            CancelScope::Row(id) => ("id", id),
+        };
+        let mut tx = self.pool().begin().await.map_err(db("cancel: begin"))?;
+        let select = d.sql(&format!(
+            "SELECT id, rule_id, trigger_id, user_id, channel, attempts FROM engagement_outbox \
+             WHERE {column} = ? AND status = 'scheduled'"
+        ));
+        let candidates =
+            sqlx::query(&select).bind(value.to_owned()).fetch_all(&mut *tx).await.map_err(db("cancel: select"))?;
+        let update = d.sql(
+            "UPDATE engagement_outbox SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ? \
+             WHERE id = ? AND status = 'scheduled'",
+        );
+        let insert = d.sql(
+            "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
+             address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
+        );
+        let mut cancelled = 0;
+        for row in &candidates {
+            let id = text(row, "id").map_err(db("cancel: read"))?;
+            // Compare-and-set: a worker may claim the row between the select
+            // and here; then it is the worker's to finish.
+            let n = sqlx::query(&update)
+                .bind(detail.to_owned())
+                .bind(now.0)
+                .bind(id.clone())
+                .execute(&mut *tx)
+                .await
+                .map_err(db("cancel: update"))?
+                .rows_affected();
+            if n != 1 {
+                continue;
+            }
+            sqlx::query(&insert)
+                .bind(new_id())
+                .bind(id)
+                .bind(opt_text(row, "rule_id").map_err(db("cancel: read"))?)
+                .bind(opt_text(row, "trigger_id").map_err(db("cancel: read"))?)
+                .bind(text(row, "user_id").map_err(db("cancel: read"))?)
+                .bind(text(row, "channel").map_err(db("cancel: read"))?)
+                .bind(SendStatus::Cancelled.as_str())
+                .bind(detail.to_owned())
+                .bind(row.try_get::<i64, _>("attempts").map_err(db("cancel: read"))?)
+                .bind(now.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("cancel: send log"))?;
+            cancelled += 1;
+        }
+        tx.commit().await.map_err(db("cancel: commit"))?;
+        Ok(cancelled)
+    }
+}

@@ -1,0 +1,1229 @@
+//! Message templates and rule conditions for engagement rules.
+//!
+//! Operators author these templates through the API, so every source here is
+//! treated as untrusted: it is compiled by a locked-down minijinja environment
+//! that has no loader (and no `include`/`extends`/`import`, because the
+//! `multi_template` feature is off), strict undefined handling, a fuel budget
+//! per render and hard caps on source and output sizes. All engine calls are
+//! additionally wrapped in `catch_unwind`, so an engine bug surfaces as a
+//! [`TemplateError::Render`] for one message instead of taking a delivery
+//! worker down.
+//!
+//! Errors are reported per *field* (e.g. `template.locales.de.subject`) with
+//! 1-based line/column, because the rule API answers a save with a 422 that
+//! must point the operator at the exact spot in the exact template.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+
+use minijinja::{AutoEscape, Environment, ErrorKind, Expression, UndefinedBehavior, Value};
+use serde::{Deserialize, Serialize};
+
+/// Work budget for one render of one template (or one condition evaluation).
+///
+/// One unit is roughly one VM instruction or 64 bytes of data created, so this
+/// allows loops over several thousand payload items while stopping a runaway
+/// template within a few milliseconds. minijinja's own `range()` cap (100,000
+/// items) alone is not enough: two nested loops already make 10^10 iterations.
+pub const FUEL_PER_RENDER: u64 = 200_000;
+
+/// Longest subject after rendering and trimming, in characters. Subjects become
+/// an email header and a push title; longer ones are truncated by every client.
+pub const MAX_SUBJECT_CHARS: usize = 1_000;
+
+/// Cap on subject + text + html of one rendered message, in bytes. Enforced while
+/// rendering (the output writer refuses to grow past it), not after the fact, so
+/// a hostile template never allocates more than this for output.
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// Cap on one template source (subject, text or html). Generous for inlined-CSS
+/// HTML mails, but keeps compile time and the compiled-template cache bounded.
+pub const MAX_SOURCE_BYTES: usize = 256 * 1024;
+
+/// Cap on a condition's source; conditions are one-line expressions.
+pub const MAX_CONDITION_BYTES: usize = 16 * 1024;
+
+/// Longest accepted locale tag: RFC 5646 asks implementations to support at
+/// least 35 characters, and anything longer is a typo or abuse.
+pub const MAX_LOCALE_TAG_LEN: usize = 35;
+
+/// Nesting cap when converting the JSON context into engine values; the
+/// conversion recurses, and serde_json's own parser stops at 128 as well.
+const MAX_CONTEXT_DEPTH: usize = 128;
+
+/// Number of distinct template sets [`TemplateSet::render`] keeps compiled.
+const CACHE_CAPACITY: usize = 512;
+
+/// A rule's message: one variant per locale plus the locale to fall back to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateSet {
+    /// Locale used when the recipient's locale (or its language) has no variant. Must be a key of `locales`.
+    pub fallback_locale: String,
+    /// BCP-47-ish tags like "en", "de", "pt-BR" -> variant.
+    pub locales: BTreeMap<String, LocaleTemplate>,
+}
+
+/// The message in one locale.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocaleTemplate {
+    /// Rendered without escaping (it is not HTML), then trimmed; a rendered line
+    /// break is refused because the subject becomes an email header, where a
+    /// payload value containing "\nBcc: ..." would inject headers.
+    pub subject: String,
+    /// Plain-text body, rendered without escaping.
+    pub text: String,
+    /// Optional HTML body. Auto-escaped, because payload values come from the
+    /// triggering system and must not be able to inject markup or scripts.
+    #[serde(default)]
+    pub html: Option<String>,
+}
+
+/// A message ready to hand to a channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rendered {
+    /// The key of the variant that was used, spelled as in [`TemplateSet::locales`],
+    /// so delivery records show which translation a recipient actually got.
+    pub locale: String,
+    /// Trimmed, single line, at most [`MAX_SUBJECT_CHARS`] characters.
+    pub subject: String,
+    pub text: String,
+    /// `None` when the variant has no HTML body, so channels send text only.
+    pub html: Option<String>,
+}
+
+/// A problem with a template or condition.
+///
+/// Serializable (tagged by `kind`) so the rule API can put a list of these
+/// straight into its 422 body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TemplateError {
+    /// The source does not parse. `field` is a path like "template.locales.de.subject";
+    /// line/column are 1-based, the column counts characters, not bytes.
+    #[error("{field}{}: {message}", position_suffix(*.line, *.column))]
+    Compile { field: String, line: Option<usize>, column: Option<usize>, message: String },
+    /// Rendering or evaluation failed for this context (undefined value, fuel,
+    /// size limit, subject line break, ...).
+    #[error("{field}{}: {message}", position_suffix(*.line, *.column))]
+    Render { field: String, line: Option<usize>, column: Option<usize>, message: String },
+    /// Structural problem: no locales, unknown fallback, empty subject, bad tag, ...
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+}
+
+fn position_suffix(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
+    }
+}
+
+impl TemplateError {
+    pub fn field(&self) -> &str {
+        match self {
+            TemplateError::Compile { field, .. }
+            | TemplateError::Render { field, .. }
+            | TemplateError::Invalid { field, .. } => field,
+        }
+    }
+
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            TemplateError::Compile { line, .. } | TemplateError::Render { line, .. } => *line,
+            TemplateError::Invalid { .. } => None,
+        }
+    }
+
+    pub fn column(&self) -> Option<usize> {
+        match self {
+            TemplateError::Compile { column, .. } | TemplateError::Render { column, .. } => *column,
+            TemplateError::Invalid { .. } => None,
+        }
+    }
+
+    /// The human-readable part, without field and position (those are separate
+    /// so API clients can highlight the spot themselves).
+    pub fn message(&self) -> &str {
+        match self {
+            TemplateError::Compile { message, .. }
+            | TemplateError::Render { message, .. }
+            | TemplateError::Invalid { message, .. } => message,
+        }
+    }
+
+    fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        TemplateError::Invalid { field: field.into(), message: message.into() }
+    }
+
+    fn render_plain(field: impl Into<String>, message: impl Into<String>) -> Self {
+        TemplateError::Render { field: field.into(), line: None, column: None, message: message.into() }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Engine setup
+// ---------------------------------------------------------------------------
+
+/// The one configured environment everything starts from. Each compiled set
+/// clones it (cheap: filters/tests/globals are behind `Arc`s) and adds its own
+/// templates, so no set can see another's templates. Conditions borrow it
+/// directly, which is what lets [`Condition`] hold a `'static` expression.
+static BASE_ENV: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    // Debug mode is what makes minijinja name the undefined expression
+    // ("`payload.x` is undefined"); its extra cost is paid on errors only.
+    env.set_debug(true);
+    env.set_fuel(Some(FUEL_PER_RENDER));
+    // Escaping is decided by field name rather than minijinja's default
+    // file-extension callback, so that only the html body is ever escaped
+    // regardless of how the locale tag is spelled.
+    env.set_auto_escape_callback(|name| if name.ends_with(".html") { AutoEscape::Html } else { AutoEscape::None });
+    env
+});
+
+#[derive(Clone, Copy)]
+enum Phase {
+    Compile,
+    Render,
+}
+
+/// Runs an engine call, turning a panic inside minijinja into an error.
+/// Rejected alternative: trusting the engine to never panic on hostile input;
+/// a panic would kill the delivery worker for every other message in flight.
+fn guarded<T>(f: impl FnOnce() -> Result<T, minijinja::Error>) -> Result<T, Option<minijinja::Error>> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Some(e)),
+        Err(_) => Err(None),
+    }
+}
+
+/// 1-based (line, column) of a byte offset; the column counts characters so it
+/// matches what an editor shows for non-ASCII templates.
+fn line_col(source: &str, offset: usize) -> Option<(usize, usize)> {
+    let prefix = source.get(..offset)?;
+    let line_start = prefix.rfind('\n').map_or(0, |i| i + 1);
+    let line = prefix.matches('\n').count() + 1;
+    let column = prefix[line_start..].chars().count() + 1;
+    Some((line, column))
+}
+
+/// Where an undefined error happened when minijinja gave no byte range (it
+/// does not for comparisons): the error text names the expression in
+/// backticks, and if that text occurs exactly once in the source its position
+/// is unambiguous. Ambiguous cases get no column rather than a wrong one.
+fn locate_named_expression(source: &str, detail: &str) -> Option<usize> {
+    let start = detail.find('`')? + 1;
+    let len = detail[start..].find('`')?;
+    let needle = &detail[start..start + len];
+    if needle.is_empty() {
+        return None;
+    }
+    let mut hits = source.match_indices(needle);
+    let (offset, _) = hits.next()?;
+    hits.next().is_none().then_some(offset)
+}
+
+fn engine_error(
+    phase: Phase,
+    field: &str,
+    source: &str,
+    err: Option<&minijinja::Error>,
+    undefined_hint: &str,
+) -> TemplateError {
+    let Some(err) = err else {
+        return TemplateError::render_plain(
+            field,
+            "internal template engine error (the engine panicked); please report this template",
+        );
+    };
+    let detail = err.detail().unwrap_or("");
+    let offset = err.range().map(|r| r.start).or_else(|| match err.kind() {
+        ErrorKind::UndefinedError => locate_named_expression(source, detail),
+        _ => None,
+    });
+    let (line, column) = match offset.and_then(|o| line_col(source, o)) {
+        Some((l, c)) => (Some(l), Some(c)),
+        None => (err.line(), None),
+    };
+    let message = match err.kind() {
+        ErrorKind::OutOfFuel => format!(
+            "template does too much work and was stopped after {FUEL_PER_RENDER} fuel units \
+             (look for loops over huge ranges or nested loops)"
+        ),
+        ErrorKind::UndefinedError if detail.is_empty() => {
+            format!("undefined value; {undefined_hint}")
+        }
+        ErrorKind::UndefinedError => format!("{detail}; {undefined_hint}"),
+        kind if detail.is_empty() => kind.to_string(),
+        kind => format!("{kind}: {detail}"),
+    };
+    let field = field.to_owned();
+    match phase {
+        Phase::Compile => TemplateError::Compile { field, line, column, message },
+        Phase::Render => TemplateError::Render { field, line, column, message },
+    }
+}
+
+const TEMPLATE_UNDEFINED_HINT: &str = "optional payload fields need a guard such as \
+     `{% if payload.x is defined %}` or `payload.x | default(\"...\")`";
+
+const CONDITION_UNDEFINED_HINT: &str = "a condition treats a missing attribute as an error; \
+     guard optional fields with `payload.x is defined and ...`";
+
+/// Converts the JSON context into engine values.
+///
+/// Hand-written instead of enabling minijinja's `serde` feature: it bounds the
+/// recursion depth (a programmatically built `serde_json::Value` can be nested
+/// deeper than any parser would allow) and builds `Value`-keyed maps, which
+/// minijinja looks up fastest.
+fn to_engine_value(v: &serde_json::Value, depth: usize) -> Option<Value> {
+    if depth > MAX_CONTEXT_DEPTH {
+        return None;
+    }
+    Some(match v {
+        serde_json::Value::Null => Value::from(()),
+        serde_json::Value::Bool(b) => Value::from(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                Value::from(n.as_f64().unwrap_or(f64::NAN))
+            }
+        }
+        serde_json::Value::String(s) => Value::from(s.as_str()),
+        serde_json::Value::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(to_engine_value(item, depth + 1)?);
+            }
+            Value::from(out)
+        }
+        serde_json::Value::Object(map) => {
+            let mut out = BTreeMap::new();
+            for (k, item) in map {
+                out.insert(Value::from(k.as_str()), to_engine_value(item, depth + 1)?);
+            }
+            Value::from(out)
+        }
+    })
+}
+
+fn context_value(ctx: &serde_json::Value, field: &str) -> Result<Value, TemplateError> {
+    to_engine_value(ctx, 0).ok_or_else(|| {
+        TemplateError::render_plain(field, format!("context is nested deeper than {MAX_CONTEXT_DEPTH} levels"))
+    })
+}
+
+/// Output sink that refuses to grow past `limit`. Writes are all-or-nothing,
+/// so the buffer always holds whole `str` chunks and stays valid UTF-8.
+struct CappedBuf {
+    buf: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl io::Write for CappedBuf {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > self.limit {
+            self.overflowed = true;
+            return Err(io::Error::other("output limit reached"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Locale tags
+// ---------------------------------------------------------------------------
+
+fn check_locale_tag(tag: &str) -> Result<(), String> {
+    if tag.is_empty() || tag.len() > MAX_LOCALE_TAG_LEN {
+        return Err(format!("locale tag must be 1-{MAX_LOCALE_TAG_LEN} characters long"));
+    }
+    if !tag.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err("locale tag may only contain ASCII letters, digits and '-'".into());
+    }
+    // Stricter than "letters, digits, '-'": an empty subtag would make the
+    // language fallback ("de-AT" -> "de") try an empty language.
+    if tag.split('-').any(str::is_empty) {
+        return Err("locale tag must not start or end with '-' or contain '--'".into());
+    }
+    Ok(())
+}
+
+/// Candidate keys for a recipient locale, most specific first, lowercased.
+///
+/// RFC 4647 "lookup": drop trailing subtags one at a time ("zh-Hant-TW" ->
+/// "zh-hant" -> "zh"), skipping a dangling single-letter extension marker.
+/// This covers the required exact / language-part steps and also the
+/// three-part tags. POSIX spellings found in user profiles ("de_AT.UTF-8")
+/// are normalized first, since those are the same locale.
+fn locale_candidates(locale: &str) -> Vec<String> {
+    let base = locale.trim();
+    let base = base.split(['.', '@']).next().unwrap_or("");
+    let mut tag = base.replace('_', "-").to_ascii_lowercase();
+    // The recipient's locale is outside data: without this cut, a megabyte of
+    // "a-a-a-..." would make quadratically many candidates. No key is longer
+    // than MAX_LOCALE_TAG_LEN, so cutting at a subtag boundary loses nothing.
+    if tag.len() > MAX_LOCALE_TAG_LEN {
+        match tag.get(..=MAX_LOCALE_TAG_LEN).and_then(|head| head.rfind('-')) {
+            Some(i) => tag.truncate(i),
+            None => tag.clear(),
+        }
+    }
+    let mut out = Vec::new();
+    while !tag.is_empty() {
+        out.push(tag.clone());
+        match tag.rfind('-') {
+            Some(i) => {
+                tag.truncate(i);
+                if let Some(j) = tag.rfind('-')
+                    && tag.len() - j == 2
+                {
+                    tag.truncate(j);
+                }
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Compiled template sets
+// ---------------------------------------------------------------------------
+
+#[derive(Debug)]
+struct Variant {
+    tag: String,
+    subject_field: String,
+    text_field: String,
+    html_field: Option<String>,
+    /// First problem that makes this variant unrenderable (compile error or
+    /// oversized source). Render reports it only when this variant is chosen,
+    /// so one broken locale does not stop delivery in the others.
+    blocking: Option<TemplateError>,
+}
+
+/// A [`TemplateSet`] with every template parsed once.
+///
+/// Hold one of these per rule when you manage rule lifetimes yourself;
+/// [`TemplateSet::render`] keeps an internal cache of them for callers that
+/// do not.
+pub struct CompiledTemplateSet {
+    env: Environment<'static>,
+    variants: Vec<Variant>,
+    /// Lowercased tag -> index into `variants` (first spelling wins on
+    /// case-insensitive duplicates, which `validate` reports).
+    index: HashMap<String, usize>,
+    fallback: Option<usize>,
+    fallback_locale: String,
+    has_locales: bool,
+    /// Everything `validate` reports, in field order.
+    problems: Vec<TemplateError>,
+}
+
+impl std::fmt::Debug for CompiledTemplateSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompiledTemplateSet")
+            .field("locales", &self.variants.iter().map(|v| &v.tag).collect::<Vec<_>>())
+            .field("fallback_locale", &self.fallback_locale)
+            .field("problems", &self.problems)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CompiledTemplateSet {
+    /// Compiles everything that can be compiled and records every problem,
+    /// instead of stopping at the first one: `validate` needs the full list,
+    /// and rendering should still work for the variants that are fine.
+    fn build(set: &TemplateSet) -> CompiledTemplateSet {
+        let mut env = BASE_ENV.clone();
+        let mut problems = Vec::new();
+        let mut variants = Vec::with_capacity(set.locales.len());
+        let mut index = HashMap::with_capacity(set.locales.len());
+
+        if set.locales.is_empty() {
+            problems.push(TemplateError::invalid("template.locales", "at least one locale variant is required"));
+        }
+        let fallback_key = set.fallback_locale.to_ascii_lowercase();
+        let fallback_known = set.locales.keys().any(|k| k.to_ascii_lowercase() == fallback_key);
+        if !set.locales.is_empty() && !fallback_known {
+            problems.push(TemplateError::invalid(
+                "template.fallback_locale",
+                format!(
+                    "fallback_locale {:?} is not one of the locales ({})",
+                    set.fallback_locale,
+                    set.locales.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+
+        for (tag, tpl) in &set.locales {
+            let prefix = format!("template.locales.{tag}");
+            if let Err(msg) = check_locale_tag(tag) {
+                problems.push(TemplateError::invalid(&prefix, format!("{msg} (got {tag:?})")));
+            }
+            let key = tag.to_ascii_lowercase();
+            if let Some(&first) = index.get(&key) {
+                let first: &Variant = &variants[first];
+                problems.push(TemplateError::invalid(
+                    &prefix,
+                    format!("duplicates locale {:?}; tags are matched case-insensitively", first.tag),
+                ));
+            } else {
+                index.insert(key, variants.len());
+            }
+
+            let mut variant = Variant {
+                tag: tag.clone(),
+                subject_field: format!("{prefix}.subject"),
+                text_field: format!("{prefix}.text"),
+                html_field: tpl.html.as_ref().map(|_| format!("{prefix}.html")),
+                blocking: None,
+            };
+            let parts = [
+                (variant.subject_field.clone(), Some(&tpl.subject), "subject"),
+                (variant.text_field.clone(), Some(&tpl.text), "text"),
+                (format!("{prefix}.html"), tpl.html.as_ref(), "html"),
+            ];
+            for (field, source, what) in parts {
+                let Some(source) = source else { continue };
+                if source.trim().is_empty() {
+                    let msg = if what == "html" {
+                        "html must not be empty; leave it out instead".to_owned()
+                    } else {
+                        format!("{what} must not be empty")
+                    };
+                    problems.push(TemplateError::invalid(&field, msg));
+                }
+                if source.len() > MAX_SOURCE_BYTES {
+                    let err = TemplateError::invalid(
+                        &field,
+                        format!("{what} is {} bytes; the limit is {MAX_SOURCE_BYTES}", source.len()),
+                    );
+                    variant.blocking.get_or_insert_with(|| err.clone());
+                    problems.push(err);
+                    continue;
+                }
+                let added = guarded(|| env.add_template_owned(field.clone(), source.clone()));
+                if let Err(e) = added {
+                    let err = engine_error(Phase::Compile, &field, source, e.as_ref(), TEMPLATE_UNDEFINED_HINT);
+                    variant.blocking.get_or_insert_with(|| err.clone());
+                    problems.push(err);
+                }
+            }
+            variants.push(variant);
+        }
+
+        let fallback = index.get(&fallback_key).copied();
+        CompiledTemplateSet {
+            env,
+            variants,
+            index,
+            fallback,
+            fallback_locale: set.fallback_locale.clone(),
+            has_locales: !set.locales.is_empty(),
+            problems,
+        }
+    }
+
+    /// The variant for a recipient locale: most specific tag match first
+    /// (case-insensitive), then `fallback_locale`.
+    fn pick(&self, locale: Option<&str>) -> Result<&Variant, TemplateError> {
+        let found =
+            locale.into_iter().flat_map(locale_candidates).find_map(|c| self.index.get(&c).copied()).or(self.fallback);
+        match found {
+            Some(i) => Ok(&self.variants[i]),
+            None if !self.has_locales => {
+                Err(TemplateError::invalid("template.locales", "at least one locale variant is required"))
+            }
+            None => Err(TemplateError::invalid(
+                "template.fallback_locale",
+                format!(
+                    "no variant for locale {:?} and fallback_locale {:?} is not one of the locales",
+                    locale.unwrap_or(""),
+                    self.fallback_locale
+                ),
+            )),
+        }
+    }
+
+    /// Which tag [`render`](Self::render) would use for this locale.
+    pub fn resolve_locale(&self, locale: Option<&str>) -> Result<&str, TemplateError> {
+        self.pick(locale).map(|v| v.tag.as_str())
+    }
+
+    /// Renders one part into a writer capped at the remaining `budget`, so the
+    /// 1 MiB limit holds for subject, text and html together. Rejected: plain
+    /// `Template::render` plus a length check afterwards, which would let a
+    /// template allocate as much as its fuel allows (~12 MiB) before failing.
+    fn render_part(&self, field: &str, ctx: &Value, budget: &mut usize) -> Result<String, TemplateError> {
+        let tmpl = self.env.get_template(field).map_err(|e| engine_error(Phase::Render, field, "", Some(&e), ""))?;
+        let mut out = CappedBuf { buf: Vec::new(), limit: *budget, overflowed: false };
+        let result = guarded(|| tmpl.render_captured_to(ctx.clone(), &mut out).map(drop));
+        if out.overflowed {
+            return Err(TemplateError::render_plain(
+                field,
+                format!("rendered message exceeds {MAX_OUTPUT_BYTES} bytes (subject, text and html together)"),
+            ));
+        }
+        if let Err(e) = result {
+            return Err(engine_error(Phase::Render, field, tmpl.source(), e.as_ref(), TEMPLATE_UNDEFINED_HINT));
+        }
+        *budget -= out.buf.len();
+        String::from_utf8(out.buf).map_err(|_| TemplateError::render_plain(field, "rendered output is not valid UTF-8"))
+    }
+
+    /// Renders the chosen variant. See [`TemplateSet::render`].
+    pub fn render(&self, locale: Option<&str>, ctx: &serde_json::Value) -> Result<Rendered, TemplateError> {
+        let variant = self.pick(locale)?;
+        if let Some(err) = &variant.blocking {
+            return Err(err.clone());
+        }
+        let ctx = context_value(ctx, "context")?;
+        let mut budget = MAX_OUTPUT_BYTES;
+
+        let raw_subject = self.render_part(&variant.subject_field, &ctx, &mut budget)?;
+        let subject = raw_subject.trim();
+        if subject.contains(['\n', '\r']) {
+            return Err(TemplateError::render_plain(&variant.subject_field, "subject contains a line break"));
+        }
+        let subject_chars = subject.chars().count();
+        if subject_chars > MAX_SUBJECT_CHARS {
+            return Err(TemplateError::render_plain(
+                &variant.subject_field,
+                format!("subject is {subject_chars} characters after rendering; the limit is {MAX_SUBJECT_CHARS}"),
+            ));
+        }
+        let subject = subject.to_owned();
+
+        let text = self.render_part(&variant.text_field, &ctx, &mut budget)?;
+        let html = match &variant.html_field {
+            Some(field) => Some(self.render_part(field, &ctx, &mut budget)?),
+            None => None,
+        };
+        Ok(Rendered { locale: variant.tag.clone(), subject, text, html })
+    }
+}
+
+/// Compiled sets keyed by their full content, for [`TemplateSet::render`].
+///
+/// Keyed by content rather than by rule id because this module knows no ids,
+/// and content keys can never serve a stale template after an edit. When full
+/// it is simply cleared: rules change rarely, so a refill costs one compile
+/// per active rule. Rejected: an LRU (needs a dependency or list bookkeeping
+/// for little gain) and a cache field inside `TemplateSet` (would break its
+/// derived `PartialEq`/serde shape and struct-literal construction).
+static CACHE: LazyLock<Mutex<HashMap<TemplateSet, Arc<CompiledTemplateSet>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+impl TemplateSet {
+    /// Compiles every template; returns ALL problems (not just the first), each naming its field and position. Used when a rule is saved (the API answers 422 with these).
+    pub fn validate(&self) -> Result<(), Vec<TemplateError>> {
+        let compiled = CompiledTemplateSet::build(self);
+        if compiled.problems.is_empty() { Ok(()) } else { Err(compiled.problems) }
+    }
+
+    /// Compiles the set for repeated rendering; fails exactly when
+    /// [`validate`](Self::validate) does.
+    pub fn compile(&self) -> Result<CompiledTemplateSet, Vec<TemplateError>> {
+        let mut compiled = CompiledTemplateSet::build(self);
+        if compiled.problems.is_empty() { Ok(compiled) } else { Err(std::mem::take(&mut compiled.problems)) }
+    }
+
+    /// Picks the variant: exact tag match (case-insensitive), then the language part ("de-AT" -> "de"), then fallback_locale. Renders subject, text and html.
+    ///
+    /// Compiles at most once per distinct set (process-wide cache). A set that
+    /// fails `validate` still renders the variants that compiled; the chosen
+    /// variant's first compile error is returned otherwise.
+    pub fn render(&self, locale: Option<&str>, ctx: &serde_json::Value) -> Result<Rendered, TemplateError> {
+        self.cached().render(locale, ctx)
+    }
+
+    fn cached(&self) -> Arc<CompiledTemplateSet> {
+        // A panic while holding the lock cannot leave the map half-updated
+        // (insert/clear are the only mutations), so poisoning is ignored.
+        if let Some(hit) = CACHE.lock().unwrap_or_else(PoisonError::into_inner).get(self) {
+            return Arc::clone(hit);
+        }
+        // Compile outside the lock so a large set does not stall other workers;
+        // two threads racing on the same set both compile, and one result wins.
+        let compiled = Arc::new(CompiledTemplateSet::build(self));
+        let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= CACHE_CAPACITY {
+            cache.clear();
+        }
+        cache.insert(self.clone(), Arc::clone(&compiled));
+        compiled
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Conditions
+// ---------------------------------------------------------------------------
+
+/// A rule's optional condition: a minijinja *expression* over the same context, e.g. `payload.amount > 100 and user.locale == "de"`.
+///
+/// Compiled once against the shared base environment, so evaluating it is
+/// just a VM run. Cloning is cheap (shared compiled expression).
+#[derive(Clone)]
+pub struct Condition {
+    source: Arc<str>,
+    expr: Arc<Expression<'static, 'static>>,
+}
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Condition").field(&self.source).finish()
+    }
+}
+
+impl PartialEq for Condition {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for Condition {}
+
+const CONDITION_FIELD: &str = "condition";
+
+impl Condition {
+    /// Errors use field "condition". A blank source is refused rather than
+    /// treated as "always true", so that a rule without a condition is stored
+    /// as `None` and there is only one way to say "always".
+    pub fn compile(source: &str) -> Result<Condition, TemplateError> {
+        if source.len() > MAX_CONDITION_BYTES {
+            return Err(TemplateError::invalid(
+                CONDITION_FIELD,
+                format!("condition is {} bytes; the limit is {MAX_CONDITION_BYTES}", source.len()),
+            ));
+        }
+        if source.trim().is_empty() {
+            return Err(TemplateError::invalid(
+                CONDITION_FIELD,
+                "condition must not be empty; leave it out to always match",
+            ));
+        }
+        let env: &'static Environment<'static> = &BASE_ENV;
+        let owned = source.to_owned();
+        let expr = guarded(|| env.compile_expression_owned(owned))
+            .map_err(|e| engine_error(Phase::Compile, CONDITION_FIELD, source, e.as_ref(), CONDITION_UNDEFINED_HINT))?;
+        Ok(Condition { source: Arc::from(source), expr: Arc::new(expr) })
+    }
+
+    /// Truthiness of the expression's result.
+    ///
+    /// An undefined *result* (e.g. the bare `payload.flag` when `flag` is
+    /// missing) is an error too, not `false`: strict mode already rejects
+    /// comparisons with undefined, and silently treating a typo'd attribute as
+    /// "no match" would make a rule never fire without anyone noticing.
+    pub fn eval(&self, ctx: &serde_json::Value) -> Result<bool, TemplateError> {
+        let ctx = context_value(ctx, CONDITION_FIELD)?;
+        let value = guarded(|| self.expr.eval(ctx)).map_err(|e| {
+            engine_error(Phase::Render, CONDITION_FIELD, &self.source, e.as_ref(), CONDITION_UNDEFINED_HINT)
+        })?;
+        if value.is_undefined() {
+            return Err(TemplateError::Render {
+                field: CONDITION_FIELD.to_owned(),
+                line: None,
+                column: None,
+                message: format!(
+                    "condition evaluated to an undefined value (a missing attribute or variable); \
+                     {CONDITION_UNDEFINED_HINT}"
+                ),
+            });
+        }
+        Ok(value.is_true())
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    fn variant(subject: &str, text: &str, html: Option<&str>) -> LocaleTemplate {
+        LocaleTemplate { subject: subject.into(), text: text.into(), html: html.map(Into::into) }
+    }
+
+    fn set(fallback: &str, locales: &[(&str, LocaleTemplate)]) -> TemplateSet {
+        TemplateSet {
+            fallback_locale: fallback.into(),
+            locales: locales.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+        }
+    }
+
+    fn ctx(payload: serde_json::Value) -> serde_json::Value {
+        json!({
+            "payload": payload,
+            "user": {"id": "u1", "email": "a@example.com", "name": "Ada", "locale": "de-AT", "timezone": "Europe/Vienna"},
+            "trigger": {"type": "order.paid", "occurred_at": "2024-05-01T12:00:00Z"},
+        })
+    }
+
+    fn multi_locale() -> TemplateSet {
+        set(
+            "en",
+            &[
+                ("en", variant("Hello {{ user.name }}", "en text", None)),
+                ("de", variant("Hallo {{ user.name }}", "de text", None)),
+                ("pt-BR", variant("Olá {{ user.name }}", "pt text", None)),
+                ("zh-Hant", variant("zh-Hant", "zh text", None)),
+            ],
+        )
+    }
+
+    #[test]
+    fn locale_exact_match_is_case_insensitive() {
+        let s = multi_locale();
+        let r = s.render(Some("de"), &ctx(json!({}))).unwrap();
+        assert_eq!((r.locale.as_str(), r.subject.as_str()), ("de", "Hallo Ada"));
+        let r = s.render(Some("PT-br"), &ctx(json!({}))).unwrap();
+        assert_eq!(r.locale, "pt-BR");
+        assert_eq!(r.text, "pt text");
+    }
+
+    #[test]
+    fn locale_falls_back_to_language_part() {
+        let s = multi_locale();
+        assert_eq!(s.render(Some("de-AT"), &ctx(json!({}))).unwrap().locale, "de");
+        // POSIX spelling and three-part tags go through the same lookup.
+        assert_eq!(s.render(Some("de_AT.UTF-8"), &ctx(json!({}))).unwrap().locale, "de");
+        assert_eq!(s.render(Some("zh-Hant-TW"), &ctx(json!({}))).unwrap().locale, "zh-Hant");
+    }
+
+    #[test]
+    fn locale_falls_back_to_fallback_locale() {
+        let s = multi_locale();
+        let r = s.render(Some("fr-FR"), &ctx(json!({}))).unwrap();
+        assert_eq!((r.locale.as_str(), r.text.as_str()), ("en", "en text"));
+        // "pt" alone must not pick "pt-BR": lookup only ever drops subtags.
+        assert_eq!(s.render(Some("pt"), &ctx(json!({}))).unwrap().locale, "en");
+    }
+
+    #[test]
+    fn locale_none_or_blank_uses_fallback_locale() {
+        let s = multi_locale();
+        assert_eq!(s.render(None, &ctx(json!({}))).unwrap().locale, "en");
+        assert_eq!(s.render(Some("  "), &ctx(json!({}))).unwrap().locale, "en");
+        let compiled = s.compile().unwrap();
+        assert_eq!(compiled.resolve_locale(None).unwrap(), "en");
+        assert_eq!(compiled.resolve_locale(Some("DE-ch")).unwrap(), "de");
+    }
+
+    #[test]
+    fn hostile_locale_strings_are_cheap() {
+        let s = multi_locale();
+        let long = "a-".repeat(500_000);
+        let start = Instant::now();
+        assert_eq!(s.render(Some(&long), &ctx(json!({}))).unwrap().locale, "en");
+        assert!(start.elapsed() < Duration::from_secs(2));
+        let tail = format!("de-AT-{}", "x".repeat(100));
+        assert_eq!(s.render(Some(&tail), &ctx(json!({}))).unwrap().locale, "de");
+        assert_eq!(s.render(Some("dé"), &ctx(json!({}))).unwrap().locale, "en");
+    }
+
+    #[test]
+    fn strict_undefined_is_a_render_error_with_field_and_line() {
+        let s = set("en", &[("en", variant("Hi", "Hello\n  {{ payload.missing }}!", None))]);
+        assert_eq!(s.validate(), Ok(()));
+        let err = s.render(Some("en"), &ctx(json!({"name": "x"}))).unwrap_err();
+        assert!(matches!(err, TemplateError::Render { .. }), "{err:?}");
+        assert_eq!(err.field(), "template.locales.en.text");
+        assert_eq!(err.line(), Some(2));
+        assert_eq!(err.column(), Some(6));
+        assert!(err.message().contains("`payload.missing` is undefined"), "{err}");
+        assert!(err.message().contains("is defined"), "{err}");
+        // Filters must not turn undefined into "" either.
+        let s = set("en", &[("en", variant("{{ payload.missing | upper }}", "t", None))]);
+        let err = s.render(None, &ctx(json!({}))).unwrap_err();
+        assert_eq!(err.field(), "template.locales.en.subject");
+        assert_eq!(err.line(), Some(1));
+    }
+
+    #[test]
+    fn syntax_error_has_field_line_and_column() {
+        let s = set("en", &[("en", variant("Hi", "Hello\n{{ payload.name ", None))]);
+        let errs = s.validate().unwrap_err();
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        let err = &errs[0];
+        assert!(matches!(err, TemplateError::Compile { .. }), "{err:?}");
+        assert_eq!(err.field(), "template.locales.en.text");
+        // minijinja points at the last token before the unexpected end: `name`.
+        assert_eq!(err.line(), Some(2));
+        assert_eq!(err.column(), Some(12));
+        assert!(err.message().starts_with("syntax error"), "{err}");
+        assert_eq!(err.to_string(), format!("template.locales.en.text:2:12: {}", err.message()));
+        // Rendering the broken variant reports the same error.
+        assert_eq!(&s.render(None, &ctx(json!({}))).unwrap_err(), err);
+    }
+
+    #[test]
+    fn column_counts_characters_not_bytes() {
+        let s = set("en", &[("en", variant("äöü {{ x + }}", "t", None))]);
+        let errs = s.validate().unwrap_err();
+        assert_eq!(errs[0].line(), Some(1));
+        assert_eq!(errs[0].column(), Some(12)); // the `}}` after `+`
+    }
+
+    #[test]
+    fn validate_reports_all_errors_across_locales() {
+        let s = set(
+            "en",
+            &[
+                ("en", variant("Hi", "ok", Some("<p>{% if %}</p>"))),
+                ("de", variant("{{ x", "{% endfor %}", None)),
+                ("fr", variant("  ", "Bonjour", Some(""))),
+                ("bad tag!", variant("x", "y", None)),
+                ("EN", variant("x", "y", None)),
+            ],
+        );
+        let errs = s.validate().unwrap_err();
+        let got: Vec<(&str, &str)> = errs
+            .iter()
+            .map(|e| {
+                let kind = match e {
+                    TemplateError::Compile { .. } => "compile",
+                    TemplateError::Render { .. } => "render",
+                    TemplateError::Invalid { .. } => "invalid",
+                };
+                (e.field(), kind)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("template.locales.bad tag!", "invalid"),
+                ("template.locales.de.subject", "compile"),
+                ("template.locales.de.text", "compile"),
+                ("template.locales.en", "invalid"), // duplicates "EN" (sorted first)
+                ("template.locales.en.html", "compile"),
+                ("template.locales.fr.subject", "invalid"),
+                ("template.locales.fr.html", "invalid"),
+            ],
+            "{errs:#?}"
+        );
+        assert!(
+            errs.iter()
+                .filter(|e| matches!(e, TemplateError::Compile { .. }))
+                .all(|e| e.line() == Some(1) && e.column().is_some())
+        );
+        // A broken locale does not stop delivery in the healthy ones.
+        assert_eq!(s.render(Some("fr"), &ctx(json!({}))).unwrap().text, "Bonjour");
+        assert!(matches!(s.render(Some("de"), &ctx(json!({}))).unwrap_err(), TemplateError::Compile { .. }));
+    }
+
+    #[test]
+    fn fallback_locale_must_be_a_locale() {
+        let s = set("fr", &[("en", variant("Hi", "t", None))]);
+        let errs = s.validate().unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert!(matches!(&errs[0], TemplateError::Invalid { field, .. } if field == "template.fallback_locale"));
+        assert_eq!(errs[0].line(), None);
+        // Matching is case-insensitive here too.
+        assert_eq!(set("EN", &[("en", variant("Hi", "t", None))]).validate(), Ok(()));
+        // Render still works for a direct match but not when it needs the fallback.
+        assert_eq!(s.render(Some("en-GB"), &ctx(json!({}))).unwrap().locale, "en");
+        let err = s.render(Some("de"), &ctx(json!({}))).unwrap_err();
+        assert_eq!(err.field(), "template.fallback_locale");
+    }
+
+    #[test]
+    fn no_locales_is_invalid() {
+        let s = set("en", &[]);
+        let errs = s.validate().unwrap_err();
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field(), "template.locales");
+        assert_eq!(s.render(None, &ctx(json!({}))).unwrap_err().field(), "template.locales");
+    }
+
+    #[test]
+    fn locale_tags_are_validated() {
+        for good in ["en", "pt-BR", "es-419", "zh-Hant-TW", &"a".repeat(35)] {
+            assert_eq!(check_locale_tag(good), Ok(()), "{good}");
+        }
+        for bad in ["", "de_AT", "en ", "-en", "en-", "en--us", "ü", &"a".repeat(36)] {
+            assert!(check_locale_tag(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn html_is_escaped_subject_and_text_are_not() {
+        let s = set(
+            "en",
+            &[(
+                "en",
+                variant("New: {{ payload.title }}", "Text: {{ payload.title }}", Some("<p>{{ payload.title }}</p>")),
+            )],
+        );
+        let r = s.render(None, &ctx(json!({"title": "<script>&"}))).unwrap();
+        assert_eq!(r.subject, "New: <script>&");
+        assert_eq!(r.text, "Text: <script>&");
+        assert_eq!(r.html.as_deref(), Some("<p>&lt;script&gt;&amp;</p>"));
+        let no_html = set("en", &[("en", variant("s", "t", None))]);
+        assert_eq!(no_html.render(None, &ctx(json!({}))).unwrap().html, None);
+    }
+
+    #[test]
+    fn fuel_limit_stops_huge_loops_quickly() {
+        let nested = "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}";
+        let s = set("en", &[("en", variant("s", nested, None))]);
+        assert_eq!(s.validate(), Ok(()));
+        let start = Instant::now();
+        let err = s.render(None, &ctx(json!({}))).unwrap_err();
+        let took = start.elapsed();
+        assert!(matches!(err, TemplateError::Render { .. }), "{err:?}");
+        assert_eq!(err.field(), "template.locales.en.text");
+        assert!(err.message().contains("fuel"), "{err}");
+        assert_eq!(err.line(), Some(1));
+        assert!(took < Duration::from_secs(5), "took {took:?}");
+
+        // A single giant range is refused by minijinja's own cap, also clearly.
+        let s = set("en", &[("en", variant("s", "{% for i in range(10**9) %}x{% endfor %}", None))]);
+        let err = s.render(None, &ctx(json!({}))).unwrap_err();
+        assert!(err.message().contains("range has too many elements"), "{err}");
+        // A huge string is refused before it is allocated.
+        let s = set("en", &[("en", variant("s", "{{ 'x' * 10**12 }}", None))]);
+        assert!(s.render(None, &ctx(json!({}))).unwrap_err().message().contains("fuel"));
+    }
+
+    #[test]
+    fn output_size_is_bounded() {
+        let s = set("en", &[("en", variant("{{ 'x' * 1001 }}", "t", None))]);
+        let err = s.render(None, &ctx(json!({}))).unwrap_err();
+        assert_eq!(err.field(), "template.locales.en.subject");
+        assert!(err.message().contains("limit is 1000"), "{err}");
+        // 1000 characters (not bytes) is fine.
+        let s = set("en", &[("en", variant("{{ 'ä' * 1000 }}", "t", None))]);
+        assert_eq!(s.render(None, &ctx(json!({}))).unwrap().subject.chars().count(), 1000);
+
+        let big = "{% for i in range(30) %}{{ 'y' * 20000 }}{% endfor %}"; // 600 kB
+        let s = set("en", &[("en", variant("s", big, Some(big)))]);
+        let err = s.render(None, &ctx(json!({}))).unwrap_err();
+        assert_eq!(err.field(), "template.locales.en.html");
+        assert!(err.message().contains("exceeds 1048576 bytes"), "{err}");
+        let s = set("en", &[("en", variant("s", big, None))]);
+        assert_eq!(s.render(None, &ctx(json!({}))).unwrap().text.len(), 600_000);
+    }
+
+    #[test]
+    fn subject_is_trimmed_and_line_breaks_are_refused() {
+        let s = set("en", &[("en", variant("  Hi {{ payload.name }}\n", "t", None))]);
+        assert_eq!(s.render(None, &ctx(json!({"name": "Bo"}))).unwrap().subject, "Hi Bo");
+        for evil in ["a\nBcc: x@example.com", "a\rb"] {
+            let err = s.render(None, &ctx(json!({"name": evil}))).unwrap_err();
+            assert!(matches!(err, TemplateError::Render { .. }));
+            assert_eq!(err.field(), "template.locales.en.subject");
+            assert_eq!(err.message(), "subject contains a line break");
+        }
+    }
+
+    #[test]
+    fn templates_cannot_reach_other_templates_or_files() {
+        for src in ["{% include '/etc/passwd' %}", "{% extends 'x' %}", "{% import 'x' as y %}"] {
+            let s = set("en", &[("en", variant("s", src, None))]);
+            let errs = s.validate().unwrap_err();
+            assert!(matches!(errs[0], TemplateError::Compile { .. }), "{src}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn oversized_sources_are_invalid() {
+        let huge = "x".repeat(MAX_SOURCE_BYTES + 1);
+        let s = set("en", &[("en", variant("s", &huge, None))]);
+        let errs = s.validate().unwrap_err();
+        assert_eq!(errs[0].field(), "template.locales.en.text");
+        assert!(s.render(None, &ctx(json!({}))).is_err());
+    }
+
+    #[test]
+    fn condition_true_and_false() {
+        let c = Condition::compile(r#"payload.amount > 100 and user.locale == "de-AT""#).unwrap();
+        assert_eq!(c.source(), r#"payload.amount > 100 and user.locale == "de-AT""#);
+        assert_eq!(c.eval(&ctx(json!({"amount": 150}))), Ok(true));
+        assert_eq!(c.eval(&ctx(json!({"amount": 50}))), Ok(false));
+        // Truthiness, not just booleans.
+        let c = Condition::compile("payload.tags").unwrap();
+        assert_eq!(c.eval(&ctx(json!({"tags": []}))), Ok(false));
+        assert_eq!(c.eval(&ctx(json!({"tags": ["vip"]}))), Ok(true));
+        // The documented guard works for optional fields.
+        let c = Condition::compile("payload.x is defined and payload.x > 1").unwrap();
+        assert_eq!(c.eval(&ctx(json!({}))), Ok(false));
+        assert_eq!(c.eval(&ctx(json!({"x": 2}))), Ok(true));
+    }
+
+    #[test]
+    fn condition_missing_attribute_is_an_error() {
+        let c = Condition::compile("payload.amount > 100").unwrap();
+        let err = c.eval(&ctx(json!({}))).unwrap_err();
+        assert!(matches!(err, TemplateError::Render { .. }), "{err:?}");
+        assert_eq!(err.field(), "condition");
+        assert!(err.message().contains("`payload.amount` is undefined"), "{err}");
+        assert!(err.message().contains("payload.x is defined and"), "{err}");
+        assert_eq!((err.line(), err.column()), (Some(1), Some(1)));
+        // A bare missing attribute is not silently false.
+        let c = Condition::compile("payload.vip").unwrap();
+        let err = c.eval(&ctx(json!({}))).unwrap_err();
+        assert!(err.message().contains("is defined and"), "{err}");
+        let c = Condition::compile("payload.amount > 1 and payload.flag").unwrap();
+        assert!(c.eval(&ctx(json!({"amount": 5}))).is_err());
+    }
+
+    #[test]
+    fn condition_syntax_error_has_column() {
+        let err = Condition::compile("payload.amount > 100 and )").unwrap_err();
+        assert!(matches!(err, TemplateError::Compile { .. }), "{err:?}");
+        assert_eq!(err.field(), "condition");
+        assert_eq!((err.line(), err.column()), (Some(1), Some(26)));
+        let err = Condition::compile("payload.a > 1\n  and (").unwrap_err();
+        assert_eq!((err.line(), err.column()), (Some(2), Some(7)));
+        assert!(matches!(Condition::compile(" "), Err(TemplateError::Invalid { .. })));
+    }
+
+    #[test]
+    fn condition_fuel_is_limited() {
+        let c = Condition::compile("range(100000) | map('string') | join | length > 0").unwrap();
+        let start = Instant::now();
+        let _ = c.eval(&ctx(json!({})));
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let c = Condition::compile("('x' * 10**12) | length > 0").unwrap();
+        assert!(c.eval(&ctx(json!({}))).unwrap_err().message().contains("fuel"));
+    }
+
+    #[test]
+    fn nothing_panics_on_hostile_input() {
+        let deep_parens = format!("{{{{ {}1{} }}}}", "(".repeat(5000), ")".repeat(5000));
+        let deep_ifs = format!("{}x{}", "{% if true %}".repeat(2000), "{% endif %}".repeat(2000));
+        let deep_list = format!("{{{{ {}{} }}}}", "[".repeat(5000), "]".repeat(5000));
+        let sources = [
+            deep_parens.as_str(),
+            deep_ifs.as_str(),
+            deep_list.as_str(),
+            "{{",
+            "}}",
+            "{%",
+            "{% for %}",
+            "{% set x = x %}{{ x }}",
+            "{{ payload | tojson }}",
+            "{{ debug() }}",
+            "{{ 1 / 0 }}",
+            "{{ 9223372036854775807 + 1 }}",
+            "{{ -9223372036854775808 // -1 }}",
+            "{{ 'a' * -1 }}",
+            "{{ range(0, 10, 0) }}",
+            "{{ payload.list[99999999999999999999] }}",
+            "{{ '%s' % payload }}",
+            "{% raw %}",
+            "\u{0}\u{feff}\u{202e}",
+            "{{ namespace() }}",
+            "{% for x in payload.list recursive %}{{ loop(payload.list) }}{% endfor %}",
+        ];
+        let payload = json!({"list": [1, 2, 3], "s": "x"});
+        for src in sources {
+            let s = set("en", &[("en", variant(src, src, Some(src)))]);
+            let _ = s.validate();
+            let _ = s.render(None, &ctx(payload.clone()));
+            let _ = Condition::compile(src).map(|c| c.eval(&ctx(payload.clone())));
+        }
+        // Context nesting is bounded too.
+        let mut deep = json!(1);
+        for _ in 0..(MAX_CONTEXT_DEPTH + 10) {
+            deep = json!([deep]);
+        }
+        let s = set("en", &[("en", variant("s", "t", None))]);
+        assert!(s.render(None, &deep).is_err());
+    }
+
+    #[test]
+    fn serde_shape_is_strict() {
+        let s: TemplateSet = serde_json::from_value(json!({
+            "fallback_locale": "en",
+            "locales": {"en": {"subject": "s", "text": "t"}}
+        }))
+        .unwrap();
+        assert_eq!(s.locales["en"].html, None);
+        let bad = serde_json::from_value::<TemplateSet>(json!({
+            "fallback_locale": "en",
+            "locales": {"en": {"subject": "s", "text": "t", "body": "x"}}
+        }));
+        assert!(bad.is_err());
+        let err = TemplateError::Compile { field: "f".into(), line: Some(1), column: Some(2), message: "m".into() };
+        assert_eq!(
+            serde_json::to_value(&err).unwrap(),
+            json!({"kind": "compile", "field": "f", "line": 1, "column": 2, "message": "m"})
+        );
+    }
+
+    #[test]
+    fn shared_types_are_thread_safe() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Condition>();
+        assert_send_sync::<CompiledTemplateSet>();
+        assert_send_sync::<TemplateError>();
+    }
+
+    #[test]
+    fn render_10k_messages_timing() {
+        let s = set(
+            "en",
+            &[
+                (
+                    "en",
+                    variant(
+                        "Your order {{ payload.order_id }} is paid",
+                        "Hi {{ user.name }},\n{% for item in payload.items %}- {{ item.name }} x{{ item.qty }}\n{% endfor %}Total: {{ payload.total }}",
+                        Some(
+                            "<p>Hi {{ user.name }}</p><ul>{% for item in payload.items %}<li>{{ item.name }}</li>{% endfor %}</ul>",
+                        ),
+                    ),
+                ),
+                ("de", variant("Bestellung {{ payload.order_id }}", "Hallo {{ user.name }}", None)),
+            ],
+        );
+        let c = ctx(json!({
+            "order_id": "A-1", "total": 42.5,
+            "items": [{"name": "Tea", "qty": 2}, {"name": "Cup", "qty": 1}],
+        }));
+        let start = Instant::now();
+        for _ in 0..10_000 {
+            s.render(Some("en-US"), &c).unwrap();
+        }
+        let cached = start.elapsed();
+        let compiled = s.compile().unwrap();
+        let start = Instant::now();
+        for _ in 0..10_000 {
+            compiled.render(Some("en-US"), &c).unwrap();
+        }
+        let direct = start.elapsed();
+        let cond = Condition::compile("payload.total > 10 and user.locale == 'de-AT'").unwrap();
+        let start = Instant::now();
+        for _ in 0..10_000 {
+            assert_eq!(cond.eval(&c), Ok(true));
+        }
+        let conds = start.elapsed();
+        println!(
+            "10,000 renders: {cached:?} via TemplateSet::render (cache), {direct:?} via CompiledTemplateSet; 10,000 conditions: {conds:?}"
+        );
+    }
+}
