@@ -11,6 +11,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
+use crate::planner::Planner;
 use crate::store::{ConnectOptions, Dialect, SqlStore, Store, StoreError};
 use crate::worker::Worker;
 
@@ -85,7 +86,13 @@ pub async fn serve_until(
         tasks.spawn(async move { worker.run(token).await });
     }
 
-    let app = http::router(AppState { store: dyn_store, metrics, clock });
+    let planner = Planner::new(dyn_store.clone(), clock.clone(), config.planner.poll, config.planner.batch);
+    if config.planner.enabled {
+        let (planner, token) = (planner.clone(), shutdown.clone());
+        tasks.spawn(async move { planner.run(token).await });
+    }
+    let state = AppState { store: dyn_store, metrics, clock, planner };
+    let app = http::router(state, config.http.max_body_bytes);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
     axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;

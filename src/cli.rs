@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, FlagOverrides, HttpFlags};
 use crate::domain::{ChannelName, UserId};
-use crate::store::{NewOutboxRow, Store, new_id};
+use crate::store::{NewOutboxRow, RecipientStore, Store, new_id};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -44,6 +44,28 @@ pub enum Command {
     Sends(SendsArgs),
     /// Measure enqueue and drain rates on this machine.
     Bench(BenchArgs),
+    /// Manage API keys for the /v1 HTTP API.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// Walk a trigger through rules, planner, worker and send log on this database, and print what happened.
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key; it is printed once and only its hash is stored.
+    Create {
+        /// Who or what the key is for, e.g. "billing-service"
+        #[arg(long)]
+        name: String,
+    },
+    /// List keys (names, prefixes, created, revoked), never the keys themselves.
+    List,
+    /// Revoke a key by id; requests with it get 401 from then on.
+    Revoke {
+        /// The key's id, from `herald keys list`
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +192,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
         Command::Bench(_) => unreachable!("handled above"),
+        Command::Keys(cmd) => keys(&config, cmd).await,
+        Command::Demo => {
+            let store = ready_store(&config).await?;
+            crate::demo::run(&store, &mut std::io::stdout().lock()).await
+        }
     }
 }
 
@@ -335,6 +362,40 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",
             report.drain_rows_per_sec, report.drain_seconds, report.sweeps, report.sent
         );
+    }
+    Ok(())
+}
+
+async fn keys(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
+    let store = ready_store(config).await?;
+    match cmd {
+        KeysCommand::Create { name } => {
+            let name = name.trim();
+            if name.is_empty() || name.len() > 255 {
+                anyhow::bail!("--name: expected 1 to 255 characters naming who the key is for");
+            }
+            let (key, row) = crate::http::auth::generate(name, SystemClock.now());
+            store.insert_api_key(&row).await?;
+            println!("{key}");
+            eprintln!("created API key {} ({}) for {name:?}; it is shown only this once", row.id, row.prefix);
+        }
+        KeysCommand::List => {
+            let keys = store.list_api_keys().await?;
+            if keys.is_empty() {
+                println!("no API keys; create one with `herald keys create --name NAME`");
+            }
+            for k in keys {
+                let state = k.revoked_at.map(|t| format!("revoked {t}")).unwrap_or_else(|| "active".into());
+                println!("{}  {}…  {:<24} created {}  {state}", k.id, k.prefix, k.name, k.created_at);
+            }
+        }
+        KeysCommand::Revoke { id } => {
+            if store.revoke_api_key(&id, SystemClock.now()).await? {
+                println!("revoked {id}");
+            } else {
+                anyhow::bail!("no active API key with id {id:?} (see `herald keys list`)");
+            }
+        }
     }
     Ok(())
 }

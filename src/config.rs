@@ -37,6 +37,27 @@ pub struct Config {
     pub database: DatabaseSettings,
     pub http: HttpSettings,
     pub worker: WorkerSettings,
+    pub planner: PlannerSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerSettings {
+    /// Run the planner's sweep in `serve` (it picks up triggers a host
+    /// application inserted into `engagement_triggers` itself). Triggers
+    /// posted to the API are planned at once either way. Default true.
+    pub enabled: bool,
+    /// How often the sweep looks for unplanned triggers. Default "1s".
+    #[serde(with = "humantime_serde")]
+    pub poll: Duration,
+    /// Most triggers planned per sweep (1 to 10000). Default 100.
+    pub batch: u32,
+}
+
+impl Default for PlannerSettings {
+    fn default() -> Self {
+        PlannerSettings { enabled: true, poll: Duration::from_secs(1), batch: 100 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -54,6 +75,9 @@ pub struct DatabaseSettings {
 pub struct HttpSettings {
     /// Address the HTTP server listens on. Default 127.0.0.1:8080.
     pub listen: SocketAddr,
+    /// Largest request body accepted, in bytes (1 KiB to 64 MiB); larger
+    /// ones get 413. Default 262144 (256 KiB).
+    pub max_body_bytes: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -98,6 +122,7 @@ impl Default for Config {
             database: DatabaseSettings::default(),
             http: HttpSettings::default(),
             worker: WorkerSettings::default(),
+            planner: PlannerSettings::default(),
         }
     }
 }
@@ -110,7 +135,7 @@ impl Default for DatabaseSettings {
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        HttpSettings { listen: SocketAddr::from(([127, 0, 0, 1], 8080)) }
+        HttpSettings { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), max_body_bytes: 256 * 1024 }
     }
 }
 
@@ -225,6 +250,15 @@ impl Config {
         let db = &self.database;
         if !(1..=1000).contains(&db.max_connections) {
             return Err(invalid("database.max_connections", db.max_connections, "1 to 1000"));
+        }
+        if !(1024..=64 * 1024 * 1024).contains(&self.http.max_body_bytes) {
+            return Err(invalid("http.max_body_bytes", self.http.max_body_bytes, "1024 to 67108864"));
+        }
+        if !(1..=10_000).contains(&self.planner.batch) {
+            return Err(invalid("planner.batch", self.planner.batch, "1 to 10000"));
+        }
+        if self.planner.poll < Duration::from_millis(10) {
+            return Err(invalid("planner.poll", humantime::format_duration(self.planner.poll), "at least 10ms"));
         }
         let w = &self.worker;
         if !(1..=10_000).contains(&w.batch) {

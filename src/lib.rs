@@ -27,7 +27,7 @@
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
-//! - [`bench`]: `herald bench`, the drain benchmark.
+//! - [`bench`]: `herald bench`, the drain benchmark; [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod app;
@@ -38,6 +38,7 @@ pub mod cli;
 pub mod clock;
 pub mod compose;
 pub mod config;
+pub mod demo;
 pub mod domain;
 pub mod http;
 pub mod metrics;

@@ -1,31 +1,70 @@
-//! The HTTP server: health, readiness and metrics for now; the `/v1` API
-//! joins it here.
+//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, and the `/v1` JSON API.
+//!
+//! Every `/v1` route but the OpenAPI document needs an API key; every error
+//! is `application/problem+json` naming what was wrong; bodies are limited in
+//! size.
+
+pub mod auth;
+mod openapi;
+pub mod outbox;
+pub mod problem;
+pub mod rules;
+pub mod triggers;
+pub mod users;
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use axum::{Json, Router, middleware};
 
 use crate::clock::Clock;
 use crate::metrics::Metrics;
+use crate::planner::Planner;
 use crate::store::Store;
+use problem::ApiError;
 
 #[derive(Clone)]
 pub struct AppState {
     pub store: Arc<dyn Store>,
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
+    pub planner: Planner,
 }
 
-pub fn router(state: AppState) -> Router {
+/// `max_body_bytes` bounds every request body (413 beyond it).
+pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+    let v1 = Router::new()
+        .route("/triggers", post(triggers::create))
+        .route("/rules", post(rules::create).get(rules::list))
+        .route("/rules/{id}", get(rules::get).patch(rules::update).delete(rules::delete))
+        .route("/rules/{id}/preview", get(rules::preview))
+        .route("/users/{user_id}", get(users::get).put(users::put).delete(users::delete))
+        .route("/users/{user_id}/sends", get(users::sends))
+        .route("/outbox", get(outbox::list))
+        .route("/outbox/{id}/retry", post(outbox::retry))
+        .route("/outbox/{id}/cancel", post(outbox::cancel))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
+        // Public: tooling fetches the document before it has a key.
+        .route("/openapi.json", get(openapi_json))
+        .fallback(not_found);
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .nest("/v1", v1)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route; the API is described at /v1/openapi.json".into())
+}
+
+async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    Json(openapi::document())
 }
 
 /// The process is up. Says nothing about the database, on purpose: a

@@ -41,7 +41,7 @@ impl RecipientRow {
 }
 
 /// What deleting a user removed.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct UserErasure {
     pub recipient_deleted: bool,
     pub inbox_messages_deleted: u64,

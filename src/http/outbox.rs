@@ -1,0 +1,148 @@
+//! `/v1/outbox`: the rows themselves, for operators and scripts.
+
+use axum::extract::{Extension, State};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::auth::Caller;
+use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use crate::domain::OutboxStatus;
+use crate::store::{OutboxFilter, OutboxRow, RowAction};
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct OutboxQuery {
+    /// scheduled, sending, sent, failed, suppressed, expired or cancelled
+    pub status: Option<String>,
+    pub user_id: Option<String>,
+    pub rule_id: Option<String>,
+    /// `next_cursor` from the previous page
+    pub cursor: Option<String>,
+    /// 1 to 500 [default: 50]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OutboxItem {
+    pub id: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub user_id: String,
+    pub channel: String,
+    pub status: String,
+    pub due_at: String,
+    pub expires_at: Option<String>,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&OutboxRow> for OutboxItem {
+    fn from(r: &OutboxRow) -> Self {
+        OutboxItem {
+            id: r.id.clone(),
+            rule_id: r.rule_id.clone(),
+            trigger_id: r.trigger_id.clone(),
+            user_id: r.user_id.clone(),
+            channel: r.channel.clone(),
+            status: r.status.to_string(),
+            due_at: r.due_at.to_rfc3339(),
+            expires_at: r.expires_at.map(|t| t.to_rfc3339()),
+            attempts: r.attempts,
+            last_error: r.last_error.clone(),
+            created_at: r.created_at.to_rfc3339(),
+            updated_at: r.updated_at.to_rfc3339(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct OutboxPage {
+    /// Newest first.
+    pub items: Vec<OutboxItem>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Lists outbox rows, newest first, filtered and paginated.
+#[utoipa::path(get, path = "/v1/outbox", tag = "outbox", params(OutboxQuery),
+    responses(
+        (status = 200, body = OutboxPage),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<OutboxQuery>,
+) -> Result<ApiJson<OutboxPage>, ApiError> {
+    let status = match &q.status {
+        None => None,
+        Some(s) => Some(s.parse::<OutboxStatus>().map_err(|e| ApiError::Invalid(vec![e.into()]))?),
+    };
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::field("limit", "must be 1 to 500"));
+    }
+    let filter = OutboxFilter { status, user_id: q.user_id, rule_id: q.rule_id, before: q.cursor, limit };
+    let rows = state.store.list_outbox(&filter).await?;
+    let next_cursor = if rows.len() as u32 == limit { rows.last().map(|r| r.id.clone()) } else { None };
+    Ok(ApiJson(OutboxPage { items: rows.iter().map(OutboxItem::from).collect(), next_cursor }))
+}
+
+fn answer(id: &str, action: RowAction, verb: &str) -> Result<ApiJson<OutboxItem>, ApiError> {
+    match action {
+        RowAction::Done(row) => Ok(ApiJson(OutboxItem::from(row.as_ref()))),
+        RowAction::NotFound => Err(ApiError::NotFound(format!("no outbox row with id {id:?}"))),
+        RowAction::Refused(row) => Err(ApiError::Conflict(format!(
+            "cannot {verb} outbox row {id}: it is {}{}",
+            row.status,
+            match row.status {
+                OutboxStatus::Sent => " (retrying would deliver it twice)",
+                OutboxStatus::Sending => " (a worker is delivering it right now)",
+                _ => " (only scheduled rows can be cancelled)",
+            }
+        ))),
+    }
+}
+
+/// Schedules a row again, due now, attempts and expiry reset. Refused for
+/// `sent` and `sending` rows.
+#[utoipa::path(post, path = "/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
+    responses(
+        (status = 200, body = OutboxItem),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn retry(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<ApiJson<OutboxItem>, ApiError> {
+    let action = state.store.retry_outbox(&id, state.clock.now()).await?;
+    tracing::info!(outbox = %id, key = %caller.key_name, "retry requested");
+    answer(&id, action, "retry")
+}
+
+/// Cancels a scheduled row; the send log says who cancelled it.
+#[utoipa::path(post, path = "/v1/outbox/{id}/cancel", tag = "outbox", params(("id" = String, Path)),
+    responses(
+        (status = 200, body = OutboxItem),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<ApiJson<OutboxItem>, ApiError> {
+    let detail = format!("cancelled through the API by key \"{}\"", caller.key_name);
+    let action = state.store.cancel_outbox(&id, &detail, state.clock.now()).await?;
+    answer(&id, action, "cancel")
+}

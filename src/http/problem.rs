@@ -1,0 +1,144 @@
+//! Errors as `application/problem+json` (RFC 9457): a status, a title, a
+//! detail a person can act on, and for validation errors every field at fault.
+//!
+//! Internal errors are logged in full and answered with a generic detail:
+//! database messages can carry table layouts and values that are not the
+//! caller's business.
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::rule::FieldError;
+use crate::store::StoreError;
+
+/// The body of every error response.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem (`about:blank` when the status says it all).
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// For 422: every field that was refused, with line and column for templates.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{detail}")]
+    Unauthorized { detail: String },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("the request has {} invalid field(s)", .0.len())]
+    Invalid(Vec<FieldError>),
+    #[error("{detail}")]
+    Rejected { status: StatusCode, detail: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApiError {
+    pub fn field(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Invalid(vec![FieldError::new(field, message)])
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Rejected { status, .. } => *status,
+            ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let (detail, errors) = match self {
+            ApiError::Store(e) => {
+                tracing::error!(error = %e, "request failed on the database");
+                ("the request could not be completed because of a database error; it was logged".to_owned(), vec![])
+            }
+            ApiError::Invalid(errors) => {
+                let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+                (format!("invalid field(s): {}", fields.join(", ")), errors)
+            }
+            other => (other.to_string(), vec![]),
+        };
+        let problem = Problem {
+            kind: "about:blank".into(),
+            title: status.canonical_reason().unwrap_or("Error").into(),
+            status: status.as_u16(),
+            detail,
+            errors,
+        };
+        let mut resp = (status, Json(problem)).into_response();
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+/// axum's own rejections (malformed JSON, wrong content type, body too
+/// large, bad path or query) in the same shape. serde's message names the
+/// field ("user_id: invalid type: …"), which is what the caller needs.
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        let status = r.status();
+        let detail = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => "the request body is larger than the server accepts".to_owned(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "expected a JSON body with Content-Type: application/json".to_owned(),
+            _ => r.body_text(),
+        };
+        let status = if status == StatusCode::UNPROCESSABLE_ENTITY { StatusCode::BAD_REQUEST } else { status };
+        ApiError::Rejected { status, detail }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::Rejected { status: StatusCode::BAD_REQUEST, detail: r.body_text() }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        ApiError::Rejected { status: StatusCode::BAD_REQUEST, detail: r.body_text() }
+    }
+}
+
+/// The JSON extractor, with rejections as problems.
+#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequest)]
+#[from_request(via(axum::Json), rejection(ApiError))]
+pub struct ApiJson<T>(pub T);
+
+impl<T: Serialize> IntoResponse for ApiJson<T> {
+    fn into_response(self) -> Response {
+        Json(self.0).into_response()
+    }
+}
+
+/// The query extractor, with rejections as problems.
+#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Query), rejection(ApiError))]
+pub struct ApiQuery<T>(pub T);
+
+/// The path extractor, with rejections as problems.
+#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequestParts)]
+#[from_request(via(axum::extract::Path), rejection(ApiError))]
+pub struct ApiPath<T>(pub T);

@@ -1,0 +1,213 @@
+//! `/v1/rules`: what operators switched on, and what switching on would do.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use crate::planner::{self, RuleDecision};
+use crate::rule::{RuleInput, RulePatch, RuleView};
+use crate::store::{CancelScope, RuleRow};
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RuleList {
+    pub rules: Vec<RuleView>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RuleChanged {
+    pub rule: RuleView,
+    /// Scheduled messages cancelled by this change (disabling a rule).
+    pub cancelled: u64,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct RuleDeleted {
+    pub id: String,
+    /// Scheduled messages cancelled because the rule is gone.
+    pub cancelled: u64,
+}
+
+async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
+    state.store.get_rule(id).await?.ok_or_else(|| ApiError::NotFound(format!("no rule with id {id:?}")))
+}
+
+/// Creates a rule. It is disabled unless `enabled: true` is sent.
+#[utoipa::path(post, path = "/v1/rules", tag = "rules", request_body = RuleInput,
+    responses(
+        (status = 201, body = RuleView),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A field or template refused; template errors carry line and column", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(input): ApiJson<RuleInput>,
+) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
+    let row = input.into_row(state.clock.now()).map_err(ApiError::Invalid)?;
+    state.store.insert_rule(&row).await?;
+    tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
+    Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
+}
+
+#[utoipa::path(get, path = "/v1/rules", tag = "rules",
+    responses((status = 200, body = RuleList), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, ApiError> {
+    let rules = state.store.list_rules().await?;
+    Ok(ApiJson(RuleList { rules: rules.iter().map(RuleView::from).collect() }))
+}
+
+#[utoipa::path(get, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
+    responses(
+        (status = 200, body = RuleView),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<ApiJson<RuleView>, ApiError> {
+    Ok(ApiJson(RuleView::from(&load(&state, &id).await?)))
+}
+
+/// Changes any subset of a rule's fields. Disabling it cancels its
+/// still-scheduled messages ("rule disabled").
+#[utoipa::path(patch, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)), request_body = RulePatch,
+    responses(
+        (status = 200, body = RuleChanged),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn update(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(patch): ApiJson<RulePatch>,
+) -> Result<ApiJson<RuleChanged>, ApiError> {
+    let current = load(&state, &id).await?;
+    let mut input = RuleInput::from_row(&current).map_err(|e| ApiError::Store(stored_template(&id, e)))?;
+    input.apply(patch);
+    let now = state.clock.now();
+    let mut next = input.into_row(now).map_err(ApiError::Invalid)?;
+    next.id = current.id.clone();
+    next.created_at = current.created_at;
+    if !state.store.update_rule(&next).await? {
+        return Err(ApiError::NotFound(format!("no rule with id {id:?}")));
+    }
+    let cancelled = if current.enabled && !next.enabled {
+        state.store.cancel_scheduled(CancelScope::Rule(&id), "rule disabled", now).await?
+    } else {
+        0
+    };
+    tracing::info!(rule = %id, enabled = next.enabled, cancelled, "rule updated");
+    Ok(ApiJson(RuleChanged { rule: RuleView::from(&next), cancelled }))
+}
+
+fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
+    crate::store::StoreError::CorruptRow { table: "engagement_rules", column: "template", value: format!("{id}: {e}") }
+}
+
+/// Deletes a rule and cancels its still-scheduled messages ("rule deleted").
+#[utoipa::path(delete, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
+    responses(
+        (status = 200, body = RuleDeleted),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<ApiJson<RuleDeleted>, ApiError> {
+    load(&state, &id).await?;
+    let now = state.clock.now();
+    let cancelled = state.store.cancel_scheduled(CancelScope::Rule(&id), "rule deleted", now).await?;
+    state.store.delete_rule(&id).await?;
+    tracing::info!(rule = %id, cancelled, "rule deleted");
+    Ok(ApiJson(RuleDeleted { id, cancelled }))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewQuery {
+    /// Trigger type to look at [default: the rule's own]
+    pub trigger_type: Option<String>,
+    /// How many recent triggers to consider (1 to 500) [default: 50]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PreviewItem {
+    pub trigger_id: String,
+    pub user_id: String,
+    pub occurred_at: String,
+    #[serde(flatten)]
+    pub decision: RuleDecision,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Preview {
+    pub rule_id: String,
+    pub enabled: bool,
+    pub trigger_type: String,
+    pub triggers_considered: usize,
+    /// How many of them this rule would have planned a message for.
+    pub would_plan: usize,
+    pub results: Vec<PreviewItem>,
+}
+
+/// A dry run: what this rule would plan for recent triggers, enabled or not.
+/// Plans nothing.
+#[utoipa::path(get, path = "/v1/rules/{id}/preview", tag = "rules", params(("id" = String, Path), PreviewQuery),
+    responses(
+        (status = 200, body = Preview),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn preview(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<PreviewQuery>,
+) -> Result<ApiJson<Preview>, ApiError> {
+    let rule = load(&state, &id).await?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::field("limit", "must be 1 to 500"));
+    }
+    let trigger_type = q.trigger_type.unwrap_or_else(|| rule.trigger_type.clone());
+    let recent = state.store.recent_triggers(&trigger_type, limit).await?;
+    let mut results = Vec::with_capacity(recent.len());
+    for t in &recent {
+        let recipient = match crate::domain::UserId::parse("user_id", &t.user_id) {
+            Ok(u) if rule.condition.is_some() => state.store.get_recipient(&u).await?,
+            _ => None,
+        };
+        let plan = planner::evaluate(t, std::slice::from_ref(&rule), recipient.as_ref());
+        if let Some(decision) = plan.decisions.into_iter().next() {
+            results.push(PreviewItem {
+                trigger_id: t.id.clone(),
+                user_id: t.user_id.clone(),
+                occurred_at: t.occurred_at.to_rfc3339(),
+                decision,
+            });
+        }
+    }
+    Ok(ApiJson(Preview {
+        rule_id: rule.id.clone(),
+        enabled: rule.enabled,
+        trigger_type,
+        triggers_considered: recent.len(),
+        would_plan: results.iter().filter(|r| r.decision.planned).count(),
+        results,
+    }))
+}

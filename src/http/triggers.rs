@@ -1,0 +1,185 @@
+//! `POST /v1/triggers`: something happened to a user.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use chrono::DateTime;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson};
+use crate::clock::Millis;
+use crate::domain::UserId;
+use crate::rule::FieldError;
+use crate::store::{NewTrigger, OutboxRow, TriggerInsert, TriggerRow, new_id};
+
+#[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerInput {
+    /// What happened, e.g. `export.ready`: rules match on it.
+    #[serde(rename = "type")]
+    pub trigger_type: String,
+    pub user_id: String,
+    /// Anything the templates and conditions need, as a JSON object.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: Option<serde_json::Value>,
+    /// The same key again returns the first result and plans nothing new.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+    /// RFC 3339; defaults to now. Delays count from here.
+    #[serde(default)]
+    pub occurred_at: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct PlannedMessage {
+    pub id: String,
+    pub rule_id: Option<String>,
+    pub channel: String,
+    /// RFC 3339
+    pub due_at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct TriggerAccepted {
+    pub trigger_id: String,
+    /// True when this answers a repeated idempotency key.
+    pub replayed: bool,
+    pub planned: Vec<PlannedMessage>,
+    /// Why it planned what it did, in words.
+    pub detail: Option<String>,
+}
+
+pub(super) fn planned(rows: &[OutboxRow]) -> Vec<PlannedMessage> {
+    rows.iter()
+        .map(|r| PlannedMessage {
+            id: r.id.clone(),
+            rule_id: r.rule_id.clone(),
+            channel: r.channel.clone(),
+            due_at: r.due_at.to_rfc3339(),
+        })
+        .collect()
+}
+
+fn valid_type(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'/'))
+}
+
+fn parse(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiError> {
+    let mut errors = Vec::new();
+    if !valid_type(&input.trigger_type) {
+        errors.push(FieldError::new(
+            "type",
+            "must be 1 to 128 characters from letters, digits and . _ - : / (for example \"export.ready\")",
+        ));
+    }
+    let user_id = UserId::parse("user_id", &input.user_id).map_err(|e| errors.push(e.into())).ok();
+    let payload = input.payload.clone().unwrap_or_else(|| serde_json::json!({}));
+    if !payload.is_object() {
+        errors.push(FieldError::new("payload", "must be a JSON object"));
+    }
+    if let Some(k) = &input.idempotency_key
+        && (k.is_empty() || k.len() > 255 || k.chars().any(char::is_control))
+    {
+        errors.push(FieldError::new("idempotency_key", "must be 1 to 255 characters without control characters"));
+    }
+    let occurred_at = match &input.occurred_at {
+        None => Some(now),
+        Some(s) => match DateTime::parse_from_rfc3339(s) {
+            Ok(t) => Some(Millis(t.timestamp_millis())),
+            Err(e) => {
+                errors.push(FieldError::new(
+                    "occurred_at",
+                    format!("{s:?} is not an RFC 3339 time like \"2026-12-02T10:00:00Z\" ({e})"),
+                ));
+                None
+            }
+        },
+    };
+    let (Some(user_id), Some(occurred_at), true) = (user_id, occurred_at, errors.is_empty()) else {
+        return Err(ApiError::Invalid(errors));
+    };
+    // Hash of what the caller sent (a JSON object with sorted keys), so a
+    // reused key with a different body is told apart from a replay.
+    let canonical = serde_json::to_string(&serde_json::json!({
+        "type": input.trigger_type, "user_id": input.user_id, "payload": payload, "occurred_at": input.occurred_at,
+    }))
+    .expect("JSON values serialise");
+    Ok(NewTrigger {
+        id: new_id(),
+        trigger_type: input.trigger_type.clone(),
+        user_id,
+        payload,
+        idempotency_key: input.idempotency_key.clone(),
+        request_hash: Some(hex::encode(Sha256::digest(canonical.as_bytes()))),
+        occurred_at,
+    })
+}
+
+/// Records a trigger and plans it at once.
+#[utoipa::path(
+    post, path = "/v1/triggers", tag = "triggers",
+    request_body = TriggerInput,
+    responses(
+        (status = 202, description = "Recorded and planned", body = TriggerAccepted),
+        (status = 400, description = "Malformed body", body = super::problem::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or unknown API key", body = super::problem::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Idempotency key reused with a different body", body = super::problem::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = super::problem::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = super::problem::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = super::problem::Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = []))
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(input): ApiJson<TriggerInput>,
+) -> Result<(StatusCode, ApiJson<TriggerAccepted>), ApiError> {
+    let now = state.clock.now();
+    let trigger = parse(&input, now)?;
+    let (row, replayed) = match state.store.insert_trigger(&trigger, now).await? {
+        TriggerInsert::Created => {
+            let row = TriggerRow {
+                id: trigger.id.clone(),
+                trigger_type: trigger.trigger_type.clone(),
+                user_id: trigger.user_id.as_str().to_owned(),
+                payload: trigger.payload.clone(),
+                idempotency_key: trigger.idempotency_key.clone(),
+                request_hash: trigger.request_hash.clone(),
+                occurred_at: trigger.occurred_at,
+                created_at: now,
+                planned_at: None,
+                planned_count: None,
+                plan_detail: None,
+            };
+            (row, false)
+        }
+        TriggerInsert::Existing(first) => {
+            if first.request_hash != trigger.request_hash {
+                return Err(ApiError::Conflict(format!(
+                    "idempotency_key {:?} was already used for a different request (trigger {}); use a new key for a new event",
+                    first.idempotency_key.as_deref().unwrap_or_default(),
+                    first.id
+                )));
+            }
+            (*first, true)
+        }
+    };
+    let body = plan_and_describe(&state, &row, replayed).await?;
+    Ok((StatusCode::ACCEPTED, ApiJson(body)))
+}
+
+/// Plans the trigger if nobody has yet, then reports what it planned. A
+/// replay, or a request that lost the race to another planner, reads the
+/// rows the first planning wrote.
+async fn plan_and_describe(state: &AppState, row: &TriggerRow, replayed: bool) -> Result<TriggerAccepted, ApiError> {
+    if row.planned_at.is_none() {
+        state.planner.plan(row).await?;
+    }
+    let rows = state.store.outbox_for_trigger(&row.id).await?;
+    let detail = state.store.get_trigger(&row.id).await?.and_then(|t| t.plan_detail);
+    Ok(TriggerAccepted { trigger_id: row.id.clone(), replayed, planned: planned(&rows), detail })
+}

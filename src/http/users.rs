@@ -1,0 +1,193 @@
+//! `/v1/users/{user_id}`: recipients, and the answer to "did they get it".
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson, ApiPath, Problem};
+use crate::domain::UserId;
+use crate::recipient::{RecipientInput, RecipientView};
+use crate::store::{OutboxFilter, SendRecord, UserErasure};
+
+fn user(id: &str) -> Result<UserId, ApiError> {
+    UserId::parse("user_id", id).map_err(|e| ApiError::Invalid(vec![e.into()]))
+}
+
+/// Creates or replaces a recipient.
+#[utoipa::path(put, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),
+    request_body = RecipientInput,
+    responses(
+        (status = 200, description = "Replaced", body = RecipientView),
+        (status = 201, description = "Created", body = RecipientView),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn put(
+    State(state): State<AppState>,
+    ApiPath(user_id): ApiPath<String>,
+    ApiJson(input): ApiJson<RecipientInput>,
+) -> Result<(StatusCode, ApiJson<RecipientView>), ApiError> {
+    let user = user(&user_id)?;
+    let now = state.clock.now();
+    let mut row = input.into_row(&user, now).map_err(ApiError::Invalid)?;
+    if let Some(existing) = state.store.get_recipient(&user).await? {
+        row.created_at = existing.created_at;
+    }
+    let created = state.store.put_recipient(&row).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, ApiJson(RecipientView::from(&row))))
+}
+
+#[utoipa::path(get, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),
+    responses(
+        (status = 200, body = RecipientView),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn get(
+    State(state): State<AppState>,
+    ApiPath(user_id): ApiPath<String>,
+) -> Result<ApiJson<RecipientView>, ApiError> {
+    let user = user(&user_id)?;
+    let row =
+        state.store.get_recipient(&user).await?.ok_or_else(|| ApiError::NotFound(format!("no user {user_id:?}")))?;
+    Ok(ApiJson(RecipientView::from(&row)))
+}
+
+/// Erases the user's address, preferences and inbox, and cancels what is
+/// still scheduled for them ("user deleted"). The send log keeps its rows,
+/// which hold only an address hash.
+#[utoipa::path(delete, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),
+    responses(
+        (status = 200, body = UserErasure),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiPath(user_id): ApiPath<String>,
+) -> Result<ApiJson<UserErasure>, ApiError> {
+    let user = user(&user_id)?;
+    let erased = state.store.erase_user(&user, state.clock.now()).await?;
+    tracing::info!(user = %user, ?erased, "user erased");
+    Ok(ApiJson(erased))
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SendEvent {
+    /// sent, failed, suppressed, bounced, expired, cancelled, complained
+    pub status: String,
+    pub detail: Option<String>,
+    pub transport: Option<String>,
+    pub attempts: i64,
+    pub at: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct MessageHistory {
+    pub outbox_id: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub channel: String,
+    /// The outbox row's status now.
+    pub status: String,
+    pub due_at: String,
+    pub attempts: i64,
+    /// The last error, for a row still waiting to be retried; the outcome's
+    /// detail for a finished one.
+    pub detail: Option<String>,
+    pub created_at: String,
+    /// Send-log rows for this message, oldest first.
+    pub history: Vec<SendEvent>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct QuietTrigger {
+    pub trigger_id: String,
+    #[serde(rename = "type")]
+    pub trigger_type: String,
+    pub occurred_at: String,
+    /// Why nothing was planned ("no enabled rule matches …", "condition … is
+    /// false"), or that it is still waiting for the planner.
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct UserSends {
+    pub user_id: String,
+    /// Every message planned for the user, newest first.
+    pub messages: Vec<MessageHistory>,
+    /// Triggers for the user that planned no message, newest first.
+    pub triggers_without_messages: Vec<QuietTrigger>,
+}
+
+fn event(s: &SendRecord) -> SendEvent {
+    SendEvent {
+        status: s.status.clone(),
+        detail: s.detail.clone(),
+        transport: s.transport.clone(),
+        attempts: s.attempts,
+        at: s.created_at.to_rfc3339(),
+    }
+}
+
+/// Did the user get it, and if not, why: every message with its status and
+/// history, and the triggers that planned nothing.
+#[utoipa::path(get, path = "/v1/users/{user_id}/sends", tag = "users", params(("user_id" = String, Path)),
+    responses(
+        (status = 200, body = UserSends),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn sends(
+    State(state): State<AppState>,
+    ApiPath(user_id): ApiPath<String>,
+) -> Result<ApiJson<UserSends>, ApiError> {
+    const LIMIT: u32 = 200;
+    let user = user(&user_id)?;
+    let filter = OutboxFilter { user_id: Some(user_id.clone()), limit: LIMIT, ..Default::default() };
+    let rows = state.store.list_outbox(&filter).await?;
+    let log = state.store.sends_for_user(&user, LIMIT * 2).await?;
+    let mut messages = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
+        history.reverse(); // the log reads newest first; a history reads oldest first
+        messages.push(MessageHistory {
+            outbox_id: r.id.clone(),
+            rule_id: r.rule_id.clone(),
+            trigger_id: r.trigger_id.clone(),
+            channel: r.channel.clone(),
+            status: r.status.to_string(),
+            due_at: r.due_at.to_rfc3339(),
+            attempts: r.attempts,
+            detail: r.last_error.clone(),
+            created_at: r.created_at.to_rfc3339(),
+            history,
+        });
+    }
+    let triggers = state.store.triggers_for_user(&user, LIMIT).await?;
+    let quiet = triggers
+        .iter()
+        .filter(|t| t.planned_count.unwrap_or(0) == 0)
+        .map(|t| QuietTrigger {
+            trigger_id: t.id.clone(),
+            trigger_type: t.trigger_type.clone(),
+            occurred_at: t.occurred_at.to_rfc3339(),
+            detail: match (&t.planned_at, &t.plan_detail) {
+                (None, _) => "not planned yet: waiting for the planner".to_owned(),
+                (Some(_), Some(d)) => d.clone(),
+                (Some(_), None) => "planned nothing".to_owned(),
+            },
+        })
+        .collect();
+    Ok(ApiJson(UserSends { user_id, messages, triggers_without_messages: quiet }))
+}

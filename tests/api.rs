@@ -1,0 +1,417 @@
+//! The v1 HTTP API as a host application uses it: a server on port 0 over a
+//! fresh SQLite database per test, driven with reqwest.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Backend, TestDb};
+use herald::clock::{Clock, SystemClock};
+use herald::config::Config;
+use herald::store::{RecipientStore, Store};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+struct App {
+    base: String,
+    key: String,
+    http: reqwest::Client,
+    db: TestDb,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl App {
+    async fn start() -> App {
+        let db = TestDb::new(Backend::Sqlite).await.unwrap();
+        let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
+        db.store.insert_api_key(&row).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
+        // The tests drive the worker themselves (deliver()), so nothing moves
+        // behind their back.
+        config.worker.enabled = false;
+        config.planner.enabled = false;
+        config.http.max_body_bytes = 4096;
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
+        App { base, key, http: reqwest::Client::new(), db, shutdown, task }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path)).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// Runs the worker until nothing is due.
+    async fn deliver(&self) -> herald::worker::TickReport {
+        let store = self.db.arc();
+        let clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(SystemClock);
+        let worker = herald::worker::Worker::new(
+            store.clone(),
+            herald::app::registry(store.clone(), clock.clone()),
+            clock,
+            herald::worker::WorkerConfig::default(),
+            herald::metrics::Metrics::new(),
+        );
+        worker.tick().await.unwrap()
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+        self.db.cleanup().await;
+    }
+}
+
+fn rule(trigger_type: &str, enabled: bool) -> Value {
+    json!({
+        "name": format!("rule for {trigger_type}"),
+        "trigger_type": trigger_type,
+        "channel": "inbox",
+        "category": "exports",
+        "delay": 0,
+        "enabled": enabled,
+        "template": {
+            "fallback_locale": "en",
+            "locales": {
+                "en": { "subject": "Export {{ payload.name }} ready", "text": "Hi {{ user.name or user.id }}" },
+                "de": { "subject": "Export {{ payload.name }} fertig", "text": "Hallo" }
+            }
+        }
+    })
+}
+
+async fn assert_problem(resp: reqwest::Response, status: u16) -> Value {
+    assert_eq!(resp.status().as_u16(), status);
+    assert_eq!(resp.headers()["content-type"], "application/problem+json");
+    resp.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_v1_route_needs_a_key_and_says_so() {
+    let app = App::start().await;
+    for (method, path) in [
+        (reqwest::Method::POST, "/v1/triggers"),
+        (reqwest::Method::GET, "/v1/rules"),
+        (reqwest::Method::GET, "/v1/users/u1/sends"),
+        (reqwest::Method::GET, "/v1/outbox"),
+    ] {
+        let resp = app.http.request(method.clone(), app.url(path)).send().await.unwrap();
+        assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+        let p = assert_problem(resp, 401).await;
+        assert!(p["detail"].as_str().unwrap().contains("Authorization: Bearer"), "{p}");
+        let resp = app.http.request(method, app.url(path)).bearer_auth("hrld_wrong").send().await.unwrap();
+        let p = assert_problem(resp, 401).await;
+        assert_eq!(p["detail"], "API key not recognised");
+    }
+    // Health and the API description stay public.
+    assert_eq!(app.http.get(app.url("/healthz")).send().await.unwrap().status(), 200);
+    let doc: Value = app.http.get(app.url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
+    assert!(doc["paths"]["/v1/triggers"]["post"].is_object());
+    // A revoked key stops working.
+    let keys = app.db.store.list_api_keys().await.unwrap();
+    app.db.store.revoke_api_key(&keys[0].id, SystemClock.now()).await.unwrap();
+    let (status, p) = app.get("/v1/rules").await;
+    assert_eq!((status, p["detail"].as_str()), (401, Some("this API key was revoked")));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_is_planned_by_enabled_rules_only_and_idempotent() {
+    let app = App::start().await;
+    let (status, body) = app.post("/v1/triggers", json!({"type": "export.ready", "user_id": "u1"})).await;
+    assert_eq!(status, 202);
+    assert_eq!(body["planned"], json!([]));
+    assert_eq!(body["detail"], "no enabled rule matches trigger type \"export.ready\"");
+
+    let (status, created) = app.post("/v1/rules", rule("export.ready", false)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["enabled"], false, "rules start disabled");
+    let (_, body) = app.post("/v1/triggers", json!({"type": "export.ready", "user_id": "u1"})).await;
+    assert_eq!(body["planned"], json!([]), "a disabled rule plans nothing");
+
+    let id = created["id"].as_str().unwrap();
+    let (status, _) =
+        app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"enabled": true, "delay": 60}))).await;
+    assert_eq!(status, 200);
+    let fire = json!({
+        "type": "export.ready", "user_id": "u1", "payload": {"name": "q4"},
+        "idempotency_key": "evt-1", "occurred_at": "2030-01-01T00:00:00Z"
+    });
+    let (status, first) = app.post("/v1/triggers", fire.clone()).await;
+    assert_eq!(status, 202, "{first}");
+    let planned = first["planned"].as_array().unwrap();
+    assert_eq!(planned.len(), 1);
+    assert_eq!(planned[0]["rule_id"], id);
+    assert_eq!(planned[0]["channel"], "inbox");
+    assert_eq!(planned[0]["due_at"], "2030-01-01T00:01:00.000Z", "occurred_at + delay");
+    assert_eq!(first["replayed"], false);
+
+    let (status, again) = app.post("/v1/triggers", fire.clone()).await;
+    assert_eq!(status, 202);
+    assert_eq!(again["trigger_id"], first["trigger_id"]);
+    assert_eq!(again["planned"], first["planned"], "the first result, nothing new");
+    assert_eq!(again["replayed"], true);
+    let (_, page) = app.get("/v1/outbox?user_id=u1").await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1);
+
+    let mut changed = fire.clone();
+    changed["payload"] = json!({"name": "q3"});
+    let (status, p) = app.post("/v1/triggers", changed).await;
+    assert_eq!(status, 409);
+    assert!(p["detail"].as_str().unwrap().contains("evt-1"), "{p}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_name_the_field() {
+    let app = App::start().await;
+    let (status, p) = app
+        .post("/v1/triggers", json!({"type": "has space", "user_id": "", "payload": [1], "occurred_at": "yesterday"}))
+        .await;
+    assert_eq!(status, 422);
+    let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, vec!["type", "user_id", "payload", "occurred_at"]);
+
+    let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": 7})).await;
+    assert_eq!(status, 400);
+    assert!(p["detail"].as_str().unwrap().contains("user_id"), "{p}");
+    let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": "u", "colour": "red"})).await;
+    assert_eq!(status, 400);
+    assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+
+    let resp = app
+        .http
+        .post(app.url("/v1/triggers"))
+        .bearer_auth(&app.key)
+        .body("{not json")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_problem(resp, 400).await;
+    let resp = app.http.post(app.url("/v1/triggers")).bearer_auth(&app.key).body("type=x").send().await.unwrap();
+    assert_problem(resp, 415).await;
+    let big = json!({"type": "x", "user_id": "u", "payload": {"blob": "x".repeat(10_000)}});
+    let resp = app.http.post(app.url("/v1/triggers")).bearer_auth(&app.key).json(&big).send().await.unwrap();
+    assert_problem(resp, 413).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_does_not_compile_is_refused_with_line_and_column() {
+    let app = App::start().await;
+    let mut bad = rule("x", false);
+    bad["template"]["locales"]["de"]["text"] = json!("Hallo\n{{ payload.name ");
+    bad["condition"] = json!("payload.n >");
+    let (status, p) = app.post("/v1/rules", bad).await;
+    assert_eq!(status, 422, "{p}");
+    let errors = p["errors"].as_array().unwrap();
+    let text = errors.iter().find(|e| e["field"] == "template.locales.de.text").expect("the template field");
+    assert_eq!((text["line"].as_u64(), text["column"].as_u64()), (Some(2), Some(12)), "{text}");
+    assert!(errors.iter().any(|e| e["field"] == "condition"), "{p}");
+    let (_, list) = app.get("/v1/rules").await;
+    assert_eq!(list["rules"], json!([]), "nothing was saved");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_renders_per_locale_respects_opt_outs_and_answers_did_they_get_it() {
+    let app = App::start().await;
+    let (_, r) = app.post("/v1/rules", rule("export.ready", true)).await;
+    let rule_id = r["id"].as_str().unwrap().to_owned();
+    let (status, _) = app
+        .call(
+            reqwest::Method::PUT,
+            "/v1/users/ada",
+            Some(json!({"email": "ada@example.com", "name": "Ada", "locale": "de-AT"})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, _) = app
+        .call(reqwest::Method::PUT, "/v1/users/bob", Some(json!({"preferences": {"categories": {"exports": false}}})))
+        .await;
+    assert_eq!(status, 201);
+    for user in ["ada", "bob"] {
+        app.post("/v1/triggers", json!({"type": "export.ready", "user_id": user, "payload": {"name": "q4"}})).await;
+    }
+    app.post("/v1/triggers", json!({"type": "nobody.listens", "user_id": "ada"})).await;
+    let report = app.deliver().await;
+    assert_eq!((report.sent, report.suppressed), (1, 1), "{report:?}");
+
+    let inbox = app.db.store.inbox_for_user(&common::user("ada"), 10).await.unwrap();
+    assert_eq!(inbox[0].title, "Export q4 fertig", "de-AT falls back to de");
+
+    let (status, sends) = app.get("/v1/users/bob/sends").await;
+    assert_eq!(status, 200);
+    let m = &sends["messages"][0];
+    assert_eq!((m["status"].as_str(), m["rule_id"].as_str()), (Some("suppressed"), Some(rule_id.as_str())));
+    let why = m["history"][0]["detail"].as_str().unwrap();
+    assert!(why.contains("opted out of category \"exports\""), "{why}");
+
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    assert_eq!(sends["messages"][0]["status"], "sent");
+    assert_eq!(sends["messages"][0]["history"][0]["status"], "sent");
+    let quiet = &sends["triggers_without_messages"][0];
+    assert_eq!(quiet["type"], "nobody.listens");
+    assert_eq!(quiet["detail"], "no enabled rule matches trigger type \"nobody.listens\"");
+
+    // Deleting a user erases address and inbox; the log stays, addressless.
+    let (status, erased) = app.call(reqwest::Method::DELETE, "/v1/users/ada", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(erased, json!({"recipient_deleted": true, "inbox_messages_deleted": 1, "scheduled_cancelled": 0}));
+    assert_eq!(app.get("/v1/users/ada").await.0, 404);
+    assert!(app.db.store.inbox_for_user(&common::user("ada"), 10).await.unwrap().is_empty());
+    let log = app.db.store.sends_for_user(&common::user("ada"), 10).await.unwrap();
+    assert_eq!(log.len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_that_fails_at_render_time_ends_terminal_with_the_error() {
+    let app = App::start().await;
+    let mut r = rule("export.ready", true);
+    r["template"]["locales"]["en"]["subject"] = json!("Export {{ payload.missing }}");
+    app.post("/v1/rules", r).await;
+    app.post("/v1/triggers", json!({"type": "export.ready", "user_id": "u1"})).await;
+    let report = app.deliver().await;
+    assert_eq!(report.failed, 1, "{report:?}");
+    let (_, sends) = app.get("/v1/users/u1/sends").await;
+    let detail = sends["messages"][0]["history"][0]["detail"].as_str().unwrap();
+    assert!(detail.starts_with("template failed to render"), "{detail}");
+    assert!(detail.contains("payload.missing"), "{detail}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disabling_or_deleting_a_rule_cancels_what_it_scheduled() {
+    let app = App::start().await;
+    let (_, r) = app.post("/v1/rules", rule("later", true)).await;
+    let id = r["id"].as_str().unwrap().to_owned();
+    app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"delay": 3600}))).await;
+    for i in 0..3 {
+        app.post("/v1/triggers", json!({"type": "later", "user_id": format!("u{i}")})).await;
+    }
+    let (status, changed) =
+        app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"enabled": false}))).await;
+    assert_eq!(status, 200);
+    assert_eq!(changed["cancelled"], 3);
+    let (_, sends) = app.get("/v1/users/u1/sends").await;
+    assert_eq!(sends["messages"][0]["status"], "cancelled");
+    assert_eq!(sends["messages"][0]["history"][0]["detail"], "rule disabled");
+
+    app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"enabled": true}))).await;
+    app.post("/v1/triggers", json!({"type": "later", "user_id": "u9"})).await;
+    let (status, deleted) = app.call(reqwest::Method::DELETE, &format!("/v1/rules/{id}"), None).await;
+    assert_eq!((status, deleted["cancelled"].as_u64()), (200, Some(1)));
+    let (_, sends) = app.get("/v1/users/u9/sends").await;
+    assert_eq!(sends["messages"][0]["history"][0]["detail"], "rule deleted");
+    assert_eq!(app.get(&format!("/v1/rules/{id}")).await.0, 404);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_shows_what_enabling_would_plan() {
+    let app = App::start().await;
+    for rows in [0, 5, 10] {
+        app.post(
+            "/v1/triggers",
+            json!({"type": "export.ready", "user_id": "u1", "payload": {"name": "x", "rows": rows}}),
+        )
+        .await;
+    }
+    let mut r = rule("export.ready", false);
+    r["condition"] = json!("payload.rows > 1");
+    let (_, created) = app.post("/v1/rules", r).await;
+    let (status, preview) = app.get(&format!("/v1/rules/{}/preview", created["id"].as_str().unwrap())).await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!((preview["triggers_considered"].as_u64(), preview["would_plan"].as_u64()), (Some(3), Some(2)));
+    let refused: Vec<_> = preview["results"].as_array().unwrap().iter().filter(|r| r["planned"] == false).collect();
+    assert!(refused[0]["reason"].as_str().unwrap().contains("is false"));
+    let (_, page) = app.get("/v1/outbox").await;
+    assert_eq!(page["items"], json!([]), "a preview plans nothing");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outbox_lists_pages_retries_and_cancels() {
+    let app = App::start().await;
+    let (_, r) = app.post("/v1/rules", rule("page", true)).await;
+    for i in 0..5 {
+        app.post("/v1/triggers", json!({"type": "page", "user_id": format!("p{i}"), "payload": {"name": "n"}, "occurred_at": "2099-01-01T00:00:00Z"}))
+            .await;
+    }
+    let (_, first) = app.get("/v1/outbox?status=scheduled&limit=2").await;
+    let cursor = first["next_cursor"].as_str().unwrap();
+    let (_, second) = app.get(&format!("/v1/outbox?status=scheduled&limit=2&cursor={cursor}")).await;
+    let (_, third) = app.get(&format!("/v1/outbox?limit=2&cursor={}", second["next_cursor"].as_str().unwrap())).await;
+    let ids: Vec<String> = [&first, &second, &third]
+        .iter()
+        .flat_map(|p| p["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap().to_owned()))
+        .collect();
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!((ids.len(), unique.len()), (5, 5));
+    assert!(third["next_cursor"].is_null());
+    let (status, p) = app.get("/v1/outbox?status=bounced").await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("status")));
+    let (_, by_rule) = app.get(&format!("/v1/outbox?rule_id={}", r["id"].as_str().unwrap())).await;
+    assert_eq!(by_rule["items"].as_array().unwrap().len(), 5);
+
+    let (status, cancelled) = app.post(&format!("/v1/outbox/{}/cancel", ids[0]), json!({})).await;
+    assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")));
+    let (status, _) = app.post(&format!("/v1/outbox/{}/cancel", ids[0]), json!({})).await;
+    assert_eq!(status, 409, "only scheduled rows can be cancelled");
+    let (status, retried) = app.post(&format!("/v1/outbox/{}/retry", ids[0]), json!({})).await;
+    assert_eq!((status, retried["status"].as_str()), (200, Some("scheduled")));
+    let report = app.deliver().await;
+    let log = app.db.store.sends_for_outbox(&ids[0]).await.unwrap();
+    assert_eq!(report.sent, 1, "retried means due now: {report:?} {log:?}");
+    let (status, p) = app.post(&format!("/v1/outbox/{}/retry", ids[0]), json!({})).await;
+    assert_eq!(status, 409);
+    assert!(p["detail"].as_str().unwrap().contains("twice"));
+    assert_eq!(app.post("/v1/outbox/nope/retry", json!({})).await.0, 404);
+    let log = app.db.store.sends_for_outbox(&ids[0]).await.unwrap();
+    let statuses: Vec<&str> = log.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses, vec!["cancelled", "sent"]);
+    assert!(log[0].detail.as_deref().unwrap().contains("by key \"tests\""));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipients_round_trip_and_refuse_bad_fields() {
+    let app = App::start().await;
+    let body = json!({"email": "a@example.com", "locale": "pt-BR", "timezone": "America/Sao_Paulo",
+                      "preferences": {"channels": {"email": false}}});
+    let (status, created) = app.call(reqwest::Method::PUT, "/v1/users/ana", Some(body.clone())).await;
+    assert_eq!(status, 201);
+    let (status, _) = app.call(reqwest::Method::PUT, "/v1/users/ana", Some(body)).await;
+    assert_eq!(status, 200, "second PUT replaces");
+    let (_, got) = app.get("/v1/users/ana").await;
+    assert_eq!(got["preferences"]["channels"]["email"], false);
+    assert_eq!(got["created_at"], created["created_at"]);
+    let (status, p) = app.call(reqwest::Method::PUT, "/v1/users/ana", Some(json!({"email": "nope"}))).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("email")));
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    app.stop().await;
+}
