@@ -22,7 +22,6 @@ pub struct RuleInput {
     pub condition: Option<String>,
     /// `inbox`, `email` or `webhook`.
     pub channel: String,
-    #[schema(value_type = Object)]
     pub template: TemplateSet,
     /// Seconds from the trigger's `occurred_at` until the message is due.
     #[serde(default)]
@@ -49,7 +48,6 @@ pub struct RulePatch {
     #[schema(value_type = Option<String>)]
     pub condition: Option<Option<String>>,
     pub channel: Option<String>,
-    #[schema(value_type = Option<Object>)]
     pub template: Option<TemplateSet>,
     pub delay: Option<i64>,
     #[serde(default, deserialize_with = "double_option")]

@@ -57,7 +57,7 @@ const MAX_CONTEXT_DEPTH: usize = 128;
 const CACHE_CAPACITY: usize = 512;
 
 /// A rule's message: one variant per locale plus the locale to fall back to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TemplateSet {
     /// Locale used when the recipient's locale (or its language) has no variant. Must be a key of `locales`.
@@ -67,7 +67,7 @@ pub struct TemplateSet {
 }
 
 /// The message in one locale.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocaleTemplate {
     /// Rendered without escaping (it is not HTML), then trimmed; a rendered line

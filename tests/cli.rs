@@ -38,7 +38,18 @@ fn count(status: &serde_json::Value, name: &str) -> i64 {
 #[test]
 fn every_verb_has_help() {
     let dir = tempfile::tempdir().unwrap();
-    for verb in [&[][..], &["serve"], &["migrate"], &["enqueue"], &["status"], &["sends"], &["bench"]] {
+    for verb in [
+        &[][..],
+        &["serve"],
+        &["migrate"],
+        &["enqueue"],
+        &["status"],
+        &["sends"],
+        &["bench"],
+        &["demo"],
+        &["keys"],
+        &["keys", "create"],
+    ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");
         let out = herald(dir.path(), &args);
@@ -134,4 +145,32 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     assert!(text.contains("send log for user u-7, newest first (6):"), "{text}");
     let nobody = stdout(&herald(dir.path(), &["sends", "--user-id", "nobody"]));
     assert!(nobody.contains("nothing was ever scheduled for user nobody"), "{nobody}");
+}
+
+#[test]
+fn keys_are_printed_once_and_listed_without_the_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["keys", "create", "--name", "billing"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let key = stdout(&out).trim().to_owned();
+    assert!(key.starts_with("hrld_"), "{key}");
+    assert!(stderr(&out).contains("shown only this once"));
+    let list = stdout(&herald(dir.path(), &["keys", "list"]));
+    assert!(list.contains("billing") && list.contains(&key[..12]), "{list}");
+    assert!(!list.contains(&key), "the key itself is never shown again");
+    let id = list.split_whitespace().next().unwrap();
+    assert!(herald(dir.path(), &["keys", "revoke", id]).status.success());
+    assert!(stdout(&herald(dir.path(), &["keys", "list"])).contains("revoked"));
+}
+
+#[test]
+fn demo_walks_a_trigger_to_the_send_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["demo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("worker sweep: claimed 1, sent 1"), "{text}");
+    assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");
+    assert!(text.contains("no enabled rule matches trigger type \"demo.unconfigured\""), "{text}");
+    assert!(text.contains("\"Dein Export invoices-2026 ist fertig\""), "{text}");
 }
