@@ -49,6 +49,22 @@ pub enum Command {
     Keys(KeysCommand),
     /// Walk a trigger through rules, planner, worker and send log on this database, and print what happened.
     Demo,
+    /// Work with bounce, complaint and auto-reply messages.
+    #[command(subcommand)]
+    Bounce(BounceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BounceCommand {
+    /// Parse raw messages (.eml) and print one line per recipient found: recipient, status, reply code, kind, reason.
+    Parse {
+        /// Raw message files as received on the return path
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print one JSON object per recipient (file, recipient, status, reply_code, kind, reason, original_message_id)
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,6 +190,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Bench(args) = &cli.command {
         return bench(args).await;
     }
+    // Needs no database and no configuration.
+    if let Command::Bounce(BounceCommand::Parse { files, json }) = &cli.command {
+        return bounce_parse(files, *json);
+    }
     let config = Config::load(cli.config.as_deref(), std::env::vars(), &flags)?;
     match cli.command {
         Command::Serve(_) => crate::app::serve(config).await,
@@ -191,7 +211,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(args) => enqueue(&config, args).await,
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
-        Command::Bench(_) => unreachable!("handled above"),
+        Command::Bench(_) | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Demo => {
             let store = ready_store(&config).await?;
@@ -396,6 +416,53 @@ async fn keys(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
                 anyhow::bail!("no active API key with id {id:?} (see `herald keys list`)");
             }
         }
+    }
+    Ok(())
+}
+
+/// `herald bounce parse`: exits non-zero if any file could not be read or
+/// parsed, after printing what it could.
+fn bounce_parse(files: &[PathBuf], json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let mut failures = 0;
+    for file in files {
+        let name = file.display().to_string();
+        let parsed = std::fs::read(file)
+            .map_err(|e| format!("cannot read: {e}"))
+            .and_then(|raw| crate::bounce::parse(&raw).map_err(|e| e.to_string()));
+        let report = match parsed {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{name}: {e}");
+                failures += 1;
+                continue;
+            }
+        };
+        if report.recipients.is_empty() {
+            eprintln!("{name}: not a bounce, complaint or auto-reply (no recipient found)");
+        }
+        for r in &report.recipients {
+            if json {
+                let line = serde_json::json!({
+                    "file": name, "recipient": r.recipient, "status": r.status, "reply_code": r.reply_code,
+                    "kind": r.kind, "reason": r.reason, "original_message_id": r.original_message_id,
+                });
+                writeln!(out, "{line}")?;
+            } else {
+                writeln!(
+                    out,
+                    "{name}\t{}\t{}\t{}\t{}\t{}",
+                    r.recipient,
+                    r.status.as_deref().unwrap_or("-"),
+                    r.reply_code.map_or("-".to_owned(), |c| c.to_string()),
+                    serde_json::to_value(r.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+                    r.reason
+                )?;
+            }
+        }
+    }
+    if failures > 0 {
+        anyhow::bail!("{failures} of {} file(s) could not be parsed", files.len());
     }
     Ok(())
 }

@@ -25,6 +25,8 @@
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
+//! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
+//!   ARF, RFC 3834, and the free-text formats of common MTAs).
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
 //! - [`bench`]: `herald bench`, the drain benchmark; [`demo`]: `herald demo`.
@@ -33,6 +35,7 @@
 pub mod app;
 pub mod batch;
 pub mod bench;
+pub mod bounce;
 pub mod channel;
 pub mod cli;
 pub mod clock;

@@ -174,3 +174,25 @@ fn demo_walks_a_trigger_to_the_send_log() {
     assert!(text.contains("no enabled rule matches trigger type \"demo.unconfigured\""), "{text}");
     assert!(text.contains("\"Dein Export invoices-2026 ist fertig\""), "{text}");
 }
+
+#[test]
+fn bounce_parse_prints_one_json_object_per_recipient() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bounces/eml");
+    let two = data.join("lhost-postfix-02.eml");
+    let arf = data.join("arf-01.eml");
+    let out = herald(dir.path(), &["bounce", "parse", "--json", two.to_str().unwrap(), arf.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[1]["recipient"], "userunknown@example.co.jp");
+    assert_eq!((lines[1]["status"].as_str(), lines[1]["reply_code"].as_u64()), (Some("5.1.1"), Some(550)));
+    assert_eq!(lines[1]["kind"], "hard");
+    assert_eq!(lines[2]["kind"], "complaint");
+
+    let empty = dir.path().join("empty.eml");
+    std::fs::write(&empty, "").unwrap();
+    let out = herald(dir.path(), &["bounce", "parse", empty.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("the input is empty"), "{}", stderr(&out));
+}

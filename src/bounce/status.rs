@@ -1,0 +1,619 @@
+//! SMTP codes in text, and the hard/soft decision.
+//!
+//! Two kinds of code matter: the RFC 3463 enhanced status code (`5.1.1`),
+//! which says *what* failed, and the RFC 5321 reply code (`550`), which only
+//! says permanent or temporary. Neither alone is enough to decide whether to
+//! stop mailing an address: servers answer `550 5.1.1` for spam blocks and
+//! `550 5.7.1` for unknown users. So [`classify`] reads the words first and
+//! falls back on the codes, the way a postmaster would, and it also weighs
+//! the SMTP command the refusal answered ([`smtp_stage`]).
+
+use super::BounceKind;
+
+/// Byte that may not directly precede a code: a code glued to a word, a
+/// digit or a dot is part of something else (a version, an IP address).
+fn blocks_code_start(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'/'
+}
+
+/// Reads `digits` starting at `i` (1..=max digits); returns the end index.
+fn digits(bytes: &[u8], i: usize, max: usize) -> Option<usize> {
+    let mut end = i;
+    while end < bytes.len() && bytes[end].is_ascii_digit() && end - i < max {
+        end += 1;
+    }
+    (end > i && bytes.get(end).is_none_or(|b| !b.is_ascii_digit())).then_some(end)
+}
+
+/// Every RFC 3463 enhanced status code (`class.subject.detail`, class 2, 4
+/// or 5) in `text`, with its byte offset, in order.
+///
+/// A dotted number that is part of something longer (`192.0.2.153`,
+/// `4.8.5.36`) is not a code.
+pub(crate) fn find_statuses(text: &str) -> Vec<(usize, String)> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    for (i, &b) in bytes.iter().enumerate() {
+        if !matches!(b, b'2' | b'4' | b'5') || (i > 0 && blocks_code_start(bytes[i - 1])) {
+            continue;
+        }
+        if bytes.get(i + 1) != Some(&b'.') {
+            continue;
+        }
+        let Some(subject_end) = digits(bytes, i + 2, 3) else {
+            continue;
+        };
+        if bytes.get(subject_end) != Some(&b'.') {
+            continue;
+        }
+        let Some(detail_end) = digits(bytes, subject_end + 1, 3) else {
+            continue;
+        };
+        let next = bytes.get(detail_end).copied();
+        let continues = match next {
+            Some(b'.') => bytes.get(detail_end + 1).is_some_and(u8::is_ascii_digit),
+            Some(c) => c.is_ascii_alphanumeric() || c == b'_',
+            None => false,
+        };
+        if continues {
+            continue;
+        }
+        if let Some(code) = text.get(i..detail_end) {
+            out.push((i, code.to_string()));
+        }
+    }
+    out
+}
+
+/// The first enhanced status code in `text`.
+pub(crate) fn find_status(text: &str) -> Option<String> {
+    find_statuses(text).into_iter().next().map(|(_, c)| c)
+}
+
+/// How little a status code says: 2 for `X.0.0` ("something failed"), 1 for
+/// `X.Y.0` and `X.4.7` ("delivery time expired", which hides why), 0 for a
+/// specific code.
+pub(crate) fn vagueness(status: &str) -> u8 {
+    if status.ends_with(".0.0") {
+        2
+    } else if status.ends_with(".0") || status.ends_with(".4.7") {
+        1
+    } else {
+        0
+    }
+}
+
+/// The most telling status code in `text` and the reply code that goes with
+/// it.
+///
+/// A diagnostic often quotes several codes: the reporting MTA's own summary
+/// (`554 4.4.7 Message expired`) and, nested, the remote server's reply
+/// (`<421 4.4.2 Connection timed out>`). The least vague one is the real
+/// cause; the reply code written just before it is its reply code.
+pub(crate) fn find_codes(text: &str) -> (Option<String>, Option<u16>) {
+    let statuses = find_statuses(text);
+    let best = statuses.iter().min_by_key(|(_, code)| vagueness(code)).cloned();
+    let Some((pos, code)) = best else {
+        return (None, find_reply_code(text));
+    };
+    let reply = reply_before(text, pos).or_else(|| find_reply_code(text));
+    (Some(code), reply)
+}
+
+/// A reply code directly in front of the status code at `pos`
+/// (`550 5.1.1`, `550-5.7.1`, `550-'5.7.1`, `550 #5.1.0`).
+fn reply_before(text: &str, pos: usize) -> Option<u16> {
+    let before = text.get(..pos)?.trim_end_matches([' ', '-', '\'', '"', '#', '(']);
+    let digits = before.get(before.len().checked_sub(3)?..)?;
+    let glued =
+        before.len().checked_sub(4).and_then(|i| before.as_bytes().get(i)).is_some_and(|b| b.is_ascii_alphanumeric());
+    let code: u16 = digits.parse().ok()?;
+    (!glued && digits.bytes().all(|b| b.is_ascii_digit()) && valid_reply(code)).then_some(code)
+}
+
+/// True for reply codes RFC 5321 can produce: 2yz/4yz/5yz with y in 0..=5.
+fn valid_reply(code: u16) -> bool {
+    matches!(code / 100, 2 | 4 | 5) && (code / 10) % 10 <= 5
+}
+
+/// The first SMTP reply code in `text` that stands where a reply code stands.
+///
+/// A bare three-digit number is everywhere in a bounce (sizes, ports, times),
+/// so a number only counts when it is followed by an enhanced status code
+/// (`550 5.1.1`, `550-5.7.26`), or is a 4yz/5yz in the multi-line form
+/// (`550-Text`) or that starts a line or follows `:`, `;`, `[`, `(`, `<<<` or
+/// `said` and is followed by a space, `-`, `,` or the end.
+pub(crate) fn find_reply_code(text: &str) -> Option<u16> {
+    let bytes = text.as_bytes();
+    let mut fallback = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        if !matches!(b, b'2' | b'4' | b'5') || (i > 0 && blocks_code_start(bytes[i - 1])) {
+            continue;
+        }
+        if i > 0 && bytes[i - 1] == b'-' {
+            continue;
+        }
+        let Some(end) = digits(bytes, i, 3) else {
+            continue;
+        };
+        if end - i != 3 {
+            continue;
+        }
+        let Some(code) = text.get(i..end).and_then(|s| s.parse::<u16>().ok()) else {
+            continue;
+        };
+        if !valid_reply(code) {
+            continue;
+        }
+        let next = bytes.get(end).copied();
+        if !matches!(next, None | Some(b' ' | b'-' | b'\t' | b'\r' | b'\n' | b']' | b')' | b',')) {
+            continue;
+        }
+        // `550 5.1.1` / `550-5.7.1`: a reply code for certain.
+        let after = &bytes[end..];
+        let skip = after.iter().take_while(|c| matches!(c, b' ' | b'-' | b'\t')).count();
+        let followed_by_status = matches!(next, Some(b' ' | b'-'))
+            && find_statuses(text.get(end + skip..(end + skip + 12).min(text.len())).unwrap_or(""))
+                .first()
+                .is_some_and(|(pos, _)| *pos == 0 || *pos == 1);
+        if followed_by_status {
+            return Some(code);
+        }
+        // `550-text` is the multi-line reply form (`550-5.7.1` was taken above).
+        let multiline = next == Some(b'-') && bytes.get(end + 1).is_some_and(|c| !c.is_ascii_digit());
+        if fallback.is_none() && code >= 400 && (multiline || stands_as_reply(bytes, i)) {
+            fallback = Some(code);
+        }
+    }
+    fallback
+}
+
+/// Whether the number at `i` is placed like a reply: at a line start or
+/// after a separator such as `:`, `;`, `[`, `(`, `<<<` or `said`.
+fn stands_as_reply(bytes: &[u8], i: usize) -> bool {
+    let mut j = i;
+    while j > 0 && matches!(bytes[j - 1], b' ' | b'\t') {
+        j -= 1;
+    }
+    if j == 0 || bytes[j - 1] == b'\n' {
+        return true;
+    }
+    let before = &bytes[j.saturating_sub(4)..j];
+    matches!(bytes[j - 1], b':' | b';' | b'[' | b'(' | b'<' | b'=')
+        || before.ends_with(b"said")
+        || before.ends_with(b"was")
+}
+
+/// Chooses between the `Status:` field of a DSN and the code quoted in its
+/// diagnostic text.
+///
+/// The field is what the reporting MTA concluded; the diagnostic is the remote
+/// server's own words, often more precise. The field wins unless the quoted
+/// code is less vague (see [`vagueness`]): a `5.0.0` field next to a quoted
+/// `5.1.1` says less than the quote. When the two disagree on the class
+/// (4 vs 5), the one matching the reply code's class is taken.
+pub(crate) fn prefer(field: Option<&str>, in_text: Option<&str>, reply: Option<u16>) -> Option<String> {
+    let (field, in_text) = match (field, in_text) {
+        (None, t) => return t.map(str::to_string),
+        (f, None) => return f.map(str::to_string),
+        (Some(f), Some(t)) => (f, t),
+    };
+    let class = |s: &str| s.as_bytes().first().copied();
+    if class(field) != class(in_text)
+        && let Some(reply) = reply
+    {
+        let reply_class = b'0' + (reply / 100 % 10) as u8;
+        if class(in_text) == Some(reply_class) && class(field) != Some(reply_class) {
+            return Some(in_text.to_string());
+        }
+        return Some(field.to_string());
+    }
+    if vagueness(in_text) < vagueness(field) {
+        return Some(in_text.to_string());
+    }
+    Some(field.to_string())
+}
+
+/// The SMTP command a refusal answered, when the text tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// Connection, greeting, HELO/EHLO or MAIL FROM: about the sender.
+    Sender,
+    Rcpt,
+    /// DATA or end of data: about the content.
+    Data,
+}
+
+/// Reads the SMTP stage from wording such as Postfix's "(in reply to RCPT TO
+/// command)", Exim's "after end of data", a `>>> DATA` transcript line or
+/// m-FILTER's "SMTP command DATA".
+pub(crate) fn smtp_stage(text: &str) -> Option<Stage> {
+    let lower = text.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase().replace(['-', '_'], " ");
+    const DATA: &[&str] = &["end of data", "reply to data", "after data", ">>> data", "(data)", "smtp command data"];
+    const RCPT: &[&str] = &[
+        "reply to rcpt",
+        "after rcpt",
+        ">>> rcpt",
+        "rcpt to response",
+        "[rcpt to]",
+        "following rcpt",
+        "smtp command rcpt",
+        "smtp:rcpt",
+        "our rcpt",
+        "rcpt command",
+        "like recipient",
+    ];
+    const SENDER: &[&str] = &[
+        "reply to mail from",
+        "after mail from",
+        ">>> mail from",
+        "initial connection",
+        "reply to helo",
+        "reply to ehlo",
+        "after helo",
+        "after ehlo",
+    ];
+    let position = |needles: &[&str]| needles.iter().filter_map(|n| lower.find(n)).min();
+    [(position(RCPT), Stage::Rcpt), (position(DATA), Stage::Data), (position(SENDER), Stage::Sender)]
+        .into_iter()
+        .filter_map(|(pos, stage)| pos.map(|p| (p, stage)))
+        .min_by_key(|(p, _)| *p)
+        .map(|(_, stage)| stage)
+}
+
+/// The stock phrases for a missing mailbox (see [`Words::UserGone`]).
+const NO_SUCH_USER: &[&str] = &[
+    "user unknown",
+    "unknown user",
+    "unknown recipient",
+    "recipient unknown",
+    "address unknown",
+    "unknown address",
+    "unknown mailbox",
+    "unknown local part",
+    "unknown local-part",
+    "no such user",
+    "no such mailbox",
+    "no such recipient",
+    "no such address",
+    "no such person",
+    "no such account",
+    "user doesn't have a",
+    "bad recipient",
+    "utilisateur inconnu",
+];
+
+/// Phrases of an explicit failed lookup (see [`Words::UserNotFound`]).
+const NOT_FOUND: &[&str] = &[
+    "unknown e-mail address",
+    "unknown email address",
+    "no mailbox here",
+    "no mailbox by that name",
+    "no account by that name",
+    "user not found",
+    "user not known",
+    "user not exist",
+    "user does not exist",
+    "user doesn't exist",
+    "recipient not found",
+    "recipient does not exist",
+    "recipient not exist",
+    "mailbox not found",
+    "mailbox does not exist",
+    "mailbox not present",
+    "mailbox unavailable",
+    "mailbox is unavailable",
+    "mailbox invalid",
+    "address does not exist",
+    "address doesn't exist",
+    "account does not exist",
+    "account doesn't exist",
+    "address couldn't be found",
+    "address could not be found",
+    "invalid recipient",
+    "invalid user",
+    "invalid mailbox",
+    "invalid address",
+    "not a valid mailbox",
+    "not a valid recipient",
+    "not a valid user",
+    "is not a known user",
+    "no valid recipients",
+    "recipient name is not recognized",
+    "not listed in domino directory",
+    "not listed in public name & address book",
+    "there is no one at this address",
+    "address no longer accepts mail",
+    "no longer valid",
+    "unknown or illegal alias",
+    "bad destination mailbox",
+    "destinataire invalide",
+    "unrouteable address",
+];
+
+/// Phrases saying the recipient's domain or host does not exist or takes no
+/// mail at all (null MX, no SMTP service).
+const NO_SUCH_HOST: &[&str] = &[
+    "host unknown",
+    "unknown host",
+    "host not found",
+    "host or domain name not found",
+    "domain not found",
+    "domain does not exist",
+    "domain doesn't exist",
+    "no such domain",
+    "unknown domain",
+    "domain name not found",
+    "name or service not known",
+    "nodename nor servname",
+    "nxdomain",
+    "no mx found",
+    "no mx record",
+    "does not accept mail",
+    "doesn't accept mail",
+    "accepts no mail",
+    "not accepting mail",
+    "no smtp service",
+    "null mx",
+    "mail for this domain is not accepted",
+];
+
+/// Phrases saying the address moved away for good.
+const MOVED: &[&str] = &["has moved", "address has changed", "moved permanently"];
+
+/// Phrases that make a failure soft even when the code or another phrase
+/// looks like "no such user": the mailbox exists but is full or disabled,
+/// or the message (not the address) was refused: spam, policy, size,
+/// reputation, rate limits, expired retries, or a sender-side rejection.
+const SOFT_DESPITE_CODE: &[&str] = &[
+    "mailbox full",
+    "mailbox is full",
+    "mailfolder is full",
+    "box is full",
+    "quota",
+    "over the limit",
+    "exceeds allowed size",
+    "exceeded storage",
+    "insufficient storage",
+    "storage allocation",
+    "too much mail",
+    "mailbox exceeded",
+    "exceeded the local limit",
+    "spam",
+    "blocked",
+    "blacklist",
+    "blocklist",
+    "denylist",
+    "listed at",
+    "listed on",
+    "reputation",
+    "policy",
+    "dmarc",
+    "spf ",
+    "dkim",
+    "unauthenticated",
+    "authentication",
+    "relay access denied",
+    "relaying denied",
+    "not permitted to relay",
+    "rate limit",
+    "too many",
+    "try again later",
+    "temporarily",
+    "greylist",
+    "virus",
+    "malware",
+    "message size",
+    "too large",
+    "too big",
+    "size limit",
+    "suspended",
+    "disabled",
+    "deactivated",
+    "expired",
+    "retry timeout",
+    "timed out",
+    "timeout",
+    "connection refused",
+    "sender address",
+    "sender domain",
+    "after mail from",
+    "unroutable sender",
+    "reverse dns",
+    "ptr record",
+    "access denied",
+    "header error",
+    "content rejected",
+    "unexpected name server reply",
+    "servfail",
+    "temporary failure in name resolution",
+    "recipient preferences",
+    "refused due to",
+    "command output:",
+];
+
+/// Enhanced codes that by themselves mean the address or domain is gone:
+/// X.1.1 bad mailbox, X.1.2 bad domain, X.1.3 malformed address, X.1.6
+/// moved, X.1.10 null MX (RFC 7505), X.4.4 unroutable (no such host).
+fn hard_status(status: &str) -> bool {
+    matches!(status, "5.1.1" | "5.1.2" | "5.1.3" | "5.1.6" | "5.1.10" | "5.4.4")
+}
+
+fn contains_any(haystack: &str, needles: &[&str]) -> bool {
+    needles.iter().any(|n| haystack.contains(n))
+}
+
+/// Hard or soft for a failed recipient.
+///
+/// Hard means sending again can never work: no such user, no such domain,
+/// moved, or a domain that accepts no mail. Words outrank codes because servers
+/// misuse codes both ways; among words, a sign that the *message* or the
+/// *mailbox state* was the problem (full, spam, policy...) outranks "no such
+/// user", since those refusals often reuse user-unknown wording and codes.
+///
+/// A false hard bounce costs more than a false soft one (a good address is
+/// suppressed for good, while a dead one soft-bounces again and is caught
+/// by the retry policy), so the stock "user unknown" phrases only count as
+/// hard with corroboration: a 5.1.x code, or the refusal answering RCPT TO.
+///
+/// Rejected alternative: a 35-way reason taxonomy like sisimai's; Herald only
+/// acts on hard vs soft, and every extra class is a new way to be wrong.
+pub(crate) fn classify(status: Option<&str>, reply: Option<u16>, text: &str, stage: Option<Stage>) -> BounceKind {
+    classify_in_context(status, reply, text, "", stage)
+}
+
+/// [`classify`] with a second, weaker text: words in `own` (the recipient's
+/// own diagnostic) decide first, then words in `context` (the report's
+/// shared preamble and subject), then the codes.
+///
+/// "User unknown" said in answer to DATA (or to MAIL FROM) is not about the
+/// mailbox: a content filter or a sender check is using the phrase. Unless
+/// the status code itself names a missing mailbox, that is soft.
+pub(crate) fn classify_in_context(
+    status: Option<&str>,
+    reply: Option<u16>,
+    own: &str,
+    context: &str,
+    stage: Option<Stage>,
+) -> BounceKind {
+    let transient =
+        status.is_some_and(|s| s.starts_with('4')) || (status.is_none() && reply.is_some_and(|r| r / 100 == 4));
+    let code_says_gone = status.is_some_and(hard_status);
+    // X.2.Y codes describe the state of a mailbox that exists (disabled,
+    // full, message too big for it): "user unknown" next to one is a filter
+    // or a disabled account talking, unless it answered RCPT TO.
+    let code_says_mailbox_exists = status.is_some_and(|s| s.get(1..4) == Some(".2."));
+    match words(own).or_else(|| words(context)) {
+        Some(Words::Soft) => BounceKind::Soft,
+        _ if transient => BounceKind::Soft,
+        Some(Words::DomainGone) => BounceKind::Hard,
+        Some(Words::UserGone | Words::UserNotFound) if code_says_gone || stage == Some(Stage::Rcpt) => BounceKind::Hard,
+        Some(Words::UserGone) => BounceKind::Soft,
+        Some(Words::UserNotFound) if code_says_mailbox_exists => BounceKind::Soft,
+        Some(Words::UserNotFound) if matches!(stage, Some(Stage::Data | Stage::Sender)) => BounceKind::Soft,
+        Some(Words::UserNotFound) => BounceKind::Hard,
+        None => code_verdict(status, reply),
+    }
+}
+
+/// What the words of a diagnostic say, if anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Words {
+    /// The mailbox exists or the message was the problem (full, spam...).
+    Soft,
+    /// The stock "user unknown" phrases. Content filters and anti-spam
+    /// gateways answer DATA with them too, so alone they prove nothing; with
+    /// a 5.1.x code or at RCPT TO they do.
+    UserGone,
+    /// An explicit failed directory lookup ("does not exist", "not listed in
+    /// ... directory", "recipient name is not recognized"): no filter words
+    /// its refusals like that.
+    UserNotFound,
+    /// No such domain or host, no mail accepted there, or moved away.
+    DomainGone,
+}
+
+fn words(text: &str) -> Option<Words> {
+    let lower = text.to_ascii_lowercase();
+    if contains_any(&lower, SOFT_DESPITE_CODE) {
+        Some(Words::Soft)
+    } else if contains_any(&lower, NO_SUCH_HOST) || contains_any(&lower, MOVED) {
+        Some(Words::DomainGone)
+    } else if contains_any(&lower, NOT_FOUND) || bare_address_rejected(&lower) {
+        Some(Words::UserNotFound)
+    } else if contains_any(&lower, NO_SUCH_USER) {
+        Some(Words::UserGone)
+    } else {
+        None
+    }
+}
+
+/// "Address rejected" as the whole verdict. Postfix writes "Recipient
+/// address rejected: <reason>", where the reason after the colon (policy,
+/// greylisting, media error...) is what counts; only a bare "address
+/// rejected" is a statement about the address itself.
+fn bare_address_rejected(lower: &str) -> bool {
+    lower.match_indices("address rejected").any(|(i, m)| !lower[i + m.len()..].trim_start().starts_with(':'))
+}
+
+/// The verdict of the codes alone: hard only for the codes that name a
+/// missing mailbox or domain, or the replies of a domain that takes no mail.
+fn code_verdict(status: Option<&str>, reply: Option<u16>) -> BounceKind {
+    if status.is_some_and(hard_status) || reply.is_some_and(|r| r == 521 || r == 556) {
+        BounceKind::Hard
+    } else {
+        BounceKind::Soft
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_skip_ips_and_versions() {
+        let found: Vec<String> =
+            find_statuses("host 192.0.2.153 said 550-5.7.26 x (#5.1.1) v4.8.5.36 and 5.2.2; 10.4.4.1 4.4.7.")
+                .into_iter()
+                .map(|(_, c)| c)
+                .collect();
+        assert_eq!(found, ["5.7.26", "5.1.1", "5.2.2", "4.4.7"]);
+    }
+
+    #[test]
+    fn reply_codes_in_context() {
+        assert_eq!(find_reply_code("Size (in bytes): 222\nsaid: 550 nope"), Some(550));
+        assert_eq!(find_reply_code("id 12345 host said 554 5.7.1 no"), Some(554));
+        assert_eq!(find_reply_code("port 25 Thu 2010 no code"), None);
+        assert_eq!(find_reply_code("571 No PTR"), None);
+        assert_eq!(find_reply_code("host mx [192.0.2.1]: 550 5.1.1 <a@b.c>"), Some(550));
+    }
+
+    #[test]
+    fn prefer_specific_code() {
+        assert_eq!(prefer(Some("5.0.0"), Some("5.1.1"), Some(550)).as_deref(), Some("5.1.1"));
+        assert_eq!(prefer(Some("4.4.7"), Some("4.4.2"), None).as_deref(), Some("4.4.2"));
+        assert_eq!(prefer(Some("5.2.2"), Some("5.1.1"), Some(550)).as_deref(), Some("5.2.2"));
+        assert_eq!(prefer(Some("5.0.0"), Some("5.1.0"), Some(550)).as_deref(), Some("5.1.0"));
+        assert_eq!(prefer(Some("4.0.0"), Some("5.1.1"), Some(550)).as_deref(), Some("5.1.1"));
+        assert_eq!(prefer(None, Some("5.1.1"), None).as_deref(), Some("5.1.1"));
+    }
+
+    #[test]
+    fn codes_pick_the_telling_one() {
+        assert_eq!(
+            find_codes("554 4.4.7 Message expired: unable to deliver <421 4.4.2 Connection timed out>"),
+            (Some("4.4.2".into()), Some(421))
+        );
+        assert_eq!(
+            find_codes("5.1.0 - Unknown address error 550-'5.7.1 <x@y.example>... Access denied'"),
+            (Some("5.7.1".into()), Some(550))
+        );
+        assert_eq!(find_codes("550 #5.1.0 Address rejected."), (Some("5.1.0".into()), Some(550)));
+    }
+
+    #[test]
+    fn stages() {
+        assert_eq!(smtp_stage("550 unknown user (in reply to end of DATA command)"), Some(Stage::Data));
+        assert_eq!(smtp_stage("User Unknown (in reply to RCPT TO\n    command)"), Some(Stage::Rcpt));
+        assert_eq!(smtp_stage("-------SMTP command\nDATA\n"), Some(Stage::Data));
+        assert_eq!(smtp_stage("after MAIL FROM:<a@b.c> SIZE=1: 550 no"), Some(Stage::Sender));
+        assert_eq!(classify(None, Some(550), "550 Unknown user", Some(Stage::Data)), BounceKind::Soft);
+        assert_eq!(classify(Some("5.1.1"), Some(550), "550 5.1.1 Unknown user", Some(Stage::Data)), BounceKind::Hard);
+    }
+
+    #[test]
+    fn classify_words_over_codes() {
+        assert_eq!(classify(Some("5.1.1"), Some(550), "User unknown", None), BounceKind::Hard);
+        assert_eq!(classify(Some("5.1.1"), Some(552), "mailbox is over quota (#5.1.1)", None), BounceKind::Soft);
+        // Stock "no such user" wording needs the RCPT stage or a 5.1.x code...
+        assert_eq!(classify(Some("5.7.1"), Some(553), "no such user here", None), BounceKind::Soft);
+        assert_eq!(classify(Some("5.7.1"), Some(553), "no such user here", Some(Stage::Rcpt)), BounceKind::Hard);
+        // ...an explicit failed lookup does not, unless the code says the
+        // mailbox exists (X.2.Y).
+        assert_eq!(classify(Some("5.0.0"), Some(550), "mailbox does not exist", None), BounceKind::Hard);
+        assert_eq!(classify(Some("5.2.1"), Some(550), "Invalid Address", None), BounceKind::Soft);
+        assert_eq!(classify(Some("4.2.2"), Some(450), "try later", None), BounceKind::Soft);
+        assert_eq!(classify(None, None, "Host unknown", None), BounceKind::Hard);
+    }
+}

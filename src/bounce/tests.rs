@@ -1,0 +1,376 @@
+//! Tests of the public entry point: errors, robustness, and one hand-written
+//! message per kind.
+
+use super::*;
+
+/// A small deterministic generator, so the robustness tests need no crate.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+}
+
+const DSN_WITH_OUTBOX_ID: &str = "\
+From: Mail Delivery System <MAILER-DAEMON@mx.example.net>
+To: bounces@herald.example.com
+Subject: Undelivered Mail Returned to Sender
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status; boundary=\"B1\"
+
+--B1
+Content-Type: text/plain
+
+<kiji@example.org>: host mx.example.org[192.0.2.1] said: 550 5.1.1
+    <kiji@example.org>: Recipient address rejected: User unknown (in reply to
+    RCPT TO command)
+
+--B1
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; mx.example.net
+
+Final-Recipient: rfc822; Kiji@Example.org
+Original-Recipient: rfc822; kiji@example.org
+Action: failed
+Status: 5.1.1
+Remote-MTA: dns; mx.example.org
+Diagnostic-Code: smtp; 550 5.1.1 <kiji@example.org>: Recipient address
+    rejected: User unknown in local recipient table
+
+--B1
+Content-Type: text/rfc822-headers
+
+From: Herald <news@herald.example.com>
+To: kiji@example.org
+Subject: Hello
+Message-ID: <out-42@herald.example.com>
+X-Herald-Outbox-Id: obx_01HZY3
+
+--B1--
+";
+
+const DELAYED_DSN: &str = "\
+From: MAILER-DAEMON@mx.example.net
+To: bounces@herald.example.com
+Subject: Delivery Status Notification (Delay)
+Content-Type: multipart/report; report-type=delivery-status; boundary=\"D\"
+
+--D
+Content-Type: text/plain
+
+Delivery to kiji@example.org has been delayed; we will keep trying.
+
+--D
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; mx.example.net
+
+Final-Recipient: rfc822; kiji@example.org
+Action: delayed
+Status: 4.4.1
+Diagnostic-Code: smtp; 421 4.4.1 Connection timed out
+Will-Retry-Until: Fri, 3 May 2024 10:00:00 +0000
+
+--D
+Content-Type: message/rfc822
+
+Message-ID: <out-43@herald.example.com>
+X-Herald-Outbox-Id: obx_43
+To: kiji@example.org
+From: news@herald.example.com
+Subject: Hi
+
+Hello
+--D--
+";
+
+const AUTO_REPLY: &str = "\
+From: Kiji Tora <Kiji@Example.org>
+To: news@herald.example.com
+Subject: Out of Office: Hello
+Auto-Submitted: auto-replied
+In-Reply-To: <out-44@herald.example.com>
+
+I am away until Monday.
+";
+
+const ARF: &str = "\
+From: fbl@isp.example
+To: abuse@herald.example.com
+Subject: Abuse report
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=feedback-report; boundary=\"F\"
+
+--F
+Content-Type: text/plain
+
+This is an abuse report.
+
+--F
+Content-Type: message/feedback-report
+
+Feedback-Type: abuse
+User-Agent: ISP-FBL/1.0
+Version: 1
+Original-Rcpt-To: <kiji@example.org>
+
+--F
+Content-Type: message/rfc822
+
+Message-ID: <out-45@herald.example.com>
+X-Herald-Outbox-Id: obx_45
+To: kiji@example.org
+From: news@herald.example.com
+Subject: Hi
+
+Hello
+--F--
+";
+
+const QMAIL: &str = "\
+From: MAILER-DAEMON@mx.example.net
+To: news@herald.example.com
+Subject: failure notice
+
+Hi. This is the qmail-send program at mx.example.net.
+I'm afraid I wasn't able to deliver your message to the following addresses.
+This is a permanent error; I've given up. Sorry it didn't work out.
+
+<kiji@example.org>:
+192.0.2.1 does not like recipient.
+Remote host said: 550 5.1.1 <kiji@example.org>... User Unknown
+Giving up on 192.0.2.1.
+
+<mike@example.org>:
+Remote host said: 552 5.2.2 <mike@example.org>... Mailbox Full
+
+--- Below this line is a copy of the message.
+
+Return-Path: <news@herald.example.com>
+Message-ID: <out-46@herald.example.com>
+X-Herald-Outbox-Id: obx_46
+From: news@herald.example.com
+To: kiji@example.org, mike@example.org
+Subject: Hi
+
+Hello
+";
+
+#[test]
+fn empty_input_is_an_error() {
+    assert_eq!(parse(b""), Err(ParseError::Empty));
+    assert_eq!(parse(b" \r\n\t\n"), Err(ParseError::Empty));
+}
+
+#[test]
+fn oversized_input_is_an_error() {
+    let raw = vec![b'a'; MAX_INPUT_BYTES + 1];
+    assert_eq!(parse(&raw), Err(ParseError::TooLarge { size: MAX_INPUT_BYTES + 1, limit: MAX_INPUT_BYTES }));
+    let message = ParseError::TooLarge { size: 20, limit: 10 }.to_string();
+    assert!(message.contains("20 bytes") && message.contains("10-byte limit"));
+}
+
+#[test]
+fn twenty_mebibytes_do_not_panic() {
+    let mut raw = DSN_WITH_OUTBOX_ID.as_bytes().to_vec();
+    raw.resize(20 * 1024 * 1024, b'x');
+    assert!(matches!(parse(&raw), Err(ParseError::TooLarge { .. })));
+}
+
+#[test]
+fn garbage_does_not_panic() {
+    let mut rng = Lcg(7);
+    for len in [1usize, 2, 3, 17, 100, 4096, 65_536] {
+        for _ in 0..20 {
+            let raw: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            if let Ok(report) = parse(&raw) {
+                assert!(report.recipients.len() <= MAX_RECIPIENTS);
+            }
+        }
+    }
+    assert!(matches!(parse(b"\x00\xff\xfe binary"), Ok(_) | Err(ParseError::NotAMessage(_))));
+}
+
+#[test]
+fn truncated_and_mangled_messages_do_not_panic() {
+    let mut rng = Lcg(42);
+    for sample in [DSN_WITH_OUTBOX_ID, DELAYED_DSN, AUTO_REPLY, ARF, QMAIL] {
+        let bytes = sample.as_bytes();
+        for cut in 0..bytes.len() {
+            let _ = parse(&bytes[..cut]);
+        }
+        for _ in 0..300 {
+            let mut mangled = bytes.to_vec();
+            for _ in 0..(1 + rng.next() % 8) {
+                let at = (rng.next() as usize) % mangled.len();
+                match rng.next() % 3 {
+                    0 => mangled[at] = rng.next() as u8,
+                    1 => {
+                        mangled.remove(at);
+                    }
+                    _ => mangled.insert(at, b"\n-:;<>@.\"="[(rng.next() % 10) as usize]),
+                }
+            }
+            let _ = parse(&mangled);
+        }
+    }
+}
+
+#[test]
+fn near_limit_adversarial_input_is_bounded() {
+    // Just under the limit: a "bounce" whose body is one long line of
+    // addresses, the worst case for the address and block scans.
+    let mut raw = b"From: MAILER-DAEMON@x.example\nSubject: Undelivered Mail\n\n".to_vec();
+    let filler = b"550 5.1.1 <a@b.example>, user unknown ";
+    while raw.len() + filler.len() < MAX_INPUT_BYTES {
+        raw.extend_from_slice(filler);
+    }
+    let started = std::time::Instant::now();
+    let report = parse(&raw).expect("a message");
+    assert!(report.recipients.len() <= 1);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+}
+
+#[test]
+fn dsn_yields_hard_bounce_and_outbox_id() {
+    let report = parse(DSN_WITH_OUTBOX_ID.as_bytes()).expect("parses");
+    assert_eq!(report.herald_outbox_id.as_deref(), Some("obx_01HZY3"));
+    assert_eq!(report.original_message_id.as_deref(), Some("out-42@herald.example.com"));
+    assert_eq!(report.original_to.as_deref(), Some("kiji@example.org"));
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!(r.recipient, "kiji@example.org");
+    assert_eq!(r.kind, BounceKind::Hard);
+    assert_eq!(r.status.as_deref(), Some("5.1.1"));
+    assert_eq!(r.reply_code, Some(550));
+    assert_eq!(r.herald_outbox_id.as_deref(), Some("obx_01HZY3"));
+    assert_eq!(r.remote_mta.as_deref(), Some("mx.example.org"));
+    assert!(r.reason.starts_with("550 5.1.1 <kiji@example.org>: Recipient address rejected"));
+}
+
+#[test]
+fn delayed_dsn_is_delayed() {
+    let report = parse(DELAYED_DSN.as_bytes()).expect("parses");
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!(r.kind, BounceKind::Delayed);
+    assert_eq!(r.status.as_deref(), Some("4.4.1"));
+    assert_eq!(r.herald_outbox_id.as_deref(), Some("obx_43"));
+}
+
+#[test]
+fn auto_reply_is_not_a_bounce() {
+    let report = parse(AUTO_REPLY.as_bytes()).expect("parses");
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!(r.recipient, "kiji@example.org");
+    assert_eq!(r.kind, BounceKind::AutoReply);
+    assert_eq!(r.status, None);
+}
+
+#[test]
+fn arf_is_a_complaint() {
+    let report = parse(ARF.as_bytes()).expect("parses");
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!(r.recipient, "kiji@example.org");
+    assert_eq!(r.kind, BounceKind::Complaint);
+    assert_eq!(r.feedback_type.as_deref(), Some("abuse"));
+    assert_eq!(r.herald_outbox_id.as_deref(), Some("obx_45"));
+}
+
+#[test]
+fn free_text_bounce_splits_recipients() {
+    let report = parse(QMAIL.as_bytes()).expect("parses");
+    assert_eq!(report.herald_outbox_id.as_deref(), Some("obx_46"));
+    let got: Vec<_> =
+        report.recipients.iter().map(|r| (r.recipient.as_str(), r.kind, r.status.as_deref(), r.reply_code)).collect();
+    assert_eq!(
+        got,
+        [
+            ("kiji@example.org", BounceKind::Hard, Some("5.1.1"), Some(550)),
+            ("mike@example.org", BounceKind::Soft, Some("5.2.2"), Some(552)),
+        ]
+    );
+}
+
+#[test]
+fn ordinary_mail_is_not_a_bounce() {
+    let raw = b"From: Kiji <kiji@example.org>\nTo: news@herald.example.com\nSubject: Re: Hi\n\nThanks, write to mike@example.org too.\n";
+    assert_eq!(parse(raw).expect("parses").recipients, []);
+}
+
+#[test]
+fn missing_status_is_not_invented() {
+    let raw = b"From: MAILER-DAEMON@mx.example.net\nSubject: Undeliverable: Hi\n\nYour message did not reach the following recipient(s):\nkiji@example.org\n    The recipient name is not recognized\n";
+    let report = parse(raw).expect("parses");
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!(r.status, None);
+    assert_eq!(r.reply_code, None);
+    assert_eq!(r.kind, BounceKind::Hard);
+}
+
+#[test]
+fn ses_notification_by_mail() {
+    let raw = br#"From: no-reply@sns.amazonaws.com
+Subject: AWS Notification Message
+
+{"notificationType":"Bounce","bounce":{"bounceType":"Permanent","bounceSubType":"General","bouncedRecipients":[{"emailAddress":"Kiji@example.org","action":"failed","status":"5.1.1","diagnosticCode":"smtp; 550 5.1.1 user unknown"}]},"mail":{"messageId":"ses-1","headers":[{"name":"X-Herald-Outbox-Id","value":"obx_47"},{"name":"Message-ID","value":"<out-47@herald.example.com>"}]}}
+"#;
+    let report = parse(raw).expect("parses");
+    assert_eq!(report.herald_outbox_id.as_deref(), Some("obx_47"));
+    assert_eq!(report.original_message_id.as_deref(), Some("out-47@herald.example.com"));
+    let [r] = report.recipients.as_slice() else {
+        panic!("one recipient expected: {report:?}");
+    };
+    assert_eq!((r.recipient.as_str(), r.kind), ("kiji@example.org", BounceKind::Hard));
+    assert_eq!(r.herald_outbox_id.as_deref(), Some("obx_47"));
+}
+
+#[test]
+fn kinds_serialise_in_snake_case() {
+    let names: Vec<String> =
+        [BounceKind::Hard, BounceKind::Soft, BounceKind::Complaint, BounceKind::AutoReply, BounceKind::Delayed]
+            .iter()
+            .map(|k| serde_json::to_string(k).expect("serialises"))
+            .collect();
+    assert_eq!(names, ["\"hard\"", "\"soft\"", "\"complaint\"", "\"auto_reply\"", "\"delayed\""]);
+}
+
+#[test]
+fn reason_is_bounded() {
+    let long = "x".repeat(3 * MAX_REASON_CHARS);
+    assert_eq!(bound_reason(&long).chars().count(), MAX_REASON_CHARS);
+    assert_eq!(bound_reason("  a \n\t b  "), "a b");
+    assert_eq!(bound_reason(&"é".repeat(600)).chars().count(), MAX_REASON_CHARS);
+    // Found by the fuzzer: a word ending exactly at the cap used to be
+    // followed by one separator too many.
+    let exact = format!("{} tail", "y".repeat(MAX_REASON_CHARS));
+    assert_eq!(bound_reason(&exact), "y".repeat(MAX_REASON_CHARS));
+    let near = format!("{} z", "y".repeat(MAX_REASON_CHARS - 1));
+    assert_eq!(bound_reason(&near).chars().count(), MAX_REASON_CHARS - 1);
+}
+
+/// Found by the fuzzer (minimised): a nested `message/rfc822` part cut by a
+/// foreign boundary reaches a `debug_assert!(false)` in mail-parser 0.11.9's
+/// recovery code, which panics in debug builds only.
+const MAIL_PARSER_DEBUG_ASSERT: &[u8] = b"R:0\nContent-Type: multipart/mxed; boundary=\"==_0xAA/0xFFFFFFFFFFFF=/0xB\"7b\n\n--==_0xAA/0xFFFFFFFFFFFF=/0xB\nContent-Type: message/rfc822\nC\n is ful.\n\n--==_x\nContent-Type: message/rfc822\n\n\n--==_0xAA/0xFFFFFFFFFFFF=/0xB--\n";
+
+#[test]
+fn mail_parser_debug_assertion_does_not_escape() {
+    assert_eq!(MAIL_PARSER_DEBUG_ASSERT.len(), 217);
+    let result = parse(MAIL_PARSER_DEBUG_ASSERT);
+    assert!(
+        matches!(&result, Ok(r) if r.recipients.is_empty()) || matches!(&result, Err(ParseError::NotAMessage(_))),
+        "{result:?}"
+    );
+}
