@@ -27,6 +27,12 @@ backend_tests!(
     send_log_reads_newest_first_and_pending_rows_separately,
     user_ids_are_case_sensitive,
     long_and_unicode_values_round_trip,
+    rules_round_trip_and_only_enabled_ones_are_found_by_type,
+    cancelling_a_rule_ends_only_its_scheduled_rows_with_a_send_log_row,
+    recipients_upsert_and_erasure_keeps_the_send_log,
+    api_keys_are_found_by_hash_and_revocable,
+    outbox_admin_filters_pages_retries_and_cancels,
+    an_idempotency_key_returns_the_first_trigger,
 );
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
@@ -291,4 +297,166 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     assert!(db.store.sends_for_outbox(&claimed[1].id).await.unwrap().is_empty(), "a lost claim writes nothing");
     assert_eq!(db.store.get_outbox(&claimed[1].id).await.unwrap().unwrap().status, OutboxStatus::Sending);
     assert_eq!(db.store.get_outbox(&claimed[2].id).await.unwrap().unwrap().status, OutboxStatus::Scheduled);
+}
+
+fn rule_row(trigger_type: &str, enabled: bool) -> herald::store::RuleRow {
+    herald::store::RuleRow {
+        id: new_id(),
+        name: "Welcome".into(),
+        trigger_type: trigger_type.into(),
+        condition: Some("payload.x > 1".into()),
+        channel: "inbox".into(),
+        template: serde_json::json!({"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}),
+        delay_seconds: 60,
+        grace_seconds: None,
+        category: "onboarding".into(),
+        enabled,
+        created_at: T0,
+        updated_at: T0,
+    }
+}
+
+async fn rules_round_trip_and_only_enabled_ones_are_found_by_type(db: &TestDb) {
+    use herald::store::RuleStore;
+    let on = rule_row("signup", true);
+    let off = rule_row("signup", false);
+    db.store.insert_rule(&on).await.unwrap();
+    db.store.insert_rule(&off).await.unwrap();
+    let back = db.store.get_rule(&on.id).await.unwrap().unwrap();
+    assert_eq!((back.condition.as_deref(), back.delay_seconds, back.grace_seconds), (Some("payload.x > 1"), 60, None));
+    assert_eq!(back.template, on.template);
+    let found = db.store.enabled_rules_for_type("signup").await.unwrap();
+    assert_eq!(found.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec![on.id.as_str()]);
+    let mut changed = off.clone();
+    changed.enabled = true;
+    changed.grace_seconds = Some(30);
+    assert!(db.store.update_rule(&changed).await.unwrap());
+    assert_eq!(db.store.enabled_rules_for_type("signup").await.unwrap().len(), 2);
+    assert_eq!(db.store.get_rule(&off.id).await.unwrap().unwrap().grace_seconds, Some(30));
+    assert!(db.store.delete_rule(&on.id).await.unwrap());
+    assert!(!db.store.delete_rule(&on.id).await.unwrap());
+    assert_eq!(db.store.list_rules().await.unwrap().len(), 1);
+}
+
+async fn cancelling_a_rule_ends_only_its_scheduled_rows_with_a_send_log_row(db: &TestDb) {
+    use herald::store::{CancelScope, RuleStore};
+    let mut mine: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
+    for r in &mut mine {
+        r.rule_id = Some("rule-1".into());
+    }
+    let other = row("u1", "inbox", T0);
+    db.store.enqueue(&mine, T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&other), T0).await.unwrap();
+    // One of the rule's rows is being delivered: it is the worker's to finish.
+    let mut claimed = db.store.claim_due(T0, 1, "t").await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let claimed = claimed.remove(0);
+    let n = db.store.cancel_scheduled(CancelScope::Rule("rule-1"), "rule disabled", T0).await.unwrap();
+    let expected = if claimed.rule_id.as_deref() == Some("rule-1") { 2 } else { 3 };
+    assert_eq!(n, expected);
+    assert_eq!(db.store.get_outbox(&claimed.id).await.unwrap().unwrap().status, OutboxStatus::Sending);
+    for r in mine.iter().filter(|r| r.id != claimed.id) {
+        assert_eq!(db.store.get_outbox(&r.id).await.unwrap().unwrap().status, OutboxStatus::Cancelled);
+        let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+        assert_eq!((log[0].status.as_str(), log[0].detail.as_deref()), ("cancelled", Some("rule disabled")));
+    }
+    if other.id != claimed.id {
+        assert_eq!(db.store.get_outbox(&other.id).await.unwrap().unwrap().status, OutboxStatus::Scheduled);
+    }
+}
+
+async fn recipients_upsert_and_erasure_keeps_the_send_log(db: &TestDb) {
+    use herald::store::{RecipientRow, RecipientStore};
+    let mut r = RecipientRow {
+        user_id: "ada".into(),
+        email: Some("ada@example.com".into()),
+        name: Some("Ada".into()),
+        locale: Some("de".into()),
+        timezone: None,
+        preferences: serde_json::json!({"categories": {"news": false}}),
+        created_at: T0,
+        updated_at: T0,
+    };
+    assert!(db.store.put_recipient(&r).await.unwrap(), "created");
+    assert!(!db.store.put_recipient(&r).await.unwrap(), "the same values again: replaced, not duplicated");
+    r.email = Some("ada@new.example".into());
+    assert!(!db.store.put_recipient(&r).await.unwrap());
+    let back = db.store.get_recipient(&user("ada")).await.unwrap().unwrap();
+    assert_eq!(back.email.as_deref(), Some("ada@new.example"));
+    assert_eq!(back.preferences["categories"]["news"], false);
+
+    let sent = row("ada", "inbox", T0);
+    let waiting = row("ada", "inbox", T0.plus(Duration::from_secs(3600)));
+    db.store.enqueue(&[sent.clone(), waiting.clone()], T0).await.unwrap();
+    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    db.store.finish(&claimed, "t", &f, T0).await.unwrap();
+    let msg = NewInboxMessage {
+        outbox_id: sent.id.clone(),
+        user_id: "ada".into(),
+        title: "hi".into(),
+        body: None,
+        url: None,
+        data: None,
+    };
+    db.store.insert_inbox(&msg, T0).await.unwrap();
+
+    let erased = db.store.erase_user(&user("ada"), T0).await.unwrap();
+    assert_eq!((erased.recipient_deleted, erased.inbox_messages_deleted, erased.scheduled_cancelled), (true, 1, 1));
+    assert!(db.store.get_recipient(&user("ada")).await.unwrap().is_none());
+    let log = db.store.sends_for_user(&user("ada"), 10).await.unwrap();
+    let statuses: Vec<&str> = log.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses.len(), 2, "the log keeps its rows: {statuses:?}");
+    assert!(statuses.contains(&"sent") && statuses.contains(&"cancelled"));
+}
+
+async fn api_keys_are_found_by_hash_and_revocable(db: &TestDb) {
+    use herald::store::RecipientStore;
+    let (key, row) = herald::http::auth::generate("ci", T0);
+    db.store.insert_api_key(&row).await.unwrap();
+    let found = db.store.api_key_by_hash(&herald::http::auth::hash_key(&key)).await.unwrap().unwrap();
+    assert_eq!((found.name.as_str(), found.revoked_at), ("ci", None));
+    assert!(db.store.api_key_by_hash(&herald::http::auth::hash_key("hrld_other")).await.unwrap().is_none());
+    assert!(db.store.revoke_api_key(&row.id, T0).await.unwrap());
+    assert!(!db.store.revoke_api_key(&row.id, T0).await.unwrap(), "once");
+    assert_eq!(db.store.list_api_keys().await.unwrap()[0].revoked_at, Some(T0));
+}
+
+async fn outbox_admin_filters_pages_retries_and_cancels(db: &TestDb) {
+    use herald::store::{OutboxAdmin, OutboxFilter, RowAction};
+    let rows: Vec<_> = (0..5).map(|i| row(if i < 3 { "a" } else { "b" }, "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let page =
+        |before: Option<String>| OutboxFilter { user_id: Some("a".into()), before, limit: 2, ..Default::default() };
+    let first = db.store.list_outbox(&page(None)).await.unwrap();
+    let second = db.store.list_outbox(&page(Some(first[1].id.clone()))).await.unwrap();
+    assert_eq!((first.len(), second.len()), (2, 1));
+    assert!(first[0].id > first[1].id && first[1].id > second[0].id, "newest first, no overlap");
+
+    let RowAction::Done(c) = db.store.cancel_outbox(&rows[0].id, "by hand", T0).await.unwrap() else { panic!() };
+    assert_eq!(c.status, OutboxStatus::Cancelled);
+    assert!(matches!(db.store.cancel_outbox(&rows[0].id, "again", T0).await.unwrap(), RowAction::Refused(_)));
+    let later = T0.plus(Duration::from_secs(10));
+    let RowAction::Done(r) = db.store.retry_outbox(&rows[0].id, later).await.unwrap() else { panic!() };
+    assert_eq!((r.status, r.due_at, r.attempts), (OutboxStatus::Scheduled, later, 0));
+    assert!(matches!(db.store.retry_outbox("missing", T0).await.unwrap(), RowAction::NotFound));
+    let cancelled = OutboxFilter { status: Some(OutboxStatus::Cancelled), limit: 10, ..Default::default() };
+    assert!(db.store.list_outbox(&cancelled).await.unwrap().is_empty());
+}
+
+async fn an_idempotency_key_returns_the_first_trigger(db: &TestDb) {
+    use herald::store::{NewTrigger, TriggerInsert, TriggerStore};
+    let t = |id: &str| NewTrigger {
+        id: id.into(),
+        trigger_type: "x".into(),
+        user_id: user("u"),
+        payload: serde_json::json!({"a": 1}),
+        idempotency_key: Some("k-1".into()),
+        request_hash: Some("h".into()),
+        occurred_at: T0,
+    };
+    assert!(matches!(db.store.insert_trigger(&t("first"), T0).await.unwrap(), TriggerInsert::Created));
+    let TriggerInsert::Existing(first) = db.store.insert_trigger(&t("second"), T0).await.unwrap() else { panic!() };
+    assert_eq!((first.id.as_str(), first.payload["a"].as_i64()), ("first", Some(1)));
+    assert!(db.store.get_trigger("second").await.unwrap().is_none());
 }

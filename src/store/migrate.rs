@@ -85,44 +85,24 @@ pub(super) async fn run(
     dialect: Dialect,
     now: Millis,
 ) -> Result<Vec<AppliedMigration>, StoreError> {
-    let db = StoreError::db;
-    match dialect {
-        // SQLite's DDL is transactional and its write lock is the whole
-        // database: one IMMEDIATE transaction is both the lock and the unit.
-        Dialect::Sqlite => {
-            sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.map_err(db("migrate: lock"))?;
-            let result = apply_pending(conn, dialect, now).await;
-            let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-            sqlx::query(end).execute(&mut *conn).await.map_err(db("migrate: commit"))?;
-            result
-        }
-        Dialect::Postgres => {
-            // 0x6865726c = "herl"; an arbitrary key that other applications
-            // sharing the database are unlikely to pick.
-            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_lock(1751478892)) AS l")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: lock"))?;
-            let result = apply_pending(conn, dialect, now).await;
-            sqlx::query("SELECT 1 FROM (SELECT pg_advisory_unlock(1751478892)) AS l")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: unlock"))?;
-            result
-        }
-        Dialect::MySql => {
-            sqlx::query("SELECT GET_LOCK('herald_migrate', 300)")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: lock"))?;
-            let result = apply_pending(conn, dialect, now).await;
-            sqlx::query("SELECT RELEASE_LOCK('herald_migrate')")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("migrate: unlock"))?;
-            result
-        }
-    }
+    // Each dialect's lock: (take, release). SQLite's DDL is transactional and
+    // its write lock is the whole database, so one IMMEDIATE transaction is
+    // both the lock and the unit of work.
+    let (lock, unlock) = match dialect {
+        Dialect::Sqlite => ("BEGIN IMMEDIATE", "COMMIT"),
+        // 1751478892 = "herl"; an arbitrary key that other applications
+        // sharing the database are unlikely to pick.
+        Dialect::Postgres => (
+            "SELECT 1 FROM (SELECT pg_advisory_lock(1751478892)) AS l",
+            "SELECT 1 FROM (SELECT pg_advisory_unlock(1751478892)) AS l",
+        ),
+        Dialect::MySql => ("SELECT GET_LOCK('herald_migrate', 300)", "SELECT RELEASE_LOCK('herald_migrate')"),
+    };
+    sqlx::query(lock).execute(&mut *conn).await.map_err(StoreError::db("migrate: lock"))?;
+    let result = apply_pending(conn, dialect, now).await;
+    let unlock = if dialect == Dialect::Sqlite && result.is_err() { "ROLLBACK" } else { unlock };
+    sqlx::query(unlock).execute(&mut *conn).await.map_err(StoreError::db("migrate: unlock"))?;
+    result
 }
 
 async fn apply_pending(
@@ -152,54 +132,34 @@ async fn apply_pending(
         let failed = |source| StoreError::Migration { version: m.version, name: m.name, source };
         let record =
             dialect.sql("INSERT INTO engagement_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)");
-        match dialect {
-            // Already inside the lock's transaction.
-            Dialect::Sqlite => {
-                for stmt in m.statements(dialect) {
-                    sqlx::query(&stmt).execute(&mut *conn).await.map_err(failed)?;
-                }
-                sqlx::query(&record)
-                    .bind(m.version)
-                    .bind(m.name)
-                    .bind(now.0)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(failed)?;
-            }
+        if dialect == Dialect::Postgres {
             // Transactional DDL: a failed migration leaves nothing behind.
-            Dialect::Postgres => {
-                let mut tx = conn.begin().await.map_err(failed)?;
-                for stmt in m.statements(dialect) {
-                    sqlx::query(&stmt).execute(&mut *tx).await.map_err(failed)?;
-                }
-                sqlx::query(&record)
-                    .bind(m.version)
-                    .bind(m.name)
-                    .bind(now.0)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(failed)?;
-                tx.commit().await.map_err(failed)?;
-            }
-            // MySQL commits each DDL statement on its own; a migration that
-            // fails halfway has to be finished by hand, and the error says
-            // which version it was.
-            Dialect::MySql => {
-                for stmt in m.statements(dialect) {
-                    sqlx::query(&stmt).execute(&mut *conn).await.map_err(failed)?;
-                }
-                sqlx::query(&record)
-                    .bind(m.version)
-                    .bind(m.name)
-                    .bind(now.0)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(failed)?;
-            }
+            let mut tx = conn.begin().await.map_err(failed)?;
+            apply_one(&mut tx, m, dialect, &record, now).await.map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+        } else {
+            // SQLite: already inside the lock's transaction. MySQL commits
+            // each DDL statement on its own, so a migration that fails
+            // halfway has to be finished by hand; the error names it.
+            apply_one(conn, m, dialect, &record, now).await.map_err(failed)?;
         }
         done.push(AppliedMigration { version: m.version, name: m.name });
     }
     Ok(done)
+}
+
+async fn apply_one(
+    conn: &mut AnyConnection,
+    m: &Migration,
+    dialect: Dialect,
+    record: &str,
+    now: Millis,
+) -> Result<(), sqlx::Error> {
+    for stmt in m.statements(dialect) {
+        sqlx::query(&stmt).execute(&mut *conn).await?;
+    }
+    sqlx::query(record).bind(m.version).bind(m.name).bind(now.0).execute(&mut *conn).await?;
+    Ok(())
 }
 
 #[cfg(test)]
