@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channel::Registry;
 use crate::channel::inbox::InboxChannel;
+use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::http::{self, AppState};
@@ -31,7 +32,19 @@ pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
     let mut r = Registry::new();
     r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
     r.declare_unavailable("email", "no email transport is built into this version of Herald");
-    r.declare_unavailable("webhook", "the webhook channel is not built into this version of Herald");
+    r.declare_unavailable("webhook", "no webhook.signing_secret is configured");
+    r
+}
+
+/// The registry `serve` uses: [`registry`] plus the channels this
+/// deployment configured.
+pub fn configured_registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: &Config) -> Registry {
+    let mut r = registry(store, clock);
+    if let Some(secret) = &config.webhook.signing_secret {
+        // Validated at load; a failure here is a bug, not a configuration error.
+        let secret = SigningSecret::parse(secret).expect("webhook.signing_secret was validated at load");
+        r.register("webhook", Arc::new(WebhookChannel::new(secret, config.webhook.policy(), config.webhook.timeout)));
+    }
     r
 }
 
@@ -77,7 +90,7 @@ pub async fn serve_until(
         }
         let worker = Worker::new(
             dyn_store.clone(),
-            registry(dyn_store.clone(), clock.clone()),
+            configured_registry(dyn_store.clone(), clock.clone(), &config),
             clock.clone(),
             config.worker.to_worker_config(),
             metrics.clone(),
@@ -91,7 +104,7 @@ pub async fn serve_until(
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });
     }
-    let state = AppState { store: dyn_store, metrics, clock, planner };
+    let state = AppState { store: dyn_store, metrics, clock, planner, webhooks: config.webhook.policy() };
     let app = http::router(state, config.http.max_body_bytes);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();

@@ -38,6 +38,35 @@ pub struct Config {
     pub http: HttpSettings,
     pub worker: WorkerSettings,
     pub planner: PlannerSettings,
+    pub webhook: WebhookSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Standard Webhooks signing secret, `whsec_` + base64 of at least 24
+    /// random bytes (`openssl rand -base64 32`). Without it the webhook
+    /// channel cannot deliver, and its rows end `failed` saying so.
+    pub signing_secret: Option<String>,
+    /// Allow rules to target loopback and private addresses. Off by default,
+    /// so a rule cannot be used to reach internal services.
+    pub allow_private_networks: bool,
+    /// Longest a receiver may take to answer before it counts as a
+    /// transient failure. Default "10s".
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings { signing_secret: None, allow_private_networks: false, timeout: Duration::from_secs(10) }
+    }
+}
+
+impl WebhookSettings {
+    pub fn policy(&self) -> crate::channel::webhook::WebhookPolicy {
+        crate::channel::webhook::WebhookPolicy { allow_private_networks: self.allow_private_networks }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,6 +152,7 @@ impl Default for Config {
             http: HttpSettings::default(),
             worker: WorkerSettings::default(),
             planner: PlannerSettings::default(),
+            webhook: WebhookSettings::default(),
         }
     }
 }
@@ -259,6 +289,21 @@ impl Config {
         }
         if self.planner.poll < Duration::from_millis(10) {
             return Err(invalid("planner.poll", humantime::format_duration(self.planner.poll), "at least 10ms"));
+        }
+        if let Some(secret) = &self.webhook.signing_secret
+            && let Err(e) = crate::channel::webhook::SigningSecret::parse(secret)
+        {
+            return Err(invalid("webhook.signing_secret", "(hidden)", format!("a Standard Webhooks secret: {e}")));
+        }
+        if self.webhook.timeout.is_zero() || self.webhook.timeout >= self.worker.deliver_timeout {
+            return Err(invalid(
+                "webhook.timeout",
+                humantime::format_duration(self.webhook.timeout),
+                format!(
+                    "above zero and shorter than worker.deliver_timeout ({})",
+                    humantime::format_duration(self.worker.deliver_timeout)
+                ),
+            ));
         }
         let w = &self.worker;
         if !(1..=10_000).contains(&w.batch) {
@@ -403,6 +448,15 @@ mod tests {
 
         let err = Config::load(None, env(&[("HERALD_WORKER__STALE", "30s")]), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("deliver_timeout"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_webhook_secret_is_refused_without_echoing_it() {
+        let err = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", "hunter2")]), &FlagOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("webhook.signing_secret") && err.contains("whsec_"), "{err}");
+        assert!(!err.contains("hunter2"), "secrets are never printed: {err}");
     }
 
     #[test]

@@ -71,8 +71,9 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                 grace: Some(3600),
                 category: "exports".into(),
                 enabled: true,
+                webhook_url: None,
             };
-            let row = input.into_row(now).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            let row = input.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             store.insert_rule(&row).await?;
             row
         }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
 use crate::domain::{ChannelName, InvalidValue};
 use crate::store::{RuleRow, new_id};
@@ -35,6 +36,10 @@ pub struct RuleInput {
     /// operator turns it on.
     #[serde(default)]
     pub enabled: bool,
+    /// For `channel: "webhook"`: where to POST. Must be a public http(s) URL
+    /// unless the deployment allows private networks.
+    #[serde(default)]
+    pub webhook_url: Option<String>,
 }
 
 /// The body of `PATCH /v1/rules/{id}`: any subset of the fields.
@@ -55,6 +60,9 @@ pub struct RulePatch {
     pub grace: Option<Option<i64>>,
     pub category: Option<String>,
     pub enabled: Option<bool>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub webhook_url: Option<Option<String>>,
 }
 
 fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -101,7 +109,7 @@ fn check_text(errors: &mut Vec<FieldError>, field: &str, value: &str, max: usize
 }
 
 /// Checks every field of a complete rule and reports every problem at once.
-pub fn validate(input: &RuleInput) -> Result<(), Vec<FieldError>> {
+pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     check_text(&mut errors, "name", &input.name, 255);
     check_text(&mut errors, "trigger_type", &input.trigger_type, 128);
@@ -122,6 +130,16 @@ pub fn validate(input: &RuleInput) -> Result<(), Vec<FieldError>> {
     {
         errors.push((&e).into());
     }
+    match (&input.webhook_url, input.channel == "webhook") {
+        (None, true) => errors.push(FieldError::new("webhook_url", "required when channel is \"webhook\"")),
+        (Some(_), false) => errors.push(FieldError::new("webhook_url", "only used with channel \"webhook\"")),
+        (Some(url), true) => {
+            if let Err(e) = webhooks.check_url(url) {
+                errors.push(FieldError::new("webhook_url", e));
+            }
+        }
+        (None, false) => {}
+    }
     if let Err(template_errors) = input.template.validate() {
         errors.extend(template_errors.iter().map(FieldError::from));
     }
@@ -130,8 +148,8 @@ pub fn validate(input: &RuleInput) -> Result<(), Vec<FieldError>> {
 
 impl RuleInput {
     /// Validates and builds the row to store.
-    pub fn into_row(self, now: Millis) -> Result<RuleRow, Vec<FieldError>> {
-        validate(&self)?;
+    pub fn into_row(self, now: Millis, webhooks: &WebhookPolicy) -> Result<RuleRow, Vec<FieldError>> {
+        validate(&self, webhooks)?;
         Ok(RuleRow {
             id: new_id(),
             name: self.name,
@@ -143,6 +161,7 @@ impl RuleInput {
             grace_seconds: self.grace,
             category: self.category,
             enabled: self.enabled,
+            webhook_url: self.webhook_url,
             created_at: now,
             updated_at: now,
         })
@@ -161,6 +180,7 @@ impl RuleInput {
             grace: row.grace_seconds,
             category: row.category.clone(),
             enabled: row.enabled,
+            webhook_url: row.webhook_url.clone(),
         })
     }
 
@@ -192,6 +212,9 @@ impl RuleInput {
         if let Some(v) = patch.enabled {
             self.enabled = v;
         }
+        if let Some(v) = patch.webhook_url {
+            self.webhook_url = v;
+        }
     }
 }
 
@@ -209,6 +232,7 @@ pub struct RuleView {
     pub grace: Option<i64>,
     pub category: String,
     pub enabled: bool,
+    pub webhook_url: Option<String>,
     /// RFC 3339
     pub created_at: String,
     pub updated_at: String,
@@ -227,6 +251,7 @@ impl From<&RuleRow> for RuleView {
             grace: r.grace_seconds,
             category: r.category.clone(),
             enabled: r.enabled,
+            webhook_url: r.webhook_url.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
         }

@@ -21,7 +21,7 @@ fn enabled_rule(trigger_type: &str) -> herald::store::RuleRow {
         "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}
     }))
     .unwrap();
-    input.into_row(SystemClock.now()).unwrap()
+    input.into_row(SystemClock.now(), &Default::default()).unwrap()
 }
 
 fn planner(store: Arc<dyn Store>) -> Planner {

@@ -311,6 +311,7 @@ fn rule_row(trigger_type: &str, enabled: bool) -> herald::store::RuleRow {
         grace_seconds: None,
         category: "onboarding".into(),
         enabled,
+        webhook_url: Some("https://hooks.example.com/h".into()),
         created_at: T0,
         updated_at: T0,
     }
@@ -325,6 +326,7 @@ async fn rules_round_trip_and_only_enabled_ones_are_found_by_type(db: &TestDb) {
     let back = db.store.get_rule(&on.id).await.unwrap().unwrap();
     assert_eq!((back.condition.as_deref(), back.delay_seconds, back.grace_seconds), (Some("payload.x > 1"), 60, None));
     assert_eq!(back.template, on.template);
+    assert_eq!(back.webhook_url.as_deref(), Some("https://hooks.example.com/h"));
     let found = db.store.enabled_rules_for_type("signup").await.unwrap();
     assert_eq!(found.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec![on.id.as_str()]);
     let mut changed = off.clone();

@@ -5,6 +5,7 @@
 //! only reads the [`Outcome`] back.
 
 pub mod inbox;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -32,6 +32,8 @@ pub struct AppState {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
+    /// What webhook URLs rules may name.
+    pub webhooks: crate::channel::webhook::WebhookPolicy,
 }
 
 /// `max_body_bytes` bounds every request body (413 beyond it).

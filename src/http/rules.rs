@@ -48,7 +48,7 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<RuleInput>,
 ) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
-    let row = input.into_row(state.clock.now()).map_err(ApiError::Invalid)?;
+    let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
     state.store.insert_rule(&row).await?;
     tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
     Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
@@ -95,7 +95,7 @@ pub async fn update(
     let mut input = RuleInput::from_row(&current).map_err(|e| ApiError::Store(stored_template(&id, e)))?;
     input.apply(patch);
     let now = state.clock.now();
-    let mut next = input.into_row(now).map_err(ApiError::Invalid)?;
+    let mut next = input.into_row(now, &state.webhooks).map_err(ApiError::Invalid)?;
     next.id = current.id.clone();
     next.created_at = current.created_at;
     if !state.store.update_rule(&next).await? {

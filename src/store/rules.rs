@@ -24,12 +24,14 @@ pub struct RuleRow {
     pub grace_seconds: Option<i64>,
     pub category: String,
     pub enabled: bool,
+    /// Where the `webhook` channel posts this rule's messages.
+    pub webhook_url: Option<String>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
 
 const RULE_COLUMNS: &str = "id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, \
-     category, enabled, created_at, updated_at";
+     category, enabled, webhook_url, created_at, updated_at";
 
 impl RuleRow {
     fn from_any(row: &AnyRow) -> Result<RuleRow, StoreError> {
@@ -52,6 +54,7 @@ impl RuleRow {
                 grace_seconds: row.try_get("grace_seconds")?,
                 category: text(row, "category")?,
                 enabled: row.try_get::<i64, _>("enabled")? != 0,
+                webhook_url: opt_text(row, "webhook_url")?,
                 created_at: Millis(row.try_get("created_at")?),
                 updated_at: Millis(row.try_get("updated_at")?),
             })
@@ -92,9 +95,9 @@ fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
 #[async_trait]
 impl RuleStore for SqlStore {
     async fn insert_rule(&self, r: &RuleRow) -> Result<(), StoreError> {
-        let sql = self
-            .dialect()
-            .sql(&format!("INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+        let sql = self.dialect().sql(&format!(
+            "INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ));
         sqlx::query(&sql)
             .bind(r.id.clone())
             .bind(r.name.clone())
@@ -106,6 +109,7 @@ impl RuleStore for SqlStore {
             .bind(r.grace_seconds)
             .bind(r.category.clone())
             .bind(i64::from(r.enabled))
+            .bind(r.webhook_url.clone())
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
             .execute(self.pool())
@@ -133,7 +137,7 @@ impl RuleStore for SqlStore {
     async fn update_rule(&self, r: &RuleRow) -> Result<bool, StoreError> {
         let sql = self.dialect().sql(
             "UPDATE engagement_rules SET name = ?, trigger_type = ?, condition_expr = ?, channel = ?, template = ?, \
-             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, updated_at = ? WHERE id = ?",
+             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, webhook_url = ?, updated_at = ? WHERE id = ?",
         );
         let n = sqlx::query(&sql)
             .bind(r.name.clone())
@@ -145,6 +149,7 @@ impl RuleStore for SqlStore {
             .bind(r.grace_seconds)
             .bind(r.category.clone())
             .bind(i64::from(r.enabled))
+            .bind(r.webhook_url.clone())
             .bind(r.updated_at.0)
             .bind(r.id.clone())
             .execute(self.pool())

@@ -1,0 +1,223 @@
+//! The webhook channel against a local receiver: signatures verify with the
+//! Standard Webhooks reference library, and each response class leads to the
+//! outcome a user would expect.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::post;
+use common::{Backend, T0, TestDb};
+use herald::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
+use herald::channel::{Channel, Delivery, Outcome};
+use herald::store::RuleRow;
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+type Seen = Arc<Mutex<Vec<(HeaderMap, Bytes)>>>;
+
+/// A receiver on 127.0.0.1 that records what it got and answers by path.
+async fn receiver() -> (String, Seen) {
+    let seen: Seen = Arc::default();
+    async fn record(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> StatusCode {
+        seen.lock().unwrap().push((headers, body));
+        StatusCode::NO_CONTENT
+    }
+    let app = Router::new()
+        .route("/ok", post(record))
+        .route("/busy", post(|| async { (StatusCode::SERVICE_UNAVAILABLE, "try later") }))
+        .route("/limited", post(|| async { (StatusCode::TOO_MANY_REQUESTS, "slow down") }))
+        .route("/gone", post(|| async { (StatusCode::NOT_FOUND, format!("no such hook {}", "x".repeat(500))) }))
+        .route("/moved", post(|| async { (StatusCode::MOVED_PERMANENTLY, [("location", "http://10.0.0.1/")]) }))
+        .route(
+            "/slow",
+            post(|| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                StatusCode::OK
+            }),
+        )
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (base, seen)
+}
+
+fn delivery(url: &str) -> Delivery {
+    let row = herald::store::OutboxRow {
+        id: "01a23720-c5ee-76eb-bb34-dc5abfe75cd5".into(),
+        dedupe_key: "k".into(),
+        rule_id: Some("rule-1".into()),
+        trigger_id: Some("trig-1".into()),
+        user_id: "u-1".into(),
+        channel: "webhook".into(),
+        payload: r#"{"order": 42}"#.into(),
+        status: herald::domain::OutboxStatus::Sending,
+        due_at: T0,
+        expires_at: None,
+        attempts: 1,
+        last_error: None,
+        claim_token: Some("t".into()),
+        claimed_at: None,
+        created_at: T0,
+        updated_at: T0,
+    };
+    let rule = RuleRow {
+        id: "rule-1".into(),
+        name: "hook".into(),
+        trigger_type: "order.shipped".into(),
+        condition: None,
+        channel: "webhook".into(),
+        template: serde_json::json!({}),
+        delay_seconds: 0,
+        grace_seconds: None,
+        category: "orders".into(),
+        enabled: true,
+        webhook_url: Some(url.into()),
+        created_at: T0,
+        updated_at: T0,
+    };
+    Delivery { row, rule: Some(rule), recipient: None, message: None }
+}
+
+fn channel(allow_private: bool, timeout: Duration) -> WebhookChannel {
+    WebhookChannel::new(
+        SigningSecret::parse(SECRET).unwrap(),
+        WebhookPolicy { allow_private_networks: allow_private },
+        timeout,
+    )
+}
+
+#[tokio::test]
+async fn a_delivered_event_verifies_with_the_reference_implementation() {
+    let (base, seen) = receiver().await;
+    let outcome = channel(true, Duration::from_secs(5)).deliver(&delivery(&format!("{base}/ok"))).await;
+    assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
+    let (headers, body) = seen.lock().unwrap().remove(0);
+    assert_eq!(headers["webhook-id"], "msg_01a23720-c5ee-76eb-bb34-dc5abfe75cd5", "stable per outbox row");
+    let wh = standardwebhooks::Webhook::new(SECRET).unwrap();
+    wh.verify(&body, &headers).expect("the reference library accepts the signature");
+    let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(event["type"], "message.created");
+    assert_eq!(event["data"]["outbox_id"], "01a23720-c5ee-76eb-bb34-dc5abfe75cd5");
+    assert_eq!(event["data"]["payload"]["order"], 42);
+
+    // And a body changed in transit does not verify.
+    let mut tampered = body.to_vec();
+    tampered[10] ^= 1;
+    assert!(wh.verify(&tampered, &headers).is_err());
+}
+
+#[tokio::test]
+async fn each_response_class_leads_to_its_outcome() {
+    let (base, _) = receiver().await;
+    let ch = channel(true, Duration::from_millis(300));
+    let outcome = |path: &'static str| {
+        let d = delivery(&format!("{base}{path}"));
+        let ch = &ch;
+        async move { ch.deliver(&d).await }
+    };
+    match outcome("/busy").await {
+        Outcome::Retry { detail, .. } => assert_eq!(detail, "the receiver answered 503 Service Unavailable: try later"),
+        other => panic!("503 must retry: {other:?}"),
+    }
+    assert!(matches!(outcome("/limited").await, Outcome::Retry { .. }), "429 retries");
+    match outcome("/slow").await {
+        Outcome::Retry { detail, .. } => assert!(detail.contains("did not answer in time"), "{detail}"),
+        other => panic!("a timeout must retry: {other:?}"),
+    }
+    match outcome("/gone").await {
+        Outcome::Terminal { detail, .. } => {
+            assert!(detail.starts_with("the receiver answered 404 Not Found: no such hook"), "{detail}");
+            assert!(detail.len() < 300, "the body excerpt is bounded: {}", detail.len());
+        }
+        other => panic!("404 is terminal: {other:?}"),
+    }
+    match outcome("/moved").await {
+        Outcome::Terminal { detail, .. } => assert!(detail.contains("redirects are not followed"), "{detail}"),
+        other => panic!("a redirect is not followed: {other:?}"),
+    }
+    // Nobody listening: a passing failure.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
+    let d = delivery(&format!("http://{closed}/x"));
+    assert!(matches!(ch.deliver(&d).await, Outcome::Retry { .. }));
+}
+
+#[tokio::test]
+async fn private_targets_are_refused_unless_allowed() {
+    let (base, seen) = receiver().await;
+    let strict = channel(false, Duration::from_secs(1));
+    for url in [format!("{base}/ok"), "http://localhost:1/ok".to_owned(), "http://169.254.169.254/".to_owned()] {
+        match strict.deliver(&delivery(&url)).await {
+            Outcome::Terminal { detail, .. } => assert!(detail.contains("loopback, private"), "{detail}"),
+            other => panic!("{url} must be refused: {other:?}"),
+        }
+    }
+    assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn a_rule_naming_a_private_address_is_refused_when_saved() {
+    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+        "name": "hook", "trigger_type": "x", "channel": "webhook", "category": "c",
+        "webhook_url": "http://10.0.0.5/hook",
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}
+    }))
+    .unwrap();
+    let errors = input.clone().into_row(T0, &WebhookPolicy::default()).unwrap_err();
+    assert_eq!(errors[0].field, "webhook_url");
+    assert!(errors[0].message.contains("private"), "{errors:?}");
+    assert!(input.into_row(T0, &WebhookPolicy { allow_private_networks: true }).is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
+    use herald::clock::{Clock, SystemClock};
+    use herald::store::RuleStore;
+    let (base, seen) = receiver().await;
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let mut config = herald::config::Config::default();
+    config.webhook.signing_secret = Some(SECRET.into());
+    config.webhook.allow_private_networks = true;
+    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+        "name": "hook", "trigger_type": "order.shipped", "channel": "webhook", "category": "orders",
+        "enabled": true, "webhook_url": format!("{base}/ok"),
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Order {{ payload.order }} shipped", "text": "t"}}}
+    }))
+    .unwrap();
+    db.store.insert_rule(&input.into_row(SystemClock.now(), &config.webhook.policy()).unwrap()).await.unwrap();
+    let store = db.arc();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let trigger = herald::store::NewTrigger {
+        id: "trig-9".into(),
+        trigger_type: "order.shipped".into(),
+        user_id: common::user("u-9"),
+        payload: serde_json::json!({"order": 9}),
+        idempotency_key: None,
+        request_hash: None,
+        occurred_at: clock.now(),
+    };
+    store.insert_trigger(&trigger, clock.now()).await.unwrap();
+    let planner = herald::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10);
+    assert_eq!(planner.tick().await.unwrap(), 1);
+    let worker = herald::worker::Worker::new(
+        store.clone(),
+        herald::app::configured_registry(store.clone(), clock.clone(), &config),
+        clock,
+        herald::worker::WorkerConfig::default(),
+        herald::metrics::Metrics::new(),
+    );
+    assert_eq!(worker.tick().await.unwrap().sent, 1);
+    let (headers, body) = seen.lock().unwrap().remove(0);
+    standardwebhooks::Webhook::new(SECRET).unwrap().verify(&body, &headers).unwrap();
+    let event: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(event["data"]["subject"], "Order 9 shipped", "the rendered template rides along");
+    let log = store.sends_for_user(&common::user("u-9"), 10).await.unwrap();
+    assert_eq!((log[0].status.as_str(), log[0].transport.as_deref()), ("sent", Some("webhook")));
+    db.cleanup().await;
+}
