@@ -10,6 +10,7 @@ use crate::channel::inbox::InboxChannel;
 use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::planner::Planner;
@@ -80,14 +81,15 @@ pub async fn serve_until(
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
 
     let mut tasks = tokio::task::JoinSet::new();
+    if store.dialect() == Dialect::Postgres {
+        tasks.spawn(crate::store::listen::forward_notifications(
+            store.url().to_owned(),
+            store.enqueued_signal(),
+            store.inbox_changed_sender().clone(),
+            shutdown.clone(),
+        ));
+    }
     if config.worker.enabled {
-        if store.dialect() == Dialect::Postgres {
-            tasks.spawn(crate::store::listen::forward_notifications(
-                store.url().to_owned(),
-                store.enqueued_signal(),
-                shutdown.clone(),
-            ));
-        }
         let worker = Worker::new(
             dyn_store.clone(),
             configured_registry(dyn_store.clone(), clock.clone(), &config),
@@ -104,8 +106,28 @@ pub async fn serve_until(
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });
     }
-    let state = AppState { store: dyn_store, metrics, clock, planner, webhooks: config.webhook.policy() };
-    let app = http::router(state, config.http.max_body_bytes);
+    let user_tokens = match &config.inbox.token_secret {
+        Some(secret) => TokenKey::new(secret.as_bytes()),
+        None => {
+            tracing::warn!(
+                "inbox.token_secret is not set: user tokens are signed with a key made up at start, so they stop \
+                 working when this process restarts and are not accepted by other instances"
+            );
+            TokenKey::ephemeral()
+        }
+    };
+    let state = AppState {
+        store: dyn_store,
+        metrics,
+        clock,
+        planner,
+        webhooks: config.webhook.policy(),
+        user_tokens,
+        token_ttl: config.inbox.token_ttl,
+        shutdown: shutdown.clone(),
+    };
+    let cors = http::Cors { origins: config.inbox.cors_origins.clone() };
+    let app = http::router(state, config.http.max_body_bytes, &cors);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
     axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;

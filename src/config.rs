@@ -39,6 +39,28 @@ pub struct Config {
     pub worker: WorkerSettings,
     pub planner: PlannerSettings,
     pub webhook: WebhookSettings,
+    pub inbox: InboxSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InboxSettings {
+    /// Secret that signs end users' inbox tokens (at least 32 characters).
+    /// Every instance must share it. Without it each process makes up its
+    /// own at start, and tokens die with the process (a warning says so).
+    pub token_secret: Option<String>,
+    /// How long a token from `POST /v1/users/{id}/token` lives. Default "1h".
+    #[serde(with = "humantime_serde")]
+    pub token_ttl: Duration,
+    /// Browser origins allowed to call the inbox API, e.g.
+    /// `["https://app.example.com"]`; `["*"]` allows any. Default none.
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for InboxSettings {
+    fn default() -> Self {
+        InboxSettings { token_secret: None, token_ttl: Duration::from_secs(3600), cors_origins: Vec::new() }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -153,6 +175,7 @@ impl Default for Config {
             worker: WorkerSettings::default(),
             planner: PlannerSettings::default(),
             webhook: WebhookSettings::default(),
+            inbox: InboxSettings::default(),
         }
     }
 }
@@ -303,6 +326,25 @@ impl Config {
                     "above zero and shorter than worker.deliver_timeout ({})",
                     humantime::format_duration(self.worker.deliver_timeout)
                 ),
+            ));
+        }
+        if let Some(secret) = &self.inbox.token_secret
+            && secret.len() < 32
+        {
+            return Err(invalid("inbox.token_secret", "(hidden)", "at least 32 characters of random text"));
+        }
+        if self.inbox.token_ttl < Duration::from_secs(60) || self.inbox.token_ttl > Duration::from_secs(30 * 86_400) {
+            return Err(invalid("inbox.token_ttl", humantime::format_duration(self.inbox.token_ttl), "1m to 30days"));
+        }
+        if let Some(bad) =
+            self.inbox.cors_origins.iter().find(|o| {
+                o.as_str() != "*" && !(o.starts_with("https://") || o.starts_with("http://")) || o.ends_with('/')
+            })
+        {
+            return Err(invalid(
+                "inbox.cors_origins",
+                format!("{bad:?}"),
+                "origins like \"https://app.example.com\" (no path, no trailing slash) or \"*\"",
             ));
         }
         let w = &self.worker;

@@ -415,3 +415,205 @@ async fn recipients_round_trip_and_refuse_bad_fields() {
     tokio::time::sleep(Duration::from_millis(1)).await;
     app.stop().await;
 }
+
+// ---- The end users' inbox API ----------------------------------------------
+
+impl App {
+    async fn token(&self, user: &str) -> String {
+        let (status, body) = self.post(&format!("/v1/users/{user}/token"), json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        body["token"].as_str().unwrap().to_owned()
+    }
+
+    async fn as_user(&self, token: &str, method: reqwest::Method, path: &str) -> (u16, Value) {
+        let resp = self.http.request(method, self.url(path)).bearer_auth(token).send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Enqueues and delivers `n` inbox messages to `user`.
+    async fn send_inbox(&self, user: &str, titles: &[&str]) {
+        let now = SystemClock.now();
+        let rows: Vec<_> = titles
+            .iter()
+            .map(|t| {
+                let mut r = common::row(user, "inbox", now);
+                r.payload = json!({"title": t});
+                r
+            })
+            .collect();
+        self.db.store.enqueue(&rows, now).await.unwrap();
+        assert_eq!(self.deliver().await.sent, titles.len());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_token_reaches_only_that_users_inbox() {
+    let app = App::start().await;
+    app.send_inbox("ada", &["a1"]).await;
+    app.send_inbox("ada", &["a2"]).await;
+    app.send_inbox("bob", &["b1"]).await;
+    let ada = app.token("ada").await;
+    let bob = app.token("bob").await;
+
+    let (status, page) = app.as_user(&ada, reqwest::Method::GET, "/v1/inbox").await;
+    assert_eq!(status, 200);
+    let titles: Vec<&str> = page["items"].as_array().unwrap().iter().map(|i| i["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, vec!["a2", "a1"], "newest first, and only ada's");
+    let (_, bobs) = app.as_user(&bob, reqwest::Method::GET, "/v1/inbox").await;
+    let bob_msg = bobs["items"][0]["id"].as_str().unwrap().to_owned();
+
+    // Every way ada could touch bob's message is a 404, and nothing changes.
+    for action in ["seen", "read", "unread", "archive"] {
+        let (status, _) = app.as_user(&ada, reqwest::Method::POST, &format!("/v1/inbox/{bob_msg}/{action}")).await;
+        assert_eq!(status, 404, "{action}");
+    }
+    app.as_user(&ada, reqwest::Method::POST, "/v1/inbox/read-all").await;
+    let (_, bob_count) = app.as_user(&bob, reqwest::Method::GET, "/v1/inbox/count").await;
+    assert_eq!(bob_count, json!({"unseen": 1, "unread": 1}), "ada's read-all leaves bob's inbox alone");
+    let (_, ada_count) = app.as_user(&ada, reqwest::Method::GET, "/v1/inbox/count").await;
+    assert_eq!(ada_count, json!({"unseen": 0, "unread": 0}));
+
+    // Tokens are not API keys and API keys are not tokens.
+    assert_eq!(app.as_user(&ada, reqwest::Method::GET, "/v1/rules").await.0, 401);
+    assert_eq!(app.as_user(&app.key, reqwest::Method::GET, "/v1/inbox").await.0, 401);
+    // A forged token (bob's claims under ada's signature) and garbage are refused.
+    let (ada_claims, ada_sig) = ada.split_once('.').unwrap();
+    let (bob_claims, _) = bob.split_once('.').unwrap();
+    assert_ne!(ada_claims, bob_claims);
+    let (status, p) = app.as_user(&format!("{bob_claims}.{ada_sig}"), reqwest::Method::GET, "/v1/inbox").await;
+    assert_eq!((status, p["detail"].as_str()), (401, Some("token signature does not match")));
+    for path in ["/v1/inbox", "/v1/inbox/count", "/v1/inbox/stream"] {
+        let resp = app.http.get(app.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 401, "{path} without a token");
+    }
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_token_is_refused() {
+    let app = App::start().await;
+    let key = herald::http::user_auth::TokenKey::new(b"not the server's key, but shaped right!!");
+    let user = common::user("ada");
+    let expired = key.issue(&user, herald::clock::Millis(SystemClock.now().0 - 1000));
+    let (status, _) = app.as_user(&expired, reqwest::Method::GET, "/v1/inbox").await;
+    assert_eq!(status, 401);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seen_read_archive_and_filters_move_the_counts() {
+    let app = App::start().await;
+    app.send_inbox("ada", &["one", "two", "three"]).await;
+    let t = app.token("ada").await;
+    let count = || async { app.as_user(&t, reqwest::Method::GET, "/v1/inbox/count").await.1 };
+    assert_eq!(count().await, json!({"unseen": 3, "unread": 3}));
+    let (_, page) = app.as_user(&t, reqwest::Method::GET, "/v1/inbox").await;
+    let ids: Vec<String> =
+        page["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect();
+    app.as_user(&t, reqwest::Method::POST, &format!("/v1/inbox/{}/seen", ids[0])).await;
+    assert_eq!(count().await, json!({"unseen": 2, "unread": 3}));
+    let (_, read) = app.as_user(&t, reqwest::Method::POST, &format!("/v1/inbox/{}/read", ids[1])).await;
+    assert!(read["read_at"].is_string() && read["seen_at"].is_string(), "reading is also seeing: {read}");
+    assert_eq!(count().await, json!({"unseen": 1, "unread": 2}));
+    app.as_user(&t, reqwest::Method::POST, &format!("/v1/inbox/{}/unread", ids[1])).await;
+    assert_eq!(count().await, json!({"unseen": 1, "unread": 3}));
+    app.as_user(&t, reqwest::Method::POST, &format!("/v1/inbox/{}/archive", ids[2])).await;
+    assert_eq!(count().await, json!({"unseen": 0, "unread": 2}), "archived messages do not count");
+    let (_, archived) = app.as_user(&t, reqwest::Method::GET, "/v1/inbox?filter=archived").await;
+    assert_eq!(archived["items"].as_array().unwrap().len(), 1);
+    let (_, unread) = app.as_user(&t, reqwest::Method::GET, "/v1/inbox?filter=unread").await;
+    assert_eq!(unread["items"].as_array().unwrap().len(), 2);
+    let (_, page) = app.as_user(&t, reqwest::Method::GET, "/v1/inbox?limit=1").await;
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let (_, next) = app.as_user(&t, reqwest::Method::GET, &format!("/v1/inbox?limit=1&cursor={cursor}")).await;
+    assert_ne!(next["items"][0]["id"], page["items"][0]["id"]);
+    let (_, done) = app.as_user(&t, reqwest::Method::POST, "/v1/inbox/read-all").await;
+    assert_eq!(done["marked"], 2);
+    assert_eq!(count().await, json!({"unseen": 0, "unread": 0}));
+    app.stop().await;
+}
+
+/// Reads Server-Sent Events off a response, one at a time.
+struct Events {
+    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+#[derive(Debug, Default)]
+struct Sse {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+impl Events {
+    fn new(resp: reqwest::Response) -> Events {
+        Events { stream: Box::pin(resp.bytes_stream()), buf: String::new() }
+    }
+
+    /// The next event of kind `kind`, waiting at most `within`.
+    async fn next(&mut self, kind: &str, within: Duration) -> Option<Sse> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            while let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut ev = Sse::default();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = v.trim().to_owned();
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        ev.data.push_str(v.trim());
+                    }
+                }
+                if ev.event == kind {
+                    return Some(ev);
+                }
+            }
+            let chunk = tokio::time::timeout_at(deadline, self.stream.next()).await.ok()??.ok()?;
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_pushes_new_messages_and_resumes_without_loss() {
+    let app = App::start().await;
+    app.send_inbox("ada", &["before"]).await;
+    let t = app.token("ada").await;
+    let open = |last: Option<String>| {
+        let mut req = app.http.get(app.url("/v1/inbox/stream")).bearer_auth(&t);
+        if let Some(id) = last {
+            req = req.header("Last-Event-ID", id);
+        }
+        async move { Events::new(req.send().await.unwrap()) }
+    };
+    let mut events = open(None).await;
+    let count = events.next("count", Duration::from_secs(5)).await.expect("counts on connect");
+    assert_eq!(serde_json::from_str::<Value>(&count.data).unwrap(), json!({"unseen": 1, "unread": 1}));
+
+    app.send_inbox("bob", &["not for ada"]).await;
+    app.send_inbox("ada", &["live"]).await;
+    let msg = events.next("message", Duration::from_secs(5)).await.expect("a message planned after connecting");
+    let item: Value = serde_json::from_str(&msg.data).unwrap();
+    assert_eq!(item["title"], "live", "only ada's, and nothing from before the stream started");
+    let count = events.next("count", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&count.data).unwrap(), json!({"unseen": 2, "unread": 2}));
+    drop(events); // the connection drops
+
+    app.send_inbox("ada", &["missed 1", "missed 2"]).await;
+    let mut resumed = open(msg.id.clone()).await;
+    let first = resumed.next("message", Duration::from_secs(5)).await.expect("missed messages on resume");
+    let second = resumed.next("message", Duration::from_secs(5)).await.expect("both of them");
+    let mut titles: Vec<String> = [&first, &second]
+        .iter()
+        .map(|e| serde_json::from_str::<Value>(&e.data).unwrap()["title"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(first.id < second.id, "in arrival order");
+    titles.sort();
+    assert_eq!(titles, vec!["missed 1", "missed 2"], "without loss or repeats");
+    app.stop().await;
+}

@@ -30,6 +30,7 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     let listener = tokio::spawn(herald::store::listen::forward_notifications(
         db.url.clone(),
         worker_side.enqueued_signal(),
+        tokio::sync::broadcast::channel(8).0,
         shutdown.clone(),
     ));
     let running = tokio::spawn({
@@ -60,5 +61,44 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     running.await.unwrap();
     listener.await.unwrap();
     enqueue_side.close().await;
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
+    use herald::store::{InboxStore, NewInboxMessage};
+    let Some(db) = TestDb::new(Backend::Postgres).await else { return };
+    let streaming_side = db.another_instance().await;
+    let writing_side = db.another_instance().await;
+    let shutdown = CancellationToken::new();
+    let listener = tokio::spawn(herald::store::listen::forward_notifications(
+        db.url.clone(),
+        streaming_side.enqueued_signal(),
+        streaming_side.inbox_changed_sender().clone(),
+        shutdown.clone(),
+    ));
+    let mut changes = streaming_side.inbox_changes();
+    // The listener may still be connecting: write until a change arrives.
+    let mut heard = None;
+    for _ in 0..10 {
+        let msg = NewInboxMessage {
+            outbox_id: herald::store::new_id(),
+            user_id: "remote-user".into(),
+            title: "t".into(),
+            body: None,
+            url: None,
+            data: None,
+        };
+        writing_side.insert_inbox(&msg, SystemClock.now()).await.unwrap();
+        if let Ok(Ok(user)) = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await {
+            heard = Some(user);
+            break;
+        }
+    }
+    assert_eq!(heard.as_deref(), Some("remote-user"), "the other instance's stream hears of the new message");
+    shutdown.cancel();
+    listener.await.unwrap();
+    writing_side.close().await;
+    streaming_side.close().await;
     db.cleanup().await;
 }

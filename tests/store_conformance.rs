@@ -33,6 +33,7 @@ backend_tests!(
     api_keys_are_found_by_hash_and_revocable,
     outbox_admin_filters_pages_retries_and_cancels,
     an_idempotency_key_returns_the_first_trigger,
+    the_inbox_is_scoped_to_its_user_and_counts_follow_its_state,
 );
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
@@ -461,4 +462,40 @@ async fn an_idempotency_key_returns_the_first_trigger(db: &TestDb) {
     let TriggerInsert::Existing(first) = db.store.insert_trigger(&t("second"), T0).await.unwrap() else { panic!() };
     assert_eq!((first.id.as_str(), first.payload["a"].as_i64()), ("first", Some(1)));
     assert!(db.store.get_trigger("second").await.unwrap().is_none());
+}
+
+async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb) {
+    use herald::store::{InboxCounts, InboxFilter, InboxMark, InboxStore};
+    let mut changes = db.store.inbox_changes();
+    for (user, title) in [("ada", "a1"), ("ada", "a2"), ("bob", "b1")] {
+        let msg = NewInboxMessage {
+            outbox_id: new_id(),
+            user_id: user.into(),
+            title: title.into(),
+            body: None,
+            url: None,
+            data: None,
+        };
+        db.store.insert_inbox(&msg, T0).await.unwrap();
+    }
+    assert_eq!(changes.recv().await.unwrap(), "ada", "an insert announces whose inbox changed");
+    let ada = user("ada");
+    assert_eq!(db.store.inbox_counts(&ada).await.unwrap(), InboxCounts { unseen: 2, unread: 2 });
+    let page = db.store.inbox_page(&ada, InboxFilter::Inbox, None, 10).await.unwrap();
+    assert_eq!(page.iter().map(|m| m.title.as_str()).collect::<Vec<_>>(), vec!["a2", "a1"]);
+    let bobs = db.store.inbox_page(&user("bob"), InboxFilter::All, None, 10).await.unwrap();
+    assert!(db.store.inbox_mark(&ada, &bobs[0].id, InboxMark::Read, T0).await.unwrap().is_none(), "not ada's");
+    let read = db.store.inbox_mark(&ada, &page[0].id, InboxMark::Read, T0).await.unwrap().unwrap();
+    assert_eq!((read.read_at, read.seen_at), (Some(T0), Some(T0)));
+    assert_eq!(db.store.inbox_counts(&ada).await.unwrap(), InboxCounts { unseen: 1, unread: 1 });
+    db.store.inbox_mark(&ada, &page[1].id, InboxMark::Archive, T0).await.unwrap();
+    assert_eq!(db.store.inbox_counts(&ada).await.unwrap(), InboxCounts { unseen: 0, unread: 0 });
+    assert_eq!(db.store.inbox_page(&ada, InboxFilter::Archived, None, 10).await.unwrap().len(), 1);
+    db.store.inbox_mark(&ada, &page[0].id, InboxMark::Unread, T0).await.unwrap();
+    assert_eq!(db.store.inbox_page(&ada, InboxFilter::Unread, None, 10).await.unwrap().len(), 1);
+    assert_eq!(db.store.inbox_read_all(&ada, T0).await.unwrap(), 1);
+    assert_eq!(db.store.inbox_counts(&user("bob")).await.unwrap(), InboxCounts { unseen: 1, unread: 1 });
+    let after = db.store.inbox_after(&ada, Some(&page[1].id), 10).await.unwrap();
+    assert_eq!(after.iter().map(|m| m.title.as_str()).collect::<Vec<_>>(), vec!["a2"]);
+    assert_eq!(db.store.inbox_after(&ada, None, 10).await.unwrap().len(), 2);
 }

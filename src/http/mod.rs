@@ -5,11 +5,13 @@
 //! size.
 
 pub mod auth;
+pub mod inbox;
 mod openapi;
 pub mod outbox;
 pub mod problem;
 pub mod rules;
 pub mod triggers;
+pub mod user_auth;
 pub mod users;
 
 use std::sync::Arc;
@@ -34,10 +36,34 @@ pub struct AppState {
     pub planner: Planner,
     /// What webhook URLs rules may name.
     pub webhooks: crate::channel::webhook::WebhookPolicy,
+    /// Signs and checks the end users' inbox tokens.
+    pub user_tokens: user_auth::TokenKey,
+    pub token_ttl: std::time::Duration,
+    /// Cancelled on shutdown: long-lived responses (the inbox stream) end
+    /// themselves, or a graceful shutdown would wait for them forever.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// Who may call the end-user inbox API from a browser.
+#[derive(Debug, Clone, Default)]
+pub struct Cors {
+    /// Exact origins (`https://app.example.com`); `*` allows any.
+    pub origins: Vec<String>,
 }
 
 /// `max_body_bytes` bounds every request body (413 beyond it).
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
+    let inbox = Router::new()
+        .route("/", get(inbox::list))
+        .route("/count", get(inbox::count))
+        .route("/stream", get(inbox::stream))
+        .route("/read-all", post(inbox::read_all))
+        .route("/{id}/seen", post(inbox::seen))
+        .route("/{id}/read", post(inbox::read))
+        .route("/{id}/unread", post(inbox::unread))
+        .route("/{id}/archive", post(inbox::archive))
+        .route_layer(middleware::from_fn_with_state(state.clone(), user_auth::require_user_token))
+        .layer(cors_layer(cors));
     let v1 = Router::new()
         .route("/triggers", post(triggers::create))
         .route("/rules", post(rules::create).get(rules::list))
@@ -45,10 +71,13 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/rules/{id}/preview", get(rules::preview))
         .route("/users/{user_id}", get(users::get).put(users::put).delete(users::delete))
         .route("/users/{user_id}/sends", get(users::sends))
+        .route("/users/{user_id}/token", post(users::token))
         .route("/outbox", get(outbox::list))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
+        // Added after the API-key layer: the inbox routes take user tokens.
+        .nest("/inbox", inbox)
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
         .fallback(not_found);
@@ -59,6 +88,21 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .nest("/v1", v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+fn cors_layer(cors: &Cors) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let origin = if cors.origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(cors.origins.iter().filter_map(|o| o.parse().ok()))
+    };
+    CorsLayer::new()
+        .allow_origin(origin)
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 async fn not_found() -> ApiError {

@@ -13,13 +13,18 @@ use utoipa::{Modify, OpenApi};
         super::rules::preview,
         super::users::put, super::users::get, super::users::delete, super::users::sends,
         super::outbox::list, super::outbox::retry, super::outbox::cancel,
+        super::users::token,
+        super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
+        super::inbox::archive, super::inbox::read_all, super::inbox::stream,
     ),
+    components(schemas(crate::store::InboxFilter)),
     modifiers(&ApiKeyAuth),
     tags(
         (name = "triggers", description = "Something happened to a user"),
         (name = "rules", description = "What operators switched on"),
         (name = "users", description = "Recipients, and what reached them"),
         (name = "outbox", description = "Scheduled and finished messages"),
+        (name = "inbox", description = "An end user's own inbox, with a per-user token"),
     )
 )]
 pub struct ApiDoc;
@@ -30,6 +35,7 @@ impl Modify for ApiKeyAuth {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme("api_key", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+        components.add_security_scheme("user_token", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
     }
 }
 

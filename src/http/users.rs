@@ -191,3 +191,29 @@ pub async fn sends(
         .collect();
     Ok(ApiJson(UserSends { user_id, messages, triggers_without_messages: quiet }))
 }
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct UserToken {
+    /// For `Authorization: Bearer` on the /v1/inbox routes.
+    pub token: String,
+    pub expires_at: String,
+}
+
+/// Issues a short-lived token that lets one user read and change their own
+/// inbox (from a browser or an app). Host backends can also compute it
+/// themselves with the shared secret (see the README).
+#[utoipa::path(post, path = "/v1/users/{user_id}/token", tag = "users", params(("user_id" = String, Path)),
+    responses(
+        (status = 200, body = UserToken),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn token(
+    State(state): State<AppState>,
+    ApiPath(user_id): ApiPath<String>,
+) -> Result<ApiJson<UserToken>, ApiError> {
+    let user = user(&user_id)?;
+    let expires_at = state.clock.now().plus(state.token_ttl);
+    Ok(ApiJson(UserToken { token: state.user_tokens.issue(&user, expires_at), expires_at: expires_at.to_rfc3339() }))
+}

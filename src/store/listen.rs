@@ -1,5 +1,6 @@
 //! PostgreSQL LISTEN/NOTIFY between instances: an enqueue anywhere wakes
-//! every worker at once. Polling stays the backstop, so a lost notification
+//! every worker at once, and an inbox change anywhere reaches every live
+//! stream. Polling stays the backstop, so a lost notification
 //! or a dropped listener connection only delays, never loses.
 
 use std::sync::Arc;
@@ -9,11 +10,16 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::sql::NOTIFY_CHANNEL;
+use super::sql::{INBOX_CHANNEL, NOTIFY_CHANNEL};
 
 /// Forwards notifications on [`NOTIFY_CHANNEL`] to `wake` until `shutdown`.
 /// Reconnects with a capped backoff when the server goes away.
-pub async fn forward_notifications(url: String, wake: Arc<Notify>, shutdown: CancellationToken) {
+pub async fn forward_notifications(
+    url: String,
+    wake: Arc<Notify>,
+    inbox: tokio::sync::broadcast::Sender<String>,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(500);
     while !shutdown.is_cancelled() {
         let mut listener = match PgListener::connect(&url).await {
@@ -25,7 +31,7 @@ pub async fn forward_notifications(url: String, wake: Arc<Notify>, shutdown: Can
                 continue;
             }
         };
-        if let Err(e) = listener.listen(NOTIFY_CHANNEL).await {
+        if let Err(e) = listener.listen_all([NOTIFY_CHANNEL, INBOX_CHANNEL]).await {
             tracing::warn!(error = %e, "LISTEN failed; polling meanwhile");
             tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
             continue;
@@ -37,6 +43,9 @@ pub async fn forward_notifications(url: String, wake: Arc<Notify>, shutdown: Can
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 msg = listener.try_recv() => match msg {
+                    Ok(Some(n)) if n.channel() == INBOX_CHANNEL => {
+                        let _ = inbox.send(n.payload().to_owned());
+                    }
                     Ok(Some(_)) => wake.notify_one(),
                     Ok(None) => { wake.notify_one(); } // reconnected; sweep in case we missed one
                     Err(e) => {

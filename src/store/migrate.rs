@@ -37,6 +37,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(1, "outbox", "0001_outbox.sql"),
     migration!(2, "rules", "0002_rules.sql"),
     migration!(4, "webhooks", "0004_webhooks.sql"),
+    migration!(5, "inbox_api", "0005_inbox_api.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

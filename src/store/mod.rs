@@ -23,6 +23,7 @@
 
 mod admin;
 mod dialect;
+mod inbox;
 pub mod listen;
 mod migrate;
 mod recipients;
@@ -41,6 +42,7 @@ use crate::domain::{ChannelName, SendStatus, UserId};
 
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use dialect::Dialect;
+pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use migrate::AppliedMigration;
 pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
@@ -166,7 +168,7 @@ pub fn new_id() -> String {
 /// the token no longer matches (the claim was reclaimed as stale and someone
 /// else owns the row now): those return `Ok(false)`.
 #[async_trait]
-pub trait Store: TriggerStore + RuleStore + RecipientStore + OutboxAdmin + Send + Sync + 'static {
+pub trait Store: TriggerStore + RuleStore + RecipientStore + OutboxAdmin + InboxStore + Send + Sync + 'static {
     fn dialect(&self) -> Dialect;
 
     /// Signalled after every enqueue that created a row, so the worker in this

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 
 use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
@@ -18,6 +18,10 @@ use crate::domain::{OutboxStatus, UserId};
 
 /// The PostgreSQL channel instances use to wake each other on enqueue.
 pub const NOTIFY_CHANNEL: &str = "herald_outbox";
+
+/// The PostgreSQL channel that carries "user X's inbox changed" between
+/// instances, so a live stream served by one sees messages another delivered.
+pub const INBOX_CHANNEL: &str = "herald_inbox";
 
 /// How rows per multi-row INSERT: well under every dialect's parameter limit
 /// (SQLite's 32766 is the lowest) at 10 parameters a row.
@@ -43,6 +47,8 @@ pub struct SqlStore {
     dialect: Dialect,
     url: String,
     enqueued: Arc<Notify>,
+    /// User ids whose inbox changed (see `InboxStore::inbox_changes`).
+    inbox_changed: broadcast::Sender<String>,
     q: Arc<Queries>,
 }
 
@@ -164,7 +170,16 @@ impl SqlStore {
             });
         }
         let pool = pool_opts.connect(&url).await.map_err(StoreError::db("connect"))?;
-        Ok(SqlStore { pool, dialect, url, enqueued: Arc::new(Notify::new()), q: Arc::new(Queries::new(dialect)) })
+        Ok(SqlStore {
+            pool,
+            dialect,
+            url,
+            enqueued: Arc::new(Notify::new()),
+            // Lagging receivers skip ahead; the stream re-reads from its last
+            // id, so a missed signal only delays, never loses.
+            inbox_changed: broadcast::channel(1024).0,
+            q: Arc::new(Queries::new(dialect)),
+        })
     }
 
     pub fn pool(&self) -> &AnyPool {
@@ -200,6 +215,26 @@ impl SqlStore {
             out.extend(self.enqueue_chunk(&mut *conn, chunk, now).await?);
         }
         Ok(out)
+    }
+
+    pub fn inbox_changed_sender(&self) -> &broadcast::Sender<String> {
+        &self.inbox_changed
+    }
+
+    /// Announces that a user's inbox changed, here and (PostgreSQL) to every
+    /// other instance, whose streams may be serving that user.
+    pub(crate) async fn signal_inbox_changed(&self, user_id: &str) {
+        let _ = self.inbox_changed.send(user_id.to_owned());
+        if self.dialect == Dialect::Postgres {
+            let notify = sqlx::query("SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n")
+                .bind(INBOX_CHANNEL)
+                .bind(user_id.to_owned())
+                .execute(&self.pool)
+                .await;
+            if let Err(e) = notify {
+                tracing::warn!(error = %e, "could not notify other instances of an inbox change");
+            }
+        }
     }
 
     /// Tells other instances (PostgreSQL only) that rows were enqueued.
@@ -563,6 +598,13 @@ impl Store for SqlStore {
             created.push(text(&holder, "id").map_err(db("insert inbox message: read back"))? == id);
         }
         tx.commit().await.map_err(db("insert inbox messages: commit"))?;
+        let mut users: Vec<&str> =
+            msgs.iter().zip(&created).filter(|(_, c)| **c).map(|(m, _)| m.user_id.as_str()).collect();
+        users.sort_unstable();
+        users.dedup();
+        for user in users {
+            self.signal_inbox_changed(user).await;
+        }
         Ok(created)
     }
 

@@ -1,0 +1,241 @@
+//! `/v1/inbox`: the end user's own inbox, called from a browser or an app
+//! with a per-user token (see `user_auth`). Every query is scoped to the
+//! token's user.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use serde::{Deserialize, Serialize};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::user_auth::InboxUser;
+use crate::store::{InboxCounts, InboxFilter, InboxMark, InboxMessage};
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct InboxQuery {
+    /// inbox (not archived; the default), unread, archived or all
+    pub filter: Option<InboxFilter>,
+    /// `next_cursor` from the previous page
+    pub cursor: Option<String>,
+    /// 1 to 100 [default: 20]
+    pub limit: Option<u32>,
+    /// The user token, for clients that cannot set headers (EventSource)
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InboxItem {
+    pub id: String,
+    pub title: String,
+    pub body: Option<String>,
+    pub url: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub data: Option<serde_json::Value>,
+    pub created_at: String,
+    pub seen_at: Option<String>,
+    pub read_at: Option<String>,
+    pub archived_at: Option<String>,
+}
+
+impl From<&InboxMessage> for InboxItem {
+    fn from(m: &InboxMessage) -> Self {
+        InboxItem {
+            id: m.id.clone(),
+            title: m.title.clone(),
+            body: m.body.clone(),
+            url: m.url.clone(),
+            data: m.data.clone(),
+            created_at: m.created_at.to_rfc3339(),
+            seen_at: m.seen_at.map(|t| t.to_rfc3339()),
+            read_at: m.read_at.map(|t| t.to_rfc3339()),
+            archived_at: m.archived_at.map(|t| t.to_rfc3339()),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct InboxPage {
+    pub items: Vec<InboxItem>,
+    pub next_cursor: Option<String>,
+}
+
+/// The user's messages, newest first.
+#[utoipa::path(get, path = "/v1/inbox", tag = "inbox", params(InboxQuery),
+    responses(
+        (status = 200, body = InboxPage),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("user_token" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+    ApiQuery(q): ApiQuery<InboxQuery>,
+) -> Result<ApiJson<InboxPage>, ApiError> {
+    let limit = q.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(ApiError::field("limit", "must be 1 to 100"));
+    }
+    let filter = q.filter.unwrap_or(InboxFilter::Inbox);
+    let rows = state.store.inbox_page(&user, filter, q.cursor.as_deref(), limit).await?;
+    let next_cursor = if rows.len() as u32 == limit { rows.last().map(|m| m.id.clone()) } else { None };
+    Ok(ApiJson(InboxPage { items: rows.iter().map(InboxItem::from).collect(), next_cursor }))
+}
+
+/// Unseen (the badge) and unread counts.
+#[utoipa::path(get, path = "/v1/inbox/count", tag = "inbox",
+    responses((status = 200, body = InboxCounts), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("user_token" = [])))]
+pub async fn count(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+) -> Result<ApiJson<InboxCounts>, ApiError> {
+    Ok(ApiJson(state.store.inbox_counts(&user).await?))
+}
+
+async fn mark(
+    state: &AppState,
+    user: &crate::domain::UserId,
+    id: &str,
+    m: InboxMark,
+) -> Result<ApiJson<InboxItem>, ApiError> {
+    match state.store.inbox_mark(user, id, m, state.clock.now()).await? {
+        Some(msg) => Ok(ApiJson(InboxItem::from(&msg))),
+        // The same answer whether the id does not exist or is someone
+        // else's: a token must not learn which ids exist.
+        None => Err(ApiError::NotFound(format!("no message {id:?} in this inbox"))),
+    }
+}
+
+macro_rules! mark_route {
+    ($name:ident, $path:literal, $mark:expr, $doc:literal) => {
+        #[doc = $doc]
+        #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)),
+                            responses(
+                                (status = 200, body = InboxItem),
+                                (status = 401, body = Problem, content_type = "application/problem+json"),
+                                (status = 404, body = Problem, content_type = "application/problem+json"),
+                            ),
+                            security(("user_token" = [])))]
+        pub async fn $name(
+            State(state): State<AppState>,
+            Extension(InboxUser(user)): Extension<InboxUser>,
+            ApiPath(id): ApiPath<String>,
+        ) -> Result<ApiJson<InboxItem>, ApiError> {
+            mark(&state, &user, &id, $mark).await
+        }
+    };
+}
+
+mark_route!(seen, "/v1/inbox/{id}/seen", InboxMark::Seen, "Marks a message seen (shown in a list).");
+mark_route!(read, "/v1/inbox/{id}/read", InboxMark::Read, "Marks a message read (and seen).");
+mark_route!(unread, "/v1/inbox/{id}/unread", InboxMark::Unread, "Marks a message unread again.");
+mark_route!(archive, "/v1/inbox/{id}/archive", InboxMark::Archive, "Archives a message.");
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReadAll {
+    pub marked: u64,
+}
+
+/// Marks every unread message read.
+#[utoipa::path(post, path = "/v1/inbox/read-all", tag = "inbox",
+    responses((status = 200, body = ReadAll), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("user_token" = [])))]
+pub async fn read_all(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+) -> Result<ApiJson<ReadAll>, ApiError> {
+    Ok(ApiJson(ReadAll { marked: state.store.inbox_read_all(&user, state.clock.now()).await? }))
+}
+
+/// How often a stream re-reads even without a signal: the backstop for a
+/// missed notification.
+const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
+
+/// Server-Sent Events: `message` events (id = the message id) for new
+/// messages and `count` events when the counts change. Reconnect with
+/// `Last-Event-ID` (browsers do) to receive what was missed.
+#[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
+    responses(
+        (status = 200, description = "An event stream", content_type = "text/event-stream"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("user_token" = [])))]
+pub async fn stream(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+    headers: HeaderMap,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let mut last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
+    let mut changes = state.store.inbox_changes();
+    tokio::spawn(async move {
+        let mut last_counts: Option<InboxCounts> = None;
+        // Without Last-Event-ID the stream starts from now: the client reads
+        // the existing inbox with GET /v1/inbox.
+        if last_id.is_none() {
+            last_id = state
+                .store
+                .inbox_page(&user, InboxFilter::All, None, 1)
+                .await
+                .ok()
+                .and_then(|p| p.first().map(|m| m.id.clone()))
+                .or(Some(String::new()));
+        }
+        loop {
+            // Send what is new since the last id, then the counts if changed.
+            loop {
+                let Ok(batch) = state.store.inbox_after(&user, last_id.as_deref(), 100).await else { break };
+                for m in &batch {
+                    let data = serde_json::to_string(&InboxItem::from(m)).expect("items serialise");
+                    if tx.send(Ok(Event::default().event("message").id(m.id.clone()).data(data))).await.is_err() {
+                        return; // the client went away
+                    }
+                    last_id = Some(m.id.clone());
+                }
+                if batch.len() < 100 {
+                    break;
+                }
+            }
+            if let Ok(counts) = state.store.inbox_counts(&user).await
+                && last_counts != Some(counts)
+            {
+                let data = serde_json::to_string(&counts).expect("counts serialise");
+                if tx.send(Ok(Event::default().event("count").data(data))).await.is_err() {
+                    return;
+                }
+                last_counts = Some(counts);
+            }
+            // Wait for a change to this user's inbox (anyone else's is not
+            // ours to read), the backstop, or the client leaving.
+            let wake = async {
+                loop {
+                    match changes.recv().await {
+                        Ok(u) if u == user.as_str() => return true,
+                        Ok(_) => continue,
+                        // Missed some signals: re-read to be safe.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                    }
+                }
+            };
+            tokio::select! {
+                alive = wake => if !alive { return },
+                _ = tokio::time::sleep(STREAM_BACKSTOP) => {}
+                _ = tx.closed() => return,
+                // Ending the stream closes the connection; the client
+                // reconnects (to another instance) with Last-Event-ID.
+                _ = state.shutdown.cancelled() => return,
+            }
+        }
+    });
+    Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default())
+}
