@@ -85,6 +85,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/widget/inbox.js", get(widget_js))
         .nest("/v1", v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
@@ -103,6 +104,19 @@ fn cors_layer(cors: &Cors) -> tower_http::cors::CorsLayer {
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(std::time::Duration::from_secs(600))
+}
+
+/// The embeddable inbox widget: one script tag on a host page.
+async fn widget_js() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+            // Host pages on any origin load it with a plain <script> tag.
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        include_str!("../../widget/inbox.js"),
+    )
 }
 
 async fn not_found() -> ApiError {
