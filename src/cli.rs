@@ -44,6 +44,18 @@ pub enum Command {
     Sends(SendsArgs),
     /// Measure enqueue and drain rates on this machine.
     Bench(BenchArgs),
+    /// Measure messages/s through the inbox stream to many connections, and server memory per connection.
+    BenchStream {
+        /// Concurrent stream connections, one user each
+        #[arg(long, default_value_t = 1000)]
+        connections: usize,
+        /// Messages per connection
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage API keys for the /v1 HTTP API.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -190,6 +202,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Bench(args) = &cli.command {
         return bench(args).await;
     }
+    if let Command::BenchStream { connections, rounds, json } = &cli.command {
+        let opts = crate::bench_stream::StreamBenchOptions { connections: *connections, rounds: *rounds };
+        let r = crate::bench_stream::run(&opts).await?;
+        if *json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            println!("herald bench-stream: {} connections, {} messages, {} cores", r.connections, r.messages, r.cores);
+            println!("  {:.0} messages/s through the stream ({:.2}s)", r.messages_per_sec, r.seconds);
+            println!(
+                "  server memory: {} KiB before, {} KiB with the streams open: {:.1} KiB per connection",
+                r.server_rss_before_kib, r.server_rss_connected_kib, r.server_kib_per_connection
+            );
+        }
+        return Ok(());
+    }
     // Needs no database and no configuration.
     if let Command::Bounce(BounceCommand::Parse { files, json }) = &cli.command {
         return bounce_parse(files, *json);
@@ -211,7 +238,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(args) => enqueue(&config, args).await,
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
-        Command::Bench(_) | Command::Bounce(_) => unreachable!("handled above"),
+        Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Demo => {
             let store = ready_store(&config).await?;

@@ -29,12 +29,15 @@
 //!   ARF, RFC 3834, and the free-text formats of common MTAs).
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
-//! - [`bench`]: `herald bench`, the drain benchmark; [`demo`]: `herald demo`.
+//! - [`bench`]: `herald bench`, the drain benchmark; [`bench_stream`]:
+//!   `herald bench-stream`, the inbox stream under many connections;
+//!   [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
 pub mod app;
 pub mod batch;
 pub mod bench;
+pub mod bench_stream;
 pub mod bounce;
 pub mod channel;
 pub mod cli;

@@ -119,12 +119,12 @@ macro_rules! mark_route {
     ($name:ident, $path:literal, $mark:expr, $doc:literal) => {
         #[doc = $doc]
         #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)),
-                            responses(
-                                (status = 200, body = InboxItem),
-                                (status = 401, body = Problem, content_type = "application/problem+json"),
-                                (status = 404, body = Problem, content_type = "application/problem+json"),
-                            ),
-                            security(("user_token" = [])))]
+                                    responses(
+                                        (status = 200, body = InboxItem),
+                                        (status = 401, body = Problem, content_type = "application/problem+json"),
+                                        (status = 404, body = Problem, content_type = "application/problem+json"),
+                                    ),
+                                    security(("user_token" = [])))]
         pub async fn $name(
             State(state): State<AppState>,
             Extension(InboxUser(user)): Extension<InboxUser>,
