@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::address::AddressKeys;
 use crate::channel::Registry;
+use crate::channel::email::EmailChannel;
 use crate::channel::inbox::InboxChannel;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
@@ -24,15 +26,57 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
     SqlStore::connect(&config.database_url, &opts).await
 }
 
-/// The channels this build can deliver with. Email and webhooks are known by
-/// name and not implemented yet: their rows end `failed` saying so, instead
-/// of waiting silently for a release that delivers them weeks late.
+/// The channels this build can deliver with, without email. Email (when no
+/// transport is configured) and webhooks are known by name but cannot
+/// deliver: their rows end `failed` saying so, instead of waiting silently
+/// for a configuration that delivers them weeks late.
 pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
+    registry_with_email(store, clock, None)
+}
+
+/// [`registry`], with an email channel when one is configured.
+pub fn registry_with_email(store: Arc<dyn Store>, clock: Arc<dyn Clock>, email: Option<Arc<EmailChannel>>) -> Registry {
     let mut r = Registry::new();
     r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
-    r.declare_unavailable("email", "no email transport is built into this version of Herald");
+    match email {
+        Some(e) => {
+            r.register("email", e);
+        }
+        None => {
+            r.declare_unavailable("email", "no email transport is configured (set email.transport)");
+        }
+    }
     r.declare_unavailable("webhook", "the webhook channel is not built into this version of Herald");
     r
+}
+
+/// The keys behind address hashes and unsubscribe tokens: from
+/// `email.address_secret`, or the secret file in `data_dir`.
+pub fn address_keys(config: &Config) -> anyhow::Result<AddressKeys> {
+    AddressKeys::load(config.email.address_secret.as_deref(), &config.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "configuration key `data_dir`: cannot keep the address secret in {}: {e}",
+            config.data_dir.display()
+        )
+    })
+}
+
+/// The email channel `[email]` describes, or `None` without a transport.
+pub fn email_channel(
+    config: &Config,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    keys: AddressKeys,
+    metrics: Metrics,
+) -> anyhow::Result<Option<Arc<EmailChannel>>> {
+    if config.email.transport.is_none() {
+        return Ok(None);
+    }
+    let default_public = format!("http://{}", config.http.listen);
+    let channel = EmailChannel::from_settings(&config.email, &default_public, store, clock, keys, metrics)
+        .map_err(|e| anyhow::anyhow!("email: {e}"))?;
+    tracing::info!(transport = %channel.describe(), pooled = config.email.pool, "email channel ready");
+    Ok(Some(Arc::new(channel)))
 }
 
 /// `herald serve`: migrate (unless told not to), run the worker and the HTTP
@@ -65,6 +109,7 @@ pub async fn serve_until(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Metrics::new();
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
+    let keys = address_keys(&config)?;
 
     let mut tasks = tokio::task::JoinSet::new();
     if config.worker.enabled {
@@ -75,9 +120,10 @@ pub async fn serve_until(
                 shutdown.clone(),
             ));
         }
+        let email = email_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), metrics.clone())?;
         let worker = Worker::new(
             dyn_store.clone(),
-            registry(dyn_store.clone(), clock.clone()),
+            registry_with_email(dyn_store.clone(), clock.clone(), email),
             clock.clone(),
             config.worker.to_worker_config(),
             metrics.clone(),
@@ -91,7 +137,7 @@ pub async fn serve_until(
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });
     }
-    let state = AppState { store: dyn_store, metrics, clock, planner };
+    let state = AppState { store: dyn_store, metrics, clock, planner, keys };
     let app = http::router(state, config.http.max_body_bytes);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();

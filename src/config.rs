@@ -38,6 +38,74 @@ pub struct Config {
     pub http: HttpSettings,
     pub worker: WorkerSettings,
     pub planner: PlannerSettings,
+    /// Where Herald keeps files of its own: today only the generated
+    /// address secret (`herald-secret`, mode 0600) when `email.address_secret`
+    /// is not set. Default "." (the working directory).
+    pub data_dir: PathBuf,
+    pub email: EmailSettings,
+}
+
+/// The email channel. Without `transport` the channel is known by name but
+/// cannot deliver: its rows end `failed` saying so.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmailSettings {
+    /// Where messages go: `smtp://USER:PASS@HOST:PORT?tls=required|starttls|none`
+    /// (STARTTLS; `required` is the default and refuses a server without
+    /// it, `starttls` uses it when offered, `none` is plain text for a relay
+    /// on the same host), `smtps://USER:PASS@HOST:PORT` (implicit TLS), or
+    /// `file:///DIR` (development: one `.eml` file per message, nothing
+    /// leaves the machine). Unset: no email is sent.
+    pub transport: Option<String>,
+    /// The From address, e.g. `Herald <news@example.com>`. Required with a
+    /// transport. Its domain also names Message-IDs (`<OUTBOX-ID@DOMAIN>`).
+    pub from: Option<String>,
+    /// The deployment secret keying address hashes and unsubscribe tokens.
+    /// Unset: generated into `data_dir` on first start. Instances sharing a
+    /// database must share it.
+    pub address_secret: Option<String>,
+    /// Public base URL of this Herald's HTTP server, e.g.
+    /// `https://herald.example.com`: unsubscribe links are
+    /// `PUBLIC_URL/u/TOKEN`. Required with an `smtp`/`smtps` transport;
+    /// with `file://` it defaults to `http://` + `http.listen`.
+    pub public_url: Option<String>,
+    /// An address that takes unsubscribe requests by mail, added to
+    /// List-Unsubscribe as `mailto:` when set.
+    pub unsubscribe_mailto: Option<String>,
+    /// When set, the envelope sender (Return-Path) is
+    /// `bounce+OUTBOX-ID@BOUNCE_DOMAIN` (VERP), so an asynchronous bounce
+    /// names the message it is about.
+    pub bounce_domain: Option<String>,
+    /// Reuse SMTP connections between messages (a pool of up to
+    /// `concurrency`). Off: one connection per message. Default true.
+    pub pool: bool,
+    /// Most messages in flight to the transport at once, and the pool's
+    /// size (1 to 1000). Default 8.
+    pub concurrency: u32,
+    /// Most messages started per second on this transport (0: no limit).
+    /// Default 0.
+    pub rate_per_second: u32,
+    /// Longest wait for the SMTP server on one command. Must be shorter than
+    /// `worker.deliver_timeout`. Default "30s".
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for EmailSettings {
+    fn default() -> Self {
+        EmailSettings {
+            transport: None,
+            from: None,
+            address_secret: None,
+            public_url: None,
+            unsubscribe_mailto: None,
+            bounce_domain: None,
+            pool: true,
+            concurrency: 8,
+            rate_per_second: 0,
+            timeout: Duration::from_secs(30),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,6 +191,8 @@ impl Default for Config {
             http: HttpSettings::default(),
             worker: WorkerSettings::default(),
             planner: PlannerSettings::default(),
+            data_dir: PathBuf::from("."),
+            email: EmailSettings::default(),
         }
     }
 }
@@ -289,6 +359,66 @@ impl Config {
         if let Some((name, _)) = w.concurrency.iter().find(|(_, n)| **n == 0) {
             let _ = name;
             return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
+        }
+        self.validate_email()
+    }
+
+    fn validate_email(&self) -> Result<(), ConfigError> {
+        use crate::channel::email::transport::TransportUrl;
+        fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> ConfigError {
+            ConfigError::Invalid { key, value: value.to_string(), expected: expected.into() }
+        }
+        let e = &self.email;
+        if !(1..=1000).contains(&e.concurrency) {
+            return Err(invalid("email.concurrency", e.concurrency, "1 to 1000"));
+        }
+        if e.timeout.is_zero() || e.timeout >= self.worker.deliver_timeout {
+            return Err(invalid(
+                "email.timeout",
+                humantime::format_duration(e.timeout),
+                format!(
+                    "a positive duration shorter than worker.deliver_timeout ({})",
+                    humantime::format_duration(self.worker.deliver_timeout)
+                ),
+            ));
+        }
+        if let Some(s) = &e.address_secret
+            && s.trim().len() < 16
+        {
+            return Err(invalid("email.address_secret", "(hidden)", "at least 16 characters"));
+        }
+        if let Some(url) = &e.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid("email.public_url", format!("{url:?}"), "an https:// (or http://) base URL"));
+        }
+        if let Some(m) = &e.unsubscribe_mailto
+            && crate::address::normalize(m).is_none()
+        {
+            return Err(invalid("email.unsubscribe_mailto", format!("{m:?}"), "an email address"));
+        }
+        if let Some(d) = &e.bounce_domain
+            && (d.is_empty() || d.contains('@') || d.contains(char::is_whitespace))
+        {
+            return Err(invalid("email.bounce_domain", format!("{d:?}"), "a domain name such as bounces.example.com"));
+        }
+        let Some(url) = &e.transport else { return Ok(()) };
+        let transport =
+            TransportUrl::parse(url).map_err(|why| invalid("email.transport", TransportUrl::redacted(url), why))?;
+        let from = e.from.as_deref().unwrap_or("");
+        if from.parse::<lettre::message::Mailbox>().is_err() {
+            return Err(invalid(
+                "email.from",
+                format!("{from:?}"),
+                "an address such as \"Herald <news@example.com>\" (required with email.transport)",
+            ));
+        }
+        if e.public_url.is_none() && !transport.is_file() {
+            return Err(invalid(
+                "email.public_url",
+                "(unset)",
+                "the public https:// URL of this server, required with an SMTP transport for unsubscribe links",
+            ));
         }
         Ok(())
     }

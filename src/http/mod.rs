@@ -32,6 +32,8 @@ pub struct AppState {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
+    /// Address hashes and unsubscribe tokens.
+    pub keys: crate::address::AddressKeys,
 }
 
 /// `max_body_bytes` bounds every request body (413 beyond it).
