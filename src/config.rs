@@ -542,6 +542,33 @@ mod tests {
     }
 
     #[test]
+    fn email_settings_are_validated() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+        assert!(load(&[]).unwrap().email.transport.is_none());
+        let ok = load(&[
+            ("HERALD_EMAIL__TRANSPORT", "smtps://u:p@mail.example.com"),
+            ("HERALD_EMAIL__FROM", "Herald <news@example.com>"),
+            ("HERALD_EMAIL__PUBLIC_URL", "https://herald.example.com"),
+        ])
+        .unwrap();
+        assert_eq!(ok.email.concurrency, 8);
+
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://u:secret@h?tls=maybe")]).unwrap_err().to_string();
+        assert!(err.contains("email.transport") && err.contains("maybe") && !err.contains("secret"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x")]).unwrap_err().to_string();
+        assert!(err.contains("email.from"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://h"), ("HERALD_EMAIL__FROM", "a@b.c")]).unwrap_err();
+        assert!(err.to_string().contains("email.public_url"), "{err}");
+        assert!(load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x"), ("HERALD_EMAIL__FROM", "a@b.c")]).is_ok());
+        let err = load(&[("HERALD_EMAIL__ADDRESS_SECRET", "short")]).unwrap_err().to_string();
+        assert!(err.contains("email.address_secret") && !err.contains("short"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TIMEOUT", "2m")]).unwrap_err().to_string();
+        assert!(err.contains("email.timeout"), "{err}");
+        let err = load(&[("HERALD_EMAIL__BOUNCE_DOMAIN", "a@b")]).unwrap_err().to_string();
+        assert!(err.contains("email.bounce_domain"), "{err}");
+    }
+
+    #[test]
     fn test_suite_variables_are_not_configuration() {
         assert!(Config::load(None, env(&[("HERALD_TEST_POSTGRES_URL", "x")]), &FlagOverrides::default()).is_ok());
     }

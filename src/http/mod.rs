@@ -1,4 +1,5 @@
-//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, and the `/v1` JSON API.
+//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, the `/v1` JSON API,
+//! and `/u/{token}`, the one-click unsubscribe page.
 //!
 //! Every `/v1` route but the OpenAPI document needs an API key; every error
 //! is `application/problem+json` naming what was wrong; bodies are limited in
@@ -9,7 +10,9 @@ mod openapi;
 pub mod outbox;
 pub mod problem;
 pub mod rules;
+pub mod suppressions;
 pub mod triggers;
+pub mod unsubscribe;
 pub mod users;
 
 use std::sync::Arc;
@@ -48,6 +51,7 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/outbox", get(outbox::list))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
+        .route("/suppressions", get(suppressions::list).post(suppressions::create).delete(suppressions::delete))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
@@ -56,6 +60,8 @@ pub fn router(state: AppState, max_body_bytes: usize) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        // Public, by design: the signed token is the credential (RFC 8058).
+        .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
         .nest("/v1", v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)

@@ -13,6 +13,8 @@ use utoipa::{Modify, OpenApi};
         super::rules::preview,
         super::users::put, super::users::get, super::users::delete, super::users::sends,
         super::outbox::list, super::outbox::retry, super::outbox::cancel,
+        super::suppressions::list, super::suppressions::create, super::suppressions::delete,
+        super::unsubscribe::show, super::unsubscribe::unsubscribe,
     ),
     modifiers(&ApiKeyAuth),
     tags(
@@ -20,6 +22,8 @@ use utoipa::{Modify, OpenApi};
         (name = "rules", description = "What operators switched on"),
         (name = "users", description = "Recipients, and what reached them"),
         (name = "outbox", description = "Scheduled and finished messages"),
+        (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
+        (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
     )
 )]
 pub struct ApiDoc;
