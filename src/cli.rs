@@ -139,6 +139,16 @@ pub struct BenchArgs {
     /// Use this (scratch!) database instead of a temporary SQLite file
     #[arg(long = "bench-database-url", value_name = "URL")]
     pub database_url: Option<String>,
+    /// The channel to drain through: inbox, or email (needs --smtp-url)
+    #[arg(long, default_value = "inbox")]
+    pub channel: String,
+    /// With --channel email: the SMTP server (or file:///DIR) to send to.
+    /// Every message goes to it: point it at a local sink, never a real relay.
+    #[arg(long, value_name = "URL", required_if_eq("channel", "email"))]
+    pub smtp_url: Option<String>,
+    /// With --channel email: one SMTP connection per message instead of a pool
+    #[arg(long)]
+    pub no_pool: bool,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -405,15 +415,21 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         database_url: args.database_url.clone(),
         batch: args.batch,
         concurrency: args.concurrency,
+        channel: args.channel.clone(),
+        smtp_url: args.smtp_url.clone(),
+        pool: !args.no_pool,
     };
     let report = crate::bench::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "herald bench: {} rows, {} ({} cores), batch {}, concurrency {}",
-            report.rows, report.database, report.cores, report.batch, report.concurrency
+            "herald bench: {} rows, {} ({} cores), channel {}, batch {}, concurrency {}",
+            report.rows, report.database, report.cores, report.channel, report.batch, report.concurrency
         );
+        if let Some(t) = &report.transport {
+            println!("  transport: {t}");
+        }
         println!("  enqueue: {:>10.0} rows/s ({:.2}s)", report.enqueue_rows_per_sec, report.enqueue_seconds);
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",

@@ -295,6 +295,12 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
     let store = db.arc();
     let mut st = settings(&sink, true);
     st.public_url = Some(server.base.clone());
+    // Signed with DKIM (an Ed25519 seed in a key file).
+    let key_dir = tempfile::tempdir().unwrap();
+    let key_file = key_dir.path().join("dkim.key");
+    std::fs::write(&key_file, "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=").unwrap();
+    st.dkim_selector = Some("s2026".into());
+    st.dkim_private_key_file = Some(key_file);
     let w = worker_with(store.clone(), &st, &server.base, Metrics::new());
 
     let (s, _) = server
@@ -335,6 +341,8 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
     assert!(msg.body_text(0).unwrap().contains("Plain: Rust 2024"));
     assert!(msg.body_html(0).unwrap().contains("<h1>Rust 2024</h1>"));
     assert!(msg.date().is_some());
+    let dkim = msg.header_raw("DKIM-Signature").unwrap().replace(['\r', '\n', ' ', '\t'], "");
+    assert!(dkim.contains("d=herald.test;") && dkim.contains("s=s2026;"), "{dkim}");
     let to = msg.to().unwrap().first().unwrap();
     assert_eq!(to.address(), Some("Ann@Example.org"));
 
@@ -437,5 +445,30 @@ async fn the_message_id_is_stable_per_row() {
         })
         .collect();
     assert_eq!(ids, vec![format!("{id}@herald.test"); 2]);
+    db.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_file_transport_writes_one_eml_per_row() {
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let store = db.arc();
+    let dir = tempfile::tempdir().unwrap();
+    let st = EmailSettings {
+        transport: Some(format!("file://{}", dir.path().display())),
+        from: Some("news@herald.test".into()),
+        address_secret: Some(SECRET.into()),
+        ..EmailSettings::default()
+    };
+    let w = worker_with(store.clone(), &st, "http://127.0.0.1:8080", Metrics::new());
+    let id = enqueue(&*store, "ok@example.org", "news").await;
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.sent, 1, "{report:?}");
+    let (_, send) = last_send(&*store, &id).await;
+    assert_eq!(send.transport.as_deref(), Some(format!("file {}", dir.path().display()).as_str()));
+    let raw = std::fs::read(dir.path().join(format!("{id}.eml"))).unwrap();
+    let msg = mail_parser::MessageParser::default().parse(&raw).unwrap();
+    assert_eq!(msg.subject(), Some("Hi there"));
+    let unsubscribe = msg.header_raw("List-Unsubscribe").unwrap();
+    assert!(unsubscribe.contains("<http://127.0.0.1:8080/u/"), "{unsubscribe}");
     db.cleanup().await;
 }

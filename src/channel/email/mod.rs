@@ -97,6 +97,7 @@ pub struct EmailChannel {
     opts: EmailOptions,
     url: TransportUrl,
     sender: Sender,
+    dkim: Option<lettre::message::dkim::DkimConfig>,
     limiter: RateLimiter,
     slots: Semaphore,
 }
@@ -136,6 +137,18 @@ impl EmailChannel {
             }
             TransportUrl::Smtp { .. } => Sender::Unpooled { url: url.clone(), timeout: settings.timeout },
         };
+        let dkim = match (&settings.dkim_selector, &settings.dkim_private_key_file) {
+            (Some(selector), Some(path)) => {
+                let key = std::fs::read_to_string(path)
+                    .map_err(|e| format!("email.dkim_private_key_file: {}: {e}", path.display()))?;
+                let domain = settings.dkim_domain.clone().unwrap_or_else(|| from.email.domain().to_owned());
+                Some(
+                    message::dkim_config(selector, &domain, &key)
+                        .map_err(|e| format!("email.dkim_private_key_file: {}: {e}", path.display()))?,
+                )
+            }
+            _ => None,
+        };
         let public_url = settings.public_url.as_deref().unwrap_or(default_public_url).trim_end_matches('/').to_owned();
         Ok(EmailChannel {
             store,
@@ -150,6 +163,7 @@ impl EmailChannel {
             },
             url,
             sender,
+            dkim,
             limiter: RateLimiter::new(settings.rate_per_second),
             slots: Semaphore::new(settings.concurrency as usize),
         })
@@ -295,7 +309,7 @@ impl Channel for EmailChannel {
             },
             bounce_domain: self.opts.bounce_domain.as_deref(),
         };
-        let built = match message::build(&parts) {
+        let built = match message::build(&parts, self.dkim.as_ref()) {
             Ok(b) => b,
             Err(why) => return Outcome::Terminal { detail: why, address_hash: h },
         };
