@@ -209,6 +209,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Demo => {
+            if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
+                eprintln!(
+                    "NOTE: email.transport is {t}: email is written to files there and NOTHING LEAVES THIS MACHINE \
+                     (the demo itself delivers in-app messages only)"
+                );
+            }
             let store = ready_store(&config).await?;
             crate::demo::run(&store, &mut std::io::stdout().lock()).await
         }

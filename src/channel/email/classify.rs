@@ -115,6 +115,11 @@ impl SendFailure {
             "TLS with the SMTP server failed"
         } else if e.is_transport_shutdown() {
             "the SMTP transport was shut down"
+        } else if e.is_client() {
+            // e.g. STARTTLS required but not offered, or an address the
+            // server cannot take (no SMTPUTF8): worth retrying once the
+            // setup is fixed, and bounded by worker.max_attempts.
+            "the SMTP exchange could not proceed"
         } else {
             "the connection to the SMTP server failed or was dropped"
         };
