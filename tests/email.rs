@@ -472,3 +472,21 @@ async fn the_file_transport_writes_one_eml_per_row() {
     assert!(unsubscribe.contains("<http://127.0.0.1:8080/u/"), "{unsubscribe}");
     db.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_connections_are_reused() {
+    let Some(sink) = Sink::start().await else { return };
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let store = db.arc();
+    let mut st = settings(&sink, true);
+    st.concurrency = 1;
+    let w = worker_with(store.clone(), &st, "https://herald.test", Metrics::new());
+    for i in 0..4 {
+        enqueue(&*store, &format!("ok{i}@example.org"), "news").await;
+    }
+    let report = tokio::time::timeout(Duration::from_secs(30), w.tick()).await.unwrap().unwrap();
+    assert_eq!(report.sent, 4, "{report:?}");
+    assert_eq!(sink.messages().len(), 4);
+    assert_eq!(sink.connections(), 1, "one pooled connection carried all four");
+    db.cleanup().await;
+}

@@ -75,6 +75,8 @@ pub fn classify_reply(code: u16, text: &str) -> Class {
 pub enum SendFailure {
     /// The transport could not be set up (TLS parameters and the like).
     Setup(String),
+    /// Connecting failed, or the exchange timed out (our own connector).
+    Io(String),
     Smtp(lettre::transport::smtp::Error),
 }
 
@@ -93,6 +95,9 @@ impl SendFailure {
                     class: Class::Retry,
                     detail: format!("could not set up the SMTP transport: {why}"),
                 };
+            }
+            SendFailure::Io(why) => {
+                return Classified { class: Class::Retry, detail: format!("the SMTP connection failed: {why}") };
             }
             SendFailure::Smtp(e) => e,
         };

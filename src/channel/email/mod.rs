@@ -4,6 +4,7 @@
 //! - [`transport`]: the `email.transport` URL and the lettre transport.
 //! - [`message`]: headers, bodies and envelope of one message.
 //! - [`classify`]: what an SMTP reply means (retry, bounce, policy, terminal).
+//! - [`pool`]: `smtp://` connections with TCP_NODELAY, pooled or not.
 //!
 //! Order of one delivery: find the address (the recipient's, or `to` in a
 //! hand-enqueued row's payload), hash it, refuse it if suppressed (no SMTP
@@ -13,6 +14,7 @@
 
 pub mod classify;
 pub mod message;
+pub mod pool;
 pub mod transport;
 
 use std::path::PathBuf;
@@ -51,9 +53,19 @@ pub struct EmailPayload {
 }
 
 enum Sender {
-    Pooled { transport: AsyncSmtpTransport<Tokio1Executor> },
-    Unpooled { url: TransportUrl, timeout: Duration },
-    File { dir: PathBuf },
+    /// `smtp://`: our connections with TCP_NODELAY (see [`pool`]).
+    NoDelay(pool::NoDelaySmtp),
+    /// `smtps://`: lettre's pooled transport.
+    Pooled {
+        transport: AsyncSmtpTransport<Tokio1Executor>,
+    },
+    Unpooled {
+        url: TransportUrl,
+        timeout: Duration,
+    },
+    File {
+        dir: PathBuf,
+    },
 }
 
 /// Spaces message starts `1/rate` apart.
@@ -132,6 +144,22 @@ impl EmailChannel {
                 );
                 Sender::File { dir: dir.clone() }
             }
+            TransportUrl::Smtp { host, port, tls, user, password } if *tls != transport::TlsMode::Implicit => {
+                let credentials = match (user, password) {
+                    (Some(u), Some(p)) => {
+                        Some(lettre::transport::smtp::authentication::Credentials::new(u.clone(), p.clone()))
+                    }
+                    _ => None,
+                };
+                Sender::NoDelay(pool::NoDelaySmtp::new(
+                    host.clone(),
+                    *port,
+                    *tls,
+                    credentials,
+                    settings.timeout,
+                    settings.pool.then_some(settings.concurrency as usize),
+                ))
+            }
             TransportUrl::Smtp { .. } if settings.pool => {
                 Sender::Pooled { transport: url.smtp(settings.timeout, settings.concurrency)? }
             }
@@ -178,6 +206,10 @@ impl EmailChannel {
         self.limiter.wait().await;
         let _slot = self.slots.acquire().await.expect("the semaphore is never closed");
         match &self.sender {
+            Sender::NoDelay(smtp) => {
+                let r = smtp.send(&built.envelope, &built.bytes).await?;
+                Ok(Some(reply_text(&r)))
+            }
             Sender::Pooled { transport } => {
                 let r = transport.send_raw(&built.envelope, &built.bytes).await.map_err(SendFailure::Smtp)?;
                 Ok(Some(reply_text(&r)))
