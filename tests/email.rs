@@ -490,3 +490,55 @@ async fn pooled_connections_are_reused() {
     assert_eq!(sink.connections(), 1, "one pooled connection carried all four");
     db.cleanup().await;
 }
+
+/// No SMTP server process needed: a refused connection, a server that never
+/// answers, and STARTTLS required but not offered are all retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_silent_and_tls_failures_are_retried() {
+    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let store = db.arc();
+    let base = |url: String| EmailSettings {
+        transport: Some(url),
+        from: Some("news@herald.test".into()),
+        address_secret: Some(SECRET.into()),
+        public_url: Some("https://herald.test".into()),
+        timeout: Duration::from_millis(500),
+        ..EmailSettings::default()
+    };
+    // Refused: a port nobody listens on.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // Silent: accepts, never greets.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let _hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            held.push(s);
+        }
+    });
+    let mut cases = vec![
+        (format!("smtp://127.0.0.1:{closed}?tls=none"), "cannot connect"),
+        (format!("smtp://127.0.0.1:{silent_port}?tls=none"), "did not answer within"),
+    ];
+    // STARTTLS required (the default) against a server that does not offer it.
+    let sink = Sink::start().await;
+    if let Some(s) = &sink {
+        cases.push((format!("smtp://127.0.0.1:{}", s.port), "STARTTLS"));
+    }
+    for (url, expect) in cases {
+        let w = worker_with(store.clone(), &base(url.clone()), "https://herald.test", Metrics::new());
+        let id = enqueue(&*store, "ok@example.org", "news").await;
+        let report = tokio::time::timeout(Duration::from_secs(20), w.tick()).await.unwrap().unwrap();
+        assert_eq!(report.retried, 1, "{url}: {report:?}");
+        let row = store.get_outbox(&id).await.unwrap().unwrap();
+        let err = row.last_error.unwrap_or_default();
+        assert!(err.contains(expect), "{url}: {err}");
+    }
+    if let Some(s) = &sink {
+        assert!(s.messages().is_empty());
+    }
+    db.cleanup().await;
+}

@@ -382,3 +382,27 @@ impl Channel for EmailChannel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_rate_limit_spaces_message_starts() {
+        let unlimited = RateLimiter::new(0);
+        let started = std::time::Instant::now();
+        for _ in 0..100 {
+            unlimited.wait().await;
+        }
+        assert!(started.elapsed() < Duration::from_millis(50));
+
+        let limited = RateLimiter::new(20);
+        let started = std::time::Instant::now();
+        for _ in 0..5 {
+            limited.wait().await;
+        }
+        // Five starts at 20/s: the first at once, the fifth 200 ms later.
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(195) && took < Duration::from_millis(600), "{took:?}");
+    }
+}
