@@ -80,9 +80,9 @@ impl TransportUrl {
                         ("tls", "starttls" | "opportunistic", "smtp") => tls = TlsMode::Opportunistic,
                         ("tls", "none", "smtp") => tls = TlsMode::None,
                         ("tls", other, "smtp") => {
-                            return Err(format!("tls={other} is not one of required, starttls, none"));
+                            return Err(format!("tls=required, tls=starttls or tls=none (got tls={other})"));
                         }
-                        (other, _, _) => return Err(format!("unknown parameter {other:?}; {EXPECTED}")),
+                        (other, _, _) => return Err(format!("{EXPECTED}, with no parameter but tls= (got {other:?})")),
                     }
                 }
                 let default_port = match tls {
@@ -93,11 +93,11 @@ impl TransportUrl {
                 let user = Some(url.username()).filter(|u| !u.is_empty()).map(decode);
                 let password = url.password().map(decode);
                 if user.is_some() != password.is_some() {
-                    return Err(format!("give both a user and a password, or neither; {EXPECTED}"));
+                    return Err(format!("{EXPECTED}, with both a user and a password or neither"));
                 }
                 Ok(TransportUrl::Smtp { host, port: url.port().unwrap_or(default_port), tls, user, password })
             }
-            other => Err(format!("scheme {other:?} is not supported; {EXPECTED}")),
+            other => Err(format!("{EXPECTED} (got scheme {other:?})")),
         }
     }
 
