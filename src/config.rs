@@ -95,8 +95,9 @@ pub struct EmailSettings {
     /// Most messages started per second on this transport (0: no limit).
     /// Default 0.
     pub rate_per_second: u32,
-    /// Longest wait for the SMTP server on one command. Must be shorter than
-    /// `worker.deliver_timeout`. Default "30s".
+    /// Longest one message's SMTP exchange may take (`smtp://`: connect to
+    /// the reply after the data; `smtps://`: each command). Must be shorter
+    /// than `worker.deliver_timeout`. Default "30s".
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
 }
