@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::address::AddressKeys;
 use crate::channel::Registry;
+use crate::channel::email::EmailChannel;
 use crate::channel::inbox::InboxChannel;
 use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
@@ -26,27 +28,74 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
     SqlStore::connect(&config.database_url, &opts).await
 }
 
-/// The channels this build can deliver with. Email and webhooks are known by
-/// name and not implemented yet: their rows end `failed` saying so, instead
-/// of waiting silently for a release that delivers them weeks late.
+/// The channels this build can deliver with, without email. Email (when no
+/// transport is configured) and webhooks are known by name but cannot
+/// deliver: their rows end `failed` saying so, instead of waiting silently
+/// for a configuration that delivers them weeks late.
 pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
+    registry_with_email(store, clock, None)
+}
+
+/// [`registry`], with an email channel when one is configured.
+pub fn registry_with_email(store: Arc<dyn Store>, clock: Arc<dyn Clock>, email: Option<Arc<EmailChannel>>) -> Registry {
     let mut r = Registry::new();
     r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
-    r.declare_unavailable("email", "no email transport is built into this version of Herald");
+    match email {
+        Some(e) => {
+            r.register("email", e);
+        }
+        None => {
+            r.declare_unavailable("email", "no email transport is configured (set email.transport)");
+        }
+    }
     r.declare_unavailable("webhook", "no webhook.signing_secret is configured");
     r
 }
 
-/// The registry `serve` uses: [`registry`] plus the channels this
-/// deployment configured.
-pub fn configured_registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>, config: &Config) -> Registry {
-    let mut r = registry(store, clock);
+/// The registry `serve` uses: the inbox, email when a transport is
+/// configured, webhooks when a signing secret is.
+pub fn configured_registry(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    config: &Config,
+    email: Option<Arc<EmailChannel>>,
+) -> Registry {
+    let mut r = registry_with_email(store, clock, email);
     if let Some(secret) = &config.webhook.signing_secret {
         // Validated at load; a failure here is a bug, not a configuration error.
         let secret = SigningSecret::parse(secret).expect("webhook.signing_secret was validated at load");
         r.register("webhook", Arc::new(WebhookChannel::new(secret, config.webhook.policy(), config.webhook.timeout)));
     }
     r
+}
+
+/// The keys behind address hashes and unsubscribe tokens: from
+/// `email.address_secret`, or the secret file in `data_dir`.
+pub fn address_keys(config: &Config) -> anyhow::Result<AddressKeys> {
+    AddressKeys::load(config.email.address_secret.as_deref(), &config.data_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "configuration key `data_dir`: cannot keep the address secret in {}: {e}",
+            config.data_dir.display()
+        )
+    })
+}
+
+/// The email channel `[email]` describes, or `None` without a transport.
+pub fn email_channel(
+    config: &Config,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    keys: AddressKeys,
+    metrics: Metrics,
+) -> anyhow::Result<Option<Arc<EmailChannel>>> {
+    if config.email.transport.is_none() {
+        return Ok(None);
+    }
+    let default_public = format!("http://{}", config.http.listen);
+    let channel = EmailChannel::from_settings(&config.email, &default_public, store, clock, keys, metrics)
+        .map_err(|e| anyhow::anyhow!("email: {e}"))?;
+    tracing::info!(transport = %channel.describe(), pooled = config.email.pool, "email channel ready");
+    Ok(Some(Arc::new(channel)))
 }
 
 /// `herald serve`: migrate (unless told not to), run the worker and the HTTP
@@ -79,6 +128,7 @@ pub async fn serve_until(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Metrics::new();
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
+    let keys = address_keys(&config)?;
 
     let mut tasks = tokio::task::JoinSet::new();
     if store.dialect() == Dialect::Postgres {
@@ -90,9 +140,10 @@ pub async fn serve_until(
         ));
     }
     if config.worker.enabled {
+        let email = email_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), metrics.clone())?;
         let worker = Worker::new(
             dyn_store.clone(),
-            configured_registry(dyn_store.clone(), clock.clone(), &config),
+            configured_registry(dyn_store.clone(), clock.clone(), &config, email),
             clock.clone(),
             config.worker.to_worker_config(),
             metrics.clone(),
@@ -121,6 +172,7 @@ pub async fn serve_until(
         metrics,
         clock,
         planner,
+        keys,
         webhooks: config.webhook.policy(),
         user_tokens,
         token_ttl: config.inbox.token_ttl,

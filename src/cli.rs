@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Config, FlagOverrides, HttpFlags};
 use crate::domain::{ChannelName, UserId};
-use crate::store::{NewOutboxRow, RecipientStore, Store, new_id};
+use crate::store::{NewOutboxRow, RecipientStore, Store, SuppressionStore, new_id};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -138,8 +138,13 @@ pub struct JsonFlag {
 #[derive(Debug, Args)]
 pub struct SendsArgs {
     /// The host application's id for the user
+    #[arg(long, required_unless_present = "address", conflicts_with = "address")]
+    pub user_id: Option<String>,
+    /// An email address: finds the send log by its address hash (the log
+    /// holds no addresses). Needs the same `email.address_secret` (or
+    /// `data_dir`) as the server that wrote the log.
     #[arg(long)]
-    pub user_id: String,
+    pub address: Option<String>,
     /// Most send-log rows to show
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
@@ -162,6 +167,16 @@ pub struct BenchArgs {
     /// Use this (scratch!) database instead of a temporary SQLite file
     #[arg(long = "bench-database-url", value_name = "URL")]
     pub database_url: Option<String>,
+    /// The channel to drain through: inbox, or email (needs --smtp-url)
+    #[arg(long, default_value = "inbox")]
+    pub channel: String,
+    /// With --channel email: the SMTP server (or file:///DIR) to send to.
+    /// Every message goes to it: point it at a local sink, never a real relay.
+    #[arg(long, value_name = "URL", required_if_eq("channel", "email"))]
+    pub smtp_url: Option<String>,
+    /// With --channel email: one SMTP connection per message instead of a pool
+    #[arg(long)]
+    pub no_pool: bool,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -241,6 +256,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Demo => {
+            if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
+                eprintln!(
+                    "NOTE: email.transport is {t}: email is written to files there and NOTHING LEAVES THIS MACHINE \
+                     (the demo itself delivers in-app messages only)"
+                );
+            }
             let store = ready_store(&config).await?;
             crate::demo::run(&store, &mut std::io::stdout().lock()).await
         }
@@ -275,7 +296,8 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
     let expires_at = args.grace.map(|g| due_at.plus(std::time::Duration::from_secs(g)));
     let registry = crate::app::registry(Arc::new(store.clone()), Arc::new(clock));
-    if !registry.is_ready(channel.as_str()) {
+    let email_configured = channel.as_str() == "email" && config.email.transport.is_some();
+    if !registry.is_ready(channel.as_str()) && !email_configured {
         eprintln!(
             "warning: channel \"{channel}\" cannot deliver in this build; the worker will record these rows as failed and say why"
         );
@@ -342,7 +364,10 @@ async fn status(config: &Config, json: bool) -> anyhow::Result<()> {
 }
 
 async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
-    let user = UserId::parse("--user-id", &args.user_id)?;
+    let Some(user_id) = &args.user_id else {
+        return sends_by_address(config, &args).await;
+    };
+    let user = UserId::parse("--user-id", user_id)?;
     let store = ready_store(config).await?;
     let log = store.sends_for_user(&user, args.limit).await?;
     let pending = store.pending_for_user(&user, args.limit).await?;
@@ -389,21 +414,75 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<()> {
+    let address = args.address.as_deref().unwrap_or_default();
+    let keys = crate::app::address_keys(config)?;
+    let hash = keys
+        .hash(address)
+        .ok_or_else(|| anyhow::anyhow!("--address: {address:?} is not an email address (expected local@domain)"))?;
+    let store = ready_store(config).await?;
+    let log = store.sends_for_address(&hash, args.limit).await?;
+    let suppressions = store.list_suppressions(Some(&hash), 100).await?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({ "address_hash": hash, "sends": log, "suppressions": suppressions }),
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    for s in &suppressions {
+        writeln!(
+            out,
+            "suppressed since {} ({}, category {}){}",
+            s.created_at,
+            s.reason,
+            s.category,
+            s.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
+        )?;
+    }
+    if log.is_empty() {
+        writeln!(out, "nothing in the send log for that address (hash {hash})")?;
+        return Ok(());
+    }
+    writeln!(out, "send log for address hash {hash}, newest first ({}):", log.len())?;
+    for s in &log {
+        writeln!(
+            out,
+            "  {}  {:<10} {:<8} user {}  outbox {}{}",
+            s.created_at,
+            s.status,
+            s.channel,
+            s.user_id,
+            s.outbox_id,
+            s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
+        )?;
+    }
+    Ok(())
+}
+
 async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let opts = crate::bench::BenchOptions {
         rows: args.rows,
         database_url: args.database_url.clone(),
         batch: args.batch,
         concurrency: args.concurrency,
+        channel: args.channel.clone(),
+        smtp_url: args.smtp_url.clone(),
+        pool: !args.no_pool,
     };
     let report = crate::bench::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "herald bench: {} rows, {} ({} cores), batch {}, concurrency {}",
-            report.rows, report.database, report.cores, report.batch, report.concurrency
+            "herald bench: {} rows, {} ({} cores), channel {}, batch {}, concurrency {}",
+            report.rows, report.database, report.cores, report.channel, report.batch, report.concurrency
         );
+        if let Some(t) = &report.transport {
+            println!("  transport: {t}");
+        }
         println!("  enqueue: {:>10.0} rows/s ({:.2}s)", report.enqueue_rows_per_sec, report.enqueue_seconds);
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",

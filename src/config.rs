@@ -40,6 +40,11 @@ pub struct Config {
     pub planner: PlannerSettings,
     pub webhook: WebhookSettings,
     pub inbox: InboxSettings,
+    /// Where Herald keeps files of its own: today only the generated
+    /// address secret (`herald-secret`, mode 0600) when `email.address_secret`
+    /// is not set. Default "." (the working directory).
+    pub data_dir: PathBuf,
+    pub email: EmailSettings,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -79,6 +84,63 @@ pub struct WebhookSettings {
     pub timeout: Duration,
 }
 
+/// The email channel. Without `transport` the channel is known by name but
+/// cannot deliver: its rows end `failed` saying so.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EmailSettings {
+    /// Where messages go: `smtp://USER:PASS@HOST:PORT?tls=required|starttls|none`
+    /// (STARTTLS; `required` is the default and refuses a server without
+    /// it, `starttls` uses it when offered, `none` is plain text for a relay
+    /// on the same host), `smtps://USER:PASS@HOST:PORT` (implicit TLS), or
+    /// `file:///DIR` (development: one `.eml` file per message, nothing
+    /// leaves the machine). Unset: no email is sent.
+    pub transport: Option<String>,
+    /// The From address, e.g. `Herald <news@example.com>`. Required with a
+    /// transport. Its domain also names Message-IDs (`<OUTBOX-ID@DOMAIN>`).
+    pub from: Option<String>,
+    /// The deployment secret keying address hashes and unsubscribe tokens.
+    /// Unset: generated into `data_dir` on first start. Instances sharing a
+    /// database must share it.
+    pub address_secret: Option<String>,
+    /// Public base URL of this Herald's HTTP server, e.g.
+    /// `https://herald.example.com`: unsubscribe links are
+    /// `PUBLIC_URL/u/TOKEN`. Required with an `smtp`/`smtps` transport;
+    /// with `file://` it defaults to `http://` + `http.listen`.
+    pub public_url: Option<String>,
+    /// An address that takes unsubscribe requests by mail, added to
+    /// List-Unsubscribe as `mailto:` when set.
+    pub unsubscribe_mailto: Option<String>,
+    /// When set, the envelope sender (Return-Path) is
+    /// `bounce+OUTBOX-ID@BOUNCE_DOMAIN` (VERP), so an asynchronous bounce
+    /// names the message it is about.
+    pub bounce_domain: Option<String>,
+    /// DKIM selector (`SELECTOR._domainkey.DOMAIN` holds the public key).
+    /// Set together with `dkim_private_key_file` to sign every message;
+    /// the signature covers From, To, Subject, Date, Message-ID,
+    /// List-Unsubscribe, List-Unsubscribe-Post and X-Herald-Outbox-Id.
+    pub dkim_selector: Option<String>,
+    /// The signing domain (`d=`). Default: the domain of `email.from`.
+    pub dkim_domain: Option<String>,
+    /// A file holding the DKIM private key: PKCS#1 PEM RSA
+    /// (`-----BEGIN RSA PRIVATE KEY-----`) or a base64 Ed25519 seed.
+    pub dkim_private_key_file: Option<PathBuf>,
+    /// Reuse SMTP connections between messages (a pool of up to
+    /// `concurrency`). Off: one connection per message. Default true.
+    pub pool: bool,
+    /// Most messages in flight to the transport at once, and the pool's
+    /// size (1 to 1000). Default 8.
+    pub concurrency: u32,
+    /// Most messages started per second on this transport (0: no limit).
+    /// Default 0.
+    pub rate_per_second: u32,
+    /// Longest one message's SMTP exchange may take (`smtp://`: connect to
+    /// the reply after the data; `smtps://`: each command). Must be shorter
+    /// than `worker.deliver_timeout`. Default "30s".
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
 impl Default for WebhookSettings {
     fn default() -> Self {
         WebhookSettings { signing_secret: None, allow_private_networks: false, timeout: Duration::from_secs(10) }
@@ -88,6 +150,26 @@ impl Default for WebhookSettings {
 impl WebhookSettings {
     pub fn policy(&self) -> crate::channel::webhook::WebhookPolicy {
         crate::channel::webhook::WebhookPolicy { allow_private_networks: self.allow_private_networks }
+    }
+}
+
+impl Default for EmailSettings {
+    fn default() -> Self {
+        EmailSettings {
+            transport: None,
+            from: None,
+            address_secret: None,
+            public_url: None,
+            unsubscribe_mailto: None,
+            bounce_domain: None,
+            dkim_selector: None,
+            dkim_domain: None,
+            dkim_private_key_file: None,
+            pool: true,
+            concurrency: 8,
+            rate_per_second: 0,
+            timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -176,6 +258,8 @@ impl Default for Config {
             planner: PlannerSettings::default(),
             webhook: WebhookSettings::default(),
             inbox: InboxSettings::default(),
+            data_dir: PathBuf::from("."),
+            email: EmailSettings::default(),
         }
     }
 }
@@ -377,6 +461,73 @@ impl Config {
             let _ = name;
             return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
         }
+        self.validate_email()
+    }
+
+    fn validate_email(&self) -> Result<(), ConfigError> {
+        use crate::channel::email::transport::TransportUrl;
+        fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> ConfigError {
+            ConfigError::Invalid { key, value: value.to_string(), expected: expected.into() }
+        }
+        let e = &self.email;
+        if !(1..=1000).contains(&e.concurrency) {
+            return Err(invalid("email.concurrency", e.concurrency, "1 to 1000"));
+        }
+        if e.timeout.is_zero() || e.timeout >= self.worker.deliver_timeout {
+            return Err(invalid(
+                "email.timeout",
+                humantime::format_duration(e.timeout),
+                format!(
+                    "a positive duration shorter than worker.deliver_timeout ({})",
+                    humantime::format_duration(self.worker.deliver_timeout)
+                ),
+            ));
+        }
+        if let Some(s) = &e.address_secret
+            && s.trim().len() < 16
+        {
+            return Err(invalid("email.address_secret", "(hidden)", "at least 16 characters"));
+        }
+        if let Some(url) = &e.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid("email.public_url", format!("{url:?}"), "an https:// (or http://) base URL"));
+        }
+        if let Some(m) = &e.unsubscribe_mailto
+            && crate::address::normalize(m).is_none()
+        {
+            return Err(invalid("email.unsubscribe_mailto", format!("{m:?}"), "an email address"));
+        }
+        if let Some(d) = &e.bounce_domain
+            && (d.is_empty() || d.contains('@') || d.contains(char::is_whitespace))
+        {
+            return Err(invalid("email.bounce_domain", format!("{d:?}"), "a domain name such as bounces.example.com"));
+        }
+        if e.dkim_selector.is_some() != e.dkim_private_key_file.is_some() {
+            return Err(invalid(
+                "email.dkim_selector",
+                format!("{:?}", e.dkim_selector),
+                "set together with email.dkim_private_key_file, or neither",
+            ));
+        }
+        let Some(url) = &e.transport else { return Ok(()) };
+        let transport =
+            TransportUrl::parse(url).map_err(|why| invalid("email.transport", TransportUrl::redacted(url), why))?;
+        let from = e.from.as_deref().unwrap_or("");
+        if from.parse::<lettre::message::Mailbox>().is_err() {
+            return Err(invalid(
+                "email.from",
+                format!("{from:?}"),
+                "an address such as \"Herald <news@example.com>\" (required with email.transport)",
+            ));
+        }
+        if e.public_url.is_none() && !transport.is_file() {
+            return Err(invalid(
+                "email.public_url",
+                "(unset)",
+                "the public https:// URL of this server, required with an SMTP transport for unsubscribe links",
+            ));
+        }
         Ok(())
     }
 }
@@ -505,6 +656,33 @@ mod tests {
     fn unknown_keys_are_refused_not_ignored() {
         let err = Config::load(None, env(&[("HERALD_WORKER__BACTH", "5")]), &FlagOverrides::default()).unwrap_err();
         assert!(err.to_string().contains("bacth"), "{err}");
+    }
+
+    #[test]
+    fn email_settings_are_validated() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+        assert!(load(&[]).unwrap().email.transport.is_none());
+        let ok = load(&[
+            ("HERALD_EMAIL__TRANSPORT", "smtps://u:p@mail.example.com"),
+            ("HERALD_EMAIL__FROM", "Herald <news@example.com>"),
+            ("HERALD_EMAIL__PUBLIC_URL", "https://herald.example.com"),
+        ])
+        .unwrap();
+        assert_eq!(ok.email.concurrency, 8);
+
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://u:secret@h?tls=maybe")]).unwrap_err().to_string();
+        assert!(err.contains("email.transport") && err.contains("maybe") && !err.contains("secret"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x")]).unwrap_err().to_string();
+        assert!(err.contains("email.from"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://h"), ("HERALD_EMAIL__FROM", "a@b.c")]).unwrap_err();
+        assert!(err.to_string().contains("email.public_url"), "{err}");
+        assert!(load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x"), ("HERALD_EMAIL__FROM", "a@b.c")]).is_ok());
+        let err = load(&[("HERALD_EMAIL__ADDRESS_SECRET", "short")]).unwrap_err().to_string();
+        assert!(err.contains("email.address_secret") && !err.contains("short"), "{err}");
+        let err = load(&[("HERALD_EMAIL__TIMEOUT", "2m")]).unwrap_err().to_string();
+        assert!(err.contains("email.timeout"), "{err}");
+        let err = load(&[("HERALD_EMAIL__BOUNCE_DOMAIN", "a@b")]).unwrap_err().to_string();
+        assert!(err.contains("email.bounce_domain"), "{err}");
     }
 
     #[test]

@@ -6,13 +6,15 @@
 //! anyone can ask "did user X get it, and if not, why".
 //!
 //! # Layout
+//! - [`address`]: email address hashes, the deployment secret, signed
+//!   unsubscribe tokens.
 //! - [`domain`]: the values every layer passes around (`UserId`,
 //!   `ChannelName`, the two status enums), parsed once at the edge.
 //! - [`clock`]: where "now" comes from; tests use a manual clock.
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
 //!   MariaDB/MySQL, with its migrations.
 //! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
-//!   `channel::inbox` writes the in-app inbox.
+//!   `channel::inbox` writes the in-app inbox, `channel::email` sends mail.
 //! - [`template`]: minijinja templates (per-locale variants, strict
 //!   undefined) and rule conditions.
 //! - [`rule`], [`recipient`]: what the API accepts for rules and users,
@@ -34,6 +36,7 @@
 //!   [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
 
+pub mod address;
 pub mod app;
 pub mod batch;
 pub mod bench;

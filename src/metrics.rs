@@ -41,6 +41,7 @@ struct Inner {
     outbox_depth: Family<StatusLabels, Gauge>,
     oldest_due_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     reclaimed: Counter,
+    email_policy_rejections: Counter,
 }
 
 impl Default for Metrics {
@@ -90,6 +91,12 @@ impl Metrics {
             "Stale claims taken back from an instance that stopped",
             reclaimed.clone(),
         );
+        let email_policy_rejections = Counter::default();
+        registry.register(
+            "email_policy_rejections",
+            "Messages an SMTP server refused by policy (5.7.x): usually our own SPF, DKIM or reputation, not the recipient",
+            email_policy_rejections.clone(),
+        );
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -99,6 +106,7 @@ impl Metrics {
                 outbox_depth,
                 oldest_due_age,
                 reclaimed,
+                email_policy_rejections,
             }),
         }
     }
@@ -116,6 +124,10 @@ impl Metrics {
 
     pub fn claim_duration(&self, seconds: f64) {
         self.inner.claim_duration.observe(seconds);
+    }
+
+    pub fn email_policy_rejection(&self) {
+        self.inner.email_policy_rejections.inc();
     }
 
     pub fn reclaimed(&self, n: u64) {

@@ -29,6 +29,7 @@ impl App {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let mut config = Config { database_url: db.url.clone(), ..Config::default() };
+        config.email.address_secret = Some("a test secret of sufficient length".into());
         // The tests drive the worker themselves (deliver()), so nothing moves
         // behind their back.
         config.worker.enabled = false;

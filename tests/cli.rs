@@ -196,3 +196,29 @@ fn bounce_parse_prints_one_json_object_per_recipient() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("the input is empty"), "{}", stderr(&out));
 }
+
+#[test]
+fn sends_by_address_uses_the_generated_secret_and_keeps_it_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["sends", "--address", "Someone@Example.org"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("nothing in the send log for that address"), "{}", stdout(&out));
+    let secret = dir.path().join("herald-secret");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777, 0o600);
+    }
+    // The same address hashes the same way on the next run (the file is reused).
+    let json = |o: &Output| serde_json::from_str::<serde_json::Value>(&stdout(o)).unwrap();
+    let a = json(&herald(dir.path(), &["sends", "--address", "someone@example.org", "--json"]));
+    let b = json(&herald(dir.path(), &["sends", "--address", "SOMEONE@example.org ", "--json"]));
+    assert_eq!(a["address_hash"], b["address_hash"]);
+    assert_eq!(a["address_hash"].as_str().unwrap().len(), 64);
+
+    let out = herald(dir.path(), &["sends", "--address", "nobody"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--address"), "{}", stderr(&out));
+    let out = herald(dir.path(), &["sends"]);
+    assert!(!out.status.success(), "one of --user-id and --address is required");
+}

@@ -20,6 +20,7 @@ async fn serve(db: &TestDb) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut config = Config { database_url: db.url.clone(), ..Config::default() };
+    config.email.address_secret = Some("a test secret of sufficient length".into());
     config.worker.poll = Duration::from_secs(3600);
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));

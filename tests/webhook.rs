@@ -207,7 +207,7 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     assert_eq!(planner.tick().await.unwrap(), 1);
     let worker = herald::worker::Worker::new(
         store.clone(),
-        herald::app::configured_registry(store.clone(), clock.clone(), &config),
+        herald::app::configured_registry(store.clone(), clock.clone(), &config, None),
         clock,
         herald::worker::WorkerConfig::default(),
         herald::metrics::Metrics::new(),

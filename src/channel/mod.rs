@@ -4,6 +4,7 @@
 //! `engagement_outbox.channel`. The worker never knows what a channel does; it
 //! only reads the [`Outcome`] back.
 
+pub mod email;
 pub mod inbox;
 pub mod webhook;
 

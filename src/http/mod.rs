@@ -1,4 +1,5 @@
-//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, and the `/v1` JSON API.
+//! The HTTP server: `/healthz`, `/readyz`, `/metrics`, the `/v1` JSON API,
+//! and `/u/{token}`, the one-click unsubscribe page.
 //!
 //! Every `/v1` route but the OpenAPI document needs an API key; every error
 //! is `application/problem+json` naming what was wrong; bodies are limited in
@@ -10,7 +11,9 @@ mod openapi;
 pub mod outbox;
 pub mod problem;
 pub mod rules;
+pub mod suppressions;
 pub mod triggers;
+pub mod unsubscribe;
 pub mod user_auth;
 pub mod users;
 
@@ -34,6 +37,8 @@ pub struct AppState {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
+    /// Address hashes and unsubscribe tokens.
+    pub keys: crate::address::AddressKeys,
     /// What webhook URLs rules may name.
     pub webhooks: crate::channel::webhook::WebhookPolicy,
     /// Signs and checks the end users' inbox tokens.
@@ -75,6 +80,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/outbox", get(outbox::list))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
+        .route("/suppressions", get(suppressions::list).post(suppressions::create).delete(suppressions::delete))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
         // Added after the API-key layer: the inbox routes take user tokens.
         .nest("/inbox", inbox)
@@ -86,6 +92,8 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/widget/inbox.js", get(widget_js))
+        // Public, by design: the signed token is the credential (RFC 8058).
+        .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
         .nest("/v1", v1)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)

@@ -16,6 +16,8 @@ use utoipa::{Modify, OpenApi};
         super::users::token,
         super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
+        super::suppressions::list, super::suppressions::create, super::suppressions::delete,
+        super::unsubscribe::show, super::unsubscribe::unsubscribe,
     ),
     components(schemas(crate::store::InboxFilter)),
     modifiers(&ApiKeyAuth),
@@ -25,6 +27,8 @@ use utoipa::{Modify, OpenApi};
         (name = "users", description = "Recipients, and what reached them"),
         (name = "outbox", description = "Scheduled and finished messages"),
         (name = "inbox", description = "An end user's own inbox, with a per-user token"),
+        (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
+        (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
     )
 )]
 pub struct ApiDoc;

@@ -36,6 +36,7 @@ macro_rules! migration {
 const MIGRATIONS: &[Migration] = &[
     migration!(1, "outbox", "0001_outbox.sql"),
     migration!(2, "rules", "0002_rules.sql"),
+    migration!(3, "suppressions", "0003_suppressions.sql"),
     migration!(4, "webhooks", "0004_webhooks.sql"),
     migration!(5, "inbox_api", "0005_inbox_api.sql"),
 ];

@@ -30,6 +30,7 @@ mod recipients;
 mod rows;
 mod rules;
 mod sql;
+mod suppressions;
 mod triggers;
 
 use std::sync::Arc;
@@ -48,6 +49,7 @@ pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
+pub use suppressions::{ALL_CATEGORIES, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use triggers::{NewTrigger, TriggerInsert, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -168,7 +170,9 @@ pub fn new_id() -> String {
 /// the token no longer matches (the claim was reclaimed as stale and someone
 /// else owns the row now): those return `Ok(false)`.
 #[async_trait]
-pub trait Store: TriggerStore + RuleStore + RecipientStore + OutboxAdmin + InboxStore + Send + Sync + 'static {
+pub trait Store:
+    TriggerStore + RuleStore + RecipientStore + SuppressionStore + OutboxAdmin + InboxStore + Send + Sync + 'static
+{
     fn dialect(&self) -> Dialect;
 
     /// Signalled after every enqueue that created a row, so the worker in this

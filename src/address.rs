@@ -1,0 +1,212 @@
+//! Email addresses without keeping them: the address hash, the deployment
+//! secret it is keyed with, and the signed unsubscribe token.
+//!
+//! # Normalisation
+//! An address is trimmed and its domain lowercased (domains are
+//! case-insensitive, RFC 5321 §2.4). The local part is lowercased too, even
+//! though RFC 5321 lets a server treat `Ann@x` and `ann@x` as different
+//! mailboxes: no mainstream provider does, host applications store what the
+//! user typed, and a bounce or an unsubscribe for `Ann@x` that failed to
+//! match a later message to `ann@x` would mail someone who asked us to stop.
+//! Matching too widely can only ever suppress a message; matching too
+//! narrowly can send one that should not go. Nothing else is rewritten
+//! (no dot or `+tag` folding: those are one provider's rules, not the
+//! standard's).
+//!
+//! # The hash
+//! `address_hash = hex(HMAC-SHA256(k_addr, normalised address))`, where
+//! `k_addr` is derived from the deployment secret. Keyed, so that the send
+//! log and the suppression list cannot be reversed by hashing a list of
+//! known addresses without the secret; stable for the life of the secret,
+//! so a bounce arriving weeks later finds its rows. Changing the secret
+//! orphans every existing hash (suppressions included): keep it with the
+//! database backups.
+//!
+//! # The secret
+//! `email.address_secret` (or `HERALD_EMAIL__ADDRESS_SECRET`) when set; else
+//! `<data_dir>/herald-secret`, created on first start with 32 random bytes
+//! (hex) and mode 0600. Several instances sharing one database must share
+//! the secret: set it in configuration for them.
+
+use std::io::Write;
+use std::path::Path;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{KeyInit, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = hmac::Hmac<Sha256>;
+
+/// The file the generated secret lives in, inside `data_dir`.
+pub const SECRET_FILE: &str = "herald-secret";
+
+/// Trims and lowercases an address; `None` when it is not `local@domain`.
+pub fn normalize(address: &str) -> Option<String> {
+    let a = address.trim();
+    let (local, domain) = a.rsplit_once('@')?;
+    if local.is_empty() || domain.is_empty() || a.chars().any(char::is_whitespace) {
+        return None;
+    }
+    Some(format!("{}@{}", local.to_lowercase(), domain.to_lowercase()))
+}
+
+/// Keys derived from the deployment secret, one per purpose, so that an
+/// address hash can never double as a valid token signature.
+#[derive(Clone)]
+pub struct AddressKeys {
+    hash_key: Vec<u8>,
+    token_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for AddressKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AddressKeys(..)")
+    }
+}
+
+fn mac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(data);
+    m.finalize().into_bytes().to_vec()
+}
+
+/// What an unsubscribe token names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsubscribeToken {
+    pub address_hash: String,
+    pub category: String,
+    pub user_id: String,
+}
+
+impl AddressKeys {
+    pub fn from_secret(secret: &[u8]) -> AddressKeys {
+        AddressKeys {
+            hash_key: mac(secret, b"herald address hash v1"),
+            token_key: mac(secret, b"herald unsubscribe token v1"),
+        }
+    }
+
+    /// Loads the configured secret, or the one in `data_dir` (creating it).
+    pub fn load(configured: Option<&str>, data_dir: &Path) -> std::io::Result<AddressKeys> {
+        if let Some(s) = configured {
+            return Ok(AddressKeys::from_secret(s.as_bytes()));
+        }
+        let path = data_dir.join(SECRET_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(s) if !s.trim().is_empty() => return Ok(AddressKeys::from_secret(s.trim().as_bytes())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(std::io::Error::new(e.kind(), format!("reading {}: {e}", path.display()))),
+        }
+        std::fs::create_dir_all(data_dir)?;
+        let secret = hex::encode(rand::random::<[u8; 32]>());
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        match opts.open(&path) {
+            Ok(mut f) => {
+                f.write_all(secret.as_bytes())?;
+                f.sync_all()?;
+                tracing::warn!(path = %path.display(), "generated a new address secret; keep it with your backups");
+                Ok(AddressKeys::from_secret(secret.as_bytes()))
+            }
+            // Another process created it between our read and our create.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let s = std::fs::read_to_string(&path)?;
+                Ok(AddressKeys::from_secret(s.trim().as_bytes()))
+            }
+            Err(e) => Err(std::io::Error::new(e.kind(), format!("creating {}: {e}", path.display()))),
+        }
+    }
+
+    /// The address hash of an already normalised address.
+    pub fn hash_normalized(&self, normalized: &str) -> String {
+        hex::encode(mac(&self.hash_key, normalized.as_bytes()))
+    }
+
+    /// The address hash of an address as given; `None` when it is not one.
+    pub fn hash(&self, address: &str) -> Option<String> {
+        normalize(address).map(|n| self.hash_normalized(&n))
+    }
+
+    /// `base64url(address_hash \n category \n user_id) . base64url(mac)`.
+    pub fn sign_unsubscribe(&self, t: &UnsubscribeToken) -> String {
+        let payload = format!("{}\n{}\n{}", t.address_hash, t.category, t.user_id);
+        let sig = mac(&self.token_key, payload.as_bytes());
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(sig))
+    }
+
+    /// The token's contents if its signature holds; `None` for anything
+    /// forged, altered or malformed.
+    pub fn verify_unsubscribe(&self, token: &str) -> Option<UnsubscribeToken> {
+        let (payload_b64, sig_b64) = token.split_once('.')?;
+        let payload = URL_SAFE_NO_PAD.decode(payload_b64).ok()?;
+        let sig = URL_SAFE_NO_PAD.decode(sig_b64).ok()?;
+        let mut m = HmacSha256::new_from_slice(&self.token_key).expect("HMAC takes a key of any length");
+        m.update(&payload);
+        m.verify_slice(&sig).ok()?;
+        let text = String::from_utf8(payload).ok()?;
+        let mut parts = text.splitn(3, '\n');
+        let (address_hash, category, user_id) = (parts.next()?, parts.next()?, parts.next()?);
+        Some(UnsubscribeToken {
+            address_hash: address_hash.to_owned(),
+            category: category.to_owned(),
+            user_id: user_id.to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_trims_and_lowercases() {
+        assert_eq!(normalize("  Ann.Lee+x@Example.COM \n").as_deref(), Some("ann.lee+x@example.com"));
+        assert_eq!(normalize("no-at-sign"), None);
+        assert_eq!(normalize("@x.com"), None);
+        assert_eq!(normalize("a b@x.com"), None);
+    }
+
+    #[test]
+    fn hash_is_keyed_and_stable() {
+        let a = AddressKeys::from_secret(b"one");
+        let b = AddressKeys::from_secret(b"two");
+        assert_eq!(a.hash("Ann@Example.com"), a.hash("ann@example.com"));
+        assert_ne!(a.hash("ann@example.com"), b.hash("ann@example.com"));
+        assert_eq!(a.hash("ann@example.com").unwrap().len(), 64);
+    }
+
+    #[test]
+    fn tokens_verify_and_refuse_tampering() {
+        let k = AddressKeys::from_secret(b"s");
+        let t = UnsubscribeToken { address_hash: "ab".into(), category: "news".into(), user_id: "u1".into() };
+        let s = k.sign_unsubscribe(&t);
+        assert_eq!(k.verify_unsubscribe(&s), Some(t.clone()));
+        let (p, sig) = s.split_once('.').unwrap();
+        let other = URL_SAFE_NO_PAD.encode("ab\nmarketing\nu1");
+        assert_eq!(k.verify_unsubscribe(&format!("{other}.{sig}")), None);
+        assert_eq!(k.verify_unsubscribe(&format!("{p}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]))), None);
+        assert_eq!(AddressKeys::from_secret(b"t").verify_unsubscribe(&s), None);
+        assert_eq!(k.verify_unsubscribe("garbage"), None);
+    }
+
+    #[test]
+    fn generated_secret_is_kept_private_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = AddressKeys::load(None, dir.path()).unwrap();
+        let b = AddressKeys::load(None, dir.path()).unwrap();
+        assert_eq!(a.hash("x@y.z"), b.hash("x@y.z"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join(SECRET_FILE)).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! `/v1/suppressions`: addresses Herald will not mail. The API takes email
+//! addresses and stores only their hashes; it answers with hashes.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
+use crate::clock::Millis;
+use crate::store::{ALL_CATEGORIES, SuppressionReason, SuppressionRow};
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SuppressionView {
+    /// HMAC-SHA256 of the normalised address under the deployment secret.
+    pub address_hash: String,
+    /// The category it covers, or `*` for every category.
+    pub category: String,
+    pub reason: SuppressionReason,
+    pub detail: Option<String>,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    /// False once `expires_at` has passed.
+    pub active: bool,
+}
+
+impl SuppressionView {
+    fn new(s: &SuppressionRow, now: Millis) -> SuppressionView {
+        SuppressionView {
+            address_hash: s.address_hash.clone(),
+            category: s.category.clone(),
+            reason: s.reason,
+            detail: s.detail.clone(),
+            created_at: s.created_at.to_rfc3339(),
+            expires_at: s.expires_at.map(|t| t.to_rfc3339()),
+            active: s.expires_at.is_none_or(|t| t > now),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SuppressionInput {
+    /// The address to suppress; only its hash is stored.
+    pub email: String,
+    /// hard_bounce, complaint, unsubscribe or manual [default: manual]
+    #[serde(default)]
+    pub reason: Option<SuppressionReason>,
+    /// A category, or `*` for every category [default: `*`]
+    #[serde(default)]
+    pub category: Option<String>,
+    /// Why, for the operator who reads it later.
+    #[serde(default)]
+    pub detail: Option<String>,
+    /// RFC 3339; after this the suppression no longer applies.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct SuppressionQuery {
+    /// An email address (hashed before lookup)
+    pub email: Option<String>,
+    /// Or its hash, as the send log shows it
+    pub address_hash: Option<String>,
+    /// DELETE only: lift this category alone (default: every suppression of the address)
+    pub category: Option<String>,
+    /// GET only: 1 to 500 [default: 100]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SuppressionList {
+    pub suppressions: Vec<SuppressionView>,
+}
+
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Lifted {
+    pub address_hash: String,
+    pub lifted: u64,
+}
+
+fn hash_of(state: &AppState, field: &str, email: &str) -> Result<String, ApiError> {
+    state.keys.hash(email).ok_or_else(|| ApiError::field(field, "not an email address (expected local@domain)"))
+}
+
+fn address_of(state: &AppState, q: &SuppressionQuery) -> Result<Option<String>, ApiError> {
+    match (&q.email, &q.address_hash) {
+        (Some(_), Some(_)) => Err(ApiError::field("email", "give email or address_hash, not both")),
+        (Some(e), None) => hash_of(state, "email", e).map(Some),
+        (None, Some(h)) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(Some(h.to_ascii_lowercase()))
+        }
+        (None, Some(_)) => Err(ApiError::field("address_hash", "expected 64 hexadecimal characters")),
+        (None, None) => Ok(None),
+    }
+}
+
+fn check_category(field: &str, c: &str) -> Result<(), ApiError> {
+    if c.is_empty() || c.len() > 64 || c.chars().any(char::is_control) {
+        return Err(ApiError::field(field, "expected 1 to 64 characters, or * for every category"));
+    }
+    Ok(())
+}
+
+/// Lists suppressions, newest first, or those of one address.
+#[utoipa::path(get, path = "/v1/suppressions", tag = "suppressions", params(SuppressionQuery),
+    responses(
+        (status = 200, body = SuppressionList),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<SuppressionQuery>,
+) -> Result<ApiJson<SuppressionList>, ApiError> {
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::field("limit", "expected 1 to 500"));
+    }
+    if q.category.is_some() {
+        return Err(ApiError::field("category", "only DELETE takes a category"));
+    }
+    let hash = address_of(&state, &q)?;
+    let rows = state.store.list_suppressions(hash.as_deref(), limit).await?;
+    let now = state.clock.now();
+    Ok(ApiJson(SuppressionList { suppressions: rows.iter().map(|s| SuppressionView::new(s, now)).collect() }))
+}
+
+/// Suppresses an address: Herald will record `suppressed` instead of
+/// sending to it. Repeating it updates reason, detail and expiry.
+#[utoipa::path(post, path = "/v1/suppressions", tag = "suppressions", request_body = SuppressionInput,
+    responses(
+        (status = 201, description = "Created", body = SuppressionView),
+        (status = 200, description = "Already suppressed; updated", body = SuppressionView),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    ApiJson(input): ApiJson<SuppressionInput>,
+) -> Result<(StatusCode, ApiJson<SuppressionView>), ApiError> {
+    let hash = hash_of(&state, "email", &input.email)?;
+    let category = input.category.unwrap_or_else(|| ALL_CATEGORIES.to_owned());
+    check_category("category", &category)?;
+    if input.detail.as_ref().is_some_and(|d| d.len() > 1000) {
+        return Err(ApiError::field("detail", "at most 1000 characters"));
+    }
+    let expires_at = match &input.expires_at {
+        Some(t) => Some(Millis::from_datetime(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|e| ApiError::field("expires_at", format!("expected an RFC 3339 time: {e}")))?
+                .to_utc(),
+        )),
+        None => None,
+    };
+    let now = state.clock.now();
+    let row = SuppressionRow {
+        address_hash: hash,
+        category,
+        reason: input.reason.unwrap_or(SuppressionReason::Manual),
+        detail: input.detail,
+        created_at: now,
+        expires_at,
+    };
+    let created = state.store.suppress(&row).await?;
+    let stored = state
+        .store
+        .list_suppressions(Some(&row.address_hash), 500)
+        .await?
+        .into_iter()
+        .find(|s| s.category == row.category)
+        .unwrap_or(row);
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, ApiJson(SuppressionView::new(&stored, now))))
+}
+
+/// Lifts the suppressions of one address (or one category of it).
+#[utoipa::path(delete, path = "/v1/suppressions", tag = "suppressions", params(SuppressionQuery),
+    responses(
+        (status = 200, body = Lifted),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn delete(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<SuppressionQuery>,
+) -> Result<ApiJson<Lifted>, ApiError> {
+    let hash = address_of(&state, &q)?.ok_or_else(|| ApiError::field("email", "give email or address_hash"))?;
+    if let Some(c) = &q.category {
+        check_category("category", c)?;
+    }
+    let lifted = state.store.lift_suppression(&hash, q.category.as_deref()).await?;
+    if lifted == 0 {
+        return Err(ApiError::NotFound("that address has no suppression to lift".into()));
+    }
+    tracing::info!(address_hash = %hash, lifted, "suppression lifted");
+    Ok(ApiJson(Lifted { address_hash: hash, lifted }))
+}

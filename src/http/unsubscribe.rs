@@ -1,0 +1,116 @@
+//! `/u/{token}`: one-click unsubscribe (RFC 8058), without login.
+//!
+//! `GET` only shows a page with a button: link scanners and mail previews
+//! fetch URLs, and a GET that unsubscribed would unsubscribe people who never
+//! clicked. `POST` with `List-Unsubscribe=One-Click` (what a mail client
+//! sends from the List-Unsubscribe-Post header, and what the page's button
+//! sends) unsubscribes and answers 200 with no redirect.
+//!
+//! # What unsubscribing does
+//! It adds a suppression (reason `unsubscribe`) for the token's address hash
+//! and category, rather than setting the user's preference. The promise made
+//! in the header is about the address the message went to: a host
+//! application that later replaces the user's preferences through
+//! `PUT /v1/users/…` (a routine sync) would silently undo a preference, but
+//! cannot undo a suppression; and the suppression still holds if the same
+//! address comes back under another user id. Lifting it is an operator's act
+//! (`DELETE /v1/suppressions`), as re-subscribing should be.
+//!
+//! The token is `base64url(payload).base64url(HMAC)` under a key derived
+//! from the deployment secret (see [`crate::address`]); a forged or altered
+//! one is refused with 400 and changes nothing.
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::AppState;
+use super::problem::{ApiError, ApiPath, Problem};
+use crate::address::UnsubscribeToken;
+use crate::store::{SuppressionReason, SuppressionRow};
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+fn page(title: &str, body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"robots\" content=\"noindex\"><title>{}</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;line-height:1.5}}\
+         button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body>{body}</body></html>",
+        escape(title)
+    );
+    let mut r = Html(html).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut().insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    r
+}
+
+fn verify(state: &AppState, token: &str) -> Result<UnsubscribeToken, ApiError> {
+    state.keys.verify_unsubscribe(token).ok_or_else(|| {
+        ApiError::BadRequest(
+            "this unsubscribe link is not valid: it was altered or was not issued by this server; \
+             nothing was changed"
+                .into(),
+        )
+    })
+}
+
+/// Shows what the link would do, with a button. Changes nothing.
+#[utoipa::path(get, path = "/u/{token}", tag = "unsubscribe", params(("token" = String, Path)),
+    responses(
+        (status = 200, description = "A confirmation page", content_type = "text/html"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> Result<Response, ApiError> {
+    let t = verify(&state, &token)?;
+    let body = format!(
+        "<h1>Unsubscribe</h1><p>Stop sending <strong>{}</strong> emails to this address?</p>\
+         <form method=\"post\"><input type=\"hidden\" name=\"List-Unsubscribe\" value=\"One-Click\">\
+         <button type=\"submit\">Unsubscribe</button></form>",
+        escape(&t.category)
+    );
+    Ok(page("Unsubscribe", &body))
+}
+
+/// Unsubscribes the token's address from its category. Idempotent.
+#[utoipa::path(post, path = "/u/{token}", tag = "unsubscribe", params(("token" = String, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`List-Unsubscribe=One-Click`"),
+    responses(
+        (status = 200, description = "Unsubscribed (also when already unsubscribed)", content_type = "text/html"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn unsubscribe(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let t = verify(&state, &token)?;
+    // RFC 8058 allows urlencoded or multipart/form-data; both carry these
+    // two words, and nothing else this endpoint would accept does.
+    let text = String::from_utf8_lossy(&body);
+    if !(text.contains("List-Unsubscribe") && text.contains("One-Click")) {
+        return Err(ApiError::BadRequest("expected the form body List-Unsubscribe=One-Click (RFC 8058)".into()));
+    }
+    let row = SuppressionRow {
+        address_hash: t.address_hash.clone(),
+        category: t.category.clone(),
+        reason: SuppressionReason::Unsubscribe,
+        detail: Some(format!("one-click unsubscribe (user {})", t.user_id)),
+        created_at: state.clock.now(),
+        expires_at: None,
+    };
+    let created = state.store.suppress(&row).await?;
+    if created {
+        tracing::info!(address_hash = %t.address_hash, category = %t.category, "unsubscribed");
+    }
+    let body = format!(
+        "<h1>Unsubscribed</h1><p>This address will get no more <strong>{}</strong> emails.</p>",
+        escape(&t.category)
+    );
+    Ok(page("Unsubscribed", &body))
+}

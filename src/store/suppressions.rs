@@ -1,0 +1,255 @@
+//! `engagement_suppressions`: addresses (by hash) Herald must not mail, and
+//! the send log searched by address hash.
+//!
+//! A suppression covers one category or, with category `*`, all of them.
+//! Hard bounces, complaints and manual entries are `*`; a one-click
+//! unsubscribe suppresses the category the message was in. Lifting deletes
+//! the row: what was suppressed, when and why stays in the send log (every
+//! message it stopped is a `suppressed` row there naming the reason).
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::rows::{opt_text, text};
+use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
+use crate::clock::Millis;
+
+/// The category value meaning "every category".
+pub const ALL_CATEGORIES: &str = "*";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SuppressionReason {
+    /// The mailbox does not exist (5.1.1 and kin).
+    HardBounce,
+    /// The recipient reported a message as spam.
+    Complaint,
+    /// The recipient unsubscribed (one category).
+    Unsubscribe,
+    /// An operator added it.
+    Manual,
+}
+
+impl SuppressionReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuppressionReason::HardBounce => "hard_bounce",
+            SuppressionReason::Complaint => "complaint",
+            SuppressionReason::Unsubscribe => "unsubscribe",
+            SuppressionReason::Manual => "manual",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SuppressionReason> {
+        Some(match s {
+            "hard_bounce" => SuppressionReason::HardBounce,
+            "complaint" => SuppressionReason::Complaint,
+            "unsubscribe" => SuppressionReason::Unsubscribe,
+            "manual" => SuppressionReason::Manual,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for SuppressionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SuppressionRow {
+    pub address_hash: String,
+    /// A category, or `*` for all.
+    pub category: String,
+    pub reason: SuppressionReason,
+    /// Where it came from: the server's reply, "one-click unsubscribe", an
+    /// operator's note.
+    pub detail: Option<String>,
+    pub created_at: Millis,
+    /// After this it no longer applies; `None`: until lifted.
+    pub expires_at: Option<Millis>,
+}
+
+const COLUMNS: &str = "address_hash, category, reason, detail, created_at, expires_at";
+
+fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
+    let reason = text(row, "reason")?;
+    Ok(SuppressionRow {
+        address_hash: text(row, "address_hash")?,
+        category: text(row, "category")?,
+        reason: SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
+            index: "reason".into(),
+            source: format!("unknown suppression reason {reason:?}").into(),
+        })?,
+        detail: opt_text(row, "detail")?,
+        created_at: Millis(row.try_get("created_at")?),
+        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Millis),
+    })
+}
+
+#[async_trait]
+pub trait SuppressionStore: Send + Sync {
+    /// Adds a suppression; true when it is new. An existing one for the same
+    /// hash and category takes the new reason, detail and expiry and keeps
+    /// its creation time, so repeating a suppression is harmless.
+    async fn suppress(&self, s: &SuppressionRow) -> Result<bool, StoreError>;
+
+    /// The suppression in force for this address and category (one for the
+    /// category itself, or for `*`), if any. `category` `None` checks `*` only.
+    async fn active_suppression(
+        &self,
+        address_hash: &str,
+        category: Option<&str>,
+        now: Millis,
+    ) -> Result<Option<SuppressionRow>, StoreError>;
+
+    /// Suppressions, newest first; for one address hash when given.
+    /// Expired ones are listed too (with their `expires_at`).
+    async fn list_suppressions(
+        &self,
+        address_hash: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SuppressionRow>, StoreError>;
+
+    /// Lifts suppressions of an address: one category, or all of them when
+    /// `category` is `None`. Returns how many were lifted.
+    async fn lift_suppression(&self, address_hash: &str, category: Option<&str>) -> Result<u64, StoreError>;
+
+    /// The send log for one address hash, newest first.
+    async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError>;
+}
+
+fn insert_ignoring_duplicate(d: Dialect) -> String {
+    let tail = match d {
+        Dialect::MySql => " ON DUPLICATE KEY UPDATE address_hash = address_hash",
+        _ => " ON CONFLICT (address_hash, category) DO NOTHING",
+    };
+    d.sql(&format!("INSERT INTO engagement_suppressions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?){tail}"))
+}
+
+#[async_trait]
+impl SuppressionStore for SqlStore {
+    async fn suppress(&self, s: &SuppressionRow) -> Result<bool, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let mut tx = self.pool().begin().await.map_err(db("suppress: begin"))?;
+        // Update, else insert (as recipients do): MySQL reports a matched
+        // row as affected, so "0" means absent on every dialect.
+        let update = d.sql(
+            "UPDATE engagement_suppressions SET reason = ?, detail = ?, expires_at = ? \
+             WHERE address_hash = ? AND category = ?",
+        );
+        let updated = sqlx::query(&update)
+            .bind(s.reason.as_str())
+            .bind(s.detail.clone())
+            .bind(s.expires_at.map(|t| t.0))
+            .bind(s.address_hash.clone())
+            .bind(s.category.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("suppress: update"))?
+            .rows_affected();
+        let created = updated == 0;
+        if created {
+            // Ignoring a duplicate: a concurrent suppress of the same address
+            // (two bounces at once) is not an error.
+            sqlx::query(&insert_ignoring_duplicate(d))
+                .bind(s.address_hash.clone())
+                .bind(s.category.clone())
+                .bind(s.reason.as_str())
+                .bind(s.detail.clone())
+                .bind(s.created_at.0)
+                .bind(s.expires_at.map(|t| t.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(db("suppress: insert"))?;
+        }
+        tx.commit().await.map_err(db("suppress: commit"))?;
+        Ok(created)
+    }
+
+    async fn active_suppression(
+        &self,
+        address_hash: &str,
+        category: Option<&str>,
+        now: Millis,
+    ) -> Result<Option<SuppressionRow>, StoreError> {
+        // `*` sorts before letters, so an all-categories suppression is the
+        // one reported when both exist.
+        let sql = self.dialect().sql(&format!(
+            "SELECT {COLUMNS} FROM engagement_suppressions WHERE address_hash = ? AND category IN (?, ?) \
+             AND (expires_at IS NULL OR expires_at > ?) ORDER BY category LIMIT 1"
+        ));
+        let row = sqlx::query(&sql)
+            .bind(address_hash.to_owned())
+            .bind(ALL_CATEGORIES)
+            .bind(category.unwrap_or(ALL_CATEGORIES).to_owned())
+            .bind(now.0)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(StoreError::db("find suppression"))?;
+        row.map(|r| from_any(&r).map_err(StoreError::db("find suppression"))).transpose()
+    }
+
+    async fn list_suppressions(
+        &self,
+        address_hash: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SuppressionRow>, StoreError> {
+        let d = self.dialect();
+        let rows = match address_hash {
+            Some(h) => {
+                let sql = d.sql(&format!(
+                    "SELECT {COLUMNS} FROM engagement_suppressions WHERE address_hash = ? ORDER BY category LIMIT ?"
+                ));
+                sqlx::query(&sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
+            None => {
+                let sql = d.sql(&format!(
+                    "SELECT {COLUMNS} FROM engagement_suppressions ORDER BY created_at DESC, address_hash LIMIT ?"
+                ));
+                sqlx::query(&sql).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
+        }
+        .map_err(StoreError::db("list suppressions"))?;
+        rows.iter().map(|r| from_any(r).map_err(StoreError::db("list suppressions"))).collect()
+    }
+
+    async fn lift_suppression(&self, address_hash: &str, category: Option<&str>) -> Result<u64, StoreError> {
+        let d = self.dialect();
+        let result = match category {
+            Some(c) => {
+                sqlx::query(&d.sql("DELETE FROM engagement_suppressions WHERE address_hash = ? AND category = ?"))
+                    .bind(address_hash.to_owned())
+                    .bind(c.to_owned())
+                    .execute(self.pool())
+                    .await
+            }
+            None => {
+                sqlx::query(&d.sql("DELETE FROM engagement_suppressions WHERE address_hash = ?"))
+                    .bind(address_hash.to_owned())
+                    .execute(self.pool())
+                    .await
+            }
+        };
+        Ok(result.map_err(StoreError::db("lift suppression"))?.rows_affected())
+    }
+
+    async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError> {
+        // Served by engagement_sends_address (address_hash, created_at).
+        let sql = self
+            .dialect()
+            .sql("SELECT * FROM engagement_sends WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?");
+        sqlx::query_as(&sql)
+            .bind(address_hash.to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("send log for address"))
+    }
+}
