@@ -132,12 +132,7 @@ pub async fn serve_until(
 
     let mut tasks = tokio::task::JoinSet::new();
     if store.dialect() == Dialect::Postgres {
-        tasks.spawn(crate::store::listen::forward_notifications(
-            store.url().to_owned(),
-            store.enqueued_signal(),
-            store.inbox_changed_sender().clone(),
-            shutdown.clone(),
-        ));
+        tasks.spawn(crate::store::listen::forward_notifications(store.clone(), shutdown.clone()));
     }
     if config.worker.enabled {
         let email = email_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), metrics.clone())?;

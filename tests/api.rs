@@ -413,7 +413,6 @@ async fn recipients_round_trip_and_refuse_bad_fields() {
     assert_eq!(got["created_at"], created["created_at"]);
     let (status, p) = app.call(reqwest::Method::PUT, "/v1/users/ana", Some(json!({"email": "nope"}))).await;
     assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("email")));
-    tokio::time::sleep(Duration::from_millis(1)).await;
     app.stop().await;
 }
 
@@ -616,5 +615,41 @@ async fn the_stream_pushes_new_messages_and_resumes_without_loss() {
     assert!(first.id < second.id, "in arrival order");
     titles.sort();
     assert_eq!(titles, vec!["missed 1", "missed 2"], "without loss or repeats");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outcome_events_stream_in_order_and_resume_without_loss() {
+    let app = App::start().await;
+    app.send_inbox("ada", &["before the stream"]).await;
+    let open = |last: Option<String>| {
+        let mut req = app.http.get(app.url("/v1/events/stream")).bearer_auth(&app.key);
+        if let Some(id) = last {
+            req = req.header("Last-Event-ID", id);
+        }
+        async move { Events::new(req.send().await.unwrap()) }
+    };
+    let mut events = open(None).await;
+    events.next("ready", Duration::from_secs(5)).await.expect("the stream says where it starts");
+    app.send_inbox("ada", &["live"]).await;
+    let outcome = events.next("outcome", Duration::from_secs(5)).await.expect("an outcome event");
+    let data: Value = serde_json::from_str(&outcome.data).unwrap();
+    assert_eq!((data["user_id"].as_str(), data["data"]["status"].as_str()), (Some("ada"), Some("sent")));
+    assert_eq!(data["data"]["channel"], "inbox");
+    let (status, _) = app.post("/v1/suppressions", json!({"email": "ada@example.com", "reason": "complaint"})).await;
+    assert_eq!(status, 201);
+    let suppression = events.next("suppression", Duration::from_secs(5)).await.expect("a suppression event");
+    let data: Value = serde_json::from_str(&suppression.data).unwrap();
+    assert_eq!(data["data"]["reason"], "complaint");
+    assert_eq!(data["data"]["address_hash"].as_str().unwrap().len(), 64, "the hash, never the address");
+    assert!(!suppression.data.contains("ada@example.com"));
+    drop(events);
+
+    app.send_inbox("bob", &["while away"]).await;
+    let mut resumed = open(suppression.id.clone()).await;
+    let missed = resumed.next("outcome", Duration::from_secs(5)).await.expect("the missed outcome");
+    let data: Value = serde_json::from_str(&missed.data).unwrap();
+    assert_eq!(data["user_id"], "bob");
+    assert!(missed.id > suppression.id, "in commit order");
     app.stop().await;
 }

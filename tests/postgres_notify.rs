@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     let Some(db) = TestDb::new(Backend::Postgres).await else { return };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let worker_side: Arc<dyn Store> = Arc::new(db.another_instance().await);
+    let worker_store = db.another_instance().await;
+    let worker_side: Arc<dyn Store> = Arc::new(worker_store.clone());
     let enqueue_side = db.another_instance().await;
 
     let shutdown = CancellationToken::new();
@@ -27,12 +28,7 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
         WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() },
         herald::metrics::Metrics::new(),
     );
-    let listener = tokio::spawn(herald::store::listen::forward_notifications(
-        db.url.clone(),
-        worker_side.enqueued_signal(),
-        tokio::sync::broadcast::channel(8).0,
-        shutdown.clone(),
-    ));
+    let listener = tokio::spawn(herald::store::listen::forward_notifications(worker_store, shutdown.clone()));
     let running = tokio::spawn({
         let t = shutdown.clone();
         async move { worker.run(t).await }
@@ -71,12 +67,7 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
     let streaming_side = db.another_instance().await;
     let writing_side = db.another_instance().await;
     let shutdown = CancellationToken::new();
-    let listener = tokio::spawn(herald::store::listen::forward_notifications(
-        db.url.clone(),
-        streaming_side.enqueued_signal(),
-        streaming_side.inbox_changed_sender().clone(),
-        shutdown.clone(),
-    ));
+    let listener = tokio::spawn(herald::store::listen::forward_notifications(streaming_side.clone(), shutdown.clone()));
     let mut changes = streaming_side.inbox_changes();
     // The listener may still be connecting: write until a change arrives.
     let mut heard = None;

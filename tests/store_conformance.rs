@@ -34,6 +34,7 @@ backend_tests!(
     outbox_admin_filters_pages_retries_and_cancels,
     an_idempotency_key_returns_the_first_trigger,
     the_inbox_is_scoped_to_its_user_and_counts_follow_its_state,
+    outcomes_and_cancellations_append_events_in_commit_order,
 );
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
@@ -498,4 +499,28 @@ async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb
     let after = db.store.inbox_after(&ada, Some(&page[1].id), 10).await.unwrap();
     assert_eq!(after.iter().map(|m| m.title.as_str()).collect::<Vec<_>>(), vec!["a2"]);
     assert_eq!(db.store.inbox_after(&ada, None, 10).await.unwrap().len(), 2);
+}
+
+async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
+    use herald::store::{CancelScope, EventStore, RuleStore};
+    assert_eq!(db.store.latest_event_id().await.unwrap(), None);
+    let mut signal = db.store.event_signal();
+    let a = row("u1", "inbox", T0);
+    let b = row("u2", "inbox", T0.plus(Duration::from_secs(60)));
+    db.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
+    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    db.store.finish(&claimed, "t", &f, T0).await.unwrap();
+    signal.changed().await.unwrap();
+    db.store.cancel_scheduled(CancelScope::User("u2"), "user deleted", T0).await.unwrap();
+    // A lost claim writes no event.
+    assert!(!db.store.finish(&claimed, "stale-token", &f, T0).await.unwrap());
+
+    let events = db.store.events_after(None, 10).await.unwrap();
+    let seen: Vec<(&str, Option<&str>, &str)> =
+        events.iter().map(|e| (e.kind.as_str(), e.outbox_id.as_deref(), e.data["status"].as_str().unwrap())).collect();
+    assert_eq!(seen, vec![("outcome", Some(a.id.as_str()), "sent"), ("outcome", Some(b.id.as_str()), "cancelled")]);
+    assert_eq!(events[1].data["detail"], "user deleted");
+    assert_eq!(db.store.latest_event_id().await.unwrap().as_deref(), Some(events[1].id.as_str()));
+    assert!(db.store.events_after(Some(&events[1].id), 10).await.unwrap().is_empty());
 }

@@ -6,6 +6,7 @@
 //! size.
 
 pub mod auth;
+pub mod events;
 pub mod inbox;
 mod openapi;
 pub mod outbox;
@@ -77,6 +78,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/users/{user_id}", get(users::get).put(users::put).delete(users::delete))
         .route("/users/{user_id}/sends", get(users::sends))
         .route("/users/{user_id}/token", post(users::token))
+        .route("/events/stream", get(events::stream))
         .route("/outbox", get(outbox::list))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))

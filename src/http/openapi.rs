@@ -14,6 +14,7 @@ use utoipa::{Modify, OpenApi};
         super::users::put, super::users::get, super::users::delete, super::users::sends,
         super::outbox::list, super::outbox::retry, super::outbox::cancel,
         super::users::token,
+        super::events::stream,
         super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,
@@ -27,6 +28,7 @@ use utoipa::{Modify, OpenApi};
         (name = "users", description = "Recipients, and what reached them"),
         (name = "outbox", description = "Scheduled and finished messages"),
         (name = "inbox", description = "An end user's own inbox, with a per-user token"),
+        (name = "events", description = "Outcome events for the host application to follow"),
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
     )

@@ -10,16 +10,15 @@ use sqlx::postgres::PgListener;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::sql::{INBOX_CHANNEL, NOTIFY_CHANNEL};
+use super::sql::{EVENTS_CHANNEL, INBOX_CHANNEL, NOTIFY_CHANNEL};
 
 /// Forwards notifications on [`NOTIFY_CHANNEL`] to `wake` until `shutdown`.
 /// Reconnects with a capped backoff when the server goes away.
-pub async fn forward_notifications(
-    url: String,
-    wake: Arc<Notify>,
-    inbox: tokio::sync::broadcast::Sender<String>,
-    shutdown: CancellationToken,
-) {
+pub async fn forward_notifications(store: super::SqlStore, shutdown: CancellationToken) {
+    let url = store.url().to_owned();
+    let wake: Arc<Notify> = super::Store::enqueued_signal(&store);
+    let inbox = store.inbox_changed_sender().clone();
+    let events = store.events_sender().clone();
     let mut backoff = Duration::from_millis(500);
     while !shutdown.is_cancelled() {
         let mut listener = match PgListener::connect(&url).await {
@@ -31,7 +30,7 @@ pub async fn forward_notifications(
                 continue;
             }
         };
-        if let Err(e) = listener.listen_all([NOTIFY_CHANNEL, INBOX_CHANNEL]).await {
+        if let Err(e) = listener.listen_all([NOTIFY_CHANNEL, INBOX_CHANNEL, EVENTS_CHANNEL]).await {
             tracing::warn!(error = %e, "LISTEN failed; polling meanwhile");
             tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
             continue;
@@ -43,6 +42,9 @@ pub async fn forward_notifications(
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 msg = listener.try_recv() => match msg {
+                    Ok(Some(n)) if n.channel() == EVENTS_CHANNEL => {
+                        events.send_modify(|n| *n = n.wrapping_add(1));
+                    }
                     Ok(Some(n)) if n.channel() == INBOX_CHANNEL => {
                         let _ = inbox.send(n.payload().to_owned());
                     }

@@ -39,6 +39,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(3, "suppressions", "0003_suppressions.sql"),
     migration!(4, "webhooks", "0004_webhooks.sql"),
     migration!(5, "inbox_api", "0005_inbox_api.sql"),
+    migration!(6, "events", "0006_events.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -23,6 +23,7 @@
 
 mod admin;
 mod dialect;
+pub mod events;
 mod inbox;
 pub mod listen;
 mod migrate;
@@ -43,6 +44,7 @@ use crate::domain::{ChannelName, SendStatus, UserId};
 
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use dialect::Dialect;
+pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use migrate::AppliedMigration;
 pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
@@ -171,7 +173,16 @@ pub fn new_id() -> String {
 /// else owns the row now): those return `Ok(false)`.
 #[async_trait]
 pub trait Store:
-    TriggerStore + RuleStore + RecipientStore + SuppressionStore + OutboxAdmin + InboxStore + Send + Sync + 'static
+    TriggerStore
+    + RuleStore
+    + RecipientStore
+    + SuppressionStore
+    + OutboxAdmin
+    + InboxStore
+    + EventStore
+    + Send
+    + Sync
+    + 'static
 {
     fn dialect(&self) -> Dialect;
 

@@ -221,12 +221,20 @@ impl RuleStore for SqlStore {
             if n != 1 {
                 continue;
             }
+            let user_id = text(row, "user_id").map_err(db("cancel: read"))?;
+            let event = serde_json::json!({
+                "outbox_id": id, "user_id": user_id, "rule_id": opt_text(row, "rule_id").map_err(db("cancel: read"))?,
+                "trigger_id": opt_text(row, "trigger_id").map_err(db("cancel: read"))?,
+                "channel": text(row, "channel").map_err(db("cancel: read"))?,
+                "status": SendStatus::Cancelled.as_str(), "detail": detail, "at": now.to_rfc3339(),
+            });
+            super::events::append(&mut tx, d, "outcome", Some(&user_id), Some(&id), &event, now).await?;
             sqlx::query(&insert)
                 .bind(new_id())
                 .bind(id)
                 .bind(opt_text(row, "rule_id").map_err(db("cancel: read"))?)
                 .bind(opt_text(row, "trigger_id").map_err(db("cancel: read"))?)
-                .bind(text(row, "user_id").map_err(db("cancel: read"))?)
+                .bind(user_id.clone())
                 .bind(text(row, "channel").map_err(db("cancel: read"))?)
                 .bind(SendStatus::Cancelled.as_str())
                 .bind(detail.to_owned())
@@ -238,6 +246,9 @@ impl RuleStore for SqlStore {
             cancelled += 1;
         }
         tx.commit().await.map_err(db("cancel: commit"))?;
+        if cancelled > 0 {
+            self.signal_events().await;
+        }
         Ok(cancelled)
     }
 }

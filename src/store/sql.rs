@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, watch};
 
 use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
@@ -22,6 +22,9 @@ pub const NOTIFY_CHANNEL: &str = "herald_outbox";
 /// The PostgreSQL channel that carries "user X's inbox changed" between
 /// instances, so a live stream served by one sees messages another delivered.
 pub const INBOX_CHANNEL: &str = "herald_inbox";
+
+/// The PostgreSQL channel that says "events were appended".
+pub const EVENTS_CHANNEL: &str = "herald_events";
 
 /// How rows per multi-row INSERT: well under every dialect's parameter limit
 /// (SQLite's 32766 is the lowest) at 10 parameters a row.
@@ -49,6 +52,8 @@ pub struct SqlStore {
     enqueued: Arc<Notify>,
     /// User ids whose inbox changed (see `InboxStore::inbox_changes`).
     inbox_changed: broadcast::Sender<String>,
+    /// Bumped when events are appended (see `EventStore::event_signal`).
+    events_appended: Arc<watch::Sender<u64>>,
     q: Arc<Queries>,
 }
 
@@ -178,6 +183,7 @@ impl SqlStore {
             // Lagging receivers skip ahead; the stream re-reads from its last
             // id, so a missed signal only delays, never loses.
             inbox_changed: broadcast::channel(1024).0,
+            events_appended: Arc::new(watch::channel(0).0),
             q: Arc::new(Queries::new(dialect)),
         })
     }
@@ -233,6 +239,22 @@ impl SqlStore {
                 .await;
             if let Err(e) = notify {
                 tracing::warn!(error = %e, "could not notify other instances of an inbox change");
+            }
+        }
+    }
+
+    pub fn events_sender(&self) -> &watch::Sender<u64> {
+        &self.events_appended
+    }
+
+    /// Announces committed events to followers here and (PostgreSQL) in
+    /// every other instance.
+    pub(crate) async fn signal_events(&self) {
+        self.events_appended.send_modify(|n| *n = n.wrapping_add(1));
+        if self.dialect == Dialect::Postgres {
+            let sql = format!("NOTIFY {EVENTS_CHANNEL}");
+            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
+                tracing::warn!(error = %e, "could not notify other instances of new events");
             }
         }
     }
@@ -433,6 +455,14 @@ impl Store for SqlStore {
             // the outcome. Nothing is written for this row.
             won.push(updated == 1);
             if let (1, RecordAction::Finish(outcome)) = (updated, &item.action) {
+                let event = serde_json::json!({
+                    "outbox_id": row.id, "user_id": row.user_id, "rule_id": row.rule_id,
+                    "trigger_id": row.trigger_id, "channel": row.channel, "status": outcome.status.as_str(),
+                    "detail": outcome.detail, "transport": outcome.transport, "address_hash": outcome.address_hash,
+                    "attempts": row.attempts, "at": now.to_rfc3339(),
+                });
+                super::events::append(&mut tx, self.dialect, "outcome", Some(&row.user_id), Some(&row.id), &event, now)
+                    .await?;
                 sqlx::query(&self.q.insert_send)
                     .bind(new_id())
                     .bind(row.id.clone())
@@ -452,6 +482,9 @@ impl Store for SqlStore {
             }
         }
         tx.commit().await.map_err(db("record outcomes: commit"))?;
+        if items.iter().zip(&won).any(|(i, w)| *w && matches!(i.action, RecordAction::Finish(_))) {
+            self.signal_events().await;
+        }
         Ok(won)
     }
 

@@ -169,7 +169,13 @@ impl SuppressionStore for SqlStore {
                 .await
                 .map_err(db("suppress: insert"))?;
         }
+        let event = serde_json::json!({
+            "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
+            "detail": s.detail, "expires_at": s.expires_at.map(|t| t.to_rfc3339()), "at": s.created_at.to_rfc3339(),
+        });
+        super::events::append(&mut tx, d, "suppression", None, None, &event, s.created_at).await?;
         tx.commit().await.map_err(db("suppress: commit"))?;
+        self.signal_events().await;
         Ok(created)
     }
 
@@ -222,22 +228,37 @@ impl SuppressionStore for SqlStore {
 
     async fn lift_suppression(&self, address_hash: &str, category: Option<&str>) -> Result<u64, StoreError> {
         let d = self.dialect();
+        let db = StoreError::db;
+        let mut tx = self.pool().begin().await.map_err(db("lift suppression: begin"))?;
         let result = match category {
             Some(c) => {
                 sqlx::query(&d.sql("DELETE FROM engagement_suppressions WHERE address_hash = ? AND category = ?"))
                     .bind(address_hash.to_owned())
                     .bind(c.to_owned())
-                    .execute(self.pool())
+                    .execute(&mut *tx)
                     .await
             }
             None => {
                 sqlx::query(&d.sql("DELETE FROM engagement_suppressions WHERE address_hash = ?"))
                     .bind(address_hash.to_owned())
-                    .execute(self.pool())
+                    .execute(&mut *tx)
                     .await
             }
         };
-        Ok(result.map_err(StoreError::db("lift suppression"))?.rows_affected())
+        let lifted = result.map_err(db("lift suppression"))?.rows_affected();
+        if lifted > 0 {
+            let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+            let event = serde_json::json!({
+                "address_hash": address_hash, "category": category.unwrap_or(ALL_CATEGORIES), "lifted": lifted,
+                "at": now.to_rfc3339(),
+            });
+            super::events::append(&mut tx, d, "suppression_lifted", None, None, &event, now).await?;
+        }
+        tx.commit().await.map_err(db("lift suppression: commit"))?;
+        if lifted > 0 {
+            self.signal_events().await;
+        }
+        Ok(lifted)
     }
 
     async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError> {

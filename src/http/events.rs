@@ -1,0 +1,100 @@
+//! `GET /v1/events/stream`: outcome events for the host application, as
+//! Server-Sent Events, resumable with `Last-Event-ID`.
+//!
+//! Every terminal outcome (sent, failed, suppressed, bounced, expired,
+//! cancelled), every suppression added (unsubscribes, hard bounces) and every
+//! suppression lifted, in the order they committed. The events are rows of
+//! `engagement_events`, written in the same transaction as what they
+//! report, so a follower that resumes from its last id misses nothing.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use serde::Deserialize;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::AppState;
+use super::problem::{ApiQuery, Problem};
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Without `Last-Event-ID`: `now` (only new events; the default) or
+    /// `start` (every event kept).
+    pub from: Option<From>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum From {
+    Now,
+    Start,
+}
+
+/// How often a stream re-reads without a signal: the backstop for other
+/// instances on SQLite or MariaDB, which have no LISTEN/NOTIFY.
+const BACKSTOP: Duration = Duration::from_secs(2);
+
+/// Outcome events as Server-Sent Events. First a `ready` event (where the
+/// stream starts); then each event's `event` is its kind (`outcome`,
+/// `suppression`, `suppression_lifted`), its `id` the event id (send it back
+/// as `Last-Event-ID` to resume), its `data` the event as JSON.
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery),
+    responses(
+        (status = 200, description = "An event stream", content_type = "text/event-stream"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiQuery(q): ApiQuery<EventsQuery>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
+    let mut signal = state.store.event_signal();
+    tokio::spawn(async move {
+        let mut last = match (resume, q.from) {
+            (Some(id), _) => Some(id),
+            (None, Some(From::Start)) => None,
+            (None, _) => state.store.latest_event_id().await.ok().flatten(),
+        };
+        // Tells the follower where the stream starts, and that anything
+        // committed from now on will reach it.
+        let ready = serde_json::json!({ "after": last });
+        if tx.send(Ok(Event::default().event("ready").data(ready.to_string()))).await.is_err() {
+            return;
+        }
+        loop {
+            loop {
+                let Ok(batch) = state.store.events_after(last.as_deref(), 200).await else { break };
+                for e in &batch {
+                    let data = serde_json::json!({
+                        "id": e.id, "kind": e.kind, "user_id": e.user_id, "outbox_id": e.outbox_id,
+                        "created_at": e.created_at.to_rfc3339(), "data": e.data,
+                    });
+                    let event = Event::default().event(e.kind.clone()).id(e.id.clone()).data(data.to_string());
+                    if tx.send(Ok(event)).await.is_err() {
+                        return;
+                    }
+                    last = Some(e.id.clone());
+                }
+                if batch.len() < 200 {
+                    break;
+                }
+            }
+            tokio::select! {
+                changed = signal.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(BACKSTOP) => {}
+                _ = tx.closed() => return,
+                _ = state.shutdown.cancelled() => return,
+            }
+        }
+    });
+    Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default())
+}
