@@ -12,7 +12,7 @@ import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
 
 const root = resolve(import.meta.dirname, "../..");
-const bin = process.env.HERALD_BIN || join(root, "target/debug/herald");
+const bin = process.env.HERALD_TEST_BIN || join(root, "target/debug/herald");
 const shots = join(root, "test-output");
 mkdirSync(shots, { recursive: true });
 
@@ -39,7 +39,7 @@ test("the widget's badge follows a trigger fired through the API, without a relo
 cors_origins = ["*"]
 token_secret = "a-test-secret-that-is-at-least-32-characters"
 `);
-  const key = execFileSync(bin, ["keys", "create", "--name", "browser-test"], { cwd: dir, stdio: ["ignore", "pipe", "ignore"] }).toString().trim();
+  const key = execFileSync(bin, ["keys", "create", "--name", "browser-test"], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] }).toString().trim();
   const port = await freePort();
   const api = `http://127.0.0.1:${port}`;
   const server = spawn(bin, ["serve", "--listen", `127.0.0.1:${port}`], { cwd: dir, env: { ...process.env, HERALD_LOG: "warn" }, stdio: "inherit" });
