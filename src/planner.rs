@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{Clock, Millis};
+use crate::clock::Clock;
 use crate::domain::{ChannelName, UserId};
 use crate::store::{Enqueued, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerRow, new_id};
 use crate::template::Condition;
@@ -178,9 +178,5 @@ impl Planner {
                 _ = shutdown.cancelled() => {}
             }
         }
-    }
-
-    pub fn now(&self) -> Millis {
-        self.clock.now()
     }
 }
