@@ -68,6 +68,12 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum BounceCommand {
+    /// Record bounce messages from files or a maildir: evidence, send-log rows, suppressions.
+    Import {
+        /// A raw message file, a directory of them, or a maildir (its cur/ and new/)
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
     /// Parse raw messages (.eml) and print one line per recipient found: recipient, status, reply code, kind, reason.
     Parse {
         /// Raw message files as received on the return path
@@ -253,6 +259,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(args) => enqueue(&config, args).await,
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
+        Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Demo => {
@@ -569,6 +576,73 @@ fn bounce_parse(files: &[PathBuf], json: bool) -> anyhow::Result<()> {
     }
     if failures > 0 {
         anyhow::bail!("{failures} of {} file(s) could not be parsed", files.len());
+    }
+    Ok(())
+}
+
+/// Files under `paths`: files as given, directories' files, and a maildir's
+/// `cur/` and `new/`.
+fn message_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let dirs: Vec<PathBuf> = if p.join("cur").is_dir() || p.join("new").is_dir() {
+                vec![p.join("cur"), p.join("new")]
+            } else {
+                vec![p.clone()]
+            };
+            for d in dirs.into_iter().filter(|d| d.is_dir()) {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&d)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.is_file())
+                    .collect();
+                files.sort();
+                out.extend(files);
+            }
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+async fn bounce_import(config: &Config, paths: &[PathBuf]) -> anyhow::Result<()> {
+    let store = ready_store(config).await?;
+    let keys = crate::app::address_keys(config)?;
+    let (mut recorded, mut duplicates, mut suppressed, mut failures) = (0, 0, 0, 0);
+    let files = message_files(paths)?;
+    for file in &files {
+        let raw = match std::fs::read(file) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{}: cannot read: {e}", file.display());
+                failures += 1;
+                continue;
+            }
+        };
+        match crate::ingest::ingest_mail(&store, &keys, &raw, "mail", SystemClock.now()).await {
+            Ok(r) => {
+                recorded += r.recorded;
+                duplicates += r.duplicates;
+                suppressed += r.suppressed;
+                for item in &r.items {
+                    println!("{}\t{}\t{}", file.display(), item.kind, item.action);
+                }
+            }
+            Err(crate::ingest::IngestError::Parse(e)) => {
+                eprintln!("{}: {e}", file.display());
+                failures += 1;
+            }
+            Err(crate::ingest::IngestError::Store(e)) => return Err(e.into()),
+        }
+    }
+    eprintln!(
+        "{} file(s): {recorded} recorded, {duplicates} already recorded, {suppressed} address(es) suppressed, {failures} unreadable",
+        files.len()
+    );
+    if failures > 0 {
+        anyhow::bail!("{failures} of {} file(s) could not be read or parsed", files.len());
     }
     Ok(())
 }

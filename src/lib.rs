@@ -29,6 +29,7 @@
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
 //!   ARF, RFC 3834, and the free-text formats of common MTAs).
+//! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
 //! - [`bench`]: `herald bench`, the drain benchmark; [`bench_stream`]:
@@ -50,6 +51,7 @@ pub mod config;
 pub mod demo;
 pub mod domain;
 pub mod http;
+pub mod ingest;
 pub mod metrics;
 pub mod planner;
 pub mod recipient;

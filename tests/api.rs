@@ -653,3 +653,61 @@ async fn outcome_events_stream_in_order_and_resume_without_loss() {
     assert!(missed.id > suppression.id, "in commit order");
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address() {
+    use herald::store::{Finish, SuppressionStore};
+    let app = App::start().await;
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    // Herald mailed userunknown@example.co.jp (row u1) earlier.
+    let now = SystemClock.now();
+    let sent = common::row("u1", "email", now);
+    app.db.store.enqueue(std::slice::from_ref(&sent), now).await.unwrap();
+    let claimed = app.db.store.claim_due(now, 1, "t").await.unwrap().remove(0);
+    let hash = keys.hash("userunknown@example.co.jp").unwrap();
+    let f = Finish {
+        status: herald::domain::SendStatus::Sent,
+        detail: None,
+        transport: Some("smtp".into()),
+        address_hash: Some(hash.clone()),
+    };
+    app.db.store.finish(&claimed, "t", &f, now).await.unwrap();
+
+    let raw =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/bounces/eml/lhost-postfix-02.eml")).unwrap();
+    let post = || {
+        app.http
+            .post(app.url("/v1/bounces/mail"))
+            .bearer_auth(&app.key)
+            .header("content-type", "message/rfc822")
+            .body(raw.clone())
+            .send()
+    };
+    let report: Value = post().await.unwrap().json().await.unwrap();
+    assert_eq!((report["recipients"].as_u64(), report["recorded"].as_u64()), (Some(2), Some(2)), "{report}");
+    assert_eq!((report["matched"].as_u64(), report["suppressed"].as_u64()), (Some(1), Some(2)), "{report}");
+    let matched: Vec<&Value> =
+        report["items"].as_array().unwrap().iter().filter(|i| i["outbox_id"] == sent.id).collect();
+    assert_eq!(matched[0]["matched_by"], "address_hash");
+
+    // The send log answers "did u1 get it": sent, then bounced, with the reason.
+    let log = app.db.store.sends_for_outbox(&sent.id).await.unwrap();
+    let statuses: Vec<&str> = log.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses, vec!["sent", "bounced"]);
+    assert!(log[1].detail.as_deref().unwrap().contains("5.1.1"), "{log:?}");
+    let active = app.db.store.active_suppression(&hash, Some("news"), SystemClock.now()).await.unwrap().unwrap();
+    assert_eq!(active.reason.as_str(), "hard_bounce");
+
+    // The same message again changes nothing.
+    let again: Value = post().await.unwrap().json().await.unwrap();
+    assert_eq!((again["recorded"].as_u64(), again["duplicates"].as_u64()), (Some(0), Some(2)));
+    assert_eq!(app.db.store.sends_for_outbox(&sent.id).await.unwrap().len(), 2);
+    let (_, list) = app.get("/v1/bounces").await;
+    assert_eq!(list["bounces"].as_array().unwrap().len(), 2);
+    assert_eq!(list["bounces"].as_array().unwrap().iter().filter(|b| b["outbox_id"] == sent.id).count(), 1);
+
+    let resp = app.http.post(app.url("/v1/bounces/mail")).bearer_auth(&app.key).body("").send().await.unwrap();
+    let p = assert_problem(resp, 422).await;
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("empty"), "{p}");
+    app.stop().await;
+}

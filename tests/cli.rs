@@ -222,3 +222,22 @@ fn sends_by_address_uses_the_generated_secret_and_keeps_it_private() {
     let out = herald(dir.path(), &["sends"]);
     assert!(!out.status.success(), "one of --user-id and --address is required");
 }
+
+#[test]
+fn bounce_import_reads_a_maildir_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let maildir = dir.path().join("Bounces");
+    std::fs::create_dir_all(maildir.join("new")).unwrap();
+    std::fs::create_dir_all(maildir.join("cur")).unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/bounces/eml");
+    std::fs::copy(data.join("lhost-postfix-02.eml"), maildir.join("new/1.eml")).unwrap();
+    std::fs::copy(data.join("lhost-exim-01.eml"), maildir.join("cur/2.eml")).unwrap();
+    let env = [("HERALD_EMAIL__ADDRESS_SECRET", "a cli test secret of some length")];
+    let out = herald_env(dir.path(), &["bounce", "import", maildir.to_str().unwrap()], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("2 file(s):"), "{}", stderr(&out));
+    assert!(stdout(&out).contains("address suppressed"), "{}", stdout(&out));
+    let again = herald_env(dir.path(), &["bounce", "import", maildir.to_str().unwrap()], &env);
+    assert!(stderr(&again).contains(" 0 recorded"), "{}", stderr(&again));
+    assert!(stdout(&again).contains("already recorded"), "{}", stdout(&again));
+}

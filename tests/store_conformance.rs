@@ -35,6 +35,7 @@ backend_tests!(
     an_idempotency_key_returns_the_first_trigger,
     the_inbox_is_scoped_to_its_user_and_counts_follow_its_state,
     outcomes_and_cancellations_append_events_in_commit_order,
+    a_bounce_is_recorded_once_with_its_send_log_row_and_suppression,
 );
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
@@ -523,4 +524,50 @@ async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     assert_eq!(events[1].data["detail"], "user deleted");
     assert_eq!(db.store.latest_event_id().await.unwrap().as_deref(), Some(events[1].id.as_str()));
     assert!(db.store.events_after(Some(&events[1].id), 10).await.unwrap().is_empty());
+}
+
+async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &TestDb) {
+    use herald::store::{
+        BounceStore, EventStore, MatchedSend, NewBounce, SuppressionReason, SuppressionRow, SuppressionStore,
+    };
+    let r = row("u1", "email", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let b = NewBounce {
+        fingerprint: "f".repeat(64),
+        provider: "mail".into(),
+        kind: "hard".into(),
+        address_hash: Some("h".repeat(64)),
+        status: Some("5.1.1".into()),
+        reply_code: Some(550),
+        detail: "5.1.1 550 user unknown".into(),
+        raw_excerpt: "Subject: Undelivered Mail ✉".into(),
+        matched: Some(MatchedSend {
+            outbox_id: r.id.clone(),
+            rule_id: None,
+            trigger_id: None,
+            user_id: "u1".into(),
+            channel: "email".into(),
+            matched_by: "verp",
+        }),
+        send_status: Some("bounced"),
+        suppress: Some(SuppressionRow {
+            address_hash: "h".repeat(64),
+            category: "*".into(),
+            reason: SuppressionReason::HardBounce,
+            detail: Some("hard bounce".into()),
+            created_at: T0,
+            expires_at: None,
+        }),
+    };
+    assert!(db.store.record_bounce(&b, T0).await.unwrap());
+    assert!(!db.store.record_bounce(&b, T0).await.unwrap(), "the same bounce twice is recorded once");
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!((log[0].status.as_str(), log[0].transport.as_deref()), ("bounced", Some("mail")));
+    assert!(db.store.active_suppression(&"h".repeat(64), Some("x"), T0).await.unwrap().is_some());
+    let bounces = db.store.list_bounces(10).await.unwrap();
+    assert_eq!(bounces.len(), 1);
+    assert_eq!((bounces[0].matched_by.as_deref(), bounces[0].reply_code), (Some("verp"), Some(550)));
+    let kinds: Vec<String> = db.store.events_after(None, 10).await.unwrap().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec!["outcome", "suppression"]);
 }

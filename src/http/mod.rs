@@ -6,6 +6,7 @@
 //! size.
 
 pub mod auth;
+pub mod bounces;
 pub mod events;
 pub mod inbox;
 mod openapi;
@@ -79,6 +80,8 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/users/{user_id}/sends", get(users::sends))
         .route("/users/{user_id}/token", post(users::token))
         .route("/events/stream", get(events::stream))
+        .route("/bounces", get(bounces::list))
+        .route("/bounces/mail", post(bounces::mail).layer(DefaultBodyLimit::max(bounces::MAX_MAIL_BYTES)))
         .route("/outbox", get(outbox::list))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))

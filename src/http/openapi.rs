@@ -15,6 +15,7 @@ use utoipa::{Modify, OpenApi};
         super::outbox::list, super::outbox::retry, super::outbox::cancel,
         super::users::token,
         super::events::stream,
+        super::bounces::mail, super::bounces::list,
         super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,
@@ -29,6 +30,7 @@ use utoipa::{Modify, OpenApi};
         (name = "outbox", description = "Scheduled and finished messages"),
         (name = "inbox", description = "An end user's own inbox, with a per-user token"),
         (name = "events", description = "Outcome events for the host application to follow"),
+        (name = "bounces", description = "Bounce and complaint messages, kept as evidence"),
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
     )

@@ -40,6 +40,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(4, "webhooks", "0004_webhooks.sql"),
     migration!(5, "inbox_api", "0005_inbox_api.sql"),
     migration!(6, "events", "0006_events.sql"),
+    migration!(7, "bounces", "0007_bounces.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

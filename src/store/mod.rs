@@ -22,6 +22,7 @@
 //! ([`crate::clock::Millis`]).
 
 mod admin;
+mod bounces;
 mod dialect;
 pub mod events;
 mod inbox;
@@ -43,6 +44,7 @@ use crate::clock::Millis;
 use crate::domain::{ChannelName, SendStatus, UserId};
 
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
+pub use bounces::{BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
@@ -180,6 +182,7 @@ pub trait Store:
     + OutboxAdmin
     + InboxStore
     + EventStore
+    + BounceStore
     + Send
     + Sync
     + 'static

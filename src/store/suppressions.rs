@@ -132,49 +132,60 @@ fn insert_ignoring_duplicate(d: Dialect) -> String {
     d.sql(&format!("INSERT INTO engagement_suppressions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?){tail}"))
 }
 
+/// Adds or replaces a suppression, with its event, inside the caller's
+/// transaction (bounce ingestion suppresses in the same transaction as it
+/// records the bounce). Returns whether it was new.
+pub(crate) async fn suppress_in(
+    tx: &mut sqlx::AnyConnection,
+    d: Dialect,
+    s: &SuppressionRow,
+) -> Result<bool, StoreError> {
+    let db = StoreError::db;
+    // Update, else insert (as recipients do): MySQL reports a matched
+    // row as affected, so "0" means absent on every dialect.
+    let update = d.sql(
+        "UPDATE engagement_suppressions SET reason = ?, detail = ?, expires_at = ? \
+             WHERE address_hash = ? AND category = ?",
+    );
+    let updated = sqlx::query(&update)
+        .bind(s.reason.as_str())
+        .bind(s.detail.clone())
+        .bind(s.expires_at.map(|t| t.0))
+        .bind(s.address_hash.clone())
+        .bind(s.category.clone())
+        .execute(&mut *tx)
+        .await
+        .map_err(db("suppress: update"))?
+        .rows_affected();
+    let created = updated == 0;
+    if created {
+        // Ignoring a duplicate: a concurrent suppress of the same address
+        // (two bounces at once) is not an error.
+        sqlx::query(&insert_ignoring_duplicate(d))
+            .bind(s.address_hash.clone())
+            .bind(s.category.clone())
+            .bind(s.reason.as_str())
+            .bind(s.detail.clone())
+            .bind(s.created_at.0)
+            .bind(s.expires_at.map(|t| t.0))
+            .execute(&mut *tx)
+            .await
+            .map_err(db("suppress: insert"))?;
+    }
+    let event = serde_json::json!({
+        "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
+        "detail": s.detail, "expires_at": s.expires_at.map(|t| t.to_rfc3339()), "at": s.created_at.to_rfc3339(),
+    });
+    super::events::append(&mut *tx, d, "suppression", None, None, &event, s.created_at).await?;
+    Ok(created)
+}
+
 #[async_trait]
 impl SuppressionStore for SqlStore {
     async fn suppress(&self, s: &SuppressionRow) -> Result<bool, StoreError> {
-        let d = self.dialect();
-        let db = StoreError::db;
-        let mut tx = self.pool().begin().await.map_err(db("suppress: begin"))?;
-        // Update, else insert (as recipients do): MySQL reports a matched
-        // row as affected, so "0" means absent on every dialect.
-        let update = d.sql(
-            "UPDATE engagement_suppressions SET reason = ?, detail = ?, expires_at = ? \
-             WHERE address_hash = ? AND category = ?",
-        );
-        let updated = sqlx::query(&update)
-            .bind(s.reason.as_str())
-            .bind(s.detail.clone())
-            .bind(s.expires_at.map(|t| t.0))
-            .bind(s.address_hash.clone())
-            .bind(s.category.clone())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("suppress: update"))?
-            .rows_affected();
-        let created = updated == 0;
-        if created {
-            // Ignoring a duplicate: a concurrent suppress of the same address
-            // (two bounces at once) is not an error.
-            sqlx::query(&insert_ignoring_duplicate(d))
-                .bind(s.address_hash.clone())
-                .bind(s.category.clone())
-                .bind(s.reason.as_str())
-                .bind(s.detail.clone())
-                .bind(s.created_at.0)
-                .bind(s.expires_at.map(|t| t.0))
-                .execute(&mut *tx)
-                .await
-                .map_err(db("suppress: insert"))?;
-        }
-        let event = serde_json::json!({
-            "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
-            "detail": s.detail, "expires_at": s.expires_at.map(|t| t.to_rfc3339()), "at": s.created_at.to_rfc3339(),
-        });
-        super::events::append(&mut tx, d, "suppression", None, None, &event, s.created_at).await?;
-        tx.commit().await.map_err(db("suppress: commit"))?;
+        let mut tx = self.pool().begin().await.map_err(StoreError::db("suppress: begin"))?;
+        let created = suppress_in(&mut tx, self.dialect(), s).await?;
+        tx.commit().await.map_err(StoreError::db("suppress: commit"))?;
         self.signal_events().await;
         Ok(created)
     }
