@@ -17,7 +17,7 @@ pub const MAX_MAIL_BYTES: usize = crate::bounce::MAX_INPUT_BYTES;
 /// `complained` to the matched message's send log and suppresses hard-bounced
 /// and complaining addresses. Sending the same message again changes nothing.
 #[utoipa::path(post, path = "/v1/bounces/mail", tag = "bounces",
-    request_body(content = String, content_type = "message/rfc822", description = "The raw message"),
+    request_body(content = String, content_type = "text/plain", description = "The raw message (any content type is accepted; message/rfc822 is the usual one)"),
     responses(
         (status = 200, body = IngestReport),
         (status = 401, body = Problem, content_type = "application/problem+json"),
