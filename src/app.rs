@@ -168,6 +168,8 @@ pub async fn serve_until(
         clock,
         planner,
         keys,
+        providers: http::bounces::ProviderKeys::from_config(&config.bounces),
+        soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
         user_tokens,
         token_ttl: config.inbox.token_ttl,

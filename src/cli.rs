@@ -621,7 +621,8 @@ async fn bounce_import(config: &Config, paths: &[PathBuf]) -> anyhow::Result<()>
                 continue;
             }
         };
-        match crate::ingest::ingest_mail(&store, &keys, &raw, "mail", SystemClock.now()).await {
+        let policy = config.bounces.soft_bounce_policy();
+        match crate::ingest::ingest_mail(&store, &keys, policy, &raw, "mail", SystemClock.now()).await {
             Ok(r) => {
                 recorded += r.recorded;
                 duplicates += r.duplicates;

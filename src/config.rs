@@ -45,6 +45,47 @@ pub struct Config {
     /// is not set. Default "." (the working directory).
     pub data_dir: PathBuf,
     pub email: EmailSettings,
+    pub bounces: BounceSettings,
+}
+
+/// Provider bounce webhooks. Each provider's route refuses every request
+/// (401) until its credential is set.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BounceSettings {
+    /// SendGrid's Event Webhook verification key (base64, as SendGrid
+    /// shows it) for `POST /v1/bounces/sendgrid`.
+    pub sendgrid_public_key: Option<String>,
+    /// Mailgun's HTTP webhook signing key for `POST /v1/bounces/mailgun`.
+    pub mailgun_signing_key: Option<String>,
+    /// Basic-auth user and password Postmark sends to `POST /v1/bounces/postmark`.
+    pub postmark_user: Option<String>,
+    pub postmark_password: Option<String>,
+    /// Soft bounces of one address within `soft_bounce_window` that suppress
+    /// it (for the window). 0 turns the policy off. Default 3.
+    pub soft_bounce_limit: u32,
+    /// Default "7d".
+    #[serde(with = "humantime_serde")]
+    pub soft_bounce_window: Duration,
+}
+
+impl Default for BounceSettings {
+    fn default() -> Self {
+        BounceSettings {
+            sendgrid_public_key: None,
+            mailgun_signing_key: None,
+            postmark_user: None,
+            postmark_password: None,
+            soft_bounce_limit: 3,
+            soft_bounce_window: Duration::from_secs(7 * 86_400),
+        }
+    }
+}
+
+impl BounceSettings {
+    pub fn soft_bounce_policy(&self) -> crate::ingest::SoftBouncePolicy {
+        crate::ingest::SoftBouncePolicy { limit: self.soft_bounce_limit, window: self.soft_bounce_window }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -260,6 +301,7 @@ impl Default for Config {
             inbox: InboxSettings::default(),
             data_dir: PathBuf::from("."),
             email: EmailSettings::default(),
+            bounces: BounceSettings::default(),
         }
     }
 }
@@ -430,6 +472,18 @@ impl Config {
                 format!("{bad:?}"),
                 "origins like \"https://app.example.com\" (no path, no trailing slash) or \"*\"",
             ));
+        }
+        if let Some(k) = &self.bounces.sendgrid_public_key
+            && let Err(e) = crate::providers::sendgrid::SendGridKey::parse(k)
+        {
+            return Err(invalid(
+                "bounces.sendgrid_public_key",
+                "(hidden)",
+                format!("SendGrid's verification key: {e}"),
+            ));
+        }
+        if self.bounces.postmark_user.is_some() != self.bounces.postmark_password.is_some() {
+            return Err(invalid("bounces.postmark_password", "(hidden)", "set together with bounces.postmark_user"));
         }
         let w = &self.worker;
         if !(1..=10_000).contains(&w.batch) {

@@ -18,6 +18,21 @@ use crate::store::{
     ALL_CATEGORIES, MatchedSend, NewBounce, OutboxRow, Store, StoreError, SuppressionReason, SuppressionRow,
 };
 
+/// When soft bounces add up to a suppression: `limit` of them for one
+/// address within `window` suppress it for `window` (a full mailbox or a
+/// flaky server deserves a rest, not a permanent ban). `limit` 0: never.
+#[derive(Debug, Clone, Copy)]
+pub struct SoftBouncePolicy {
+    pub limit: u32,
+    pub window: std::time::Duration,
+}
+
+impl Default for SoftBouncePolicy {
+    fn default() -> Self {
+        SoftBouncePolicy { limit: 3, window: std::time::Duration::from_secs(7 * 86_400) }
+    }
+}
+
 /// How much of the raw message is kept as evidence.
 const RAW_EXCERPT_BYTES: usize = 64 * 1024;
 
@@ -111,18 +126,36 @@ async fn find_send(
 pub async fn ingest_mail(
     store: &dyn Store,
     keys: &AddressKeys,
+    policy: SoftBouncePolicy,
     raw: &[u8],
     provider: &str,
     now: Millis,
 ) -> Result<IngestReport, IngestError> {
     let report = bounce::parse(raw)?;
     let verp = verp_outbox_id(raw);
+    Ok(record(store, keys, policy, &report.recipients, provider, verp.as_deref(), raw, now).await?)
+}
+
+/// Records what a bounce source reported, one recipient at a time: the raw
+/// message's parse, or a provider webhook's events turned into the same
+/// shape. `raw` is kept (bounded) as evidence and seeds the fingerprints.
+#[allow(clippy::too_many_arguments)]
+pub async fn record(
+    store: &dyn Store,
+    keys: &AddressKeys,
+    policy: SoftBouncePolicy,
+    recipients: &[bounce::BounceRecipient],
+    provider: &str,
+    verp: Option<&str>,
+    raw: &[u8],
+    now: Millis,
+) -> Result<IngestReport, StoreError> {
     let excerpt = String::from_utf8_lossy(&raw[..raw.len().min(RAW_EXCERPT_BYTES)]).into_owned();
-    let mut out = IngestReport { recipients: report.recipients.len(), ..Default::default() };
-    for r in &report.recipients {
+    let mut out = IngestReport { recipients: recipients.len(), ..Default::default() };
+    for r in recipients {
         let kind = serde_json::to_value(r.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
         let address_hash = if r.recipient.is_empty() { None } else { keys.hash(&r.recipient) };
-        let matched = find_send(store, verp.as_deref(), r, address_hash.as_deref()).await?;
+        let matched = find_send(store, verp, r, address_hash.as_deref()).await?;
         let detail = [r.status.clone(), r.reply_code.map(|c| c.to_string()), Some(r.reason.clone())]
             .into_iter()
             .flatten()
@@ -136,7 +169,7 @@ pub async fn ingest_mail(
             // nothing final about the address.
             BounceKind::Soft | BounceKind::AutoReply | BounceKind::Delayed => (None, None),
         };
-        let suppress = match (reason, &address_hash) {
+        let mut suppress = match (reason, &address_hash) {
             (Some(reason), Some(hash)) => Some(SuppressionRow {
                 address_hash: hash.clone(),
                 category: ALL_CATEGORIES.to_owned(),
@@ -147,6 +180,23 @@ pub async fn ingest_mail(
             }),
             _ => None,
         };
+        if let (BounceKind::Soft, Some(hash), true) = (r.kind, &address_hash, policy.limit > 0) {
+            let earlier = store.count_bounces(hash, "soft", now.minus(policy.window)).await?;
+            if earlier + 1 >= i64::from(policy.limit) {
+                suppress = Some(SuppressionRow {
+                    address_hash: hash.clone(),
+                    category: ALL_CATEGORIES.to_owned(),
+                    reason: SuppressionReason::SoftBounce,
+                    detail: Some(format!(
+                        "{} soft bounces within {}; latest: {detail}",
+                        earlier + 1,
+                        humantime::format_duration(policy.window)
+                    )),
+                    created_at: now,
+                    expires_at: Some(now.plus(policy.window)),
+                });
+            }
+        }
         let mut fp = Sha256::new();
         fp.update(raw);
         fp.update(b"\n");
@@ -177,6 +227,10 @@ pub async fn ingest_mail(
             (false, _, _) => "already recorded; nothing changed".to_owned(),
             (true, Some(s), Some(_)) if matched.is_some() => format!("send log: {s}; address suppressed"),
             (true, Some(_), Some(_)) => "address suppressed (no matching send found)".to_owned(),
+            (true, None, Some(s)) => format!(
+                "kept as evidence; address suppressed until {}",
+                s.expires_at.map_or("lifted".into(), |t| t.to_rfc3339())
+            ),
             (true, _, _) => "kept as evidence".to_owned(),
         };
         if new {

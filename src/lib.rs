@@ -29,6 +29,8 @@
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
 //!   ARF, RFC 3834, and the free-text formats of common MTAs).
+//! - [`providers`]: provider bounce webhooks (SendGrid, Mailgun, Postmark),
+//!   verified and turned into the parser's shape.
 //! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
@@ -54,6 +56,7 @@ pub mod http;
 pub mod ingest;
 pub mod metrics;
 pub mod planner;
+pub mod providers;
 pub mod recipient;
 pub mod rule;
 pub mod store;

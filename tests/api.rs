@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
 use herald::config::Config;
-use herald::store::{RecipientStore, Store};
+use herald::store::{BounceStore, RecipientStore, Store, SuppressionStore};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -23,6 +23,10 @@ struct App {
 
 impl App {
     async fn start() -> App {
+        App::start_with(|_| {}).await
+    }
+
+    async fn start_with(configure: impl FnOnce(&mut Config)) -> App {
         let db = TestDb::new(Backend::Sqlite).await.unwrap();
         let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
         db.store.insert_api_key(&row).await.unwrap();
@@ -35,6 +39,7 @@ impl App {
         config.worker.enabled = false;
         config.planner.enabled = false;
         config.http.max_body_bytes = 4096;
+        configure(&mut config);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
         App { base, key, http: reqwest::Client::new(), db, shutdown, task }
@@ -656,7 +661,7 @@ async fn outcome_events_stream_in_order_and_resume_without_loss() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address() {
-    use herald::store::{Finish, SuppressionStore};
+    use herald::store::Finish;
     let app = App::start().await;
     let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
     // Herald mailed userunknown@example.co.jp (row u1) earlier.
@@ -709,5 +714,144 @@ async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address
     let resp = app.http.post(app.url("/v1/bounces/mail")).bearer_auth(&app.key).body("").send().await.unwrap();
     let p = assert_problem(resp, 422).await;
     assert!(p["errors"][0]["message"].as_str().unwrap().contains("empty"), "{p}");
+    app.stop().await;
+}
+
+// ---- Provider bounce webhooks ----------------------------------------------
+
+const SENDGRID_VECTOR: &str = include_str!("data/webhooks/sendgrid/signed-webhook-generated-bounce-vector.json");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sendgrid_events_are_accepted_only_with_a_valid_signature() {
+    use base64::Engine;
+    use p256::ecdsa::signature::Signer;
+    use p256::pkcs8::DecodePrivateKey;
+    let v: Value = serde_json::from_str(SENDGRID_VECTOR).unwrap();
+    let public = v["public_key"].as_str().unwrap().to_owned();
+    let app = App::start_with(|c| c.bounces.sendgrid_public_key = Some(public)).await;
+    let der =
+        base64::engine::general_purpose::STANDARD.decode(v["private_key_pkcs8_der_b64"].as_str().unwrap()).unwrap();
+    let signer = p256::ecdsa::SigningKey::from_pkcs8_der(&der).unwrap();
+    let body = include_bytes!("data/webhooks/sendgrid/bounce.json").to_vec();
+    let ts = (SystemClock.now().0 / 1000).to_string();
+    let sign = |ts: &str, body: &[u8]| {
+        let mut m = ts.as_bytes().to_vec();
+        m.extend_from_slice(body);
+        let sig: p256::ecdsa::Signature = signer.sign(&m);
+        base64::engine::general_purpose::STANDARD.encode(sig.to_der().as_bytes())
+    };
+    let post = |sig: Option<String>, ts: &str, body: Vec<u8>| {
+        let mut req = app.http.post(app.url("/v1/bounces/sendgrid")).body(body);
+        if let Some(sig) = sig {
+            req = req.header("X-Twilio-Email-Event-Webhook-Signature", sig);
+        }
+        req.header("X-Twilio-Email-Event-Webhook-Timestamp", ts.to_owned()).send()
+    };
+    // Unsigned, tampered, and stale requests are refused and change nothing.
+    assert_problem(post(None, &ts, body.clone()).await.unwrap(), 401).await;
+    let mut tampered = body.clone();
+    tampered[20] ^= 1;
+    assert_problem(post(Some(sign(&ts, &body)), &ts, tampered).await.unwrap(), 401).await;
+    let old = v["timestamp"].as_str().unwrap();
+    assert_problem(post(Some(sign(old, &body)), old, body.clone()).await.unwrap(), 401).await;
+    assert!(app.db.store.list_bounces(10).await.unwrap().is_empty());
+
+    let resp = post(Some(sign(&ts, &body)), &ts, body.clone()).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let report: Value = resp.json().await.unwrap();
+    assert_eq!((report["recorded"].as_u64(), report["suppressed"].as_u64()), (Some(1), Some(1)), "{report}");
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let hash = keys.hash("alex@example.com").unwrap();
+    let s = app.db.store.active_suppression(&hash, None, SystemClock.now()).await.unwrap().expect("suppressed");
+    assert_eq!(s.reason.as_str(), "hard_bounce");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mailgun_events_need_a_valid_fresh_signature_and_a_token_used_once() {
+    use hmac::{KeyInit, Mac};
+    let app =
+        App::start_with(|c| c.bounces.mailgun_signing_key = Some("test-webhook-signing-key-NOT-REAL".into())).await;
+    let signed = |file: &str, token: &str, key: &str| {
+        let mut body: Value = serde_json::from_str(file).unwrap();
+        let ts = (SystemClock.now().0 / 1000).to_string();
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key.as_bytes()).unwrap();
+        mac.update(ts.as_bytes());
+        mac.update(token.as_bytes());
+        body["signature"] =
+            json!({"timestamp": ts, "token": token, "signature": hex::encode(mac.finalize().into_bytes())});
+        body
+    };
+    let failed = include_str!("data/webhooks/mailgun/failed-permanent.json");
+    let key = "test-webhook-signing-key-NOT-REAL";
+    let (status, _) = app.post("/v1/bounces/mailgun", signed(failed, "t1", "wrong-key")).await;
+    assert_eq!(status, 401, "a bad signature changes nothing");
+    let (status, report) = app.post("/v1/bounces/mailgun", signed(failed, "t2", key)).await;
+    assert_eq!((status, report["suppressed"].as_u64()), (200, Some(1)), "{report}");
+    let (status, p) = app.post("/v1/bounces/mailgun", signed(failed, "t2", key)).await;
+    assert_eq!(status, 401);
+    assert!(p["detail"].as_str().unwrap().contains("replay"), "{p}");
+    let (status, report) =
+        app.post("/v1/bounces/mailgun", signed(include_str!("data/webhooks/mailgun/complained.json"), "t3", key)).await;
+    assert_eq!(status, 200);
+    assert_eq!(report["items"][0]["kind"], "complaint");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postmark_needs_its_basic_auth_and_unconfigured_providers_refuse_everything() {
+    let app = App::start_with(|c| {
+        c.bounces.postmark_user = Some("hook".into());
+        c.bounces.postmark_password = Some("s3cret".into());
+    })
+    .await;
+    let bounce = include_bytes!("data/webhooks/postmark/bounce.json").to_vec();
+    let post = |user: &str, pass: &str, body: Vec<u8>| {
+        app.http.post(app.url("/v1/bounces/postmark")).basic_auth(user, Some(pass)).body(body).send()
+    };
+    assert_problem(post("hook", "guess", bounce.clone()).await.unwrap(), 401).await;
+    let report: Value = post("hook", "s3cret", bounce).await.unwrap().json().await.unwrap();
+    assert_eq!((report["recorded"].as_u64(), report["suppressed"].as_u64()), (Some(1), Some(1)), "{report}");
+    let complaint = include_bytes!("data/webhooks/postmark/spam-complaint.json").to_vec();
+    let report: Value = post("hook", "s3cret", complaint).await.unwrap().json().await.unwrap();
+    assert_eq!(report["items"][0]["kind"], "complaint");
+    // SendGrid and Mailgun are not configured here: refused whatever is sent.
+    let resp = app.http.post(app.url("/v1/bounces/mailgun")).body("{}").send().await.unwrap();
+    assert_problem(resp, 401).await;
+    let resp = app.http.post(app.url("/v1/bounces/sendgrid")).body("[]").send().await.unwrap();
+    assert_problem(resp, 401).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soft_bounces_suppress_for_a_while_once_they_add_up() {
+    let app = App::start_with(|c| {
+        c.bounces.postmark_user = Some("hook".into());
+        c.bounces.postmark_password = Some("s3cret".into());
+        c.bounces.soft_bounce_limit = 2;
+        c.bounces.soft_bounce_window = Duration::from_secs(3600);
+    })
+    .await;
+    let soft = |n: u32| {
+        let mut v: Value = serde_json::from_slice(include_bytes!("data/webhooks/postmark/bounce.json")).unwrap();
+        v["Type"] = json!("SoftBounce");
+        v["Details"] = json!(format!("452 4.2.2 mailbox full (attempt {n})"));
+        serde_json::to_vec(&v).unwrap()
+    };
+    let post = |body: Vec<u8>| {
+        app.http.post(app.url("/v1/bounces/postmark")).basic_auth("hook", Some("s3cret")).body(body).send()
+    };
+    let first: Value = post(soft(1)).await.unwrap().json().await.unwrap();
+    assert_eq!((first["recorded"].as_u64(), first["suppressed"].as_u64()), (Some(1), Some(0)), "{first}");
+    assert_eq!(first["items"][0]["action"], "kept as evidence");
+    let second: Value = post(soft(2)).await.unwrap().json().await.unwrap();
+    assert_eq!(second["suppressed"], 1, "{second}");
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let hash = keys.hash("john@example.com").unwrap();
+    let s = app.db.store.active_suppression(&hash, None, SystemClock.now()).await.unwrap().expect("suppressed");
+    assert_eq!(s.reason.as_str(), "soft_bounce");
+    let expires = s.expires_at.expect("a soft-bounce suppression expires");
+    assert!(expires.0 > SystemClock.now().0 + 3_500_000, "for the window: {expires:?}");
+    assert!(s.detail.unwrap().starts_with("2 soft bounces within 1h"));
     app.stop().await;
 }

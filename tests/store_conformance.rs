@@ -36,6 +36,7 @@ backend_tests!(
     the_inbox_is_scoped_to_its_user_and_counts_follow_its_state,
     outcomes_and_cancellations_append_events_in_commit_order,
     a_bounce_is_recorded_once_with_its_send_log_row_and_suppression,
+    a_webhook_token_is_accepted_once,
 );
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
@@ -570,4 +571,12 @@ async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &Te
     assert_eq!((bounces[0].matched_by.as_deref(), bounces[0].reply_code), (Some("verp"), Some(550)));
     let kinds: Vec<String> = db.store.events_after(None, 10).await.unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec!["outcome", "suppression"]);
+}
+
+async fn a_webhook_token_is_accepted_once(db: &TestDb) {
+    use herald::store::BounceStore;
+    assert!(db.store.remember_token("mailgun:abc", T0).await.unwrap());
+    assert!(!db.store.remember_token("mailgun:abc", T0.plus(Duration::from_secs(1))).await.unwrap());
+    assert!(!db.store.remember_token("mailgun:abc", T0).await.unwrap(), "even within the same millisecond");
+    assert!(db.store.remember_token("mailgun:abd", T0).await.unwrap());
 }

@@ -26,7 +26,7 @@ pub const MAX_MAIL_BYTES: usize = crate::bounce::MAX_INPUT_BYTES;
     ),
     security(("api_key" = [])))]
 pub async fn mail(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
-    match ingest_mail(state.store.as_ref(), &state.keys, &body, "mail", state.clock.now()).await {
+    match ingest_mail(state.store.as_ref(), &state.keys, state.soft_bounces, &body, "mail", state.clock.now()).await {
         Ok(report) => Ok(ApiJson(report)),
         Err(IngestError::Parse(e)) => Err(ApiError::field("body", e.to_string())),
         Err(IngestError::Store(e)) => Err(e.into()),
@@ -63,4 +63,126 @@ pub async fn list(
         return Err(ApiError::field("limit", "must be 1 to 500"));
     }
     Ok(ApiJson(BounceList { bounces: state.store.list_bounces(limit).await? }))
+}
+
+/// The provider credentials this deployment configured.
+#[derive(Clone, Default)]
+pub struct ProviderKeys {
+    pub sendgrid: Option<crate::providers::sendgrid::SendGridKey>,
+    pub mailgun: Option<String>,
+    pub postmark: Option<(String, String)>,
+}
+
+impl ProviderKeys {
+    pub fn from_config(c: &crate::config::BounceSettings) -> ProviderKeys {
+        ProviderKeys {
+            // Validated at load.
+            sendgrid: c
+                .sendgrid_public_key
+                .as_deref()
+                .and_then(|k| crate::providers::sendgrid::SendGridKey::parse(k).ok()),
+            mailgun: c.mailgun_signing_key.clone(),
+            postmark: c.postmark_user.clone().zip(c.postmark_password.clone()),
+        }
+    }
+}
+
+fn refused(provider: &str, e: crate::providers::VerifyError) -> ApiError {
+    tracing::warn!(provider, reason = %e, "refused a bounce webhook");
+    ApiError::Unauthorized { detail: format!("{provider} webhook refused: {e}") }
+}
+
+async fn record(
+    state: &AppState,
+    provider: &str,
+    recipients: Result<Vec<crate::bounce::BounceRecipient>, String>,
+    body: &[u8],
+) -> Result<ApiJson<IngestReport>, ApiError> {
+    let recipients = recipients.map_err(|e| ApiError::field("body", e))?;
+    let report = crate::ingest::record(
+        state.store.as_ref(),
+        &state.keys,
+        state.soft_bounces,
+        &recipients,
+        provider,
+        None,
+        body,
+        state.clock.now(),
+    )
+    .await?;
+    Ok(ApiJson(report))
+}
+
+/// SendGrid's Event Webhook (signed with ECDSA). Bounces, blocks and spam
+/// reports are recorded; other events are accepted and ignored.
+#[utoipa::path(post, path = "/v1/bounces/sendgrid", tag = "bounces",
+    request_body(content = String, content_type = "application/json", description = "SendGrid's event array, as signed"),
+    responses(
+        (status = 200, body = IngestReport),
+        (status = 401, description = "Unsigned or badly signed: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn sendgrid(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Result<ApiJson<IngestReport>, ApiError> {
+    use crate::providers::{VerifyError, sendgrid};
+    let key =
+        state.providers.sendgrid.as_ref().ok_or_else(|| refused("sendgrid", VerifyError::NotConfigured("SendGrid")))?;
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    sendgrid::verify(
+        key,
+        header("x-twilio-email-event-webhook-signature"),
+        header("x-twilio-email-event-webhook-timestamp"),
+        &body,
+        state.clock.now(),
+        true,
+    )
+    .map_err(|e| refused("sendgrid", e))?;
+    record(&state, "sendgrid", sendgrid::recipients(&body), &body).await
+}
+
+/// Mailgun's webhooks (HMAC-signed; each token accepted once).
+#[utoipa::path(post, path = "/v1/bounces/mailgun", tag = "bounces",
+    request_body(content = String, content_type = "application/json", description = "Mailgun's signed event"),
+    responses(
+        (status = 200, body = IngestReport),
+        (status = 401, description = "Unsigned, badly signed or replayed: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn mailgun(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
+    use crate::providers::{VerifyError, mailgun};
+    let key =
+        state.providers.mailgun.as_ref().ok_or_else(|| refused("mailgun", VerifyError::NotConfigured("Mailgun")))?;
+    let payload = mailgun::parse(&body).map_err(|_| refused("mailgun", VerifyError::Missing("a signature block")))?;
+    mailgun::verify(key, &payload.signature, state.clock.now(), true).map_err(|e| refused("mailgun", e))?;
+    if !state.store.remember_token(&format!("mailgun:{}", payload.signature.token), state.clock.now()).await? {
+        return Err(refused("mailgun", VerifyError::Replayed));
+    }
+    record(&state, "mailgun", Ok(mailgun::recipients(&payload)), &body).await
+}
+
+/// Postmark's bounce and spam-complaint webhooks (HTTP basic auth).
+#[utoipa::path(post, path = "/v1/bounces/postmark", tag = "bounces",
+    request_body(content = String, content_type = "application/json", description = "Postmark's bounce or complaint record"),
+    responses(
+        (status = 200, body = IngestReport),
+        (status = 401, description = "Missing or wrong credentials: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn postmark(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Result<ApiJson<IngestReport>, ApiError> {
+    use crate::providers::{VerifyError, postmark};
+    let (user, pass) =
+        state.providers.postmark.as_ref().ok_or_else(|| refused("postmark", VerifyError::NotConfigured("Postmark")))?;
+    let auth = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    postmark::verify(auth, user, pass).map_err(|e| refused("postmark", e))?;
+    record(&state, "postmark", postmark::recipients(&body), &body).await
 }

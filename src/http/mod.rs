@@ -41,6 +41,10 @@ pub struct AppState {
     pub planner: Planner,
     /// Address hashes and unsubscribe tokens.
     pub keys: crate::address::AddressKeys,
+    /// When soft bounces suppress an address.
+    pub soft_bounces: crate::ingest::SoftBouncePolicy,
+    /// Provider webhook credentials (SendGrid, Mailgun, Postmark).
+    pub providers: bounces::ProviderKeys,
     /// What webhook URLs rules may name.
     pub webhooks: crate::channel::webhook::WebhookPolicy,
     /// Signs and checks the end users' inbox tokens.
@@ -87,8 +91,12 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/outbox/{id}/cancel", post(outbox::cancel))
         .route("/suppressions", get(suppressions::list).post(suppressions::create).delete(suppressions::delete))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
-        // Added after the API-key layer: the inbox routes take user tokens.
+        // Added after the API-key layer: the inbox routes take user tokens,
+        // and the providers' bounce webhooks carry their own signatures.
         .nest("/inbox", inbox)
+        .route("/bounces/sendgrid", post(bounces::sendgrid))
+        .route("/bounces/mailgun", post(bounces::mailgun))
+        .route("/bounces/postmark", post(bounces::postmark))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
         .fallback(not_found);

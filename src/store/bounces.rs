@@ -64,6 +64,10 @@ pub trait BounceStore: Send + Sync {
     async fn record_bounce(&self, b: &NewBounce, now: Millis) -> Result<bool, StoreError>;
     /// Newest first.
     async fn list_bounces(&self, limit: u32) -> Result<Vec<BounceRow>, StoreError>;
+    /// How many bounces of `kind` for an address were recorded since `since`.
+    async fn count_bounces(&self, address_hash: &str, kind: &str, since: Millis) -> Result<i64, StoreError>;
+    /// Remembers a signed webhook's token; false if it was seen before.
+    async fn remember_token(&self, token: &str, now: Millis) -> Result<bool, StoreError>;
 }
 
 #[async_trait]
@@ -134,6 +138,32 @@ impl BounceStore for SqlStore {
         tx.commit().await.map_err(db("record bounce: commit"))?;
         self.signal_events().await;
         Ok(true)
+    }
+
+    async fn count_bounces(&self, address_hash: &str, kind: &str, since: Millis) -> Result<i64, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT COUNT(*) AS n FROM engagement_bounces WHERE address_hash = ? AND kind = ? AND created_at >= ?",
+        );
+        let row = sqlx::query(&sql)
+            .bind(address_hash.to_owned())
+            .bind(kind.to_owned())
+            .bind(since.0)
+            .fetch_one(self.pool())
+            .await
+            .map_err(StoreError::db("count bounces"))?;
+        row.try_get::<i64, _>("n").map_err(StoreError::db("count bounces"))
+    }
+
+    async fn remember_token(&self, token: &str, now: Millis) -> Result<bool, StoreError> {
+        // A plain INSERT, and the unique violation is the answer: every
+        // dialect reports it the same way, unlike "affected rows" for an
+        // ignored duplicate (MySQL counts those).
+        let sql = self.dialect().sql("INSERT INTO engagement_webhook_tokens (token, seen_at) VALUES (?, ?)");
+        match sqlx::query(&sql).bind(token.to_owned()).bind(now.0).execute(self.pool()).await {
+            Ok(_) => Ok(true),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(false),
+            Err(e) => Err(StoreError::Database { op: "remember webhook token", source: e }),
+        }
     }
 
     async fn list_bounces(&self, limit: u32) -> Result<Vec<BounceRow>, StoreError> {

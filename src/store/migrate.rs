@@ -41,6 +41,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(5, "inbox_api", "0005_inbox_api.sql"),
     migration!(6, "events", "0006_events.sql"),
     migration!(7, "bounces", "0007_bounces.sql"),
+    migration!(8, "webhook_tokens", "0008_webhook_tokens.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

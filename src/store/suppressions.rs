@@ -26,6 +26,9 @@ pub const ALL_CATEGORIES: &str = "*";
 pub enum SuppressionReason {
     /// The mailbox does not exist (5.1.1 and kin).
     HardBounce,
+    /// Soft bounces kept coming (`bounces.soft_bounce_limit` within
+    /// `bounces.soft_bounce_window`); expires after the window.
+    SoftBounce,
     /// The recipient reported a message as spam.
     Complaint,
     /// The recipient unsubscribed (one category).
@@ -38,6 +41,7 @@ impl SuppressionReason {
     pub fn as_str(self) -> &'static str {
         match self {
             SuppressionReason::HardBounce => "hard_bounce",
+            SuppressionReason::SoftBounce => "soft_bounce",
             SuppressionReason::Complaint => "complaint",
             SuppressionReason::Unsubscribe => "unsubscribe",
             SuppressionReason::Manual => "manual",
@@ -47,6 +51,7 @@ impl SuppressionReason {
     pub fn parse(s: &str) -> Option<SuppressionReason> {
         Some(match s {
             "hard_bounce" => SuppressionReason::HardBounce,
+            "soft_bounce" => SuppressionReason::SoftBounce,
             "complaint" => SuppressionReason::Complaint,
             "unsubscribe" => SuppressionReason::Unsubscribe,
             "manual" => SuppressionReason::Manual,
