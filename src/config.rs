@@ -58,6 +58,16 @@ pub struct BounceSettings {
     pub sendgrid_public_key: Option<String>,
     /// Mailgun's HTTP webhook signing key for `POST /v1/bounces/mailgun`.
     pub mailgun_signing_key: Option<String>,
+    /// The SNS topics (ARNs) whose SES notifications `POST /v1/bounces/ses`
+    /// accepts; setting any turns the route on. Others are refused.
+    pub ses_topic_arns: Vec<String>,
+    /// A PEM certificate to verify SNS signatures with, instead of fetching
+    /// the one at each message's `SigningCertURL` (only ever from
+    /// `https://sns.<region>.amazonaws.com`). For tests and pinning.
+    pub ses_certificate_file: Option<PathBuf>,
+    /// Confirm SNS subscriptions by visiting their SubscribeURL. Off: the
+    /// URL is logged for an operator to visit. Default true.
+    pub ses_confirm_subscriptions: bool,
     /// Basic-auth user and password Postmark sends to `POST /v1/bounces/postmark`.
     pub postmark_user: Option<String>,
     pub postmark_password: Option<String>,
@@ -76,6 +86,9 @@ impl Default for BounceSettings {
             mailgun_signing_key: None,
             postmark_user: None,
             postmark_password: None,
+            ses_topic_arns: Vec::new(),
+            ses_certificate_file: None,
+            ses_confirm_subscriptions: true,
             soft_bounce_limit: 3,
             soft_bounce_window: Duration::from_secs(7 * 86_400),
         }
@@ -481,6 +494,14 @@ impl Config {
                 "(hidden)",
                 format!("SendGrid's verification key: {e}"),
             ));
+        }
+        if let Some(path) = &self.bounces.ses_certificate_file {
+            let pem = std::fs::read_to_string(path).map_err(|e| {
+                invalid("bounces.ses_certificate_file", path.display(), format!("a readable PEM certificate ({e})"))
+            })?;
+            crate::providers::ses::key_from_pem(&pem).map_err(|e| {
+                invalid("bounces.ses_certificate_file", path.display(), format!("an RSA certificate: {e}"))
+            })?;
         }
         if self.bounces.postmark_user.is_some() != self.bounces.postmark_password.is_some() {
             return Err(invalid("bounces.postmark_password", "(hidden)", "set together with bounces.postmark_user"));

@@ -436,6 +436,31 @@ impl App {
         (status, resp.json().await.unwrap_or(Value::Null))
     }
 
+    /// A message Herald sent to `email` for `user` (a finished `sent` row
+    /// carrying the address hash), so a bounce has something to match.
+    async fn sent_email(&self, user: &str, email: &str) -> String {
+        let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+        let now = SystemClock.now();
+        let row = common::row(user, "email", now);
+        self.db.store.enqueue(std::slice::from_ref(&row), now).await.unwrap();
+        let token = herald::store::new_id();
+        let mut claimed = self.db.store.claim_due(now, 100, &token).await.unwrap();
+        let claimed = claimed.iter_mut().find(|r| r.id == row.id).unwrap().clone();
+        let f = herald::store::Finish {
+            status: herald::domain::SendStatus::Sent,
+            detail: None,
+            transport: Some("smtp".into()),
+            address_hash: keys.hash(email),
+        };
+        assert!(self.db.store.finish(&claimed, &token, &f, now).await.unwrap());
+        row.id
+    }
+
+    /// The send-log statuses of one message, oldest first.
+    async fn history(&self, outbox_id: &str) -> Vec<String> {
+        self.db.store.sends_for_outbox(outbox_id).await.unwrap().into_iter().map(|s| s.status).collect()
+    }
+
     /// Enqueues and delivers `n` inbox messages to `user`.
     async fn send_inbox(&self, user: &str, titles: &[&str]) {
         let now = SystemClock.now();
@@ -756,6 +781,7 @@ async fn sendgrid_events_are_accepted_only_with_a_valid_signature() {
     assert_problem(post(Some(sign(old, &body)), old, body.clone()).await.unwrap(), 401).await;
     assert!(app.db.store.list_bounces(10).await.unwrap().is_empty());
 
+    let to_alex = app.sent_email("alex", "alex@example.com").await;
     let resp = post(Some(sign(&ts, &body)), &ts, body.clone()).await.unwrap();
     assert_eq!(resp.status(), 200);
     let report: Value = resp.json().await.unwrap();
@@ -764,6 +790,10 @@ async fn sendgrid_events_are_accepted_only_with_a_valid_signature() {
     let hash = keys.hash("alex@example.com").unwrap();
     let s = app.db.store.active_suppression(&hash, None, SystemClock.now()).await.unwrap().expect("suppressed");
     assert_eq!(s.reason.as_str(), "hard_bounce");
+    assert_eq!(app.history(&to_alex).await, vec!["sent", "bounced"]);
+    let spam = include_bytes!("data/webhooks/sendgrid/spamreport.json").to_vec();
+    let report: Value = post(Some(sign(&ts, &spam)), &ts, spam).await.unwrap().json().await.unwrap();
+    assert_eq!(report["items"][0]["kind"], "complaint");
     app.stop().await;
 }
 
@@ -786,8 +816,10 @@ async fn mailgun_events_need_a_valid_fresh_signature_and_a_token_used_once() {
     let key = "test-webhook-signing-key-NOT-REAL";
     let (status, _) = app.post("/v1/bounces/mailgun", signed(failed, "t1", "wrong-key")).await;
     assert_eq!(status, 401, "a bad signature changes nothing");
+    let to_alice = app.sent_email("alice", "alice@example.com").await;
     let (status, report) = app.post("/v1/bounces/mailgun", signed(failed, "t2", key)).await;
     assert_eq!((status, report["suppressed"].as_u64()), (200, Some(1)), "{report}");
+    assert_eq!(app.history(&to_alice).await, vec!["sent", "bounced"]);
     let (status, p) = app.post("/v1/bounces/mailgun", signed(failed, "t2", key)).await;
     assert_eq!(status, 401);
     assert!(p["detail"].as_str().unwrap().contains("replay"), "{p}");
@@ -810,11 +842,14 @@ async fn postmark_needs_its_basic_auth_and_unconfigured_providers_refuse_everyth
         app.http.post(app.url("/v1/bounces/postmark")).basic_auth(user, Some(pass)).body(body).send()
     };
     assert_problem(post("hook", "guess", bounce.clone()).await.unwrap(), 401).await;
+    let to_john = app.sent_email("john", "john@example.com").await;
     let report: Value = post("hook", "s3cret", bounce).await.unwrap().json().await.unwrap();
     assert_eq!((report["recorded"].as_u64(), report["suppressed"].as_u64()), (Some(1), Some(1)), "{report}");
+    assert_eq!(app.history(&to_john).await, vec!["sent", "bounced"]);
     let complaint = include_bytes!("data/webhooks/postmark/spam-complaint.json").to_vec();
     let report: Value = post("hook", "s3cret", complaint).await.unwrap().json().await.unwrap();
     assert_eq!(report["items"][0]["kind"], "complaint");
+    assert_eq!(app.history(&to_john).await, vec!["sent", "bounced", "complained"]);
     // SendGrid and Mailgun are not configured here: refused whatever is sent.
     let resp = app.http.post(app.url("/v1/bounces/mailgun")).body("{}").send().await.unwrap();
     assert_problem(resp, 401).await;
@@ -853,5 +888,58 @@ async fn soft_bounces_suppress_for_a_while_once_they_add_up() {
     let expires = s.expires_at.expect("a soft-bounce suppression expires");
     assert!(expires.0 > SystemClock.now().0 + 3_500_000, "for the window: {expires:?}");
     assert!(s.detail.unwrap().starts_with("2 soft bounces within 1h"));
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ses_notifications_need_a_valid_sns_signature_from_a_configured_topic() {
+    let cert = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/webhooks/ses/test-sns-signing-cert.pem");
+    let app = App::start_with(|c| {
+        c.bounces.ses_topic_arns = vec!["arn:aws:sns:us-east-1:123456789012:ses-bounces".into()];
+        c.bounces.ses_certificate_file = Some(cert.into());
+        c.bounces.ses_confirm_subscriptions = false;
+    })
+    .await;
+    let to_jane = app.sent_email("jane", "jane@example.com").await;
+    let to_richard = app.sent_email("richard", "richard@example.com").await;
+    let post = |body: &'static [u8]| app.http.post(app.url("/v1/bounces/ses")).body(body).send();
+    let tampered = include_bytes!("data/webhooks/ses/sns-bounce-signed-v2-TAMPERED.json");
+    assert_problem(post(tampered).await.unwrap(), 401).await;
+    assert!(app.db.store.list_bounces(10).await.unwrap().is_empty(), "a refused request changes nothing");
+
+    for (file, kind) in [
+        (&include_bytes!("data/webhooks/ses/sns-bounce-signed-v1.json")[..], "hard"),
+        (&include_bytes!("data/webhooks/ses/sns-bounce-signed-v2.json")[..], "hard"),
+        (&include_bytes!("data/webhooks/ses/sns-complaint-signed-v2-with-subject.json")[..], "complaint"),
+    ] {
+        let resp = post(file).await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let report: Value = resp.json().await.unwrap();
+        assert_eq!(report["items"][0]["kind"], kind, "{report}");
+    }
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let jane = keys.hash("jane@example.com").unwrap();
+    assert_eq!(
+        app.db.store.active_suppression(&jane, None, SystemClock.now()).await.unwrap().unwrap().reason.as_str(),
+        "hard_bounce"
+    );
+    assert_eq!(app.history(&to_jane).await, vec!["sent", "bounced"], "v1 and v2 bounce: recorded once each");
+    assert_eq!(app.history(&to_richard).await, vec!["sent", "complained"]);
+    let confirm = include_bytes!("data/webhooks/ses/sns-subscription-confirmation-signed-v1.json");
+    assert_eq!(post(confirm).await.unwrap().status(), 200, "a signed subscription confirmation is accepted");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ses_notifications_from_another_topic_are_refused() {
+    let cert = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/webhooks/ses/test-sns-signing-cert.pem");
+    let app = App::start_with(|c| {
+        c.bounces.ses_topic_arns = vec!["arn:aws:sns:eu-west-1:999999999999:mine".into()];
+        c.bounces.ses_certificate_file = Some(cert.into());
+    })
+    .await;
+    let body = include_bytes!("data/webhooks/ses/sns-bounce-signed-v1.json");
+    let resp = app.http.post(app.url("/v1/bounces/ses")).body(&body[..]).send().await.unwrap();
+    assert_problem(resp, 401).await;
     app.stop().await;
 }

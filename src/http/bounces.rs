@@ -71,6 +71,39 @@ pub struct ProviderKeys {
     pub sendgrid: Option<crate::providers::sendgrid::SendGridKey>,
     pub mailgun: Option<String>,
     pub postmark: Option<(String, String)>,
+    pub ses: Option<std::sync::Arc<SesKeys>>,
+}
+
+/// SES/SNS: the topics accepted, and the certificates' keys by URL.
+#[derive(Default)]
+pub struct SesKeys {
+    pub topics: Vec<String>,
+    pub pinned: Option<rsa::RsaPublicKey>,
+    pub confirm: bool,
+    fetched: tokio::sync::Mutex<std::collections::HashMap<String, rsa::RsaPublicKey>>,
+}
+
+impl SesKeys {
+    async fn key_for(&self, url: &str) -> Result<rsa::RsaPublicKey, String> {
+        if let Some(k) = &self.pinned {
+            return Ok(k.clone());
+        }
+        if !crate::providers::ses::trusted_cert_url(url) {
+            return Err(format!("SigningCertURL {url:?} is not an SNS certificate URL"));
+        }
+        let mut cache = self.fetched.lock().await;
+        if let Some(k) = cache.get(url) {
+            return Ok(k.clone());
+        }
+        let client = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(|e| e.to_string())?;
+        let pem = client.get(url).send().await.and_then(|r| r.error_for_status()).map_err(|e| e.to_string())?;
+        let key = crate::providers::ses::key_from_pem(&pem.text().await.map_err(|e| e.to_string())?)?;
+        cache.insert(url.to_owned(), key.clone());
+        Ok(key)
+    }
 }
 
 impl ProviderKeys {
@@ -83,6 +116,16 @@ impl ProviderKeys {
                 .and_then(|k| crate::providers::sendgrid::SendGridKey::parse(k).ok()),
             mailgun: c.mailgun_signing_key.clone(),
             postmark: c.postmark_user.clone().zip(c.postmark_password.clone()),
+            ses: (!c.ses_topic_arns.is_empty()).then(|| {
+                std::sync::Arc::new(SesKeys {
+                    topics: c.ses_topic_arns.clone(),
+                    pinned: c.ses_certificate_file.as_ref().and_then(|p| {
+                        std::fs::read_to_string(p).ok().and_then(|pem| crate::providers::ses::key_from_pem(&pem).ok())
+                    }),
+                    confirm: c.ses_confirm_subscriptions,
+                    fetched: Default::default(),
+                })
+            }),
         }
     }
 }
@@ -185,4 +228,48 @@ pub async fn postmark(
     let auth = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     postmark::verify(auth, user, pass).map_err(|e| refused("postmark", e))?;
     record(&state, "postmark", postmark::recipients(&body), &body).await
+}
+
+/// Amazon SES notifications through SNS (signature versions 1 and 2, topic
+/// pinned); subscription confirmations are verified and then confirmed.
+#[utoipa::path(post, path = "/v1/bounces/ses", tag = "bounces",
+    request_body(content = String, content_type = "text/plain", description = "The SNS message, as SNS posts it"),
+    responses(
+        (status = 200, body = IngestReport),
+        (status = 401, description = "Unsigned, badly signed or from another topic: nothing changed", body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn ses(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
+    use crate::providers::{VerifyError, ses};
+    let keys = state.providers.ses.clone().ok_or_else(|| refused("ses", VerifyError::NotConfigured("SES")))?;
+    let envelope = ses::parse(&body).map_err(|_| refused("ses", VerifyError::Missing("an SNS envelope")))?;
+    if !keys.topics.iter().any(|t| t == &envelope.topic_arn) {
+        return Err(refused("ses", VerifyError::Missing("a configured TopicArn (bounces.ses_topic_arns)")));
+    }
+    let key = keys.key_for(&envelope.signing_cert_url).await.map_err(|e| {
+        tracing::warn!(error = %e, "SNS certificate unavailable");
+        refused("ses", VerifyError::BadSignature)
+    })?;
+    ses::verify(&envelope, &key).map_err(|e| refused("ses", e))?;
+    match envelope.kind.as_str() {
+        // The SES notification inside is the evidence and the fingerprint:
+        // the same event through another topic or a retry is one bounce.
+        "Notification" => record(&state, "ses", ses::recipients(&envelope), envelope.message.as_bytes()).await,
+        "SubscriptionConfirmation" => {
+            let url = envelope.subscribe_url.clone().unwrap_or_default();
+            if keys.confirm && ses::trusted_sns_url(&url) {
+                match reqwest::get(&url).await.and_then(|r| r.error_for_status()) {
+                    Ok(_) => tracing::info!(topic = %envelope.topic_arn, "confirmed the SNS subscription"),
+                    Err(e) => {
+                        tracing::error!(error = %e, url = %url, "could not confirm the SNS subscription; visit the URL")
+                    }
+                }
+            } else {
+                tracing::warn!(topic = %envelope.topic_arn, url = %url, "SNS subscription to confirm: visit this URL");
+            }
+            Ok(ApiJson(IngestReport::default()))
+        }
+        _ => Ok(ApiJson(IngestReport::default())),
+    }
 }

@@ -97,6 +97,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/sendgrid", post(bounces::sendgrid))
         .route("/bounces/mailgun", post(bounces::mailgun))
         .route("/bounces/postmark", post(bounces::postmark))
+        .route("/bounces/ses", post(bounces::ses))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
         .fallback(not_found);

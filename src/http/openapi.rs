@@ -16,7 +16,7 @@ use utoipa::{Modify, OpenApi};
         super::users::token,
         super::events::stream,
         super::bounces::mail, super::bounces::list,
-        super::bounces::sendgrid, super::bounces::mailgun, super::bounces::postmark,
+        super::bounces::sendgrid, super::bounces::mailgun, super::bounces::postmark, super::bounces::ses,
         super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,

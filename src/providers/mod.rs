@@ -11,6 +11,7 @@
 pub mod mailgun;
 pub mod postmark;
 pub mod sendgrid;
+pub mod ses;
 
 use crate::bounce::{BounceKind, BounceRecipient};
 use crate::clock::Millis;
