@@ -176,10 +176,15 @@ pub async fn create(
 /// replay, or a request that lost the race to another planner, reads the
 /// rows the first planning wrote.
 async fn plan_and_describe(state: &AppState, row: &TriggerRow, replayed: bool) -> Result<TriggerAccepted, ApiError> {
-    if row.planned_at.is_none() {
-        state.planner.plan(row).await?;
-    }
+    let detail = match (row.planned_at, &row.plan_detail) {
+        // A replay of a planned trigger carries its answer already.
+        (Some(_), detail) => detail.clone(),
+        (None, _) => match state.planner.plan(row).await? {
+            Some((_, plan)) => Some(plan.detail(&row.trigger_type)),
+            // Another planner got there first: read what it wrote.
+            None => state.store.get_trigger(&row.id).await?.and_then(|t| t.plan_detail),
+        },
+    };
     let rows = state.store.outbox_for_trigger(&row.id).await?;
-    let detail = state.store.get_trigger(&row.id).await?.and_then(|t| t.plan_detail);
     Ok(TriggerAccepted { trigger_id: row.id.clone(), replayed, planned: planned(&rows), detail })
 }
