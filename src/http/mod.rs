@@ -5,6 +5,7 @@
 //! is `application/problem+json` naming what was wrong; bodies are limited in
 //! size.
 
+pub mod access;
 pub mod auth;
 pub mod bounces;
 pub mod events;
@@ -161,8 +162,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     match state.store.ping().await {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
         Err(e) => {
+            // The detail goes to the log, not the body: this route is public,
+            // and a driver's error can name internal hosts and ports.
             tracing::warn!(error = %e, "not ready: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: database unreachable: {e}\n")).into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready: database unreachable (the reason is in the server log)\n")
+                .into_response()
         }
     }
 }

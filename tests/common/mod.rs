@@ -8,6 +8,8 @@
 //! `CI=true`, where an unreachable backend fails the run.
 #![allow(dead_code)]
 
+pub mod app;
+
 use std::sync::Arc;
 
 use herald::channel::{Channel, Delivery, Outcome, Registry};

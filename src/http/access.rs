@@ -1,0 +1,109 @@
+//! Who may call each route: the security review's list, kept as data.
+//!
+//! The table is not what enforces access (the router's layers do: the API-key
+//! layer on `/v1`, the user-token layer on `/v1/inbox`, each provider
+//! handler's own check, the signed token of `/u/{token}`). It is what the
+//! enforcement is checked against: `tests/security.rs` calls every route here
+//! as every kind of caller that should be refused and asserts the refusal,
+//! checks that the OpenAPI document and this table agree route for route, and
+//! that the README's access table lists each one. A route added to the router
+//! but not here fails the OpenAPI cross-check (for `/v1`) or the review
+//! itself; a route listed here with the wrong access fails the calls.
+//!
+//! The alternative, deriving the table from the router, is not possible:
+//! axum does not expose its routes. Deriving it from the OpenAPI document
+//! alone would miss the routes that are not part of the API (`/metrics`,
+//! `/widget/inbox.js`).
+
+/// A kind of caller, from the most to the least open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone who can reach the port. These routes reveal nothing about a
+    /// user or a message: liveness, readiness, aggregate counts, the widget
+    /// script, the API description.
+    Public,
+    /// A one-click unsubscribe link: the HMAC-signed token in the path is the
+    /// credential, and it names one address and category.
+    SignedLink,
+    /// A provider's bounce webhook: refused until its credential is
+    /// configured, then each request must carry the provider's signature (or
+    /// Postmark's basic auth).
+    ProviderSignature,
+    /// An end user's inbox token (`POST /v1/users/{id}/token`): it reaches
+    /// that one user's messages and nothing else. API keys are refused here.
+    UserToken,
+    /// An operator API key (`herald keys create`): the host application's
+    /// backend. User tokens are refused here.
+    ApiKey,
+}
+
+impl Access {
+    /// How the README names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Access::Public => "anyone",
+            Access::SignedLink => "holder of a signed unsubscribe link",
+            Access::ProviderSignature => "the provider, by signature or credentials",
+            Access::UserToken => "end user with an inbox token (their own messages only)",
+            Access::ApiKey => "API key",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    /// As the router spells it, with `{param}` placeholders.
+    pub path: &'static str,
+    pub access: Access,
+}
+
+const fn r(method: &'static str, path: &'static str, access: Access) -> Route {
+    Route { method, path, access }
+}
+
+use Access::*;
+
+/// Every route `herald serve` answers.
+pub const ROUTES: &[Route] = &[
+    r("GET", "/healthz", Public),
+    r("GET", "/readyz", Public),
+    r("GET", "/metrics", Public),
+    r("GET", "/widget/inbox.js", Public),
+    r("GET", "/v1/openapi.json", Public),
+    r("GET", "/u/{token}", SignedLink),
+    r("POST", "/u/{token}", SignedLink),
+    r("POST", "/v1/bounces/ses", ProviderSignature),
+    r("POST", "/v1/bounces/sendgrid", ProviderSignature),
+    r("POST", "/v1/bounces/mailgun", ProviderSignature),
+    r("POST", "/v1/bounces/postmark", ProviderSignature),
+    r("GET", "/v1/inbox", UserToken),
+    r("GET", "/v1/inbox/count", UserToken),
+    r("GET", "/v1/inbox/stream", UserToken),
+    r("POST", "/v1/inbox/read-all", UserToken),
+    r("POST", "/v1/inbox/{id}/seen", UserToken),
+    r("POST", "/v1/inbox/{id}/read", UserToken),
+    r("POST", "/v1/inbox/{id}/unread", UserToken),
+    r("POST", "/v1/inbox/{id}/archive", UserToken),
+    r("POST", "/v1/triggers", ApiKey),
+    r("POST", "/v1/rules", ApiKey),
+    r("GET", "/v1/rules", ApiKey),
+    r("GET", "/v1/rules/{id}", ApiKey),
+    r("PATCH", "/v1/rules/{id}", ApiKey),
+    r("DELETE", "/v1/rules/{id}", ApiKey),
+    r("GET", "/v1/rules/{id}/preview", ApiKey),
+    r("GET", "/v1/users/{user_id}", ApiKey),
+    r("PUT", "/v1/users/{user_id}", ApiKey),
+    r("DELETE", "/v1/users/{user_id}", ApiKey),
+    r("GET", "/v1/users/{user_id}/sends", ApiKey),
+    r("POST", "/v1/users/{user_id}/token", ApiKey),
+    r("GET", "/v1/events/stream", ApiKey),
+    r("GET", "/v1/bounces", ApiKey),
+    r("POST", "/v1/bounces/mail", ApiKey),
+    r("GET", "/v1/outbox", ApiKey),
+    r("POST", "/v1/outbox/{id}/retry", ApiKey),
+    r("POST", "/v1/outbox/{id}/cancel", ApiKey),
+    r("GET", "/v1/suppressions", ApiKey),
+    r("POST", "/v1/suppressions", ApiKey),
+    r("DELETE", "/v1/suppressions", ApiKey),
+];

@@ -1,0 +1,98 @@
+//! A running server for HTTP tests: `herald::app::serve_until` on port 0 over
+//! a fresh database, an API key, and a reqwest client.
+//!
+//! The planner and the worker are off unless a test turns them on, so nothing
+//! moves behind a test's back; `deliver()` runs one worker sweep.
+
+use std::sync::Arc;
+
+use herald::clock::{Clock, SystemClock};
+use herald::config::Config;
+use herald::store::{RecipientStore, Store};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{Backend, TestDb};
+
+pub struct App {
+    pub base: String,
+    pub key: String,
+    pub http: reqwest::Client,
+    pub db: TestDb,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// The settings every harness server starts from.
+pub fn test_config(db: &TestDb) -> Config {
+    let mut config = Config { database_url: db.url.clone(), ..Config::default() };
+    config.email.address_secret = Some("a test secret of sufficient length".into());
+    config.worker.enabled = false;
+    config.planner.enabled = false;
+    config.http.max_body_bytes = 4096;
+    config
+}
+
+impl App {
+    /// On `backend`, or `None` when that backend is not configured (outside CI).
+    pub async fn start_on(backend: Backend, configure: impl FnOnce(&mut Config)) -> Option<App> {
+        let db = TestDb::new(backend).await?;
+        let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
+        db.store.insert_api_key(&row).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let mut config = test_config(&db);
+        configure(&mut config);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
+        Some(App { base, key, http: reqwest::Client::new(), db, shutdown, task })
+    }
+
+    pub async fn start_with(configure: impl FnOnce(&mut Config)) -> App {
+        App::start_on(Backend::Sqlite, configure).await.expect("SQLite is always available")
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request with the API key, its status and body (JSON when it parses).
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path)).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// Runs one worker sweep over what is due now.
+    pub async fn deliver(&self) -> herald::worker::TickReport {
+        let store: Arc<dyn Store> = self.db.arc();
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let worker = herald::worker::Worker::new(
+            store.clone(),
+            herald::app::registry(store.clone(), clock.clone()),
+            clock,
+            herald::worker::WorkerConfig::default(),
+            herald::metrics::Metrics::new(),
+        );
+        worker.tick().await.unwrap()
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+        self.db.cleanup().await;
+    }
+}
