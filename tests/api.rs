@@ -5,89 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Backend, TestDb};
+use common::app::App;
 use herald::clock::{Clock, SystemClock};
-use herald::config::Config;
 use herald::store::{BounceStore, RecipientStore, Store, SuppressionStore};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-struct App {
-    base: String,
-    key: String,
-    http: reqwest::Client,
-    db: TestDb,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl App {
-    async fn start() -> App {
-        App::start_with(|_| {}).await
-    }
-
-    async fn start_with(configure: impl FnOnce(&mut Config)) -> App {
-        let db = TestDb::new(Backend::Sqlite).await.unwrap();
-        let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
-        db.store.insert_api_key(&row).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
-        config.email.address_secret = Some("a test secret of sufficient length".into());
-        // The tests drive the worker themselves (deliver()), so nothing moves
-        // behind their back.
-        config.worker.enabled = false;
-        config.planner.enabled = false;
-        config.http.max_body_bytes = 4096;
-        configure(&mut config);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
-        App { base, key, http: reqwest::Client::new(), db, shutdown, task }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.http.request(method, self.url(path)).bearer_auth(&self.key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        self.call(reqwest::Method::GET, path, None).await
-    }
-
-    /// Runs the worker until nothing is due.
-    async fn deliver(&self) -> herald::worker::TickReport {
-        let store = self.db.arc();
-        let clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(SystemClock);
-        let worker = herald::worker::Worker::new(
-            store.clone(),
-            herald::app::registry(store.clone(), clock.clone()),
-            clock,
-            herald::worker::WorkerConfig::default(),
-            herald::metrics::Metrics::new(),
-        );
-        worker.tick().await.unwrap()
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.unwrap().unwrap();
-        self.db.cleanup().await;
-    }
-}
 
 fn rule(trigger_type: &str, enabled: bool) -> Value {
     json!({

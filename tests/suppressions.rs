@@ -4,13 +4,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Backend, T0, TestDb};
+use common::app::App;
+use common::{T0, TestDb};
 use herald::address::AddressKeys;
-use herald::clock::{Clock, SystemClock};
-use herald::config::Config;
-use herald::store::{RecipientStore, SuppressionReason, SuppressionRow, SuppressionStore};
+use herald::store::{SuppressionReason, SuppressionRow, SuppressionStore};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 fn row(hash: &str, category: &str, reason: SuppressionReason) -> SuppressionRow {
     SuppressionRow {
@@ -72,54 +70,16 @@ backend_tests!(suppress_is_idempotent_and_scoped, expired_suppressions_no_longer
 
 const SECRET: &str = "suppression api tests secret";
 
-struct App {
-    base: String,
-    key: String,
-    http: reqwest::Client,
-    db: TestDb,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
-}
-
-impl App {
-    async fn start() -> App {
-        let db = TestDb::new(Backend::Sqlite).await.unwrap();
-        let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
-        db.store.insert_api_key(&row).await.unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
-        config.email.address_secret = Some(SECRET.into());
-        config.worker.enabled = false;
-        config.planner.enabled = false;
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
-        App { base, key, http: reqwest::Client::new(), db, shutdown, task }
-    }
-
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, String, Value) {
-        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let ct = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
-        (status, ct, resp.json().await.unwrap_or_default())
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.unwrap().unwrap();
-        self.db.cleanup().await;
-    }
+/// The HTTP harness with this file's address secret, so tests can compute hashes.
+async fn start() -> App {
+    App::start_with(|c| c.email.address_secret = Some(SECRET.into())).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
-    let app = App::start().await;
+    let app = start().await;
     let hash = AddressKeys::from_secret(SECRET.as_bytes()).hash("carol@example.org").unwrap();
-    let post = |body: Value| app.call(reqwest::Method::POST, "/v1/suppressions", Some(body));
+    let post = |body: Value| app.call_typed(reqwest::Method::POST, "/v1/suppressions", Some(body));
 
     let (s, _, body) = post(json!({"email": " Carol@Example.ORG ", "detail": "asked by phone"})).await;
     assert_eq!(s, 201, "{body}");
@@ -130,12 +90,13 @@ async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
     let (s, _, body) = post(json!({"email": "carol@example.org", "reason": "complaint"})).await;
     assert_eq!((s, body["reason"].as_str()), (200, Some("complaint")));
 
-    let (s, _, body) = app.call(reqwest::Method::GET, "/v1/suppressions?email=CAROL@example.org", None).await;
+    let (s, _, body) = app.call_typed(reqwest::Method::GET, "/v1/suppressions?email=CAROL@example.org", None).await;
     assert_eq!(s, 200);
     assert_eq!(body["suppressions"].as_array().unwrap().len(), 1);
-    let (_, _, body) = app.call(reqwest::Method::GET, &format!("/v1/suppressions?address_hash={hash}"), None).await;
+    let (_, _, body) =
+        app.call_typed(reqwest::Method::GET, &format!("/v1/suppressions?address_hash={hash}"), None).await;
     assert_eq!(body["suppressions"][0]["address_hash"], hash.as_str());
-    let (_, _, body) = app.call(reqwest::Method::GET, "/v1/suppressions", None).await;
+    let (_, _, body) = app.call_typed(reqwest::Method::GET, "/v1/suppressions", None).await;
     assert_eq!(body["suppressions"].as_array().unwrap().len(), 1);
 
     // Bad input: a problem naming the field.
@@ -150,14 +111,14 @@ async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
         assert_eq!(ct, "application/problem+json");
         assert!(p.to_string().contains(field), "{p}");
     }
-    let (s, ct, _) = app.call(reqwest::Method::GET, "/v1/suppressions?address_hash=xyz", None).await;
+    let (s, ct, _) = app.call_typed(reqwest::Method::GET, "/v1/suppressions?address_hash=xyz", None).await;
     assert_eq!((s, ct.as_str()), (422, "application/problem+json"));
 
-    let (s, _, body) = app.call(reqwest::Method::DELETE, "/v1/suppressions?email=carol@example.org", None).await;
+    let (s, _, body) = app.call_typed(reqwest::Method::DELETE, "/v1/suppressions?email=carol@example.org", None).await;
     assert_eq!((s, body["lifted"].as_u64()), (200, Some(1)));
-    let (s, ct, _) = app.call(reqwest::Method::DELETE, "/v1/suppressions?email=carol@example.org", None).await;
+    let (s, ct, _) = app.call_typed(reqwest::Method::DELETE, "/v1/suppressions?email=carol@example.org", None).await;
     assert_eq!((s, ct.as_str()), (404, "application/problem+json"));
-    let (s, _, _) = app.call(reqwest::Method::DELETE, "/v1/suppressions", None).await;
+    let (s, _, _) = app.call_typed(reqwest::Method::DELETE, "/v1/suppressions", None).await;
     assert_eq!(s, 422);
 
     // The API key is required.
@@ -171,7 +132,7 @@ async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body() {
-    let app = App::start().await;
+    let app = start().await;
     let keys = AddressKeys::from_secret(SECRET.as_bytes());
     let hash = keys.hash("dan@example.org").unwrap();
     let token = keys.sign_unsubscribe(&herald::address::UnsubscribeToken {

@@ -48,6 +48,10 @@ impl App {
         Some(App { base, key, http: reqwest::Client::new(), db, shutdown, task })
     }
 
+    pub async fn start() -> App {
+        App::start_with(|_| {}).await
+    }
+
     pub async fn start_with(configure: impl FnOnce(&mut Config)) -> App {
         App::start_on(Backend::Sqlite, configure).await.expect("SQLite is always available")
     }
@@ -66,6 +70,18 @@ impl App {
         let status = resp.status().as_u16();
         let text = resp.text().await.unwrap();
         (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Like `call`, with the response's content type.
+    pub async fn call_typed(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, String, Value) {
+        let mut req = self.http.request(method, self.url(path)).bearer_auth(&self.key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let ct = resp.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        (status, ct, resp.json().await.unwrap_or_default())
     }
 
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
