@@ -11,8 +11,9 @@
 //! The rows are enqueued due a day from now, so the instances (already
 //! running and idle) ignore them while the insert runs; then one `UPDATE`
 //! makes them all due at `t0`. The drain is timed from `t0` to the last
-//! outcome's commit, both read from the database, so neither process start
-//! nor polling granularity of the bench itself is counted. Latency is each
+//! outcome's commit, both read from the database, so process start and the
+//! bench's own polling are not counted (the instances' idle poll, 200 ms, is:
+//! at most that much at the start). Latency is each
 //! row's outcome commit minus its due time: in a backlog that is mostly the
 //! row's place in the queue, so p50 is about half the drain time and p99
 //! about all of it; the spread between instance counts is the figure to read.
