@@ -183,6 +183,11 @@ pub struct BenchArgs {
     /// With --channel email: one SMTP connection per message instead of a pool
     #[arg(long)]
     pub no_pool: bool,
+    /// Drain with N `herald serve` processes (this binary) sharing the
+    /// database, and report latency too, instead of one worker in this
+    /// process (inbox channel only)
+    #[arg(long, value_name = "N", conflicts_with_all = ["smtp_url", "no_pool"])]
+    pub instances: Option<usize>,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -473,6 +478,9 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
 }
 
 async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    if let Some(instances) = args.instances {
+        return bench_instances(args, instances).await;
+    }
     let opts = crate::bench::BenchOptions {
         rows: args.rows,
         database_url: args.database_url.clone(),
@@ -497,6 +505,39 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",
             report.drain_rows_per_sec, report.drain_seconds, report.sweeps, report.sent
+        );
+    }
+    Ok(())
+}
+
+async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<()> {
+    if args.channel != "inbox" {
+        anyhow::bail!("--instances: only --channel inbox is measured with several instances");
+    }
+    let opts = crate::bench_instances::InstancesOptions {
+        rows: args.rows,
+        instances,
+        database_url: args.database_url.clone(),
+        batch: args.batch,
+        concurrency: args.concurrency,
+        binary: None,
+        timeout: std::time::Duration::from_secs(1800),
+    };
+    let r = crate::bench_instances::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "herald bench: {} rows, {} ({} cores), {} instance(s), batch {}, concurrency {}",
+            r.rows, r.database, r.cores, r.instances, r.batch, r.concurrency
+        );
+        println!(
+            "  drain:   {:>10.0} rows/s ({:.2}s, {} sent, {} not sent)",
+            r.drain_rows_per_sec, r.drain_seconds, r.sent, r.not_sent
+        );
+        println!(
+            "  latency: p50 {} ms, p99 {} ms, max {} ms (outcome commit minus due time)",
+            r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms
         );
     }
     Ok(())

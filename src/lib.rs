@@ -33,8 +33,12 @@
 //!   verified and turned into the parser's shape.
 //! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
+//! - [`cluster`]: several `herald serve` processes on one database, killed
+//!   and restarted at will, and the SQL audit of what they did (chaos and
+//!   fault tests, `herald bench --instances`).
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
-//! - [`bench`]: `herald bench`, the drain benchmark; [`bench_stream`]:
+//! - [`bench`]: `herald bench`, the drain benchmark (one worker in
+//!   process; [`bench_instances`]: N `herald serve` processes); [`bench_stream`]:
 //!   `herald bench-stream`, the inbox stream under many connections;
 //!   [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
@@ -43,11 +47,13 @@ pub mod address;
 pub mod app;
 pub mod batch;
 pub mod bench;
+pub mod bench_instances;
 pub mod bench_stream;
 pub mod bounce;
 pub mod channel;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod compose;
 pub mod config;
 pub mod demo;

@@ -24,6 +24,11 @@ pub struct InboxPayload {
     pub data: Option<serde_json::Value>,
 }
 
+/// The send-log detail of a delivery that found its message already in the
+/// inbox (an earlier attempt wrote it, then died before its outcome was
+/// committed). The chaos audit counts redeliveries by it.
+pub const ALREADY_DELIVERED: &str = "already in the inbox from an earlier attempt";
+
 pub struct InboxChannel {
     /// Concurrent deliveries share transactions (see `batch`).
     writer: Batcher<NewInboxMessage, Result<bool, Arc<StoreError>>>,
@@ -88,11 +93,9 @@ impl Channel for InboxChannel {
         // that is still a success.
         match self.writer.submit(msg).await.unwrap_or(Err(Arc::new(StoreError::WriterGone))) {
             Ok(true) => Outcome::Sent { transport: "inbox".into(), detail: None, address_hash: None },
-            Ok(false) => Outcome::Sent {
-                transport: "inbox".into(),
-                detail: Some("already in the inbox from an earlier attempt".into()),
-                address_hash: None,
-            },
+            Ok(false) => {
+                Outcome::Sent { transport: "inbox".into(), detail: Some(ALREADY_DELIVERED.into()), address_hash: None }
+            }
             Err(e) => Outcome::retry(format!("could not write the inbox message: {e}")),
         }
     }
