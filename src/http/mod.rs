@@ -161,8 +161,9 @@ async fn healthz() -> &'static str {
 /// its own the ping waits the pool's whole `database.acquire_timeout` (10 s
 /// by default) while sqlx retries a refused connect to a server that is down;
 /// probers give up long before that (Kubernetes after 1 s by default) and
-/// record a timeout, not the answer, and the chaos tests saw `/readyz` give
-/// no answer at all for as long as the database was away. Two seconds is far
+/// record a timeout, not the answer: the database-fault test
+/// (`tests/db_faults.rs`) got no answer within 10 s while the database was
+/// away. Two seconds is far
 /// above a healthy ping and below what a prober waits.
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
