@@ -37,7 +37,52 @@ backend_tests!(
     outcomes_and_cancellations_append_events_in_commit_order,
     a_bounce_is_recorded_once_with_its_send_log_row_and_suppression,
     a_webhook_token_is_accepted_once,
+    losing_a_race_with_another_transaction_is_recognised_as_contention,
 );
+
+/// Two connections that each hold what the other wants: a real deadlock on
+/// PostgreSQL and MariaDB (detected by the server, SQLSTATE 40P01 / 40001),
+/// `SQLITE_BUSY` on SQLite (one writer at a time). The worker logs these as
+/// routine contention, not errors, so the test checks the classification on
+/// genuine errors from each server rather than on made-up ones.
+async fn losing_a_race_with_another_transaction_is_recognised_as_contention(db: &TestDb) {
+    use herald::store::StoreError;
+    use sqlx::Executor;
+    let pool = sqlx::any::AnyPoolOptions::new().max_connections(2).connect(&db.url).await.unwrap();
+    let mut a = pool.acquire().await.unwrap();
+    let mut b = pool.acquire().await.unwrap();
+    let err = if db.backend() == common::Backend::Sqlite {
+        a.execute("BEGIN IMMEDIATE").await.unwrap();
+        b.execute("PRAGMA busy_timeout = 0").await.unwrap();
+        let e = b.execute("BEGIN IMMEDIATE").await.unwrap_err();
+        a.execute("ROLLBACK").await.unwrap();
+        e
+    } else {
+        a.execute("CREATE TABLE herald_deadlock_probe (id INT PRIMARY KEY, v INT)").await.unwrap();
+        a.execute("INSERT INTO herald_deadlock_probe (id, v) VALUES (1, 0), (2, 0)").await.unwrap();
+        a.execute("BEGIN").await.unwrap();
+        b.execute("BEGIN").await.unwrap();
+        a.execute("UPDATE herald_deadlock_probe SET v = 1 WHERE id = 1").await.unwrap();
+        b.execute("UPDATE herald_deadlock_probe SET v = 1 WHERE id = 2").await.unwrap();
+        // Each now waits for the other; the server kills one.
+        let (ra, rb) = tokio::join!(
+            a.execute("UPDATE herald_deadlock_probe SET v = 2 WHERE id = 2"),
+            b.execute("UPDATE herald_deadlock_probe SET v = 2 WHERE id = 1"),
+        );
+        let _ = a.execute("ROLLBACK").await;
+        let _ = b.execute("ROLLBACK").await;
+        match (ra, rb) {
+            (Err(e), _) | (_, Err(e)) => e,
+            _ => panic!("no deadlock was reported"),
+        }
+    };
+    drop((a, b));
+    pool.close().await;
+    let e = StoreError::Database { op: "probe", source: err };
+    assert!(e.is_contention(), "not recognised as contention: {e}");
+    let other = StoreError::Database { op: "probe", source: sqlx::Error::RowNotFound };
+    assert!(!other.is_contention());
+}
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
     assert!(db.store.migrate().await.unwrap().is_empty());

@@ -163,8 +163,8 @@ async fn healthz() -> &'static str {
 /// probers give up long before that (Kubernetes after 1 s by default) and
 /// record a timeout, not the answer: the database-fault test
 /// (`tests/db_faults.rs`) got no answer within 10 s while the database was
-/// away. Two seconds is far
-/// above a healthy ping and below what a prober waits.
+/// away. Two seconds is far above a healthy ping and below what a prober
+/// waits.
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Ready to do work: the database answers, within [`READY_TIMEOUT`].

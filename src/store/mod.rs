@@ -94,6 +94,21 @@ impl StoreError {
     pub(crate) fn db(op: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError {
         move |source| StoreError::Database { op, source }
     }
+
+    /// Lost a race with another instance's transaction (a deadlock or a
+    /// serialization failure: SQLSTATE class 40 on PostgreSQL and MariaDB,
+    /// `SQLITE_BUSY` on SQLite). The statement did nothing and the next
+    /// sweep does it again, so callers log it as a warning, not an error:
+    /// with several instances it is routine, and nothing is lost.
+    pub fn is_contention(&self) -> bool {
+        match self {
+            StoreError::Database { source: sqlx::Error::Database(e), .. } => {
+                e.code().is_some_and(|c| c.starts_with("40") || c == "5" || c == "517")
+            }
+            StoreError::Shared(inner) => inner.is_contention(),
+            _ => false,
+        }
+    }
 }
 
 /// A message to schedule. `id` is chosen by the caller (a UUIDv7, see

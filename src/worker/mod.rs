@@ -192,6 +192,9 @@ impl Worker {
                     tracing::warn!(rows = n, "took back stale claims");
                 }
             }
+            Err(e) if e.is_contention() => {
+                tracing::warn!(error = %e, "stale-claim reclaim lost a race with another instance; the next sweep retries")
+            }
             Err(e) => tracing::error!(error = %e, "failed to reclaim stale rows"),
         }
         if shutdown.is_cancelled() {
