@@ -8,7 +8,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -116,10 +116,13 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     const ruleId = new URL(page.url()).pathname.split("/").pop();
     await shot("05-rule-saved");
 
-    // Enabling shows the dry run first.
+    // Enabling shows the dry run first: a trigger that arrived while the
+    // rule was off is what it would have planned for.
+    await api("POST", "/v1/triggers", { type: "export.ready", user_id: "grace", payload: { name: "q3", rows: 12 } });
     await page.goto(`${base}/ui/rules`);
     await page.click("text=Turn on…");
     assert.match(await page.textContent("main"), /Dry run/);
+    assert.match(await page.textContent("main table"), /grace[\s\S]*yes/);
     await shot("06-rule-enable-preview");
 
     // A form posted without its CSRF token is refused, and changes nothing.
@@ -167,40 +170,58 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     assert.equal((await api("GET", `/v1/rules/${ruleId}`)).enabled, false);
     await shot("12-rules-off");
 
-    // A suppression (made through the API), lifted from the screen with a reason.
-    const suppression = await api("POST", "/v1/suppressions", { email: "bounced@example.com", reason: "hard_bounce", detail: "550 5.1.1 no such user" });
+    // A hard bounce arrives (through the API): the address is suppressed, with
+    // the bounce as evidence. An operator adds one by hand, and lifts the
+    // bounced one with a reason.
+    const dsn = readFileSync(join(root, "tests/data/bounces/eml/lhost-sendmail-02.eml"));
+    const ingested = await fetch(`${base}/v1/bounces/mail`, {
+      method: "POST", headers: { Authorization: `Bearer ${key}`, "Content-Type": "message/rfc822" }, body: dsn,
+    });
+    assert.equal(ingested.status, 200, await ingested.text());
+    const [bounced] = (await api("GET", "/v1/suppressions?email=userunknown@example.org")).suppressions;
+    assert.equal(bounced.reason, "hard_bounce");
     await page.goto(`${base}/ui/suppressions`);
-    assert.match(await page.textContent("main table"), /hard_bounce/);
+    await page.fill("form[method=post][action='/ui/suppressions'] input[name=email]", "blocked@example.com");
+    await page.fill("form[method=post][action='/ui/suppressions'] input[name=detail]", "asked by phone not to be mailed");
+    await page.click("form[method=post][action='/ui/suppressions'] button");
+    assert.match(await flash(), /Suppression added/);
+    await page.goto(`${base}/ui/suppressions`);
+    const table = await page.textContent("main table");
+    assert.match(table, /hard_bounce/);
+    assert.match(table, /asked by phone/);
     await shot("13-suppressions");
-    await page.click(`a[href='/ui/suppressions/${suppression.address_hash}']`);
-    await page.fill("input[name=reason]", "the mailbox exists again (checked with the customer)");
+    await page.click(`table a[href='/ui/suppressions/${bounced.address_hash}']`);
+    assert.match(await page.textContent("main"), /What arrived/);
+    await page.click("details summary");
+    await shot("14-suppression-evidence");
+    await page.fill("form[action='/ui/suppressions/lift'] input[name=reason]", "the mailbox exists again (checked with the customer)");
     await page.click("form[action='/ui/suppressions/lift'] button");
     assert.match(await flash(), /Lifted 1 suppression/);
     assert.match(await page.textContent("main"), /the mailbox exists again/);
-    await shot("14-suppression-lifted");
-    assert.equal((await api("GET", `/v1/suppressions?address_hash=${suppression.address_hash}`)).suppressions.length, 0);
+    await shot("15-suppression-lifted");
+    assert.equal((await api("GET", `/v1/suppressions?address_hash=${bounced.address_hash}`)).suppressions.length, 0);
 
     // Every action is in the audit log.
     await page.goto(`${base}/ui/audit`);
     const log = await page.textContent("main table");
-    for (const action of ["login", "rule.create", "rule.enable", "rule.disable", "suppression.lift"]) {
+    for (const action of ["login", "rule.create", "rule.enable", "rule.disable", "suppression.add", "suppression.lift"]) {
       assert.match(log, new RegExp(action.replace(".", "\\.")), `audit log shows ${action}`);
     }
-    await shot("15-audit");
+    await shot("16-audit");
 
     // The same pages on a phone.
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${base}/ui/rules`);
-    await shot("16-phone-rules");
+    await shot("17-phone-rules");
     await page.goto(`${base}/ui/sends?q=ada`);
-    await shot("17-phone-send-log");
+    await shot("18-phone-send-log");
     await page.setViewportSize({ width: 1200, height: 860 });
 
     // Log out: the session ends, and the screen is closed again.
     await page.click("text=Log out");
     assert.equal(new URL(page.url()).pathname, "/ui/login");
     assert.match(await page.textContent(".notice"), /logged out/);
-    await shot("18-logged-out");
+    await shot("19-logged-out");
     await page.goto(`${base}/ui/rules`);
     assert.equal(new URL(page.url()).pathname, "/ui/login");
 
