@@ -530,5 +530,15 @@ async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb)
     let page = ui.action(&s, "/ui/rules/new", &form).await;
     assert!(!page.body.contains("<script>alert(1)"), "{}", page.body);
     assert!(page.body.contains("&lt;script&gt;"));
+    // A field the sample lacks is a preview note, not a reason to refuse the save.
+    form[8] = ("sample_payload", "{}");
+    form.pop();
+    form.push(("action", "save"));
+    let saved = ui.action(&s, "/ui/rules/new", &form).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let page = ui.get(saved.location.as_deref().unwrap(), Some(&s.cookie)).await;
+    assert!(!page.body.contains("cannot be saved"), "{}", page.body);
+    assert!(page.body.contains("does not render with this sample"), "{}", page.body);
+    assert!(page.body.contains("`payload.name` is undefined"), "{}", page.body);
     ui.stop().await;
 }

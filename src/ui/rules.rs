@@ -181,26 +181,42 @@ struct Preview {
     rendered: Vec<Rendered>,
 }
 
+/// What the editor shows about the form: problems that stop a save (the
+/// template does not compile, a field is refused), and problems with the
+/// sample only (its JSON, its user id), which say nothing about the rule.
+#[derive(Debug, Default)]
+struct Findings {
+    blocking: Vec<FieldError>,
+    sample: Vec<FieldError>,
+}
+
 /// Renders every locale of the form's template against the sample payload
-/// and user, with the same context the worker builds at delivery time, and
-/// reports problems with their line and column.
-async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result<(Preview, Vec<FieldError>), UiError> {
-    let mut errors = Vec::new();
+/// and user, with the same context the worker builds at delivery time.
+/// Compile errors block a save and are reported with their line and column;
+/// a render error (a field this sample lacks) is shown in the preview only:
+/// the rule may be fine for the payloads it will really see.
+async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result<(Preview, Findings), UiError> {
+    let mut found = Findings::default();
     if let Err(template_errors) = input.template.validate() {
-        errors.extend(template_errors.iter().map(FieldError::from));
+        found.blocking.extend(template_errors.iter().map(FieldError::from));
+    }
+    if let Some(c) = &input.condition
+        && let Err(e) = Condition::compile(c)
+    {
+        found.blocking.push(FieldError::from(&e));
     }
     let payload: serde_json::Value = match form.sample_payload.trim() {
         "" => serde_json::json!({}),
         p => match serde_json::from_str(p) {
             Ok(v) => v,
             Err(e) => {
-                errors.push(FieldError {
+                found.sample.push(FieldError {
                     field: "sample_payload".into(),
                     message: format!("not JSON: {e}"),
                     line: Some(e.line()),
                     column: Some(e.column()),
                 });
-                return Ok((Preview::default(), errors));
+                return Ok((Preview::default(), found));
             }
         },
     };
@@ -208,7 +224,7 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
     let recipient = match UserId::parse("sample_user", user_id) {
         Ok(u) => state.store.get_recipient(&u).await?,
         Err(e) => {
-            errors.push(e.into());
+            found.sample.push(e.into());
             None
         }
     };
@@ -220,10 +236,7 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
     let condition = input.condition.as_ref().map(|c| match Condition::compile(c).and_then(|c| c.eval(&ctx)) {
         Ok(true) => "true: this sample would plan a message".to_owned(),
         Ok(false) => "false: this sample would plan nothing".to_owned(),
-        Err(e) => {
-            errors.push(FieldError::from(&e));
-            format!("error: {e}")
-        }
+        Err(e) => format!("could not be evaluated for this sample: {}", position(&FieldError::from(&e))),
     });
     let mut rendered = Vec::new();
     for tag in input.template.locales.keys() {
@@ -238,15 +251,12 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
             },
             Err(e) => {
                 let fe = FieldError::from(&e);
-                if !errors.contains(&fe) {
-                    errors.push(fe.clone());
-                }
                 let error_where = Some(position(&fe));
                 Rendered { locale: tag.clone(), subject: None, text: None, html: None, error: Some(fe), error_where }
             }
         });
     }
-    Ok((Preview { condition, rendered }, errors))
+    Ok((Preview { condition, rendered }, found))
 }
 
 /// Fills in a sample from the newest trigger of the rule's type, so the
@@ -276,14 +286,16 @@ async fn editor(
     status: StatusCode,
 ) -> Result<Response, UiError> {
     let form = with_sample(state, form).await?;
+    let mut sample_errors = Vec::new();
     let preview = match form.to_input() {
         Ok(input) => {
-            let (p, preview_errors) = preview(state, &form, &input).await?;
-            for e in preview_errors {
+            let (p, found) = preview(state, &form, &input).await?;
+            for e in found.blocking {
                 if !errors.contains(&e) {
                     errors.push(e);
                 }
             }
+            sample_errors = found.sample;
             Some(p)
         }
         Err(form_errors) => {
@@ -291,10 +303,11 @@ async fn editor(
             None
         }
     };
-    let field_errors: HashMap<String, Vec<String>> = errors.iter().fold(HashMap::new(), |mut m, e| {
-        m.entry(e.field.clone()).or_default().push(position(e));
-        m
-    });
+    let field_errors: HashMap<String, Vec<String>> =
+        errors.iter().chain(&sample_errors).fold(HashMap::new(), |mut m, e| {
+            m.entry(e.field.clone()).or_default().push(position(e));
+            m
+        });
     let title = match id {
         Some(_) => format!("Rule: {}", form.name),
         None => "New rule".to_owned(),
