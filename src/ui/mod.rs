@@ -272,8 +272,6 @@ pub enum UiError {
     NotFound(String),
     #[error("{0}")]
     BadRequest(String),
-    #[error("{0}")]
-    Forbidden(String),
     #[error(transparent)]
     Api(#[from] ApiError),
     #[error(transparent)]
@@ -285,7 +283,6 @@ impl IntoResponse for UiError {
         let (status, message) = match self {
             UiError::NotFound(m) => (StatusCode::NOT_FOUND, m),
             UiError::BadRequest(m) => (StatusCode::BAD_REQUEST, m),
-            UiError::Forbidden(m) => (StatusCode::FORBIDDEN, m),
             UiError::Store(e) | UiError::Api(ApiError::Store(e)) => {
                 tracing::error!(error = %e, "operator screen: database error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "a database error stopped this page; it was logged".to_owned())
