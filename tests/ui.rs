@@ -418,6 +418,28 @@ async fn every_operator_action_writes_an_audit_row(db: &TestDb) {
     // The cancellation names the operator in the send log.
     let log = ui.store.sends_for_outbox(&rows[0].id).await.unwrap();
     assert_eq!(log[0].detail.as_deref(), Some(format!("cancelled from the operator screen by {}", ui.email).as_str()));
+    // A refused action says why and is not audited.
+    let sent = row("u2", "inbox", T0);
+    ui.store.enqueue(std::slice::from_ref(&sent), T0).await.unwrap();
+    let claimed = ui.store.claim_due(T0, 10, "tok").await.unwrap();
+    let done = herald::store::Finish {
+        status: herald::domain::SendStatus::Sent,
+        detail: None,
+        transport: None,
+        address_hash: None,
+    };
+    for c in &claimed {
+        ui.store.finish(c, "tok", &done, T0).await.unwrap();
+    }
+    let r = ui.action(&s, &format!("/ui/outbox/{}/retry", sent.id), &[]).await;
+    let flash = cookie_pair(&r.set_cookies, "herald_flash").unwrap();
+    let flash = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        flash.trim_start_matches("herald_flash="),
+    )
+    .unwrap();
+    let flash = String::from_utf8(flash).unwrap();
+    assert!(flash.starts_with("Not retried: ") && flash.contains("would deliver it twice"), "{flash}");
     ui.action(&s, "/ui/logout", &[]).await;
     assert_eq!(
         ui.audit_actions().await,
