@@ -212,10 +212,17 @@ async fn pages_without_a_session_redirect_to_the_login(db: &TestDb) {
     let ui = Ui::start(db).await;
     // `/ui/` goes to the rules page, which is behind the login like every other.
     assert_eq!(ui.get("/ui/", None).await.location.as_deref(), Some("/ui/rules"));
-    for path in ["/ui", "/ui/rules", "/ui/outbox", "/ui/sends?q=u1", "/ui/suppressions", "/ui/audit"] {
+    for path in ["/ui/rules", "/ui/outbox", "/ui/sends?q=u1", "/ui/suppressions", "/ui/audit"] {
         let r = ui.get(path, None).await;
-        assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login")), "{path}");
+        // ... and comes back to the page after the login.
+        let back = format!(
+            "/ui/login?{}",
+            url::form_urlencoded::Serializer::new(String::new()).append_pair("next", path).finish()
+        );
+        assert_eq!((r.status, r.location.as_deref()), (303, Some(back.as_str())), "{path}");
     }
+    let r = ui.get("/ui", None).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login")), "/ui itself has nowhere to come back to");
     let r = ui.post("/ui/rules/x/disable", None, &[]).await;
     assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login")));
     let resp = ui.http.get(format!("{}/ui/login", ui.base)).send().await.unwrap();
@@ -248,6 +255,13 @@ async fn the_right_password_opens_a_session_kept_only_as_a_hash(db: &TestDb) {
     assert!(page.body.contains(&ui.email));
     assert_eq!(csrf_field(&page.body), csrf_token(token));
     assert_eq!(ui.audit_actions().await, ["login"]);
+    // A login that started from a page goes back to it; never to another site.
+    for (next, to) in [("/ui/outbox?status=failed", "/ui/outbox?status=failed"), ("//evil.example/", "/ui/rules")] {
+        let (cookie, csrf) = ui.login_form().await;
+        let form = [("email", ui.email.as_str()), ("password", PASSWORD), ("csrf", &csrf), ("next", next)];
+        let r = ui.post("/ui/login", Some(&cookie), &form).await;
+        assert_eq!((r.status, r.location.as_deref()), (303, Some(to)));
+    }
     ui.stop().await;
 
     // Behind https: Secure.
@@ -289,7 +303,7 @@ async fn an_expired_session_is_refused_with_a_message_and_logged(db: &TestDb) {
     assert_eq!(ui.get("/ui/outbox", Some(&s.cookie)).await.status, 200, "still valid a second before");
     ui.clock.advance(Duration::from_secs(1));
     let r = ui.get("/ui/outbox", Some(&s.cookie)).await;
-    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=expired")));
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=expired&next=%2Fui%2Foutbox")));
     assert!(r.set_cookies.iter().any(|c| c.starts_with("herald_session=;") && c.contains("Max-Age=0")));
     let page = ui.get("/ui/login?m=expired", None).await;
     assert!(page.body.contains("Your session expired, log in again."), "{}", page.body);
@@ -303,7 +317,7 @@ async fn a_forged_cookie_is_refused_with_a_message_and_logged(db: &TestDb) {
     let ui = Ui::start(db).await;
     let forged = format!("herald_session=forged-{}", new_id());
     let r = ui.get("/ui/rules", Some(&forged)).await;
-    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown")));
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown&next=%2Fui%2Frules")));
     let page = ui.get("/ui/login?m=unknown", None).await;
     assert!(page.body.contains("Your session was not recognised"), "{}", page.body);
     assert!(!logged("matches no session").is_empty());
@@ -371,7 +385,7 @@ async fn logout_ends_the_session_on_the_server(db: &TestDb) {
     assert!(ui.store.session(&session_hash(token)).await.unwrap().is_none());
     // A copy of the cookie kept elsewhere opens nothing.
     let r = ui.get("/ui/rules", Some(&s.cookie)).await;
-    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown")));
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown&next=%2Fui%2Frules")));
     assert_eq!(ui.audit_actions().await, ["login", "logout"]);
     ui.stop().await;
 }

@@ -198,12 +198,20 @@ fn read_flash(headers: &HeaderMap) -> Option<String> {
     String::from_utf8(bytes).ok().filter(|s| !s.is_empty())
 }
 
-/// Where a visitor without a (valid) session goes; `why` picks the message.
-fn to_login(why: Option<&str>, clear_session: bool) -> Response {
-    let to = match why {
-        Some(w) => format!("/ui/login?m={w}"),
-        None => "/ui/login".to_owned(),
-    };
+/// Where a visitor without a (valid) session goes; `why` picks the message,
+/// `next` is the page to return to after the login (a link to a row pasted
+/// in a chat keeps working; SameSite=Strict withholds the cookie on such
+/// cross-site navigations, so this matters more than it would otherwise).
+fn to_login(why: Option<&str>, next: Option<&str>, clear_session: bool) -> Response {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    if let Some(w) = why {
+        query.append_pair("m", w);
+    }
+    if let Some(n) = next.filter(|n| safe_next(n).is_some()) {
+        query.append_pair("next", n);
+    }
+    let query = query.finish();
+    let to = if query.is_empty() { "/ui/login".to_owned() } else { format!("/ui/login?{query}") };
     let mut resp = Redirect::to(&to).into_response();
     if clear_session {
         resp.headers_mut().append(header::SET_COOKIE, clear_cookie(SESSION_COOKIE));
@@ -214,9 +222,14 @@ fn to_login(why: Option<&str>, clear_session: bool) -> Response {
 /// In front of every `/ui` page but the login: a valid, unexpired session,
 /// and for anything but GET/HEAD the session's CSRF token in the form.
 pub async fn require_operator(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_owned();
+    // The full URI: inside the nested router the path lacks its `/ui`.
+    let uri = req.extensions().get::<axum::extract::OriginalUri>().map_or_else(|| req.uri().clone(), |u| u.0.clone());
+    let path = uri.path().to_owned();
+    // Only a page can be returned to; a form's target cannot be replayed.
+    let back = (req.method() == Method::GET).then(|| uri.path_and_query().map_or(path.clone(), |p| p.to_string()));
+    let back = back.as_deref();
     let Some(token) = cookie_value(req.headers(), SESSION_COOKIE) else {
-        return to_login(None, false);
+        return to_login(None, back, false);
     };
     let token_hash = session_hash(&token);
     let session = match state.store.session(&token_hash).await {
@@ -230,7 +243,7 @@ pub async fn require_operator(State(state): State<AppState>, req: Request, next:
                 path,
                 "operator screen: refused a session cookie that matches no session (forged, or ended by a logout)"
             );
-            return to_login(Some("unknown"), true);
+            return to_login(Some("unknown"), back, true);
         }
         Some(s) if s.expires_at <= now => {
             if let Err(e) = state.store.delete_session(&token_hash).await {
@@ -240,7 +253,7 @@ pub async fn require_operator(State(state): State<AppState>, req: Request, next:
                 operator = %s.operator_email, expired_at = %s.expires_at, path,
                 "operator screen: refused an expired session"
             );
-            return to_login(Some("expired"), true);
+            return to_login(Some("expired"), back, true);
         }
         Some(s) => s,
     };
@@ -294,22 +307,41 @@ async fn check_csrf(req: Request, expected: &str) -> Result<Request, bool> {
 pub struct LoginQuery {
     /// Why the visitor is here: `expired`, `unknown`, `out`.
     pub m: Option<String>,
+    /// The page to go to after logging in.
+    pub next: Option<String>,
+}
+
+/// `next` only ever leads to a page of this screen: a path under `/ui/`,
+/// never another host (`//evil.example`, `/ui/..`, a backslash), so the
+/// login cannot be used as an open redirect.
+fn safe_next(next: &str) -> Option<&str> {
+    let ok = next.starts_with("/ui/")
+        && !next.contains("//")
+        && !next.contains('\\')
+        && !next.contains("..")
+        && !next.chars().any(char::is_control)
+        && next.len() <= 2000;
+    ok.then_some(next)
 }
 
 fn login_page(
     state: &AppState,
     status: StatusCode,
     email: &str,
+    next: Option<&str>,
     notice: Option<&str>,
     error: Option<&str>,
 ) -> Response {
+    let next = next.and_then(safe_next).unwrap_or("");
     let token = random_token();
     let page = Page {
         title: "Log in".into(),
         active: "",
         template: "login.html",
         status,
-        ctx: serde_json::json!({ "login_csrf": login_csrf(&token), "email": email, "notice": notice, "error": error }),
+        ctx: serde_json::json!({
+            "login_csrf": login_csrf(&token), "email": email, "next": next, "notice": notice, "error": error,
+        }),
         op: None,
     };
     let mut resp = page.into_response();
@@ -327,7 +359,7 @@ pub async fn login_form(
         Some("out") => Some("You are logged out."),
         _ => None,
     };
-    login_page(&state, StatusCode::OK, "", notice, None)
+    login_page(&state, StatusCode::OK, "", q.next.as_deref(), notice, None)
 }
 
 #[derive(Debug, Deserialize)]
@@ -338,6 +370,8 @@ pub struct LoginForm {
     pub password: String,
     #[serde(default)]
     pub csrf: String,
+    #[serde(default)]
+    pub next: String,
 }
 
 /// The message a refused login shows. Which of the two it was goes to the
@@ -363,19 +397,20 @@ pub async fn login(State(state): State<AppState>, req: Request) -> Response {
             &state,
             StatusCode::FORBIDDEN,
             &email,
+            Some(&form.next),
             None,
             Some("This login form was not sent from this page, or it is too old. Try again."),
         );
     }
     match attempt_login(&state, &email, &form.password, &ip, now).await {
         Ok(Ok(token)) => {
-            let mut resp = Redirect::to("/ui/rules").into_response();
+            let mut resp = Redirect::to(safe_next(&form.next).unwrap_or("/ui/rules")).into_response();
             let h = resp.headers_mut();
             h.append(header::SET_COOKIE, set_cookie(&state, SESSION_COOKIE, &token, state.ui.session_ttl));
             h.append(header::SET_COOKIE, clear_cookie(LOGIN_COOKIE));
             resp
         }
-        Ok(Err((status, message))) => login_page(&state, status, &email, None, Some(&message)),
+        Ok(Err((status, message))) => login_page(&state, status, &email, Some(&form.next), None, Some(&message)),
         Err(e) => UiError::Store(e).into_response(),
     }
 }
@@ -480,6 +515,22 @@ mod tests {
         assert_ne!(session_hash(&t), csrf_token(&t));
         assert_ne!(csrf_token(&t), login_csrf(&t));
         assert_eq!(csrf_token(&t), csrf_token(&t));
+    }
+
+    #[test]
+    fn next_only_leads_to_pages_of_the_screen() {
+        assert_eq!(safe_next("/ui/outbox/0193?x=1"), Some("/ui/outbox/0193?x=1"));
+        for bad in [
+            "//evil.example/ui/",
+            "https://evil.example/ui/",
+            "/ui//evil.example",
+            "/ui/../v1/rules",
+            "/ui\\x",
+            "/v1/rules",
+            "",
+        ] {
+            assert_eq!(safe_next(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -87,10 +87,12 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     assert.match(await page.textContent(".error"), /Wrong email or password/);
     await shot("02-login-refused");
 
+    // The login goes back to the page that asked for it.
     await page.fill("input[name=password]", PASSWORD);
     await page.click("button[type=submit]");
-    assert.equal(new URL(page.url()).pathname, "/ui/rules");
+    assert.equal(new URL(page.url()).pathname, "/ui/outbox");
     assert.match(await page.textContent("header.top"), new RegExp(EMAIL));
+    await page.goto(`${base}/ui/rules`);
     await shot("03-rules-empty");
 
     // Create a rule; a template error is shown with its line and column first.
