@@ -125,7 +125,18 @@ pub async fn serve_until(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    serve_with_clock(config, store, listener, shutdown, Arc::new(SystemClock)).await
+}
+
+/// [`serve_until`] on a given clock, so tests can expire an operator's
+/// session (or anything else with a deadline) by moving a `ManualClock`.
+pub async fn serve_with_clock(
+    config: Config,
+    store: SqlStore,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
     let keys = address_keys(&config)?;
@@ -173,12 +184,15 @@ pub async fn serve_until(
         webhooks: config.webhook.policy(),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
+        ui: config.ui.clone(),
         shutdown: shutdown.clone(),
     };
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };
     let app = http::router(state, config.http.max_body_bytes, &cors);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
+    // With the peer's address, for the operator screen's per-address login limit.
+    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;
     while tasks.join_next().await.is_some() {}
     store.close().await;

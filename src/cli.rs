@@ -59,6 +59,9 @@ pub enum Command {
     /// Manage API keys for the /v1 HTTP API.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Manage operator accounts for the operator screen (/ui).
+    #[command(subcommand)]
+    Operators(OperatorsCommand),
     /// Walk a trigger through rules, planner, worker and send log on this database, and print what happened.
     Demo,
     /// Work with bounce, complaint and auto-reply messages.
@@ -99,6 +102,29 @@ pub enum KeysCommand {
     Revoke {
         /// The key's id, from `herald keys list`
         id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OperatorsCommand {
+    /// Create an operator account. The password is asked for twice without
+    /// echo; with --password-stdin (or when stdin is not a terminal) it is
+    /// read from the first line of stdin instead, for scripts.
+    Add {
+        /// The operator's email address: their login name
+        #[arg(long)]
+        email: String,
+        /// Read the password from stdin (first line) instead of prompting
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List operator accounts (emails and when they were created).
+    List,
+    /// Remove an operator account and end all of its sessions at once.
+    Remove {
+        /// The operator's email address
+        #[arg(long)]
+        email: String,
     },
 }
 
@@ -270,6 +296,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
+        Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Demo => {
             if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
                 eprintln!(
@@ -572,6 +599,54 @@ async fn keys(config: &Config, cmd: KeysCommand) -> anyhow::Result<()> {
             } else {
                 anyhow::bail!("no active API key with id {id:?} (see `herald keys list`)");
             }
+        }
+    }
+    Ok(())
+}
+
+/// The new operator's password: without echo from a terminal (twice, to
+/// catch a typo), or the first line of stdin when scripted.
+fn read_password(from_stdin: bool) -> anyhow::Result<String> {
+    use std::io::{BufRead, IsTerminal};
+    if from_stdin || !std::io::stdin().is_terminal() {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        return Ok(line.trim_end_matches(['\r', '\n']).to_owned());
+    }
+    let first = rpassword::prompt_password("Password: ")?;
+    let again = rpassword::prompt_password("Password again: ")?;
+    if first != again {
+        anyhow::bail!("the two passwords differ; nothing was created");
+    }
+    Ok(first)
+}
+
+async fn operators(config: &Config, cmd: OperatorsCommand) -> anyhow::Result<()> {
+    use crate::store::OperatorStore;
+    match cmd {
+        OperatorsCommand::Add { email, password_stdin } => {
+            let password = read_password(password_stdin)?;
+            let store = ready_store(config).await?;
+            let op = crate::ui::session::add_operator(&store, &email, &password, SystemClock.now()).await?;
+            println!("created operator {}; log in at /ui/login", op.email);
+        }
+        OperatorsCommand::List => {
+            let store = ready_store(config).await?;
+            let ops = store.list_operators().await?;
+            if ops.is_empty() {
+                println!("no operators; create one with `herald operators add --email EMAIL`");
+            }
+            for o in ops {
+                println!("{:<40} created {}", o.email, o.created_at);
+            }
+        }
+        OperatorsCommand::Remove { email } => {
+            let store = ready_store(config).await?;
+            let email = crate::ui::session::normalize_email(&email);
+            if !store.delete_operator(&email).await? {
+                anyhow::bail!("no operator with email {email:?} (see `herald operators list`)");
+            }
+            println!("removed operator {email}; their sessions have ended");
         }
     }
     Ok(())

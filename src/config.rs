@@ -46,6 +46,47 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub email: EmailSettings,
     pub bounces: BounceSettings,
+    pub ui: UiSettings,
+}
+
+/// The operator screen under `/ui` (accounts: `herald operators add`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UiSettings {
+    /// How long a login lasts, counted from the login (not from the last
+    /// page view: a stolen cookie stops working on schedule). Default "12h",
+    /// a working day.
+    #[serde(with = "humantime_serde")]
+    pub session_ttl: Duration,
+    /// Mark the session cookie `Secure` (sent over https only). Turn on when
+    /// operators reach Herald through https, which they should whenever it
+    /// is not on their own machine. A setting rather than trusting an
+    /// `X-Forwarded-Proto` header: Herald cannot tell a trusted proxy's
+    /// header from one a client made up. Default false.
+    pub secure_cookies: bool,
+    /// Failed logins for one email within `login_window` after which logins
+    /// for it are refused until the window has passed. Default 5.
+    pub login_max_failures: u32,
+    /// Failed logins from one client address within `login_window` after
+    /// which its logins are refused. Higher than the per-email limit because
+    /// a team behind one NAT (or a load balancer that hides client
+    /// addresses) shares it. Default 20.
+    pub login_max_failures_per_ip: u32,
+    /// Default "15m".
+    #[serde(with = "humantime_serde")]
+    pub login_window: Duration,
+}
+
+impl Default for UiSettings {
+    fn default() -> Self {
+        UiSettings {
+            session_ttl: Duration::from_secs(12 * 3600),
+            secure_cookies: false,
+            login_max_failures: 5,
+            login_max_failures_per_ip: 20,
+            login_window: Duration::from_secs(15 * 60),
+        }
+    }
 }
 
 /// Provider bounce webhooks. Each provider's route refuses every request
@@ -315,6 +356,7 @@ impl Default for Config {
             data_dir: PathBuf::from("."),
             email: EmailSettings::default(),
             bounces: BounceSettings::default(),
+            ui: UiSettings::default(),
         }
     }
 }
@@ -505,6 +547,19 @@ impl Config {
         }
         if self.bounces.postmark_user.is_some() != self.bounces.postmark_password.is_some() {
             return Err(invalid("bounces.postmark_password", "(hidden)", "set together with bounces.postmark_user"));
+        }
+        let ui = &self.ui;
+        if ui.session_ttl < Duration::from_secs(300) || ui.session_ttl > Duration::from_secs(30 * 86_400) {
+            return Err(invalid("ui.session_ttl", humantime::format_duration(ui.session_ttl), "5m to 30days"));
+        }
+        if !(1..=1000).contains(&ui.login_max_failures) {
+            return Err(invalid("ui.login_max_failures", ui.login_max_failures, "1 to 1000"));
+        }
+        if !(1..=100_000).contains(&ui.login_max_failures_per_ip) {
+            return Err(invalid("ui.login_max_failures_per_ip", ui.login_max_failures_per_ip, "1 to 100000"));
+        }
+        if ui.login_window < Duration::from_secs(60) || ui.login_window > Duration::from_secs(86_400) {
+            return Err(invalid("ui.login_window", humantime::format_duration(ui.login_window), "1m to 1day"));
         }
         let w = &self.worker;
         if !(1..=10_000).contains(&w.batch) {
@@ -758,6 +813,20 @@ mod tests {
         assert!(err.contains("email.timeout"), "{err}");
         let err = load(&[("HERALD_EMAIL__BOUNCE_DOMAIN", "a@b")]).unwrap_err().to_string();
         assert!(err.contains("email.bounce_domain"), "{err}");
+    }
+
+    #[test]
+    fn ui_settings_have_defaults_and_bounds() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+        let c = load(&[]).unwrap();
+        assert_eq!((c.ui.session_ttl, c.ui.login_max_failures), (Duration::from_secs(12 * 3600), 5));
+        assert!(!c.ui.secure_cookies);
+        let c = load(&[("HERALD_UI__SECURE_COOKIES", "true"), ("HERALD_UI__SESSION_TTL", "8h")]).unwrap();
+        assert_eq!((c.ui.secure_cookies, c.ui.session_ttl), (true, Duration::from_secs(8 * 3600)));
+        let err = load(&[("HERALD_UI__SESSION_TTL", "1s")]).unwrap_err().to_string();
+        assert!(err.contains("ui.session_ttl") && err.contains("5m to 30days"), "{err}");
+        let err = load(&[("HERALD_UI__LOGIN_MAX_FAILURES", "0")]).unwrap_err().to_string();
+        assert!(err.contains("ui.login_max_failures"), "{err}");
     }
 
     #[test]

@@ -24,7 +24,10 @@
 //!   (rule enabled, user not opted out) and renders it.
 //! - [`worker`]: claims due rows, delivers them through channels, records
 //!   outcomes; `worker::policy` decides retry, give-up and expiry.
-//! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`).
+//! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
+//!   `/v1` API).
+//! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
+//!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
@@ -67,4 +70,5 @@ pub mod recipient;
 pub mod rule;
 pub mod store;
 pub mod template;
+pub mod ui;
 pub mod worker;

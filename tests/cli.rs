@@ -49,6 +49,8 @@ fn every_verb_has_help() {
         &["demo"],
         &["keys"],
         &["keys", "create"],
+        &["operators"],
+        &["operators", "add"],
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");
@@ -240,4 +242,47 @@ fn bounce_import_reads_a_maildir_once() {
     let again = herald_env(dir.path(), &["bounce", "import", maildir.to_str().unwrap()], &env);
     assert!(stderr(&again).contains(" 0 recorded"), "{}", stderr(&again));
     assert!(stdout(&again).contains("already recorded"), "{}", stdout(&again));
+}
+
+fn herald_stdin(dir: &Path, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("HERALD_DATABASE_URL")
+        .env("HERALD_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run herald");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn operators_are_added_from_stdin_listed_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let add = ["operators", "add", "--email", "Ops@Example.com", "--password-stdin"];
+    let out = herald_stdin(dir.path(), &add, "a long operator password\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("created operator ops@example.com"), "{}", stdout(&out));
+    // Neither the password nor its hash is printed anywhere.
+    assert!(!stdout(&out).contains("password") && !stderr(&out).contains("argon2"), "{}", stdout(&out));
+
+    let again = herald_stdin(dir.path(), &add, "another long password\n");
+    assert!(!again.status.success());
+    assert!(stderr(&again).contains("exists already"), "{}", stderr(&again));
+    let short = herald_stdin(dir.path(), &["operators", "add", "--email", "b@example.com"], "short\n");
+    assert!(!short.status.success());
+    assert!(stderr(&short).contains("must be 12 to 1024 characters"), "{}", stderr(&short));
+    let bad = herald_stdin(dir.path(), &["operators", "add", "--email", "nobody"], "a long operator password\n");
+    assert!(stderr(&bad).contains("not an email address"), "{}", stderr(&bad));
+
+    let list = herald(dir.path(), &["operators", "list"]);
+    assert!(stdout(&list).contains("ops@example.com") && !stdout(&list).contains("b@example.com"));
+    assert!(herald(dir.path(), &["operators", "remove", "--email", "OPS@example.com"]).status.success());
+    assert!(stdout(&herald(dir.path(), &["operators", "list"])).contains("no operators"));
+    let gone = herald(dir.path(), &["operators", "remove", "--email", "ops@example.com"]);
+    assert!(!gone.status.success() && stderr(&gone).contains("no operator with email"));
 }

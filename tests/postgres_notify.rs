@@ -81,8 +81,16 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
             data: None,
         };
         writing_side.insert_inbox(&msg, SystemClock.now()).await.unwrap();
-        if let Ok(Ok(user)) = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await {
-            heard = Some(user);
+        // NOTIFY channels are per database, not per schema: the other test in
+        // this file (user "remote") may be heard too. Wait for this one's.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while let Ok(Ok(user)) = tokio::time::timeout_at(deadline, changes.recv()).await {
+            if user == "remote-user" {
+                heard = Some(user);
+                break;
+            }
+        }
+        if heard.is_some() {
             break;
         }
     }

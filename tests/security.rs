@@ -271,11 +271,138 @@ async fn public_routes_answer_anyone_and_reveal_no_secret() {
     let app = start().await;
     for route in routes(Access::Public) {
         let resp = send(&app, route, "", None).await;
-        assert_eq!(resp.status(), 200, "{} {}", route.method, route.path);
+        if route.method == "GET" {
+            assert_eq!(resp.status(), 200, "{} {}", route.method, route.path);
+        } else {
+            // The login form: open to anyone, and a body that is not a login is refused plainly.
+            assert!(resp.status().is_client_error(), "{} {}: {}", route.method, route.path, resp.status());
+        }
         let body = resp.text().await.unwrap();
         for secret in [app.key.as_str(), TOKEN_SECRET, "a test secret of sufficient length"] {
             assert!(!body.contains(secret), "{} {} shows a secret", route.method, route.path);
         }
+    }
+    app.stop().await;
+}
+
+/// The `herald_login` cookie and the login form's CSRF field, as a browser
+/// gets them from `GET /ui/login`.
+async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
+    let resp = http.get(format!("{base}/ui/login")).send().await.unwrap();
+    let cookie = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("herald_login="))
+        .expect("the login page sets its cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let html = resp.text().await.unwrap();
+    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    (cookie, csrf)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token() {
+    use herald::store::OperatorStore;
+    let app = start().await;
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let now = SystemClock.now();
+    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+        .await
+        .unwrap();
+    let session = "a-session-token-for-this-test-only";
+    let hash = herald::ui::session::session_hash(session);
+    app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
+    let expired = "an-expired-session-token";
+    app.db
+        .store
+        .create_session(&herald::ui::session::session_hash(expired), &op, Millis(now.0 - 7_200_000), Millis(now.0 - 1))
+        .await
+        .unwrap();
+    let csrf = herald::ui::session::csrf_token(session);
+    let refused: [(&str, Option<String>); 4] = [
+        ("cookie", None),
+        ("cookie", Some("herald_session=forged-session-token".into())),
+        ("cookie", Some(format!("herald_session={expired}"))),
+        ("authorization", Some(format!("Bearer {}", app.key))),
+    ];
+    let mut checked = 0;
+    for route in routes(Access::OperatorSession) {
+        let url = app.url(&concrete(route, "x1"));
+        for (header, value) in &refused {
+            let mut req = no_redirects.request(method(route), &url);
+            if let Some(v) = value {
+                req = req.header(*header, v);
+            }
+            if route.method == "POST" {
+                // Even with the right token for some session, no session is no entry.
+                req = req.form(&[("csrf", csrf.as_str())]);
+            }
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status(), 303, "{} {} with {header}: {value:?}", route.method, route.path);
+            let to = resp.headers()["location"].to_str().unwrap();
+            assert!(to.starts_with("/ui/login"), "{} {} sent to {to}", route.method, route.path);
+            checked += 1;
+        }
+        let cookie = format!("herald_session={session}");
+        if route.method == "POST" {
+            for form in [
+                vec![],
+                vec![("csrf", "not-the-token")],
+                vec![("csrf", herald::ui::session::csrf_token("another").leak() as &str)],
+            ] {
+                let resp = no_redirects.post(&url).header("cookie", &cookie).form(&form).send().await.unwrap();
+                assert_eq!(resp.status(), 403, "{} {} with form {form:?}", route.method, route.path);
+            }
+        }
+        // The session itself gets past the gate (logout is checked last: it ends the session).
+        if route.path == "/ui/logout" {
+            continue;
+        }
+        let mut req = no_redirects.request(method(route), &url).header("cookie", &cookie);
+        if route.method == "POST" {
+            req = req.form(&[("csrf", csrf.as_str())]);
+        }
+        let resp = req.send().await.unwrap();
+        let to = resp.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("");
+        assert!(!to.starts_with("/ui/login"), "{} {} refused a live session", route.method, route.path);
+    }
+    assert!(checked >= 4 * 20, "{checked}");
+    let resp = no_redirects
+        .post(app.url("/ui/logout"))
+        .header("cookie", format!("herald_session={session}"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((resp.status().as_u16(), resp.headers()["location"].to_str().unwrap()), (303, "/ui/login?m=out"));
+    assert!(app.db.store.session(&hash).await.unwrap().is_none(), "logout ends the session in the database");
+    // The refused forms changed nothing (the last, valid, calls carried empty forms).
+    assert!(app.db.store.list_rules().await.unwrap().is_empty());
+    assert!(app.db.store.list_suppressions(None, 10).await.unwrap().is_empty());
+
+    // The login form itself: without its own token, or with another
+    // browser's, no session is made even with the right password.
+    let (cookie, token) = login_form(&app.http, &app.base).await;
+    let (_, other_token) = login_form(&app.http, &app.base).await;
+    for (c, t) in [(None, token.as_str()), (Some(cookie.as_str()), ""), (Some(cookie.as_str()), other_token.as_str())] {
+        let mut req = no_redirects.post(app.url("/ui/login")).form(&[
+            ("email", "ops@example.com"),
+            ("password", "a long enough password"),
+            ("csrf", t),
+        ]);
+        if let Some(c) = c {
+            req = req.header("cookie", c);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 403, "login with cookie {c:?} and token {t:?}");
+        assert!(
+            resp.headers().get_all("set-cookie").iter().all(|v| !v.to_str().unwrap().starts_with("herald_session="))
+        );
     }
     app.stop().await;
 }
@@ -399,6 +526,8 @@ async fn secrets_given_to_the_server_never_reach_its_log() {
         "mailgun-key-XYZZY-0004",
         "postmark-password-XYZZY-0005",
         "postmark-wrong-XYZZY-0006",
+        "operator-password-XYZZY-0009",
+        "operator-wrong-XYZZY-0010",
     ];
     let webhook_secret = format!("whsec_{}", base64_encode("webhook-secret-XYZZY-0007"));
     std::fs::write(
@@ -441,6 +570,18 @@ postmark_password = "{pm}"
     let stdout = String::from_utf8(out.stdout).unwrap();
     let key = stdout.split_whitespace().find(|w| w.starts_with("hrld_")).expect("the key is printed").to_owned();
 
+    let mut add = Command::new(env!("CARGO_BIN_EXE_herald"))
+        .current_dir(dir.path())
+        .args(["operators", "add", "--email", "ops@example.com", "--password-stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut add.stdin.take().unwrap(), format!("{}\n", secrets[6]).as_bytes()).unwrap();
+    let out = add.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
     let served = Served::start(dir.path());
     let http = reqwest::Client::new();
     let url = |p: &str| format!("{}{p}", served.base);
@@ -466,6 +607,19 @@ postmark_password = "{pm}"
             .await
             .unwrap();
         assert!(resp.status().as_u16() < 500, "{}", resp.status());
+    }
+    // Operator logins, refused and accepted: the log says who and why, never the password.
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    for (password, status) in [(secrets[7], 401), (secrets[6], 303)] {
+        let (cookie, csrf) = login_form(&http, &served.base).await;
+        let resp = no_redirects
+            .post(url("/ui/login"))
+            .header("cookie", cookie)
+            .form(&[("email", "ops@example.com"), ("password", password), ("csrf", csrf.as_str())])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), status);
     }
     // An email the worker tries to send to an SMTP server that refuses the
     // connection: the failure is logged, the password in the URL is not.

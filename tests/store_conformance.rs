@@ -38,6 +38,12 @@ backend_tests!(
     a_bounce_is_recorded_once_with_its_send_log_row_and_suppression,
     a_webhook_token_is_accepted_once,
     losing_a_race_with_another_transaction_is_recognised_as_contention,
+    operators_are_unique_by_email_and_removing_one_ends_its_sessions,
+    sessions_are_found_by_hash_and_expired_ones_purged_at_the_next_login,
+    login_failures_count_per_email_since_its_last_success_and_per_address,
+    the_audit_log_pages_newest_first,
+    a_lift_records_reason_who_and_audit_in_its_transaction,
+    send_counts_and_bounce_evidence_are_read_back,
 );
 
 /// Two connections that each hold what the other wants: a real deadlock on
@@ -624,4 +630,183 @@ async fn a_webhook_token_is_accepted_once(db: &TestDb) {
     assert!(!db.store.remember_token("mailgun:abc", T0.plus(Duration::from_secs(1))).await.unwrap());
     assert!(!db.store.remember_token("mailgun:abc", T0).await.unwrap(), "even within the same millisecond");
     assert!(db.store.remember_token("mailgun:abd", T0).await.unwrap());
+}
+
+fn operator(email: &str) -> herald::store::OperatorRow {
+    herald::store::OperatorRow {
+        id: new_id(),
+        email: email.into(),
+        password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into(),
+        created_at: T0,
+    }
+}
+
+async fn operators_are_unique_by_email_and_removing_one_ends_its_sessions(db: &TestDb) {
+    use herald::store::OperatorStore;
+    let s = &db.store;
+    assert!(s.insert_operator(&operator("a@example.com")).await.unwrap());
+    assert!(!s.insert_operator(&operator("a@example.com")).await.unwrap(), "the email is unique");
+    assert!(s.insert_operator(&operator("b@example.com")).await.unwrap());
+    let a = s.operator_by_email("a@example.com").await.unwrap().unwrap();
+    assert!(a.password_hash.starts_with("$argon2id$"));
+    assert!(
+        s.operator_by_email("A@example.com").await.unwrap().is_none(),
+        "callers normalise; the store compares exactly"
+    );
+    let emails: Vec<String> = s.list_operators().await.unwrap().into_iter().map(|o| o.email).collect();
+    assert_eq!(emails, ["a@example.com", "b@example.com"]);
+    let far = T0.plus(Duration::from_secs(3600));
+    s.create_session("hash-a", &a, T0, far).await.unwrap();
+    assert!(s.delete_operator("a@example.com").await.unwrap());
+    assert!(!s.delete_operator("a@example.com").await.unwrap());
+    assert!(s.session("hash-a").await.unwrap().is_none(), "their sessions end with them");
+}
+
+async fn sessions_are_found_by_hash_and_expired_ones_purged_at_the_next_login(db: &TestDb) {
+    use herald::store::OperatorStore;
+    let s = &db.store;
+    let op = operator("ops@example.com");
+    s.insert_operator(&op).await.unwrap();
+    let hour = Duration::from_secs(3600);
+    s.create_session("old", &op, T0, T0.plus(hour)).await.unwrap();
+    let found = s.session("old").await.unwrap().unwrap();
+    assert_eq!((found.operator_email.as_str(), found.expires_at), ("ops@example.com", T0.plus(hour)));
+    // A later login purges what expired meanwhile.
+    let later = T0.plus(hour * 2);
+    s.create_session("new", &op, later, later.plus(hour)).await.unwrap();
+    assert!(s.session("old").await.unwrap().is_none());
+    assert!(s.delete_session("new").await.unwrap());
+    assert!(!s.delete_session("new").await.unwrap());
+    assert!(s.session("new").await.unwrap().is_none());
+}
+
+async fn login_failures_count_per_email_since_its_last_success_and_per_address(db: &TestDb) {
+    use herald::store::{LoginAttempt, LoginFailures, OperatorStore};
+    let s = &db.store;
+    let at = |secs: u64, email: &str, ip: &str, outcome: &str| LoginAttempt {
+        email: email.into(),
+        ip: ip.into(),
+        outcome: outcome.into(),
+        created_at: T0.plus(Duration::from_secs(secs)),
+    };
+    for a in [
+        at(0, "a@x.org", "10.0.0.1", "wrong_password"),
+        at(10, "a@x.org", "10.0.0.1", "ok"),
+        at(20, "a@x.org", "10.0.0.1", "wrong_password"),
+        at(30, "a@x.org", "10.0.0.2", "unknown_email"),
+        at(40, "b@x.org", "10.0.0.1", "unknown_email"),
+        at(50, "a@x.org", "10.0.0.1", "rate_limited"),
+    ] {
+        s.record_login_attempt(&a).await.unwrap();
+    }
+    let f = s.login_failures("a@x.org", "10.0.0.1", T0.minus(Duration::from_secs(1))).await.unwrap();
+    let expected = LoginFailures {
+        by_email: 2, // after the success at 10; the rate-limited refusal does not count
+        email_oldest: Some(T0.plus(Duration::from_secs(20))),
+        by_ip: 3, // every failure from the address, across emails, the success notwithstanding
+        ip_oldest: Some(T0),
+    };
+    assert_eq!(f, expected);
+    // Only failures after `since` count.
+    let f = s.login_failures("a@x.org", "10.0.0.1", T0.plus(Duration::from_secs(20))).await.unwrap();
+    assert_eq!((f.by_email, f.by_ip), (1, 1));
+    let outcomes: Vec<String> = s.recent_login_attempts(2).await.unwrap().into_iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, ["rate_limited", "unknown_email"]);
+}
+
+async fn the_audit_log_pages_newest_first(db: &TestDb) {
+    use herald::store::{AuditEntry, OperatorStore};
+    let s = &db.store;
+    for i in 0..5 {
+        let e = AuditEntry {
+            operator_email: "ops@example.com".into(),
+            action: "rule.enable".into(),
+            target: format!("rule-{i}"),
+            detail: (i == 0).then(|| "é ✓ long detail".repeat(50)),
+        };
+        s.append_audit(&e, T0.plus(Duration::from_secs(i))).await.unwrap();
+    }
+    let page = s.audit_log(None, 3).await.unwrap();
+    let targets: Vec<&str> = page.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(targets, ["rule-4", "rule-3", "rule-2"]);
+    let rest = s.audit_log(Some(&page[2].id), 3).await.unwrap();
+    let targets: Vec<&str> = rest.iter().map(|r| r.target.as_str()).collect();
+    assert_eq!(targets, ["rule-1", "rule-0"]);
+    assert_eq!(rest[1].detail.as_deref(), Some("é ✓ long detail".repeat(50).as_str()));
+    assert_eq!(rest[1].created_at, T0);
+}
+
+async fn a_lift_records_reason_who_and_audit_in_its_transaction(db: &TestDb) {
+    use herald::store::{EventStore, Lift, OperatorStore, SuppressionReason, SuppressionRow, SuppressionStore};
+    let s = &db.store;
+    let hash = "c".repeat(64);
+    for category in ["*", "news"] {
+        let row = SuppressionRow {
+            address_hash: hash.clone(),
+            category: category.into(),
+            reason: SuppressionReason::Complaint,
+            detail: None,
+            created_at: T0,
+            expires_at: None,
+        };
+        s.suppress(&row).await.unwrap();
+    }
+    let by_operator = Lift { reason: Some("customer asked"), by: "ops@example.com", audit: true };
+    assert_eq!(s.lift_suppression(&hash, Some("news"), &by_operator, T0).await.unwrap(), 1);
+    let by_key = Lift { reason: None, by: "api key \"ci\"", audit: false };
+    let later = T0.plus(Duration::from_secs(5));
+    assert_eq!(s.lift_suppression(&hash, None, &by_key, later).await.unwrap(), 1);
+    assert_eq!(s.lift_suppression(&hash, None, &by_key, later).await.unwrap(), 0, "nothing left: nothing recorded");
+    let lifts = s.suppression_lifts(Some(&hash), 10).await.unwrap();
+    let seen: Vec<(&str, Option<&str>, &str, i64)> =
+        lifts.iter().map(|l| (l.category.as_str(), l.reason.as_deref(), l.lifted_by.as_str(), l.lifted)).collect();
+    assert_eq!(seen, [("*", None, "api key \"ci\"", 1), ("news", Some("customer asked"), "ops@example.com", 1)]);
+    assert_eq!(s.suppression_lifts(None, 10).await.unwrap().len(), 2);
+    let audit = s.audit_log(None, 10).await.unwrap();
+    assert_eq!(audit.len(), 1, "only the operator's lift is audited");
+    assert_eq!((audit[0].action.as_str(), audit[0].target.as_str()), ("suppression.lift", hash.as_str()));
+    assert!(audit[0].detail.as_deref().unwrap().contains("customer asked"));
+    let events = db.store.events_after(None, 10).await.unwrap();
+    let lifted: Vec<_> = events.iter().filter(|e| e.kind == "suppression_lifted").collect();
+    assert_eq!(lifted[0].data["reason"], "customer asked");
+    assert_eq!(lifted[0].data["by"], "ops@example.com");
+}
+
+async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
+    use herald::store::{BounceStore, NewBounce, OutboxAdmin};
+    let s = &db.store;
+    let rows = [row("u1", "inbox", T0), row("u1", "inbox", T0), row("u2", "inbox", T0)];
+    s.enqueue(&rows, T0).await.unwrap();
+    let claimed = s.claim_due(T0, 10, "tok").await.unwrap();
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let failed = Finish { status: SendStatus::Failed, detail: Some("no".into()), transport: None, address_hash: None };
+    s.finish(&claimed[0], "tok", &sent, T0).await.unwrap();
+    s.finish(&claimed[1], "tok", &sent, T0.plus(Duration::from_secs(60))).await.unwrap();
+    s.finish(&claimed[2], "tok", &failed, T0.plus(Duration::from_secs(60))).await.unwrap();
+    let counts = s.send_counts_since(T0).await.unwrap();
+    assert_eq!(counts, [("failed".to_owned(), 1), ("sent".to_owned(), 2)]);
+    let counts = s.send_counts_since(T0.plus(Duration::from_secs(30))).await.unwrap();
+    assert_eq!(counts, [("failed".to_owned(), 1), ("sent".to_owned(), 1)]);
+
+    let hash = "d".repeat(64);
+    let bounce = |fingerprint: &str| NewBounce {
+        fingerprint: fingerprint.into(),
+        provider: "mail".into(),
+        kind: "hard".into(),
+        address_hash: Some(hash.clone()),
+        status: Some("5.1.1".into()),
+        reply_code: Some(550),
+        detail: "no such user".into(),
+        raw_excerpt: "Final-Recipient: rfc822; x@example.com".into(),
+        matched: None,
+        send_status: None,
+        suppress: None,
+    };
+    s.record_bounce(&bounce("f1"), T0).await.unwrap();
+    s.record_bounce(&bounce("f2"), T0.plus(Duration::from_secs(1))).await.unwrap();
+    let evidence = s.bounces_for_address(&hash, 10).await.unwrap();
+    assert_eq!(evidence.len(), 2);
+    assert_eq!(evidence[0].raw_excerpt.as_deref(), Some("Final-Recipient: rfc822; x@example.com"));
+    assert_eq!(evidence[0].bounce.reply_code, Some(550));
+    assert!(s.bounces_for_address(&"e".repeat(64), 10).await.unwrap().is_empty());
 }

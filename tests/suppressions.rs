@@ -7,8 +7,10 @@ use std::time::Duration;
 use common::app::App;
 use common::{T0, TestDb};
 use herald::address::AddressKeys;
-use herald::store::{SuppressionReason, SuppressionRow, SuppressionStore};
+use herald::store::{Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 use serde_json::{Value, json};
+
+const LIFT: Lift<'static> = Lift { reason: Some("test"), by: "tests", audit: false };
 
 fn row(hash: &str, category: &str, reason: SuppressionReason) -> SuppressionRow {
     SuppressionRow {
@@ -39,9 +41,9 @@ async fn suppress_is_idempotent_and_scoped(db: &TestDb) {
     }
     assert_eq!(s.list_suppressions(Some(&h), 10).await.unwrap().len(), 2);
     // Lifting one category, then the rest.
-    assert_eq!(s.lift_suppression(&h, Some("news")).await.unwrap(), 1);
-    assert_eq!(s.lift_suppression(&h, None).await.unwrap(), 1);
-    assert_eq!(s.lift_suppression(&h, None).await.unwrap(), 0);
+    assert_eq!(s.lift_suppression(&h, Some("news"), &LIFT, T0).await.unwrap(), 1);
+    assert_eq!(s.lift_suppression(&h, None, &LIFT, T0).await.unwrap(), 1);
+    assert_eq!(s.lift_suppression(&h, None, &LIFT, T0).await.unwrap(), 0);
     assert!(s.active_suppression(&h, Some("news"), T0).await.unwrap().is_none());
 }
 

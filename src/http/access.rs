@@ -35,6 +35,10 @@ pub enum Access {
     /// An operator API key (`herald keys create`): the host application's
     /// backend. User tokens are refused here.
     ApiKey,
+    /// A person at the operator screen: a live session cookie from
+    /// `/ui/login`, and on every form its CSRF token. Anyone else is sent to
+    /// the login page (a form without its token is `403`).
+    OperatorSession,
 }
 
 impl Access {
@@ -46,6 +50,7 @@ impl Access {
             Access::ProviderSignature => "the provider, by signature or credentials",
             Access::UserToken => "end user with an inbox token (their own messages only)",
             Access::ApiKey => "API key",
+            Access::OperatorSession => "operator with a session (forms also need its CSRF token)",
         }
     }
 }
@@ -106,4 +111,29 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/suppressions", ApiKey),
     r("POST", "/v1/suppressions", ApiKey),
     r("DELETE", "/v1/suppressions", ApiKey),
+    // The operator screen. The login form has a CSRF token of its own, bound
+    // to a pre-login cookie, so another site cannot log a browser in.
+    r("GET", "/ui/login", Public),
+    r("POST", "/ui/login", Public),
+    r("GET", "/ui/static/herald.css", Public),
+    r("GET", "/ui", OperatorSession),
+    r("POST", "/ui/logout", OperatorSession),
+    r("GET", "/ui/rules", OperatorSession),
+    r("GET", "/ui/rules/new", OperatorSession),
+    r("POST", "/ui/rules/new", OperatorSession),
+    r("GET", "/ui/rules/{id}", OperatorSession),
+    r("POST", "/ui/rules/{id}", OperatorSession),
+    r("GET", "/ui/rules/{id}/enable", OperatorSession),
+    r("POST", "/ui/rules/{id}/enable", OperatorSession),
+    r("POST", "/ui/rules/{id}/disable", OperatorSession),
+    r("GET", "/ui/outbox", OperatorSession),
+    r("GET", "/ui/outbox/{id}", OperatorSession),
+    r("POST", "/ui/outbox/{id}/retry", OperatorSession),
+    r("POST", "/ui/outbox/{id}/cancel", OperatorSession),
+    r("GET", "/ui/sends", OperatorSession),
+    r("GET", "/ui/suppressions", OperatorSession),
+    r("POST", "/ui/suppressions", OperatorSession),
+    r("POST", "/ui/suppressions/lift", OperatorSession),
+    r("GET", "/ui/suppressions/{hash}", OperatorSession),
+    r("GET", "/ui/audit", OperatorSession),
 ];

@@ -1,5 +1,6 @@
 //! The HTTP server: `/healthz`, `/readyz`, `/metrics`, the `/v1` JSON API,
-//! and `/u/{token}`, the one-click unsubscribe page.
+//! `/u/{token}`, the one-click unsubscribe page, and the operator screen
+//! under `/ui` (see [`crate::ui`]).
 //!
 //! Every `/v1` route but the OpenAPI document needs an API key; every error
 //! is `application/problem+json` naming what was wrong; bodies are limited in
@@ -51,6 +52,8 @@ pub struct AppState {
     /// Signs and checks the end users' inbox tokens.
     pub user_tokens: user_auth::TokenKey,
     pub token_ttl: std::time::Duration,
+    /// The operator screen's session and login settings.
+    pub ui: crate::config::UiSettings,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -110,6 +113,9 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         // Public, by design: the signed token is the credential (RFC 8058).
         .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
         .nest("/v1", v1)
+        // Outside the API-key layer: the screen has its own operator login.
+        .nest("/ui", crate::ui::router(state.clone()))
+        .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
 }

@@ -92,7 +92,7 @@ pub async fn list(
     Ok(ApiJson(OutboxPage { items: rows.iter().map(OutboxItem::from).collect(), next_cursor }))
 }
 
-fn answer(id: &str, action: RowAction, verb: &str) -> Result<ApiJson<OutboxItem>, ApiError> {
+pub fn answer(id: &str, action: RowAction, verb: &str) -> Result<ApiJson<OutboxItem>, ApiError> {
     match action {
         RowAction::Done(row) => Ok(ApiJson(OutboxItem::from(row.as_ref()))),
         RowAction::NotFound => Err(ApiError::NotFound(format!("no outbox row with id {id:?}"))),

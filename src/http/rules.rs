@@ -29,7 +29,7 @@ pub struct RuleDeleted {
     pub cancelled: u64,
 }
 
-async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
+pub async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
     state.store.get_rule(id).await?.ok_or_else(|| ApiError::NotFound(format!("no rule with id {id:?}")))
 }
 
@@ -48,10 +48,16 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<RuleInput>,
 ) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
+    let row = create_rule(&state, input).await?;
+    Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
+}
+
+/// Validates and stores a new rule (the API and the operator screen).
+pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, ApiError> {
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
     state.store.insert_rule(&row).await?;
     tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
-    Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
+    Ok(row)
 }
 
 #[utoipa::path(get, path = "/v1/rules", tag = "rules",
@@ -91,8 +97,15 @@ pub async fn update(
     ApiPath(id): ApiPath<String>,
     ApiJson(patch): ApiJson<RulePatch>,
 ) -> Result<ApiJson<RuleChanged>, ApiError> {
-    let current = load(&state, &id).await?;
-    let mut input = RuleInput::from_row(&current).map_err(|e| ApiError::Store(stored_template(&id, e)))?;
+    Ok(ApiJson(update_rule(&state, &id, patch).await?))
+}
+
+/// Applies a patch to a stored rule and validates the result as a whole;
+/// disabling cancels the rule's scheduled messages. The API's PATCH and the
+/// operator screen's switch and editor all come through here.
+pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result<RuleChanged, ApiError> {
+    let current = load(state, id).await?;
+    let mut input = RuleInput::from_row(&current).map_err(|e| ApiError::Store(stored_template(id, e)))?;
     input.apply(patch);
     let now = state.clock.now();
     let mut next = input.into_row(now, &state.webhooks).map_err(ApiError::Invalid)?;
@@ -102,12 +115,12 @@ pub async fn update(
         return Err(ApiError::NotFound(format!("no rule with id {id:?}")));
     }
     let cancelled = if current.enabled && !next.enabled {
-        state.store.cancel_scheduled(CancelScope::Rule(&id), "rule disabled", now).await?
+        state.store.cancel_scheduled(CancelScope::Rule(id), "rule disabled", now).await?
     } else {
         0
     };
     tracing::info!(rule = %id, enabled = next.enabled, cancelled, "rule updated");
-    Ok(ApiJson(RuleChanged { rule: RuleView::from(&next), cancelled }))
+    Ok(RuleChanged { rule: RuleView::from(&next), cancelled })
 }
 
 fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
@@ -184,7 +197,19 @@ pub async fn preview(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::field("limit", "must be 1 to 500"));
     }
-    let trigger_type = q.trigger_type.unwrap_or_else(|| rule.trigger_type.clone());
+    Ok(ApiJson(dry_run(&state, &rule, q.trigger_type, limit).await?))
+}
+
+/// What `rule` would plan for the `limit` most recent triggers of its type
+/// (or `trigger_type`), enabled or not; plans nothing. The API's preview and
+/// the operator screen's "enable" confirmation both show this.
+pub async fn dry_run(
+    state: &AppState,
+    rule: &RuleRow,
+    trigger_type: Option<String>,
+    limit: u32,
+) -> Result<Preview, ApiError> {
+    let trigger_type = trigger_type.unwrap_or_else(|| rule.trigger_type.clone());
     let recent = state.store.recent_triggers(&trigger_type, limit).await?;
     let mut results = Vec::with_capacity(recent.len());
     for t in &recent {
@@ -192,7 +217,7 @@ pub async fn preview(
             Ok(u) if rule.condition.is_some() => state.store.get_recipient(&u).await?,
             _ => None,
         };
-        let plan = planner::evaluate(t, std::slice::from_ref(&rule), recipient.as_ref());
+        let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient.as_ref());
         if let Some(decision) = plan.decisions.into_iter().next() {
             results.push(PreviewItem {
                 trigger_id: t.id.clone(),
@@ -202,12 +227,12 @@ pub async fn preview(
             });
         }
     }
-    Ok(ApiJson(Preview {
+    Ok(Preview {
         rule_id: rule.id.clone(),
         enabled: rule.enabled,
         trigger_type,
         triggers_considered: recent.len(),
         would_plan: results.iter().filter(|r| r.decision.planned).count(),
         results,
-    }))
+    })
 }

@@ -1,14 +1,15 @@
 //! `/v1/suppressions`: addresses Herald will not mail. The API takes email
 //! addresses and stores only their hashes; it answers with hashes.
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
 use crate::clock::Millis;
-use crate::store::{ALL_CATEGORIES, SuppressionReason, SuppressionRow};
+use crate::store::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SuppressionView {
@@ -38,7 +39,7 @@ impl SuppressionView {
     }
 }
 
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressionInput {
     /// The address to suppress; only its hash is stored.
@@ -68,6 +69,8 @@ pub struct SuppressionQuery {
     pub category: Option<String>,
     /// GET only: 1 to 500 [default: 100]
     pub limit: Option<u32>,
+    /// DELETE only: why it is lifted (kept with who lifted it), at most 1000 characters
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -124,6 +127,9 @@ pub async fn list(
     if q.category.is_some() {
         return Err(ApiError::field("category", "only DELETE takes a category"));
     }
+    if q.reason.is_some() {
+        return Err(ApiError::field("reason", "only DELETE takes a reason"));
+    }
     let hash = address_of(&state, &q)?;
     let rows = state.store.list_suppressions(hash.as_deref(), limit).await?;
     let now = state.clock.now();
@@ -146,7 +152,15 @@ pub async fn create(
     State(state): State<AppState>,
     ApiJson(input): ApiJson<SuppressionInput>,
 ) -> Result<(StatusCode, ApiJson<SuppressionView>), ApiError> {
-    let hash = hash_of(&state, "email", &input.email)?;
+    let (created, view) = suppress(&state, input).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, ApiJson(view)))
+}
+
+/// Validates and stores a suppression; whether it is new, and how it reads
+/// now. Shared by the API and the operator screen.
+pub async fn suppress(state: &AppState, input: SuppressionInput) -> Result<(bool, SuppressionView), ApiError> {
+    let hash = hash_of(state, "email", &input.email)?;
     let category = input.category.unwrap_or_else(|| ALL_CATEGORIES.to_owned());
     check_category("category", &category)?;
     if input.detail.as_ref().is_some_and(|d| d.len() > 1000) {
@@ -177,8 +191,7 @@ pub async fn create(
         .into_iter()
         .find(|s| s.category == row.category)
         .unwrap_or(row);
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, ApiJson(SuppressionView::new(&stored, now))))
+    Ok((created, SuppressionView::new(&stored, now)))
 }
 
 /// Lifts the suppressions of one address (or one category of it).
@@ -193,16 +206,37 @@ pub async fn create(
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<SuppressionQuery>,
 ) -> Result<ApiJson<Lifted>, ApiError> {
     let hash = address_of(&state, &q)?.ok_or_else(|| ApiError::field("email", "give email or address_hash"))?;
-    if let Some(c) = &q.category {
+    let by = format!("api key \"{}\"", caller.key_name);
+    let lifted = lift(&state, &hash, q.category.as_deref(), q.reason.as_deref(), &by, false).await?;
+    Ok(ApiJson(Lifted { address_hash: hash, lifted }))
+}
+
+/// Checks and lifts; 404 when there was nothing to lift. `audit`: also
+/// write the audit log (the operator screen), in the lift's transaction.
+pub async fn lift(
+    state: &AppState,
+    hash: &str,
+    category: Option<&str>,
+    reason: Option<&str>,
+    by: &str,
+    audit: bool,
+) -> Result<u64, ApiError> {
+    if let Some(c) = category {
         check_category("category", c)?;
     }
-    let lifted = state.store.lift_suppression(&hash, q.category.as_deref()).await?;
+    let reason = reason.map(str::trim).filter(|r| !r.is_empty());
+    if reason.is_some_and(|r| r.len() > 1000 || r.chars().any(char::is_control)) {
+        return Err(ApiError::field("reason", "at most 1000 characters, without control characters"));
+    }
+    let lift = Lift { reason, by, audit };
+    let lifted = state.store.lift_suppression(hash, category, &lift, state.clock.now()).await?;
     if lifted == 0 {
         return Err(ApiError::NotFound("that address has no suppression to lift".into()));
     }
-    tracing::info!(address_hash = %hash, lifted, "suppression lifted");
-    Ok(ApiJson(Lifted { address_hash: hash, lifted }))
+    tracing::info!(address_hash = %hash, lifted, by, reason, "suppression lifted");
+    Ok(lifted)
 }

@@ -152,11 +152,19 @@ pub async fn sends(
     State(state): State<AppState>,
     ApiPath(user_id): ApiPath<String>,
 ) -> Result<ApiJson<UserSends>, ApiError> {
-    const LIMIT: u32 = 200;
     let user = user(&user_id)?;
+    Ok(ApiJson(timeline(&state, &user).await?))
+}
+
+/// The answer to "did they get it, and if not, why" for one user: every
+/// message with its history, and the triggers that planned nothing. The API
+/// and the operator screen's send-log page both show this.
+pub async fn timeline(state: &AppState, user: &UserId) -> Result<UserSends, ApiError> {
+    const LIMIT: u32 = 200;
+    let user_id = user.as_str().to_owned();
     let filter = OutboxFilter { user_id: Some(user_id.clone()), limit: LIMIT, ..Default::default() };
     let rows = state.store.list_outbox(&filter).await?;
-    let log = state.store.sends_for_user(&user, LIMIT * 2).await?;
+    let log = state.store.sends_for_user(user, LIMIT * 2).await?;
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
@@ -174,7 +182,7 @@ pub async fn sends(
             history,
         });
     }
-    let triggers = state.store.triggers_for_user(&user, LIMIT).await?;
+    let triggers = state.store.triggers_for_user(user, LIMIT).await?;
     let quiet = triggers
         .iter()
         .filter(|t| t.planned_count.unwrap_or(0) == 0)
@@ -189,7 +197,7 @@ pub async fn sends(
             },
         })
         .collect();
-    Ok(ApiJson(UserSends { user_id, messages, triggers_without_messages: quiet }))
+    Ok(UserSends { user_id, messages, triggers_without_messages: quiet })
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]

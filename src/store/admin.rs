@@ -38,6 +38,8 @@ pub trait OutboxAdmin: Send + Sync {
     async fn retry_outbox(&self, id: &str, now: Millis) -> Result<RowAction, StoreError>;
     /// Cancels a `scheduled` row with a send-log row saying `detail`.
     async fn cancel_outbox(&self, id: &str, detail: &str, now: Millis) -> Result<RowAction, StoreError>;
+    /// Send-log rows written since `since`, by status: recent throughput.
+    async fn send_counts_since(&self, since: Millis) -> Result<Vec<(String, i64)>, StoreError>;
 }
 
 #[async_trait]
@@ -94,6 +96,19 @@ impl OutboxAdmin for SqlStore {
             }
             (_, Some(row)) => RowAction::Refused(Box::new(row)),
         })
+    }
+
+    async fn send_counts_since(&self, since: Millis) -> Result<Vec<(String, i64)>, StoreError> {
+        // Served by engagement_sends_created.
+        let sql = self.dialect().sql(
+            "SELECT status, COUNT(*) AS n FROM engagement_sends WHERE created_at >= ? GROUP BY status ORDER BY status",
+        );
+        let rows =
+            sqlx::query(&sql).bind(since.0).fetch_all(self.pool()).await.map_err(StoreError::db("send counts"))?;
+        rows.iter()
+            .map(|r| Ok((super::rows::text(r, "status")?, sqlx::Row::try_get::<i64, _>(r, "n")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("send counts"))
     }
 
     async fn cancel_outbox(&self, id: &str, detail: &str, now: Millis) -> Result<RowAction, StoreError> {

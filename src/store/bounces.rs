@@ -57,6 +57,14 @@ pub struct BounceRow {
     pub created_at: String,
 }
 
+/// A bounce with the bounded copy of what arrived, for an operator to read.
+#[derive(Debug, Clone, Serialize)]
+pub struct BounceEvidence {
+    #[serde(flatten)]
+    pub bounce: BounceRow,
+    pub raw_excerpt: Option<String>,
+}
+
 #[async_trait]
 pub trait BounceStore: Send + Sync {
     /// Records a bounce and its consequences; false (and nothing written)
@@ -64,6 +72,8 @@ pub trait BounceStore: Send + Sync {
     async fn record_bounce(&self, b: &NewBounce, now: Millis) -> Result<bool, StoreError>;
     /// Newest first.
     async fn list_bounces(&self, limit: u32) -> Result<Vec<BounceRow>, StoreError>;
+    /// The evidence for one address, newest first, with the raw excerpt.
+    async fn bounces_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<BounceEvidence>, StoreError>;
     /// How many bounces of `kind` for an address were recorded since `since`.
     async fn count_bounces(&self, address_hash: &str, kind: &str, since: Millis) -> Result<i64, StoreError>;
     /// Remembers a signed webhook's token; false if it was seen before.
@@ -176,22 +186,39 @@ impl BounceStore for SqlStore {
             .fetch_all(self.pool())
             .await
             .map_err(StoreError::db("list bounces"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(BounceRow {
-                    id: text(r, "id")?,
-                    provider: text(r, "provider")?,
-                    kind: text(r, "kind")?,
-                    address_hash: opt_text(r, "address_hash")?,
-                    status: opt_text(r, "status")?,
-                    reply_code: r.try_get("reply_code")?,
-                    detail: opt_text(r, "detail")?,
-                    outbox_id: opt_text(r, "outbox_id")?,
-                    matched_by: opt_text(r, "matched_by")?,
-                    created_at: Millis(r.try_get("created_at")?).to_rfc3339(),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("list bounces"))
+        rows.iter().map(bounce_row).collect::<Result<_, sqlx::Error>>().map_err(StoreError::db("list bounces"))
     }
+
+    async fn bounces_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<BounceEvidence>, StoreError> {
+        // Served by engagement_bounces_address (address_hash, kind, created_at).
+        let sql = self.dialect().sql(
+            "SELECT id, provider, kind, address_hash, status, reply_code, detail, outbox_id, matched_by, created_at, \
+             raw_excerpt FROM engagement_bounces WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        );
+        let rows = sqlx::query(&sql)
+            .bind(address_hash.to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("bounces for address"))?;
+        rows.iter()
+            .map(|r| Ok(BounceEvidence { bounce: bounce_row(r)?, raw_excerpt: opt_text(r, "raw_excerpt")? }))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("bounces for address"))
+    }
+}
+
+fn bounce_row(r: &sqlx::any::AnyRow) -> Result<BounceRow, sqlx::Error> {
+    Ok(BounceRow {
+        id: text(r, "id")?,
+        provider: text(r, "provider")?,
+        kind: text(r, "kind")?,
+        address_hash: opt_text(r, "address_hash")?,
+        status: opt_text(r, "status")?,
+        reply_code: r.try_get("reply_code")?,
+        detail: opt_text(r, "detail")?,
+        outbox_id: opt_text(r, "outbox_id")?,
+        matched_by: opt_text(r, "matched_by")?,
+        created_at: Millis(r.try_get("created_at")?).to_rfc3339(),
+    })
 }

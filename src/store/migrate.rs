@@ -42,6 +42,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(6, "events", "0006_events.sql"),
     migration!(7, "bounces", "0007_bounces.sql"),
     migration!(8, "webhook_tokens", "0008_webhook_tokens.sql"),
+    migration!(9, "operators", "0009_operators.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -28,6 +28,7 @@ pub mod events;
 mod inbox;
 pub mod listen;
 mod migrate;
+mod operators;
 mod recipients;
 mod rows;
 mod rules;
@@ -44,16 +45,20 @@ use crate::clock::Millis;
 use crate::domain::{ChannelName, SendStatus, UserId};
 
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
-pub use bounces::{BounceRow, BounceStore, MatchedSend, NewBounce};
+pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use migrate::AppliedMigration;
+pub use operators::{
+    AuditEntry, AuditRow, LOGIN_ATTEMPT_RETENTION, LoginAttempt, LoginFailures, LoginOutcome, OperatorRow,
+    OperatorStore, SessionRow, SuppressionLiftRow,
+};
 pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
-pub use suppressions::{ALL_CATEGORIES, SuppressionReason, SuppressionRow, SuppressionStore};
+pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use triggers::{NewTrigger, TriggerInsert, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -198,6 +203,7 @@ pub trait Store:
     + InboxStore
     + EventStore
     + BounceStore
+    + OperatorStore
     + Send
     + Sync
     + 'static

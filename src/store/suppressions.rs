@@ -97,6 +97,17 @@ fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
     })
 }
 
+/// Who lifts a suppression, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Lift<'a> {
+    /// Free text from the operator: "customer fixed their mailbox".
+    pub reason: Option<&'a str>,
+    /// An operator's email, or `api key "NAME"`.
+    pub by: &'a str,
+    /// Also append an audit-log row (operator actions from the screen).
+    pub audit: bool,
+}
+
 #[async_trait]
 pub trait SuppressionStore: Send + Sync {
     /// Adds a suppression; true when it is new. An existing one for the same
@@ -122,8 +133,17 @@ pub trait SuppressionStore: Send + Sync {
     ) -> Result<Vec<SuppressionRow>, StoreError>;
 
     /// Lifts suppressions of an address: one category, or all of them when
-    /// `category` is `None`. Returns how many were lifted.
-    async fn lift_suppression(&self, address_hash: &str, category: Option<&str>) -> Result<u64, StoreError>;
+    /// `category` is `None`. Returns how many were lifted. When any were,
+    /// who lifted them and why is kept (`engagement_suppression_lifts`), in
+    /// the event, and for an operator in the audit log, all in the lift's
+    /// transaction.
+    async fn lift_suppression(
+        &self,
+        address_hash: &str,
+        category: Option<&str>,
+        lift: &Lift<'_>,
+        now: Millis,
+    ) -> Result<u64, StoreError>;
 
     /// The send log for one address hash, newest first.
     async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError>;
@@ -242,7 +262,13 @@ impl SuppressionStore for SqlStore {
         rows.iter().map(|r| from_any(r).map_err(StoreError::db("list suppressions"))).collect()
     }
 
-    async fn lift_suppression(&self, address_hash: &str, category: Option<&str>) -> Result<u64, StoreError> {
+    async fn lift_suppression(
+        &self,
+        address_hash: &str,
+        category: Option<&str>,
+        lift: &Lift<'_>,
+        now: Millis,
+    ) -> Result<u64, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
         let mut tx = self.pool().begin().await.map_err(db("lift suppression: begin"))?;
@@ -263,12 +289,39 @@ impl SuppressionStore for SqlStore {
         };
         let lifted = result.map_err(db("lift suppression"))?.rows_affected();
         if lifted > 0 {
-            let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+            let category = category.unwrap_or(ALL_CATEGORIES);
             let event = serde_json::json!({
-                "address_hash": address_hash, "category": category.unwrap_or(ALL_CATEGORIES), "lifted": lifted,
-                "at": now.to_rfc3339(),
+                "address_hash": address_hash, "category": category, "lifted": lifted,
+                "reason": lift.reason, "by": lift.by, "at": now.to_rfc3339(),
             });
             super::events::append(&mut tx, d, "suppression_lifted", None, None, &event, now).await?;
+            let record = d.sql(
+                "INSERT INTO engagement_suppression_lifts (id, address_hash, category, lifted, reason, lifted_by, \
+                 created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            );
+            sqlx::query(&record)
+                .bind(super::new_id())
+                .bind(address_hash.to_owned())
+                .bind(category.to_owned())
+                .bind(i64::try_from(lifted).unwrap_or(i64::MAX))
+                .bind(lift.reason.map(str::to_owned))
+                .bind(lift.by.to_owned())
+                .bind(now.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("lift suppression: record"))?;
+            if lift.audit {
+                let entry = super::operators::AuditEntry {
+                    operator_email: lift.by.to_owned(),
+                    action: "suppression.lift".into(),
+                    target: address_hash.to_owned(),
+                    detail: Some(format!(
+                        "category {category}, {lifted} lifted; reason: {}",
+                        lift.reason.unwrap_or("(none given)")
+                    )),
+                };
+                super::operators::append_audit_in(&mut tx, d, &entry, now).await?;
+            }
         }
         tx.commit().await.map_err(db("lift suppression: commit"))?;
         if lifted > 0 {

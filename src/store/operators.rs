@@ -1,0 +1,483 @@
+//! The operator screen's tables: operator accounts, their sessions, login
+//! attempts and the audit log.
+//!
+//! # Why sessions and attempts live in the database
+//! Herald runs as several instances behind a load balancer. A session kept in
+//! one process's memory would log the operator out whenever the balancer picks
+//! another instance, and a logout or an expiry would only take effect on the
+//! instance that saw it. In the database every instance sees the same session
+//! (and its deletion at once), and the login rate limit counts failures made
+//! against any instance. The cost is one indexed read per page view, which an
+//! operator screen can afford. Only a SHA-256 of the session token is stored,
+//! so reading the table opens no session.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::rows::{opt_text, text};
+use super::{Dialect, SqlStore, Store, StoreError, new_id};
+use crate::clock::Millis;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OperatorRow {
+    pub id: String,
+    /// Normalised (trimmed, lowercase): the login name.
+    pub email: String,
+    /// An Argon2id PHC string (`$argon2id$v=19$...`), never the password.
+    #[serde(skip)]
+    pub password_hash: String,
+    pub created_at: Millis,
+}
+
+/// A live (or expired, not yet purged) session, found by its token's hash.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRow {
+    pub operator_id: String,
+    pub operator_email: String,
+    pub created_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// How a login attempt ended. Only the two failures count against the rate
+/// limit: refusing a rate-limited attempt must not extend the lockout, or an
+/// attacker could keep an operator out forever by trying once a minute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoginOutcome {
+    Ok,
+    WrongPassword,
+    UnknownEmail,
+    RateLimited,
+}
+
+impl LoginOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoginOutcome::Ok => "ok",
+            LoginOutcome::WrongPassword => "wrong_password",
+            LoginOutcome::UnknownEmail => "unknown_email",
+            LoginOutcome::RateLimited => "rate_limited",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LoginAttempt {
+    /// As typed (normalised), whether or not such an operator exists.
+    pub email: String,
+    /// The client's address as the server saw it.
+    pub ip: String,
+    pub outcome: String,
+    pub created_at: Millis,
+}
+
+/// Failures that count against the limit, for one email and one address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoginFailures {
+    pub by_email: i64,
+    /// The oldest counted failure for the email: the lockout ends a window after it.
+    pub email_oldest: Option<Millis>,
+    pub by_ip: i64,
+    pub ip_oldest: Option<Millis>,
+}
+
+/// One operator action, to append to the audit log.
+#[derive(Debug, Clone)]
+pub struct AuditEntry {
+    pub operator_email: String,
+    /// `rule.create`, `rule.update`, `rule.enable`, `rule.disable`,
+    /// `outbox.retry`, `outbox.cancel`, `suppression.add`, `suppression.lift`,
+    /// `login`, `logout`.
+    pub action: String,
+    /// What it was done to: a rule id, an outbox id, an address hash.
+    pub target: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRow {
+    pub id: String,
+    pub operator_email: String,
+    pub action: String,
+    pub target: String,
+    pub detail: Option<String>,
+    pub created_at: Millis,
+}
+
+/// Who lifted a suppression and why: kept because lifting deletes the row.
+#[derive(Debug, Clone, Serialize)]
+pub struct SuppressionLiftRow {
+    pub address_hash: String,
+    /// The category lifted, or `*` when every suppression of the address was.
+    pub category: String,
+    /// How many suppression rows the lift removed.
+    pub lifted: i64,
+    pub reason: Option<String>,
+    /// An operator's email, or `api key "NAME"`.
+    pub lifted_by: String,
+    pub created_at: Millis,
+}
+
+/// How long refused and accepted login attempts are kept once they no
+/// longer count for the rate limit (they are the record of who tried).
+pub const LOGIN_ATTEMPT_RETENTION: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
+
+#[async_trait]
+pub trait OperatorStore: Send + Sync {
+    /// False (and nothing written) when an operator with that email exists.
+    async fn insert_operator(&self, op: &OperatorRow) -> Result<bool, StoreError>;
+    async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError>;
+    async fn list_operators(&self) -> Result<Vec<OperatorRow>, StoreError>;
+    /// Removes the operator and ends every session of theirs. False if no such operator.
+    async fn delete_operator(&self, email: &str) -> Result<bool, StoreError>;
+
+    /// Stores a new session (by its token's hash). Also purges expired
+    /// sessions and login attempts older than [`LOGIN_ATTEMPT_RETENTION`],
+    /// so neither table grows without bound; logins are rare enough to pay for it.
+    async fn create_session(
+        &self,
+        token_hash: &str,
+        op: &OperatorRow,
+        now: Millis,
+        expires_at: Millis,
+    ) -> Result<(), StoreError>;
+    async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError>;
+    /// Logout; false when there was no such session.
+    async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError>;
+
+    async fn record_login_attempt(&self, attempt: &LoginAttempt) -> Result<(), StoreError>;
+    /// Failures after `since` for `email` (only those after its last
+    /// successful login) and for `ip` (all of them: a success with one
+    /// account must not reset a guesser's budget for the others).
+    async fn login_failures(&self, email: &str, ip: &str, since: Millis) -> Result<LoginFailures, StoreError>;
+    /// Newest first.
+    async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError>;
+
+    async fn append_audit(&self, entry: &AuditEntry, now: Millis) -> Result<(), StoreError>;
+    /// Newest first; `before` is the last id of the previous page (ids are
+    /// UUIDv7 and sort by time).
+    async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
+
+    /// Lifts, newest first; for one address when given.
+    async fn suppression_lifts(
+        &self,
+        address_hash: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SuppressionLiftRow>, StoreError>;
+}
+
+/// Appends an audit row on the caller's connection, inside its transaction,
+/// so an action and its audit row commit (or fail) together.
+pub(crate) async fn append_audit_in(
+    conn: &mut sqlx::AnyConnection,
+    d: Dialect,
+    e: &AuditEntry,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let sql = d.sql(
+        "INSERT INTO engagement_audit_log (id, operator_email, action, target, detail, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?)",
+    );
+    sqlx::query(&sql)
+        .bind(new_id())
+        .bind(e.operator_email.clone())
+        .bind(e.action.clone())
+        .bind(e.target.chars().take(255).collect::<String>())
+        .bind(e.detail.clone())
+        .bind(now.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::db("append audit row"))?;
+    Ok(())
+}
+
+fn operator(r: &AnyRow) -> Result<OperatorRow, sqlx::Error> {
+    Ok(OperatorRow {
+        id: text(r, "id")?,
+        email: text(r, "email")?,
+        password_hash: text(r, "password_hash")?,
+        created_at: Millis(r.try_get("created_at")?),
+    })
+}
+
+const FAILURES: &str = "('wrong_password', 'unknown_email')";
+
+#[async_trait]
+impl OperatorStore for SqlStore {
+    async fn insert_operator(&self, op: &OperatorRow) -> Result<bool, StoreError> {
+        let sql = self
+            .dialect()
+            .sql("INSERT INTO engagement_operators (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)");
+        let result = sqlx::query(&sql)
+            .bind(op.id.clone())
+            .bind(op.email.clone())
+            .bind(op.password_hash.clone())
+            .bind(op.created_at.0)
+            .execute(self.pool())
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(false),
+            Err(e) => Err(StoreError::Database { op: "insert operator", source: e }),
+        }
+    }
+
+    async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError> {
+        let sql =
+            self.dialect().sql("SELECT id, email, password_hash, created_at FROM engagement_operators WHERE email = ?");
+        let row = sqlx::query(&sql)
+            .bind(email.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(StoreError::db("find operator"))?;
+        row.as_ref().map(operator).transpose().map_err(StoreError::db("find operator"))
+    }
+
+    async fn list_operators(&self) -> Result<Vec<OperatorRow>, StoreError> {
+        let rows = sqlx::query("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list operators"))?;
+        rows.iter().map(operator).collect::<Result<_, _>>().map_err(StoreError::db("list operators"))
+    }
+
+    async fn delete_operator(&self, email: &str) -> Result<bool, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let mut tx = self.pool().begin().await.map_err(db("delete operator: begin"))?;
+        sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE operator_email = ?"))
+            .bind(email.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("delete operator: sessions"))?;
+        let n = sqlx::query(&d.sql("DELETE FROM engagement_operators WHERE email = ?"))
+            .bind(email.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("delete operator"))?
+            .rows_affected();
+        tx.commit().await.map_err(db("delete operator: commit"))?;
+        Ok(n == 1)
+    }
+
+    async fn create_session(
+        &self,
+        token_hash: &str,
+        op: &OperatorRow,
+        now: Millis,
+        expires_at: Millis,
+    ) -> Result<(), StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE expires_at <= ?"))
+            .bind(now.0)
+            .execute(self.pool())
+            .await
+            .map_err(db("purge expired sessions"))?;
+        sqlx::query(&d.sql("DELETE FROM engagement_login_attempts WHERE created_at < ?"))
+            .bind(now.minus(LOGIN_ATTEMPT_RETENTION).0)
+            .execute(self.pool())
+            .await
+            .map_err(db("purge old login attempts"))?;
+        let sql = d.sql(
+            "INSERT INTO engagement_operator_sessions (token_hash, operator_id, operator_email, created_at, expires_at) \
+             VALUES (?, ?, ?, ?, ?)",
+        );
+        sqlx::query(&sql)
+            .bind(token_hash.to_owned())
+            .bind(op.id.clone())
+            .bind(op.email.clone())
+            .bind(now.0)
+            .bind(expires_at.0)
+            .execute(self.pool())
+            .await
+            .map_err(db("create session"))?;
+        Ok(())
+    }
+
+    async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT operator_id, operator_email, created_at, expires_at FROM engagement_operator_sessions \
+             WHERE token_hash = ?",
+        );
+        let row = sqlx::query(&sql)
+            .bind(token_hash.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(StoreError::db("find session"))?;
+        row.map(|r| {
+            Ok(SessionRow {
+                operator_id: text(&r, "operator_id")?,
+                operator_email: text(&r, "operator_email")?,
+                created_at: Millis(r.try_get("created_at")?),
+                expires_at: Millis(r.try_get("expires_at")?),
+            })
+        })
+        .transpose()
+        .map_err(StoreError::db("find session"))
+    }
+
+    async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError> {
+        let sql = self.dialect().sql("DELETE FROM engagement_operator_sessions WHERE token_hash = ?");
+        let n = sqlx::query(&sql)
+            .bind(token_hash.to_owned())
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("delete session"))?
+            .rows_affected();
+        Ok(n == 1)
+    }
+
+    async fn record_login_attempt(&self, a: &LoginAttempt) -> Result<(), StoreError> {
+        let sql = self
+            .dialect()
+            .sql("INSERT INTO engagement_login_attempts (id, email, ip, outcome, created_at) VALUES (?, ?, ?, ?, ?)");
+        sqlx::query(&sql)
+            .bind(new_id())
+            .bind(a.email.chars().take(254).collect::<String>())
+            .bind(a.ip.clone())
+            .bind(a.outcome.clone())
+            .bind(a.created_at.0)
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("record login attempt"))?;
+        Ok(())
+    }
+
+    async fn login_failures(&self, email: &str, ip: &str, since: Millis) -> Result<LoginFailures, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let last_ok = sqlx::query(&d.sql(
+            "SELECT MAX(created_at) AS t FROM engagement_login_attempts WHERE email = ? AND outcome = 'ok' \
+             AND created_at >= ?",
+        ))
+        .bind(email.to_owned())
+        .bind(since.0)
+        .fetch_one(self.pool())
+        .await
+        .map_err(db("login failures: last success"))?;
+        let email_since = match last_ok.try_get::<Option<i64>, _>("t").map_err(db("login failures: last success"))? {
+            Some(t) => t + 1,
+            None => since.0,
+        };
+        let count = |column: &'static str| {
+            d.sql(&format!(
+                "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
+                 WHERE {column} = ? AND created_at > ? AND outcome IN {FAILURES}"
+            ))
+        };
+        let by_email = sqlx::query(&count("email"))
+            .bind(email.to_owned())
+            .bind(email_since)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db("login failures by email"))?;
+        let by_ip = sqlx::query(&count("ip"))
+            .bind(ip.to_owned())
+            .bind(since.0)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db("login failures by address"))?;
+        let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
+            Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
+        };
+        let (by_email, email_oldest) = read(&by_email).map_err(db("login failures by email"))?;
+        let (by_ip, ip_oldest) = read(&by_ip).map_err(db("login failures by address"))?;
+        Ok(LoginFailures { by_email, email_oldest, by_ip, ip_oldest })
+    }
+
+    async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT email, ip, outcome, created_at FROM engagement_login_attempts \
+             ORDER BY created_at DESC, id DESC LIMIT ?",
+        );
+        let rows = sqlx::query(&sql)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("recent login attempts"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(LoginAttempt {
+                    email: text(r, "email")?,
+                    ip: text(r, "ip")?,
+                    outcome: text(r, "outcome")?,
+                    created_at: Millis(r.try_get("created_at")?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("recent login attempts"))
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry, now: Millis) -> Result<(), StoreError> {
+        let mut conn = self.pool().acquire().await.map_err(StoreError::db("append audit row: connect"))?;
+        append_audit_in(&mut conn, self.dialect(), entry, now).await
+    }
+
+    async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT id, operator_email, action, target, detail, created_at FROM engagement_audit_log \
+             WHERE id < ? ORDER BY id DESC LIMIT ?",
+        );
+        // Every UUIDv7 sorts below "g": no `before` means from the newest.
+        let rows = sqlx::query(&sql)
+            .bind(before.unwrap_or("g").to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("read audit log"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(AuditRow {
+                    id: text(r, "id")?,
+                    operator_email: text(r, "operator_email")?,
+                    action: text(r, "action")?,
+                    target: text(r, "target")?,
+                    detail: opt_text(r, "detail")?,
+                    created_at: Millis(r.try_get("created_at")?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("read audit log"))
+    }
+
+    async fn suppression_lifts(
+        &self,
+        address_hash: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<SuppressionLiftRow>, StoreError> {
+        let d = self.dialect();
+        let columns = "address_hash, category, lifted, reason, lifted_by, created_at";
+        let rows = match address_hash {
+            Some(h) => {
+                let sql = d.sql(&format!(
+                    "SELECT {columns} FROM engagement_suppression_lifts WHERE address_hash = ? \
+                     ORDER BY created_at DESC, id DESC LIMIT ?"
+                ));
+                sqlx::query(&sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
+            None => {
+                let sql = d.sql(&format!(
+                    "SELECT {columns} FROM engagement_suppression_lifts ORDER BY created_at DESC, id DESC LIMIT ?"
+                ));
+                sqlx::query(&sql).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
+        }
+        .map_err(StoreError::db("suppression lifts"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(SuppressionLiftRow {
+                    address_hash: text(r, "address_hash")?,
+                    category: text(r, "category")?,
+                    lifted: r.try_get("lifted")?,
+                    reason: opt_text(r, "reason")?,
+                    lifted_by: text(r, "lifted_by")?,
+                    created_at: Millis(r.try_get("created_at")?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("suppression lifts"))
+    }
+}

@@ -1,0 +1,159 @@
+//! The outbox: counts by status, the oldest due row, recent throughput, rows
+//! filtered by status, rule and user, and each row with its attempts,
+//! history and the retry and cancel buttons.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::session::Operator;
+use super::{Page, UiError, ago, audit, describe, redirect_with};
+use crate::domain::OutboxStatus;
+use crate::http::AppState;
+use crate::http::outbox::OutboxItem;
+use crate::store::OutboxFilter;
+
+const ACTIVE: &str = "/ui/outbox";
+const PAGE_SIZE: u32 = 50;
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+pub struct OutboxQuery {
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub rule: String,
+    #[serde(default)]
+    pub user: String,
+    /// The last id of the previous page.
+    #[serde(default)]
+    pub before: String,
+}
+
+/// Send-log rows per status over a recent span.
+#[derive(Debug, Serialize)]
+struct Throughput {
+    span: &'static str,
+    total: i64,
+    per_minute: String,
+    by_status: Vec<(String, i64)>,
+}
+
+async fn throughput(state: &AppState, span: &'static str, d: Duration) -> Result<Throughput, UiError> {
+    let by_status = state.store.send_counts_since(ago(state, d)).await?;
+    let total: i64 = by_status.iter().map(|(_, n)| n).sum();
+    let minutes = d.as_secs_f64() / 60.0;
+    Ok(Throughput { span, total, per_minute: format!("{:.1}", total as f64 / minutes), by_status })
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Query(q): Query<OutboxQuery>,
+) -> Result<Response, UiError> {
+    let now = state.clock.now();
+    let summary = state.store.status_summary(now).await?;
+    let rules = state.store.list_rules().await?;
+    let rule_names: HashMap<&str, &str> = rules.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect();
+    let status = match q.status.as_str() {
+        "" => None,
+        s => Some(s.parse::<OutboxStatus>().map_err(|e| UiError::BadRequest(e.to_string()))?),
+    };
+    let some = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    let filter = OutboxFilter {
+        status,
+        user_id: some(&q.user),
+        rule_id: some(&q.rule),
+        before: some(&q.before),
+        limit: PAGE_SIZE,
+    };
+    let rows = state.store.list_outbox(&filter).await?;
+    let older = (rows.len() as u32 == PAGE_SIZE).then(|| rows.last().map(|r| r.id.clone())).flatten();
+    let items: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(OutboxItem::from(r)).unwrap_or_default();
+            v["rule_name"] = r.rule_id.as_deref().and_then(|id| rule_names.get(id)).copied().into();
+            v
+        })
+        .collect();
+    let throughput = vec![
+        throughput(&state, "5 minutes", Duration::from_secs(300)).await?,
+        throughput(&state, "hour", Duration::from_secs(3600)).await?,
+    ];
+    let statuses: Vec<&str> = OutboxStatus::ALL.iter().map(|s| s.as_str()).collect();
+    Ok(Page::new(&op, ACTIVE, "outbox.html", "Outbox")
+        .with(serde_json::json!({
+            "summary": summary, "throughput": throughput, "rows": items, "q": q, "older": older,
+            "statuses": statuses, "rules": rules.iter().map(|r| serde_json::json!({"id": r.id, "name": r.name})).collect::<Vec<_>>(),
+        }))
+        .into_response())
+}
+
+pub async fn detail(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let row =
+        state.store.get_outbox(&id).await?.ok_or_else(|| UiError::NotFound(format!("no outbox row with id {id:?}")))?;
+    let history = state.store.sends_for_outbox(&id).await?;
+    let rule = match &row.rule_id {
+        Some(r) => state.store.get_rule(r).await?,
+        None => None,
+    };
+    let trigger = match &row.trigger_id {
+        Some(t) => state.store.get_trigger(t).await?,
+        None => None,
+    };
+    let payload = serde_json::from_str::<serde_json::Value>(&row.payload)
+        .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
+        .unwrap_or_else(|_| row.payload.clone());
+    let can_retry = !matches!(row.status, OutboxStatus::Sent | OutboxStatus::Sending);
+    let can_cancel = row.status == OutboxStatus::Scheduled;
+    Ok(Page::new(&op, ACTIVE, "outbox_row.html", format!("Outbox row {id}"))
+        .with(serde_json::json!({
+            "row": OutboxItem::from(&row), "history": history, "payload": payload,
+            "rule": rule.map(|r| serde_json::json!({"id": r.id, "name": r.name})),
+            "trigger": trigger, "can_retry": can_retry, "can_cancel": can_cancel,
+            "overdue": row.status == OutboxStatus::Scheduled && row.due_at <= state.clock.now(),
+        }))
+        .into_response())
+}
+
+pub async fn retry(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let action = state.store.retry_outbox(&id, state.clock.now()).await?;
+    let to = format!("/ui/outbox/{id}");
+    match crate::http::outbox::answer(&id, action, "retry") {
+        Ok(item) => {
+            audit(&state, &op, "outbox.retry", &id, Some(format!("was {}; scheduled again, due now", item.0.status)))
+                .await;
+            Ok(redirect_with(&state, &to, "Scheduled again, due now."))
+        }
+        Err(e) => Ok(redirect_with(&state, &to, format!("Not retried: {}", describe(&e)))),
+    }
+}
+
+pub async fn cancel(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let detail = format!("cancelled from the operator screen by {}", op.email);
+    let action = state.store.cancel_outbox(&id, &detail, state.clock.now()).await?;
+    let to = format!("/ui/outbox/{id}");
+    match crate::http::outbox::answer(&id, action, "cancel") {
+        Ok(_) => {
+            audit(&state, &op, "outbox.cancel", &id, None).await;
+            Ok(redirect_with(&state, &to, "Cancelled."))
+        }
+        Err(e) => Ok(redirect_with(&state, &to, format!("Not cancelled: {}", describe(&e)))),
+    }
+}

@@ -1,0 +1,501 @@
+//! Rules: the list with each rule's switch, the editor with its rendered
+//! preview, and the dry run shown before a rule is turned on.
+//!
+//! A rule is created off, whatever the form says: the only way on is the
+//! switch, and the switch always shows the dry run first (what the rule would
+//! have planned for recent triggers of its type), so nobody turns on a rule
+//! without seeing what it would send.
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Form};
+use serde::Serialize;
+
+use super::session::Operator;
+use super::{Page, UiError, audit, redirect_with};
+use crate::domain::UserId;
+use crate::http::AppState;
+use crate::http::problem::ApiError;
+use crate::http::rules::{create_rule, dry_run, load, update_rule};
+use crate::rule::{FieldError, RuleInput, RulePatch, RuleView};
+use crate::template::{Condition, LocaleTemplate, TemplateSet};
+
+const ACTIVE: &str = "/ui/rules";
+
+pub async fn list(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
+    let rules: Vec<RuleView> = state.store.list_rules().await?.iter().map(RuleView::from).collect();
+    Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
+}
+
+/// One locale's variant as the form shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+struct LocaleForm {
+    tag: String,
+    subject: String,
+    text: String,
+    html: String,
+}
+
+/// The editor's fields, as typed (numbers stay text until saved, so a typo
+/// is shown back as it was typed).
+#[derive(Debug, Clone, Default, Serialize)]
+struct RuleForm {
+    name: String,
+    trigger_type: String,
+    condition: String,
+    channel: String,
+    delay: String,
+    grace: String,
+    category: String,
+    webhook_url: String,
+    fallback_locale: String,
+    locales: Vec<LocaleForm>,
+    sample_user: String,
+    sample_payload: String,
+}
+
+impl RuleForm {
+    fn from_input(input: &RuleInput) -> RuleForm {
+        let mut locales: Vec<LocaleForm> = input
+            .template
+            .locales
+            .iter()
+            .map(|(tag, t)| LocaleForm {
+                tag: tag.clone(),
+                subject: t.subject.clone(),
+                text: t.text.clone(),
+                html: t.html.clone().unwrap_or_default(),
+            })
+            .collect();
+        locales.push(LocaleForm::default());
+        RuleForm {
+            name: input.name.clone(),
+            trigger_type: input.trigger_type.clone(),
+            condition: input.condition.clone().unwrap_or_default(),
+            channel: input.channel.clone(),
+            delay: input.delay.to_string(),
+            grace: input.grace.map(|g| g.to_string()).unwrap_or_default(),
+            category: input.category.clone(),
+            webhook_url: input.webhook_url.clone().unwrap_or_default(),
+            fallback_locale: input.template.fallback_locale.clone(),
+            locales,
+            sample_user: String::new(),
+            sample_payload: String::new(),
+        }
+    }
+
+    /// Reads the posted fields; locale blocks are `loc{N}_tag` etc.
+    fn from_fields(f: &HashMap<String, String>) -> RuleForm {
+        let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+        let mut locales = Vec::new();
+        for i in 0..50 {
+            let key = |part: &str| format!("loc{i}_{part}");
+            if !f.contains_key(&key("tag")) {
+                break;
+            }
+            locales.push(LocaleForm {
+                tag: get(&key("tag")).trim().to_owned(),
+                subject: get(&key("subject")),
+                text: get(&key("text")),
+                html: get(&key("html")),
+            });
+        }
+        locales.retain(|l| !(l.tag.is_empty() && l.subject.is_empty() && l.text.is_empty() && l.html.is_empty()));
+        locales.push(LocaleForm::default());
+        RuleForm {
+            name: get("name"),
+            trigger_type: get("trigger_type").trim().to_owned(),
+            condition: get("condition"),
+            channel: get("channel"),
+            delay: get("delay"),
+            grace: get("grace"),
+            category: get("category").trim().to_owned(),
+            webhook_url: get("webhook_url").trim().to_owned(),
+            fallback_locale: get("fallback_locale").trim().to_owned(),
+            locales,
+            sample_user: get("sample_user").trim().to_owned(),
+            sample_payload: get("sample_payload"),
+        }
+    }
+
+    /// The rule this form describes, or every field it could not even parse.
+    fn to_input(&self) -> Result<RuleInput, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let seconds = |field: &str, v: &str, errors: &mut Vec<FieldError>| -> Option<i64> {
+            let v = v.trim();
+            if v.is_empty() {
+                return None;
+            }
+            v.parse::<i64>()
+                .map_err(|_| errors.push(FieldError::new(field, format!("{v:?} is not a whole number of seconds"))))
+                .ok()
+        };
+        let delay = seconds("delay", &self.delay, &mut errors).unwrap_or(0);
+        let grace = seconds("grace", &self.grace, &mut errors);
+        let mut locales = BTreeMap::new();
+        for l in self.locales.iter().filter(|l| !l.tag.is_empty() || !l.subject.is_empty() || !l.text.is_empty()) {
+            if l.tag.is_empty() {
+                errors.push(FieldError::new("template.locales", "every variant needs a locale tag such as en or de"));
+                continue;
+            }
+            let html = Some(l.html.clone()).filter(|h| !h.trim().is_empty());
+            locales.insert(l.tag.clone(), LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html });
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        Ok(RuleInput {
+            name: self.name.trim().to_owned(),
+            trigger_type: self.trigger_type.clone(),
+            condition: opt(&self.condition),
+            channel: self.channel.clone(),
+            template: TemplateSet { fallback_locale: self.fallback_locale.clone(), locales },
+            delay,
+            grace,
+            category: self.category.clone(),
+            enabled: false,
+            webhook_url: opt(&self.webhook_url),
+        })
+    }
+}
+
+/// One locale rendered against the sample, or its error.
+#[derive(Debug, Serialize)]
+struct Rendered {
+    locale: String,
+    subject: Option<String>,
+    text: Option<String>,
+    html: Option<String>,
+    error: Option<FieldError>,
+    /// The error's position and message, as [`position`] words it.
+    error_where: Option<String>,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Preview {
+    condition: Option<String>,
+    rendered: Vec<Rendered>,
+}
+
+/// What the editor shows about the form: problems that stop a save (the
+/// template does not compile, a field is refused), and problems with the
+/// sample only (its JSON, its user id), which say nothing about the rule.
+#[derive(Debug, Default)]
+struct Findings {
+    blocking: Vec<FieldError>,
+    sample: Vec<FieldError>,
+}
+
+/// Renders every locale of the form's template against the sample payload
+/// and user, with the same context the worker builds at delivery time.
+/// Compile errors block a save and are reported with their line and column;
+/// a render error (a field this sample lacks) is shown in the preview only:
+/// the rule may be fine for the payloads it will really see.
+async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result<(Preview, Findings), UiError> {
+    let mut found = Findings::default();
+    if let Err(template_errors) = input.template.validate() {
+        found.blocking.extend(template_errors.iter().map(FieldError::from));
+    }
+    if let Some(c) = &input.condition
+        && let Err(e) = Condition::compile(c)
+    {
+        found.blocking.push(FieldError::from(&e));
+    }
+    let payload: serde_json::Value = match form.sample_payload.trim() {
+        "" => serde_json::json!({}),
+        p => match serde_json::from_str(p) {
+            Ok(v) => v,
+            Err(e) => {
+                found.sample.push(FieldError {
+                    field: "sample_payload".into(),
+                    message: format!("not JSON: {e}"),
+                    line: Some(e.line()),
+                    column: Some(e.column()),
+                });
+                return Ok((Preview::default(), found));
+            }
+        },
+    };
+    let user_id = if form.sample_user.is_empty() { "preview-user" } else { &form.sample_user };
+    let recipient = match UserId::parse("sample_user", user_id) {
+        Ok(u) => state.store.get_recipient(&u).await?,
+        Err(e) => {
+            found.sample.push(e.into());
+            None
+        }
+    };
+    let ctx = serde_json::json!({
+        "payload": payload,
+        "trigger": { "id": "preview", "type": input.trigger_type, "occurred_at": state.clock.now().to_rfc3339() },
+        "user": crate::planner::user_context(user_id, recipient.as_ref()),
+    });
+    let condition = input.condition.as_ref().map(|c| match Condition::compile(c).and_then(|c| c.eval(&ctx)) {
+        Ok(true) => "true: this sample would plan a message".to_owned(),
+        Ok(false) => "false: this sample would plan nothing".to_owned(),
+        Err(e) => format!("could not be evaluated for this sample: {}", position(&FieldError::from(&e))),
+    });
+    let mut rendered = Vec::new();
+    for tag in input.template.locales.keys() {
+        rendered.push(match input.template.render(Some(tag), &ctx) {
+            Ok(r) => Rendered {
+                locale: r.locale,
+                subject: Some(r.subject),
+                text: Some(r.text),
+                html: r.html,
+                error: None,
+                error_where: None,
+            },
+            Err(e) => {
+                let fe = FieldError::from(&e);
+                let error_where = Some(position(&fe));
+                Rendered { locale: tag.clone(), subject: None, text: None, html: None, error: Some(fe), error_where }
+            }
+        });
+    }
+    Ok((Preview { condition, rendered }, found))
+}
+
+/// Fills in a sample from the newest trigger of the rule's type, so the
+/// preview shows a real payload without the operator typing one.
+async fn with_sample(state: &AppState, mut form: RuleForm) -> Result<RuleForm, UiError> {
+    if form.sample_payload.trim().is_empty()
+        && !form.trigger_type.is_empty()
+        && let Some(t) = state.store.recent_triggers(&form.trigger_type, 1).await?.into_iter().next()
+    {
+        form.sample_payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+        if form.sample_user.is_empty() {
+            form.sample_user = t.user_id;
+        }
+    }
+    if form.sample_payload.trim().is_empty() {
+        form.sample_payload = "{}".into();
+    }
+    Ok(form)
+}
+
+async fn editor(
+    state: &AppState,
+    op: &Operator,
+    id: Option<&str>,
+    form: RuleForm,
+    mut errors: Vec<FieldError>,
+    status: StatusCode,
+) -> Result<Response, UiError> {
+    let form = with_sample(state, form).await?;
+    let mut sample_errors = Vec::new();
+    let preview = match form.to_input() {
+        Ok(input) => {
+            let (p, found) = preview(state, &form, &input).await?;
+            for e in found.blocking {
+                if !errors.contains(&e) {
+                    errors.push(e);
+                }
+            }
+            sample_errors = found.sample;
+            Some(p)
+        }
+        Err(form_errors) => {
+            errors.extend(form_errors);
+            None
+        }
+    };
+    let field_errors: HashMap<String, Vec<String>> =
+        errors.iter().chain(&sample_errors).fold(HashMap::new(), |mut m, e| {
+            m.entry(e.field.clone()).or_default().push(position(e));
+            m
+        });
+    let title = match id {
+        Some(_) => format!("Rule: {}", form.name),
+        None => "New rule".to_owned(),
+    };
+    let rule = match id {
+        Some(id) => Some(RuleView::from(&load(state, id).await?)),
+        None => None,
+    };
+    Ok(Page::new(op, ACTIVE, "rule_edit.html", title)
+        .status(status)
+        .with(serde_json::json!({
+            "id": id, "rule": rule, "form": form, "errors": errors.iter().map(|e| serde_json::json!({
+                "field": e.field, "where": position(e),
+            })).collect::<Vec<_>>(),
+            "field_errors": field_errors, "preview": preview,
+        }))
+        .into_response())
+}
+
+/// `line 2, column 6: message`, or the message alone. Template errors'
+/// messages start with their field and position (the API's wording); the
+/// page shows those in their own place, so they are not repeated.
+fn position(e: &FieldError) -> String {
+    let message = match e.message.strip_prefix(e.field.as_str()) {
+        Some(rest) => rest.split_once(": ").map_or(rest, |(_, m)| m),
+        None => e.message.as_str(),
+    };
+    match (e.line, e.column) {
+        (Some(l), Some(c)) => format!("line {l}, column {c}: {message}"),
+        (Some(l), None) => format!("line {l}: {message}"),
+        _ => message.to_owned(),
+    }
+}
+
+pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
+    let form = RuleForm {
+        channel: "inbox".into(),
+        delay: "0".into(),
+        fallback_locale: "en".into(),
+        locales: vec![LocaleForm { tag: "en".into(), ..Default::default() }, LocaleForm::default()],
+        ..Default::default()
+    };
+    editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await
+}
+
+pub async fn edit_form(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let rule = load(&state, &id).await.map_err(not_found)?;
+    let input = RuleInput::from_row(&rule)
+        .map_err(|e| UiError::BadRequest(format!("this rule's stored template is unreadable: {e}")))?;
+    editor(&state, &op, Some(&id), RuleForm::from_input(&input), Vec::new(), StatusCode::OK).await
+}
+
+fn not_found(e: ApiError) -> UiError {
+    match e {
+        ApiError::NotFound(m) => UiError::NotFound(m),
+        other => UiError::Api(other),
+    }
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Form(fields): Form<HashMap<String, String>>,
+) -> Result<Response, UiError> {
+    let form = RuleForm::from_fields(&fields);
+    if fields.get("action").map(String::as_str) != Some("save") {
+        return editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await;
+    }
+    let input = match form.to_input() {
+        Ok(i) => i,
+        Err(errors) => return editor(&state, &op, None, form, errors, StatusCode::UNPROCESSABLE_ENTITY).await,
+    };
+    match create_rule(&state, input).await {
+        Ok(row) => {
+            audit(
+                &state,
+                &op,
+                "rule.create",
+                &row.id,
+                Some(format!("\"{}\" on {}, created off", row.name, row.trigger_type)),
+            )
+            .await;
+            Ok(redirect_with(
+                &state,
+                &format!("/ui/rules/{}", row.id),
+                format!(
+                    "Rule \"{}\" created. It is off: turn it on from the rules list when the preview looks right.",
+                    row.name
+                ),
+            ))
+        }
+        Err(ApiError::Invalid(errors)) => {
+            editor(&state, &op, None, form, errors, StatusCode::UNPROCESSABLE_ENTITY).await
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub async fn save(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+    Form(fields): Form<HashMap<String, String>>,
+) -> Result<Response, UiError> {
+    load(&state, &id).await.map_err(not_found)?;
+    let form = RuleForm::from_fields(&fields);
+    if fields.get("action").map(String::as_str) != Some("save") {
+        return editor(&state, &op, Some(&id), form, Vec::new(), StatusCode::OK).await;
+    }
+    let input = match form.to_input() {
+        Ok(i) => i,
+        Err(errors) => return editor(&state, &op, Some(&id), form, errors, StatusCode::UNPROCESSABLE_ENTITY).await,
+    };
+    // Everything but `enabled`: the switch is the only way to change that.
+    let patch = RulePatch {
+        name: Some(input.name),
+        trigger_type: Some(input.trigger_type),
+        condition: Some(input.condition),
+        channel: Some(input.channel),
+        template: Some(input.template),
+        delay: Some(input.delay),
+        grace: Some(input.grace),
+        category: Some(input.category),
+        enabled: None,
+        webhook_url: Some(input.webhook_url),
+    };
+    match update_rule(&state, &id, patch).await {
+        Ok(changed) => {
+            audit(&state, &op, "rule.update", &id, Some(format!("saved \"{}\"", changed.rule.name))).await;
+            Ok(redirect_with(&state, &format!("/ui/rules/{id}"), format!("Rule \"{}\" saved.", changed.rule.name)))
+        }
+        Err(ApiError::Invalid(errors)) => {
+            editor(&state, &op, Some(&id), form, errors, StatusCode::UNPROCESSABLE_ENTITY).await
+        }
+        Err(e) => Err(not_found(e)),
+    }
+}
+
+/// The dry run, with the button that turns the rule on.
+pub async fn confirm_enable(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let rule = load(&state, &id).await.map_err(not_found)?;
+    let preview = dry_run(&state, &rule, None, 50).await?;
+    Ok(Page::new(&op, ACTIVE, "rule_enable.html", format!("Turn on \"{}\"?", rule.name))
+        .with(serde_json::json!({ "rule": RuleView::from(&rule), "preview": preview }))
+        .into_response())
+}
+
+pub async fn enable(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    switch(state, op, id, true).await
+}
+
+pub async fn disable(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    switch(state, op, id, false).await
+}
+
+async fn switch(state: AppState, op: Operator, id: String, on: bool) -> Result<Response, UiError> {
+    let patch = RulePatch { enabled: Some(on), ..Default::default() };
+    let changed = update_rule(&state, &id, patch).await.map_err(not_found)?;
+    let name = &changed.rule.name;
+    let (action, detail, flash) = if on {
+        (
+            "rule.enable",
+            format!("\"{name}\" turned on"),
+            format!("Rule \"{name}\" is on: it plans messages for new triggers."),
+        )
+    } else {
+        (
+            "rule.disable",
+            format!("\"{name}\" turned off; {} scheduled message(s) cancelled", changed.cancelled),
+            format!("Rule \"{name}\" is off; {} scheduled message(s) cancelled.", changed.cancelled),
+        )
+    };
+    audit(&state, &op, action, &id, Some(detail)).await;
+    Ok(redirect_with(&state, "/ui/rules", flash))
+}

@@ -1,0 +1,580 @@
+//! The operator screen over HTTP, on every backend: the login and its
+//! refusals, sessions (expired with a manual clock, forged, logged out),
+//! CSRF, the login rate limit, and the audit rows operator actions write.
+
+mod common;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use common::{T0, TestDb, row};
+use herald::clock::{Clock, ManualClock, SystemClock};
+use herald::config::Config;
+use herald::store::{
+    EventStore, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, SuppressionReason, SuppressionRow,
+    SuppressionStore, new_id,
+};
+use herald::ui::session::{add_operator, csrf_token, session_hash};
+use tokio_util::sync::CancellationToken;
+
+const PASSWORD: &str = "a long operator password";
+
+/// Everything the server logs, for the tests that check a refusal was logged.
+/// One buffer for the whole binary: each test looks for its own operator's
+/// (unique) email in it.
+static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOG.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_logs() {
+    static INIT: OnceLock<()> = OnceLock::new();
+    INIT.get_or_init(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("warn,herald=info")
+            .with_ansi(false)
+            .with_writer(|| Capture)
+            .try_init();
+    });
+}
+
+/// Log lines mentioning `needle`.
+fn logged(needle: &str) -> Vec<String> {
+    String::from_utf8_lossy(&LOG.lock().unwrap()).lines().filter(|l| l.contains(needle)).map(str::to_owned).collect()
+}
+
+struct Ui {
+    base: String,
+    http: reqwest::Client,
+    clock: ManualClock,
+    store: herald::store::SqlStore,
+    email: String,
+    api_key: String,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+/// A logged-in browser: its cookie and the session's CSRF token.
+struct Session {
+    cookie: String,
+    csrf: String,
+}
+
+struct Resp {
+    status: u16,
+    location: Option<String>,
+    set_cookies: Vec<String>,
+    body: String,
+}
+
+impl Ui {
+    async fn start(db: &TestDb) -> Ui {
+        Ui::start_with(db, |_| {}).await
+    }
+
+    async fn start_with(db: &TestDb, configure: impl FnOnce(&mut Config)) -> Ui {
+        capture_logs();
+        let email = format!("ops-{}@example.com", new_id());
+        add_operator(&db.store, &email, PASSWORD, T0).await.unwrap();
+        let (api_key, key_row) = herald::http::auth::generate("tests", SystemClock.now());
+        db.store.insert_api_key(&key_row).await.unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
+        config.email.address_secret = Some("a test secret of sufficient length".into());
+        config.worker.enabled = false;
+        config.planner.enabled = false;
+        configure(&mut config);
+        let clock = ManualClock::at(T0);
+        let shutdown = CancellationToken::new();
+        // Its own pool: stopping the server closes it, and a test may start
+        // a second server on the same database.
+        let store = db.another_instance().await;
+        let task = tokio::spawn(herald::app::serve_with_clock(
+            config,
+            store.clone(),
+            listener,
+            shutdown.clone(),
+            Arc::new(clock.clone()),
+        ));
+        let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+        Ui { base, http, clock, store, email, api_key, shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Resp {
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let location = resp.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
+        let set_cookies = resp.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_owned()).collect();
+        Resp { status, location, set_cookies, body: resp.text().await.unwrap() }
+    }
+
+    async fn get(&self, path: &str, cookie: Option<&str>) -> Resp {
+        let mut req = self.http.get(format!("{}{path}", self.base));
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        self.send(req).await
+    }
+
+    async fn post(&self, path: &str, cookie: Option<&str>, form: &[(&str, &str)]) -> Resp {
+        let mut req = self.http.post(format!("{}{path}", self.base)).form(form);
+        if let Some(c) = cookie {
+            req = req.header("cookie", c);
+        }
+        self.send(req).await
+    }
+
+    /// Fetches the login form: its pre-login cookie and CSRF field.
+    async fn login_form(&self) -> (String, String) {
+        let page = self.get("/ui/login", None).await;
+        let cookie = cookie_pair(&page.set_cookies, "herald_login").expect("the login page sets its cookie");
+        (cookie, csrf_field(&page.body))
+    }
+
+    async fn login(&self, email: &str, password: &str) -> Resp {
+        let (cookie, csrf) = self.login_form().await;
+        self.post("/ui/login", Some(&cookie), &[("email", email), ("password", password), ("csrf", &csrf)]).await
+    }
+
+    async fn session(&self) -> Session {
+        let resp = self.login(&self.email, PASSWORD).await;
+        assert_eq!((resp.status, resp.location.as_deref()), (303, Some("/ui/rules")), "{}", resp.body);
+        let cookie = cookie_pair(&resp.set_cookies, "herald_session").unwrap();
+        let page = self.get("/ui/rules", Some(&cookie)).await;
+        assert_eq!(page.status, 200);
+        Session { csrf: csrf_field(&page.body), cookie }
+    }
+
+    async fn action(&self, s: &Session, path: &str, form: &[(&str, &str)]) -> Resp {
+        let mut fields = form.to_vec();
+        fields.push(("csrf", &s.csrf));
+        self.post(path, Some(&s.cookie), &fields).await
+    }
+
+    async fn audit_actions(&self) -> Vec<String> {
+        let mut rows = self.store.audit_log(None, 100).await.unwrap();
+        rows.reverse();
+        rows.into_iter().map(|r| r.action).collect()
+    }
+}
+
+/// `name=value` of the cookie `name` among Set-Cookie headers.
+fn cookie_pair(set_cookies: &[String], name: &str) -> Option<String> {
+    set_cookies.iter().find(|c| c.starts_with(&format!("{name}="))).map(|c| c.split(';').next().unwrap().to_owned())
+}
+
+fn csrf_field(html: &str) -> String {
+    let marker = "name=\"csrf\" value=\"";
+    let start = html.find(marker).expect("a form with a csrf field") + marker.len();
+    html[start..start + 64].to_owned()
+}
+
+fn disabled_rule(trigger_type: &str) -> RuleRow {
+    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+        "name": "Export ready", "trigger_type": trigger_type, "channel": "inbox", "category": "exports",
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "Ready", "text": "Hi" } } },
+    }))
+    .unwrap();
+    input.into_row(T0, &Default::default()).unwrap()
+}
+
+backend_tests!(
+    pages_without_a_session_redirect_to_the_login,
+    the_right_password_opens_a_session_kept_only_as_a_hash,
+    a_wrong_password_and_an_unknown_email_are_refused_alike_and_logged,
+    an_expired_session_is_refused_with_a_message_and_logged,
+    a_forged_cookie_is_refused_with_a_message_and_logged,
+    forms_without_their_csrf_token_are_refused_and_change_nothing,
+    failed_logins_are_rate_limited_until_the_window_passes,
+    logout_ends_the_session_on_the_server,
+    every_operator_action_writes_an_audit_row,
+    a_lift_keeps_its_reason_and_who_lifted,
+    the_rule_editor_shows_template_errors_with_line_and_column,
+);
+
+async fn pages_without_a_session_redirect_to_the_login(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    // `/ui/` goes to the rules page, which is behind the login like every other.
+    assert_eq!(ui.get("/ui/", None).await.location.as_deref(), Some("/ui/rules"));
+    for path in ["/ui/rules", "/ui/outbox", "/ui/sends?q=u1", "/ui/suppressions", "/ui/audit"] {
+        let r = ui.get(path, None).await;
+        // ... and comes back to the page after the login.
+        let back = format!(
+            "/ui/login?{}",
+            url::form_urlencoded::Serializer::new(String::new()).append_pair("next", path).finish()
+        );
+        assert_eq!((r.status, r.location.as_deref()), (303, Some(back.as_str())), "{path}");
+    }
+    let r = ui.get("/ui", None).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login")), "/ui itself has nowhere to come back to");
+    let r = ui.post("/ui/rules/x/disable", None, &[]).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login")));
+    let resp = ui.http.get(format!("{}/ui/login", ui.base)).send().await.unwrap();
+    let h = resp.headers();
+    assert!(h["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+    assert!(h["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["referrer-policy"], "same-origin");
+    assert_eq!(h["cache-control"], "no-store");
+    ui.stop().await;
+}
+
+async fn the_right_password_opens_a_session_kept_only_as_a_hash(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    // The email is matched case-insensitively.
+    let resp = ui.login(&ui.email.to_uppercase(), PASSWORD).await;
+    assert_eq!((resp.status, resp.location.as_deref()), (303, Some("/ui/rules")));
+    let set = resp.set_cookies.iter().find(|c| c.starts_with("herald_session=")).unwrap();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/ui", "Max-Age=43200"] {
+        assert!(set.contains(attr), "{set}");
+    }
+    assert!(!set.contains("Secure"), "not Secure unless ui.secure_cookies: {set}");
+    let cookie = cookie_pair(&resp.set_cookies, "herald_session").unwrap();
+    let token = cookie.trim_start_matches("herald_session=");
+    assert!(ui.store.session(token).await.unwrap().is_none(), "the token itself is not stored");
+    let s = ui.store.session(&session_hash(token)).await.unwrap().expect("its hash is");
+    assert_eq!((s.operator_email.as_str(), s.expires_at), (ui.email.as_str(), T0.plus(Duration::from_secs(43200))));
+    let page = ui.get("/ui/rules", Some(&cookie)).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains(&ui.email));
+    assert_eq!(csrf_field(&page.body), csrf_token(token));
+    assert_eq!(ui.audit_actions().await, ["login"]);
+    // A login that started from a page goes back to it; never to another site.
+    for (next, to) in [("/ui/outbox?status=failed", "/ui/outbox?status=failed"), ("//evil.example/", "/ui/rules")] {
+        let (cookie, csrf) = ui.login_form().await;
+        let form = [("email", ui.email.as_str()), ("password", PASSWORD), ("csrf", &csrf), ("next", next)];
+        let r = ui.post("/ui/login", Some(&cookie), &form).await;
+        assert_eq!((r.status, r.location.as_deref()), (303, Some(to)));
+    }
+    ui.stop().await;
+
+    // Behind https: Secure.
+    let ui = Ui::start_with(db, |c| c.ui.secure_cookies = true).await;
+    let resp = ui.login(&ui.email, PASSWORD).await;
+    assert!(resp.set_cookies.iter().any(|c| c.starts_with("herald_session=") && c.contains("Secure")));
+    ui.stop().await;
+}
+
+async fn a_wrong_password_and_an_unknown_email_are_refused_alike_and_logged(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let unknown = format!("nobody-{}@example.com", new_id());
+    for (email, password) in [(ui.email.as_str(), "not the password"), (unknown.as_str(), PASSWORD)] {
+        let r = ui.login(email, password).await;
+        assert_eq!(r.status, 401);
+        assert!(r.body.contains("Wrong email or password."), "{}", r.body);
+        assert!(cookie_pair(&r.set_cookies, "herald_session").is_none());
+    }
+    // Which problem it was is in the log and the attempts table, not on the page.
+    let lines = logged(&ui.email);
+    assert!(lines.iter().any(|l| l.contains("operator login refused") && l.contains("wrong_password")), "{lines:?}");
+    assert!(lines.iter().all(|l| !l.contains("not the password")), "the password is never logged");
+    let lines = logged(&unknown);
+    assert!(lines.iter().any(|l| l.contains("operator login refused") && l.contains("unknown_email")), "{lines:?}");
+    let outcomes: Vec<String> =
+        ui.store.recent_login_attempts(10).await.unwrap().into_iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, ["unknown_email", "wrong_password"]);
+    // A login form sent without its CSRF field (or from another page) is refused too.
+    let r = ui.post("/ui/login", None, &[("email", &ui.email), ("password", PASSWORD)]).await;
+    assert_eq!(r.status, 403);
+    assert!(cookie_pair(&r.set_cookies, "herald_session").is_none());
+    ui.stop().await;
+}
+
+async fn an_expired_session_is_refused_with_a_message_and_logged(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    ui.clock.advance(Duration::from_secs(12 * 3600 - 1));
+    assert_eq!(ui.get("/ui/outbox", Some(&s.cookie)).await.status, 200, "still valid a second before");
+    ui.clock.advance(Duration::from_secs(1));
+    let r = ui.get("/ui/outbox", Some(&s.cookie)).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=expired&next=%2Fui%2Foutbox")));
+    assert!(r.set_cookies.iter().any(|c| c.starts_with("herald_session=;") && c.contains("Max-Age=0")));
+    let page = ui.get("/ui/login?m=expired", None).await;
+    assert!(page.body.contains("Your session expired, log in again."), "{}", page.body);
+    assert!(logged(&ui.email).iter().any(|l| l.contains("refused an expired session")));
+    let token = s.cookie.trim_start_matches("herald_session=");
+    assert!(ui.store.session(&session_hash(token)).await.unwrap().is_none(), "deleted once seen expired");
+    ui.stop().await;
+}
+
+async fn a_forged_cookie_is_refused_with_a_message_and_logged(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let forged = format!("herald_session=forged-{}", new_id());
+    let r = ui.get("/ui/rules", Some(&forged)).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown&next=%2Fui%2Frules")));
+    let page = ui.get("/ui/login?m=unknown", None).await;
+    assert!(page.body.contains("Your session was not recognised"), "{}", page.body);
+    assert!(!logged("matches no session").is_empty());
+    ui.stop().await;
+}
+
+async fn forms_without_their_csrf_token_are_refused_and_change_nothing(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let rule = disabled_rule("export.ready");
+    ui.store.insert_rule(&rule).await.unwrap();
+    let s = ui.session().await;
+    let path = format!("/ui/rules/{}/enable", rule.id);
+    let missing = ui.post(&path, Some(&s.cookie), &[]).await;
+    let wrong = ui.post(&path, Some(&s.cookie), &[("csrf", &"0".repeat(64))]).await;
+    // Another session's token is no good either.
+    let other = ui.session().await;
+    let borrowed = ui.post(&path, Some(&s.cookie), &[("csrf", &other.csrf)]).await;
+    for r in [&missing, &wrong, &borrowed] {
+        assert_eq!(r.status, 403);
+        assert!(r.body.contains("security (CSRF) token"), "{}", r.body);
+    }
+    assert!(!ui.store.get_rule(&rule.id).await.unwrap().unwrap().enabled, "nothing changed");
+    assert!(!ui.audit_actions().await.contains(&"rule.enable".to_owned()));
+    assert!(logged(&ui.email).iter().any(|l| l.contains("refused a form without its CSRF token")));
+    let ok = ui.action(&s, &path, &[]).await;
+    assert_eq!((ok.status, ok.location.as_deref()), (303, Some("/ui/rules")));
+    assert!(ui.store.get_rule(&rule.id).await.unwrap().unwrap().enabled);
+    ui.stop().await;
+}
+
+async fn failed_logins_are_rate_limited_until_the_window_passes(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    for _ in 0..5 {
+        assert_eq!(ui.login(&ui.email, "wrong guess").await.status, 401);
+        ui.clock.advance(Duration::from_secs(60));
+    }
+    // The right password no longer helps, until 15 minutes after the first failure.
+    let r = ui.login(&ui.email, PASSWORD).await;
+    assert_eq!(r.status, 429);
+    assert!(r.body.contains("Too many attempts, try again in 10 minutes."), "{}", r.body);
+    assert!(logged(&ui.email).iter().any(|l| l.contains("too many failed attempts")));
+    let outcomes: Vec<String> =
+        ui.store.recent_login_attempts(1).await.unwrap().into_iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, ["rate_limited"]);
+    ui.clock.advance(Duration::from_secs(10 * 60));
+    assert_eq!(ui.login(&ui.email, PASSWORD).await.status, 303);
+    ui.stop().await;
+
+    // Per client address too: many emails from one address.
+    let ui = Ui::start_with(db, |c| c.ui.login_max_failures_per_ip = 3).await;
+    ui.clock.advance(Duration::from_secs(3600)); // past the first part's failures
+    for i in 0..3 {
+        assert_eq!(ui.login(&format!("guess{i}@example.com"), "x").await.status, 401);
+    }
+    assert_eq!(ui.login(&ui.email, PASSWORD).await.status, 429);
+    ui.stop().await;
+}
+
+async fn logout_ends_the_session_on_the_server(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let r = ui.action(&s, "/ui/logout", &[]).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=out")));
+    let token = s.cookie.trim_start_matches("herald_session=");
+    assert!(ui.store.session(&session_hash(token)).await.unwrap().is_none());
+    // A copy of the cookie kept elsewhere opens nothing.
+    let r = ui.get("/ui/rules", Some(&s.cookie)).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/login?m=unknown&next=%2Fui%2Frules")));
+    assert_eq!(ui.audit_actions().await, ["login", "logout"]);
+    ui.stop().await;
+}
+
+async fn every_operator_action_writes_an_audit_row(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let r = ui
+        .action(
+            &s,
+            "/ui/rules/new",
+            &[
+                ("action", "save"),
+                ("name", "Export ready"),
+                ("trigger_type", "export.ready"),
+                ("channel", "inbox"),
+                ("category", "exports"),
+                ("delay", "0"),
+                ("fallback_locale", "en"),
+                ("loc0_tag", "en"),
+                ("loc0_subject", "Export {{ payload.name }} ready"),
+                ("loc0_text", "Hi"),
+                ("loc0_html", ""),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 303, "{}", r.body);
+    let rules = ui.store.list_rules().await.unwrap();
+    assert_eq!(rules.len(), 1);
+    assert!(!rules[0].enabled, "created off");
+    let id = rules[0].id.clone();
+    assert_eq!(ui.action(&s, &format!("/ui/rules/{id}/enable"), &[]).await.status, 303);
+    assert_eq!(ui.action(&s, &format!("/ui/rules/{id}/disable"), &[]).await.status, 303);
+    let r = ui.action(&s, "/ui/suppressions", &[("email", "ada@example.com"), ("category", "*")]).await;
+    assert_eq!(r.status, 303);
+    let hash = r.location.unwrap().trim_start_matches("/ui/suppressions/").to_owned();
+    let lift = [("address_hash", hash.as_str()), ("category", "*"), ("reason", "asked by support")];
+    assert_eq!(ui.action(&s, "/ui/suppressions/lift", &lift).await.status, 303);
+    let rows = [row("u1", "inbox", T0), row("u1", "inbox", T0)];
+    ui.store.enqueue(&rows, T0).await.unwrap();
+    assert_eq!(ui.action(&s, &format!("/ui/outbox/{}/cancel", rows[0].id), &[]).await.status, 303);
+    assert_eq!(ui.action(&s, &format!("/ui/outbox/{}/retry", rows[0].id), &[]).await.status, 303);
+    assert_eq!(ui.store.get_outbox(&rows[0].id).await.unwrap().unwrap().status.as_str(), "scheduled");
+    // The cancellation names the operator in the send log.
+    let log = ui.store.sends_for_outbox(&rows[0].id).await.unwrap();
+    assert_eq!(log[0].detail.as_deref(), Some(format!("cancelled from the operator screen by {}", ui.email).as_str()));
+    // A refused action says why and is not audited.
+    let sent = row("u2", "inbox", T0);
+    ui.store.enqueue(std::slice::from_ref(&sent), T0).await.unwrap();
+    let claimed = ui.store.claim_due(T0, 10, "tok").await.unwrap();
+    let done = herald::store::Finish {
+        status: herald::domain::SendStatus::Sent,
+        detail: None,
+        transport: None,
+        address_hash: None,
+    };
+    for c in &claimed {
+        ui.store.finish(c, "tok", &done, T0).await.unwrap();
+    }
+    let r = ui.action(&s, &format!("/ui/outbox/{}/retry", sent.id), &[]).await;
+    let flash = cookie_pair(&r.set_cookies, "herald_flash").unwrap();
+    let flash = base64::Engine::decode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        flash.trim_start_matches("herald_flash="),
+    )
+    .unwrap();
+    let flash = String::from_utf8(flash).unwrap();
+    assert!(flash.starts_with("Not retried: ") && flash.contains("would deliver it twice"), "{flash}");
+    ui.action(&s, "/ui/logout", &[]).await;
+    assert_eq!(
+        ui.audit_actions().await,
+        [
+            "login",
+            "rule.create",
+            "rule.enable",
+            "rule.disable",
+            "suppression.add",
+            "suppression.lift",
+            "outbox.cancel",
+            "outbox.retry",
+            "logout"
+        ]
+    );
+    let audit = ui.store.audit_log(None, 100).await.unwrap();
+    assert!(audit.iter().all(|a| a.operator_email == ui.email));
+    assert!(audit.iter().any(|a| a.action == "rule.enable" && a.target == id));
+    // The audit page shows them, newest first.
+    let s2 = ui.session().await;
+    let page = ui.get("/ui/audit", Some(&s2.cookie)).await;
+    let (newest, oldest) =
+        (page.body.find("<code>logout</code>").unwrap(), page.body.find("<code>rule.create</code>").unwrap());
+    assert!(newest < oldest, "newest first");
+    ui.stop().await;
+}
+
+async fn a_lift_keeps_its_reason_and_who_lifted(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let hash = keys.hash("bounced@example.com").unwrap();
+    let suppression = |category: &str| SuppressionRow {
+        address_hash: hash.clone(),
+        category: category.into(),
+        reason: SuppressionReason::HardBounce,
+        detail: Some("550 5.1.1".into()),
+        created_at: T0,
+        expires_at: None,
+    };
+    ui.store.suppress(&suppression("*")).await.unwrap();
+    ui.store.suppress(&suppression("news")).await.unwrap();
+    let s = ui.session().await;
+    // The screen insists on a reason.
+    let r =
+        ui.action(&s, "/ui/suppressions/lift", &[("address_hash", &hash), ("category", "*"), ("reason", " ")]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(ui.store.list_suppressions(Some(&hash), 10).await.unwrap().len(), 2, "not lifted without a reason");
+    let form = [("address_hash", hash.as_str()), ("category", "*"), ("reason", "mailbox fixed, confirmed by phone")];
+    ui.action(&s, "/ui/suppressions/lift", &form).await;
+    let lifts = ui.store.suppression_lifts(Some(&hash), 10).await.unwrap();
+    assert_eq!(lifts.len(), 1);
+    assert_eq!(lifts[0].reason.as_deref(), Some("mailbox fixed, confirmed by phone"));
+    assert_eq!((lifts[0].lifted_by.as_str(), lifts[0].category.as_str()), (ui.email.as_str(), "*"));
+    let audit = ui.store.audit_log(None, 10).await.unwrap();
+    assert!(audit[0].detail.as_deref().unwrap().contains("mailbox fixed"), "{:?}", audit[0]);
+    // The evidence page shows it.
+    let page = ui.get(&format!("/ui/suppressions/{hash}"), Some(&s.cookie)).await;
+    assert!(page.body.contains("mailbox fixed, confirmed by phone"));
+    // The v1 API takes an optional reason, and records the key's name.
+    let resp = ui
+        .http
+        .delete(format!("{}/v1/suppressions?email=bounced@example.com&category=news&reason=ticket%2042", ui.base))
+        .bearer_auth(&ui.api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let lifts = ui.store.suppression_lifts(Some(&hash), 10).await.unwrap();
+    assert_eq!((lifts[0].reason.as_deref(), lifts[0].lifted_by.as_str()), (Some("ticket 42"), "api key \"tests\""));
+    let events = ui.store.events_after(None, 100).await.unwrap();
+    let lifted: Vec<_> = events.iter().filter(|e| e.kind == "suppression_lifted").collect();
+    assert_eq!(lifted.len(), 2);
+    assert_eq!(lifted[1].data["reason"], "ticket 42");
+    ui.stop().await;
+}
+
+async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let mut form = vec![
+        ("name", "Broken"),
+        ("trigger_type", "export.ready"),
+        ("channel", "inbox"),
+        ("category", "exports"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_subject", "Hello {{ user.id }}"),
+        ("loc0_text", "line one\nline {{ two"),
+        ("sample_payload", "{\"name\": \"q4\"}"),
+    ];
+    form.push(("action", "preview"));
+    let page = ui.action(&s, "/ui/rules/new", &form).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("template.locales.en.text"), "{}", page.body);
+    assert!(page.body.contains("line 2, column"), "{}", page.body);
+    form.pop();
+    form.push(("action", "save"));
+    let page = ui.action(&s, "/ui/rules/new", &form).await;
+    assert_eq!(page.status, 422);
+    assert!(page.body.contains("line 2, column"));
+    assert!(ui.store.list_rules().await.unwrap().is_empty(), "nothing saved");
+    // Fixed, the preview renders the sample.
+    form[7] = ("loc0_text", "Export {{ payload.name }} is ready");
+    form.pop();
+    form.push(("action", "preview"));
+    let page = ui.action(&s, "/ui/rules/new", &form).await;
+    assert!(page.body.contains("Export q4 is ready"), "{}", page.body);
+    // Markup in a payload is escaped on the page, never interpreted.
+    form[8] = ("sample_payload", "{\"name\": \"<script>alert(1)</script>\"}");
+    let page = ui.action(&s, "/ui/rules/new", &form).await;
+    assert!(!page.body.contains("<script>alert(1)"), "{}", page.body);
+    assert!(page.body.contains("&lt;script&gt;"));
+    // A field the sample lacks is a preview note, not a reason to refuse the save.
+    form[8] = ("sample_payload", "{}");
+    form.pop();
+    form.push(("action", "save"));
+    let saved = ui.action(&s, "/ui/rules/new", &form).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let page = ui.get(saved.location.as_deref().unwrap(), Some(&s.cookie)).await;
+    assert!(!page.body.contains("cannot be saved"), "{}", page.body);
+    assert!(page.body.contains("does not render with this sample"), "{}", page.body);
+    assert!(page.body.contains("`payload.name` is undefined"), "{}", page.body);
+    ui.stop().await;
+}
