@@ -126,15 +126,18 @@ from_metrics() { # prints: sent scheduled sending terminal
        /^herald_outbox_rows\{/ { if ($0 ~ /status="scheduled"/) sch += $NF; else if ($0 ~ /status="sending"/) sng += $NF; else term += $NF }
        END { printf "%d\t%d\t%d\t%d\n", sent, sch, sng, term }'
 }
+# Times are seconds since the start of the load ($EPOCHREALTIME), not
+# sample counts: a scrape can take a while on a saturated machine.
+start="$EPOCHREALTIME"
+elapsed() { awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 sample() {
-  local t=0
   printf 't\trss_kib\n' >"$out/rss.tsv"
   printf 't\tsent\tscheduled\tsending\tterminal\n' >"$out/metrics.tsv"
   while kill -0 "$pid" 2>/dev/null; do
     rss="$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null || echo 0)"
-    printf '%s\t%s\n' "$t" "$rss" >>"$out/rss.tsv"
-    printf '%s\t%s\n' "$t" "$(curl -sf --max-time 2 "$base/metrics" | from_metrics)" >>"$out/metrics.tsv"
-    t=$((t + 1))
+    printf '%s\t%s\n' "$(elapsed)" "$rss" >>"$out/rss.tsv"
+    m="$(curl -sf --max-time 2 "$base/metrics" | from_metrics)"
+    printf '%s\t%s\n' "$(elapsed)" "$m" >>"$out/metrics.tsv"
     sleep 1
   done
 }
@@ -145,7 +148,7 @@ trap 'kill $sampler 2>/dev/null || true; cleanup' EXIT
 echo "load: $backend, wrk -t$threads -c$connections -d${duration}s against $base (server pid $pid)"
 wrk -t"$threads" -c"$connections" -d"${duration}s" --timeout 10s -s bench/load.lua "$base" -- "$key" "$$" \
   >"$out/wrk.txt" 2>&1
-load_end="$(awk 'END { print NR - 1 }' "$out/metrics.tsv")"
+load_end="$(elapsed)"
 
 # Wait for the worker to deliver everything the load planned (bounded).
 accepted="$(awk '$1 == "STATUS" && $2 >= 200 && $2 < 300 { s += $3 } END { printf "%d", s }' "$out/wrk.txt")"
@@ -164,7 +167,7 @@ status_json="$(HERALD_LOG=error "$bin" status --json)"
 python3 - "$out" "$load_end" "$duration" "$connections" "$threads" "$backend" "$status_json" <<'EOF'
 import json, sys
 out, load_end, duration, conns, threads, backend, status = sys.argv[1:8]
-load_end = int(load_end)
+load_end = float(load_end)
 wrk = {}
 statuses = {}
 for line in open(f"{out}/wrk.txt"):
@@ -180,12 +183,12 @@ for line in open(f"{out}/wrk.txt"):
     elif p[0] == "SOCKET_ERRORS":
         wrk["socket"] = dict(zip(["connect", "read", "write", "timeout"], map(int, p[1:5])))
 rows = [l.rstrip("\n").split("\t") for l in open(f"{out}/metrics.tsv")][1:]
-rows = [list(map(int, r)) for r in rows if len(r) == 5 and all(x.lstrip("-").isdigit() for x in r)]
+rows = [[float(r[0])] + list(map(int, r[1:])) for r in rows if len(r) == 5 and all(x.isdigit() for x in r[1:])]
 rss = [int(l.split("\t")[1]) for l in list(open(f"{out}/rss.tsv"))[1:] if l.split("\t")[1].strip().isdigit()]
 secs = wrk["DURATION_US"] / 1e6
 accepted = sum(n for s, n in statuses.items() if 200 <= s < 300)
 errors = {s: n for s, n in statuses.items() if not 200 <= s < 300}
-sent_at_load_end = rows[min(load_end, len(rows) - 1)][1] if rows else 0
+sent_at_load_end = max((r[1] for r in rows if r[0] <= load_end), default=0)
 final_sent = rows[-1][1] if rows else 0
 counts = {c["status"]: c["count"] for c in json.loads(status)["counts"]}
 rows_total = sum(counts.values())
@@ -196,12 +199,13 @@ print(f"errors by status   {errors or 'none'}; socket errors {wrk.get('socket')}
 print(f"latency (ms)       p50 {wrk['p50']:.2f}  p90 {wrk['p90']:.2f}  p99 {wrk['p99']:.2f}  p99.9 {wrk['p99.9']:.2f}  max {wrk['max']:.2f}")
 print(f"drain (inbox sent) {sent_at_load_end} during the load = {sent_at_load_end / secs:.0f} rows/s; "
       f"all {rows_total} delivered {drained_at if drained_at is not None else 'NOT DRAINED'} s after the start "
-      f"= {rows_total / drained_at if drained_at else 0:.0f} rows/s overall")
+      f"= {rows_total / drained_at if drained_at else 0:.0f} rows/s overall, "
+      f"{(rows_total - sent_at_load_end) / (drained_at - load_end) if drained_at and drained_at > load_end else 0:.0f} rows/s after the load")
 print(f"outbox at the end  {counts} (requests cut in flight when wrk stopped: {sum(counts.values()) - accepted})")
 if rss:
     third = len(rss) // 3
     print(f"server RSS (MiB)   first {rss[0] / 1024:.1f}, at 1/3 {rss[third] / 1024:.1f}, last {rss[-1] / 1024:.1f}, "
-          f"max {max(rss) / 1024:.1f} over {len(rss)} samples (1/s)")
+          f"max {max(rss) / 1024:.1f} over {len(rss)} samples in {rows[-1][0] if rows else 0:.0f} s")
     print("RSS series (MiB)   " + " ".join(f"{r / 1024:.0f}" for r in rss))
 problems = []
 if any(s >= 500 for s in statuses):
