@@ -30,6 +30,24 @@ impl InvalidValue {
     }
 }
 
+/// Why text with U+0000 is refused: PostgreSQL's `text` cannot hold it
+/// ("invalid byte sequence for encoding UTF8: 0x00"), while SQLite and
+/// MariaDB can, so without this check the same request is a 201 on one
+/// backend and a 500 on another. Found by reading what the `json_body` fuzz
+/// target's inputs would write; `tests/fuzz_regressions.rs` keeps the cases.
+pub const NUL_REFUSED: &str = "must not contain the NUL character (U+0000), which PostgreSQL cannot store";
+
+/// Text from outside (a trigger's payload, a rendered template, a bounce)
+/// made storable on every backend: each U+0000 becomes U+FFFD, the
+/// replacement character. Used where refusing is not an option because the
+/// text arrives with something that must still be recorded (a message to
+/// deliver, a bounce to file). Rejected: dropping the character silently
+/// (U+FFFD shows where something was), and escaping only on PostgreSQL
+/// (the send log would then read differently per backend).
+pub fn storable_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') { std::borrow::Cow::Owned(s.replace('\0', "\u{FFFD}")) } else { std::borrow::Cow::Borrowed(s) }
+}
+
 /// The host application's identifier for a user: opaque to Herald.
 ///
 /// Bounded because it is an indexed column in three dialects (MySQL's index

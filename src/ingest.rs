@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use crate::address::AddressKeys;
 use crate::bounce::{self, BounceKind};
 use crate::clock::Millis;
+use crate::domain::storable_text;
 use crate::store::{
     ALL_CATEGORIES, MatchedSend, NewBounce, OutboxRow, Store, StoreError, SuppressionReason, SuppressionRow,
 };
@@ -70,8 +71,9 @@ pub struct IngestItem {
 }
 
 /// The outbox id in a VERP return path (`bounce+ID@domain`) among the
-/// bounce's own recipient headers.
-fn verp_outbox_id(raw: &[u8]) -> Option<String> {
+/// bounce's own recipient headers. Public for the fuzz targets
+/// ([`crate::fuzzing`]), which feed it the same hostile bytes as the parser.
+pub fn verp_outbox_id(raw: &[u8]) -> Option<String> {
     let head = &raw[..raw.len().min(64 * 1024)];
     let text = String::from_utf8_lossy(head).to_ascii_lowercase();
     let headers = text.split("\r\n\r\n").next().unwrap_or(&text).split("\n\n").next().unwrap_or("");
@@ -150,7 +152,9 @@ pub async fn record(
     raw: &[u8],
     now: Millis,
 ) -> Result<IngestReport, StoreError> {
-    let excerpt = String::from_utf8_lossy(&raw[..raw.len().min(RAW_EXCERPT_BYTES)]).into_owned();
+    // Raw bytes and provider strings may hold U+0000, which PostgreSQL
+    // cannot store: the evidence would be lost to a 500 on that backend only.
+    let excerpt = storable_text(&String::from_utf8_lossy(&raw[..raw.len().min(RAW_EXCERPT_BYTES)])).into_owned();
     let mut out = IngestReport { recipients: recipients.len(), ..Default::default() };
     for r in recipients {
         let kind = serde_json::to_value(r.kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
@@ -162,6 +166,7 @@ pub async fn record(
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join(" ");
+        let detail = storable_text(&detail).into_owned();
         let (send_status, reason) = match r.kind {
             BounceKind::Hard => (Some("bounced"), Some(SuppressionReason::HardBounce)),
             BounceKind::Complaint => (Some("complained"), Some(SuppressionReason::Complaint)),

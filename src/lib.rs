@@ -45,6 +45,8 @@
 //!   `herald bench-stream`, the inbox stream under many connections;
 //!   [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
+//! - `fuzzing` (hidden): the entry points the fuzz targets in `fuzz/` and
+//!   `tests/fuzz_regressions.rs` share.
 
 pub mod address;
 pub mod app;
@@ -61,6 +63,8 @@ pub mod compose;
 pub mod config;
 pub mod demo;
 pub mod domain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod ingest;
 pub mod metrics;

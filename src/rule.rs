@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
-use crate::domain::{ChannelName, InvalidValue};
+use crate::domain::{ChannelName, InvalidValue, NUL_REFUSED};
 use crate::store::{RuleRow, new_id};
 use crate::template::{Condition, TemplateError, TemplateSet};
 
@@ -102,6 +102,9 @@ impl From<InvalidValue> for FieldError {
 /// given as seconds), and such a row would sit in the outbox for years.
 const MAX_DELAY: i64 = 366 * 24 * 3600;
 
+/// Longest webhook URL: far above any real endpoint, far below the column.
+const MAX_URL_BYTES: usize = 2048;
+
 fn check_text(errors: &mut Vec<FieldError>, field: &str, value: &str, max: usize) {
     if value.trim().is_empty() || value.len() > max || value.chars().any(char::is_control) {
         errors.push(FieldError::new(field, format!("must be 1 to {max} characters without control characters")));
@@ -125,14 +128,21 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     {
         errors.push(FieldError::new("grace", format!("must be 0 to {MAX_DELAY} seconds, or null for no expiry")));
     }
-    if let Some(c) = &input.condition
-        && let Err(e) = Condition::compile(c)
-    {
-        errors.push((&e).into());
+    if let Some(c) = &input.condition {
+        if c.contains('\0') {
+            errors.push(FieldError::new("condition", NUL_REFUSED));
+        } else if let Err(e) = Condition::compile(c) {
+            errors.push((&e).into());
+        }
     }
     match (&input.webhook_url, input.channel == "webhook") {
         (None, true) => errors.push(FieldError::new("webhook_url", "required when channel is \"webhook\"")),
         (Some(_), false) => errors.push(FieldError::new("webhook_url", "only used with channel \"webhook\"")),
+        (Some(url), true) if url.contains('\0') => errors.push(FieldError::new("webhook_url", NUL_REFUSED)),
+        // Stored as given, in a column that holds 65,535 bytes on MariaDB.
+        (Some(url), true) if url.len() > MAX_URL_BYTES => {
+            errors.push(FieldError::new("webhook_url", format!("must be at most {MAX_URL_BYTES} characters")))
+        }
         (Some(url), true) => {
             if let Err(e) = webhooks.check_url(url) {
                 errors.push(FieldError::new("webhook_url", e));

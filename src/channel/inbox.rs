@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::{Channel, Delivery, Outcome};
 use crate::batch::Batcher;
 use crate::clock::Clock;
+use crate::domain::storable_text;
 use crate::store::{NewInboxMessage, Store, StoreError};
 
 /// What an inbox row's payload holds.
@@ -61,12 +62,15 @@ impl Channel for InboxChannel {
             // the trigger's payload rides along for the client to use.
             Some(m) => {
                 let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
+                // Through `storable_text`: a U+0000 in the payload (or the
+                // template) would otherwise fail the insert on PostgreSQL
+                // on every attempt, and the message would never arrive.
                 NewInboxMessage {
                     outbox_id: row.id.clone(),
                     user_id: row.user_id.clone(),
-                    title: m.subject.clone(),
-                    body: Some(m.text.clone()),
-                    url: payload.get("url").and_then(|u| u.as_str()).map(str::to_owned),
+                    title: storable_text(&m.subject).into_owned(),
+                    body: Some(storable_text(&m.text).into_owned()),
+                    url: payload.get("url").and_then(|u| u.as_str()).map(|u| storable_text(u).into_owned()),
                     data: Some(payload),
                 }
             }
@@ -74,9 +78,9 @@ impl Channel for InboxChannel {
                 Ok(p) => NewInboxMessage {
                     outbox_id: row.id.clone(),
                     user_id: row.user_id.clone(),
-                    title: p.title,
-                    body: p.body,
-                    url: p.url,
+                    title: storable_text(&p.title).into_owned(),
+                    body: p.body.map(|b| storable_text(&b).into_owned()),
+                    url: p.url.map(|u| storable_text(&u).into_owned()),
                     data: p.data,
                 },
                 // A payload that does not parse will not parse next time either.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
+use crate::address::AddressKeys;
 use crate::clock::Millis;
 use crate::store::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow};
 
@@ -85,7 +86,42 @@ pub struct Lifted {
 }
 
 fn hash_of(state: &AppState, field: &str, email: &str) -> Result<String, ApiError> {
-    state.keys.hash(email).ok_or_else(|| ApiError::field(field, "not an email address (expected local@domain)"))
+    hash_with(&state.keys, field, email)
+}
+
+fn hash_with(keys: &AddressKeys, field: &str, email: &str) -> Result<String, ApiError> {
+    keys.hash(email).ok_or_else(|| ApiError::field(field, "not an email address (expected local@domain)"))
+}
+
+/// Everything `POST /v1/suppressions` checks, and the row it would store.
+/// Public so the fuzz targets ([`crate::fuzzing`]) run exactly the
+/// handler's checks, not a copy.
+pub fn validate(keys: &AddressKeys, input: SuppressionInput, now: Millis) -> Result<SuppressionRow, ApiError> {
+    let hash = hash_with(keys, "email", &input.email)?;
+    let category = input.category.unwrap_or_else(|| ALL_CATEGORIES.to_owned());
+    check_category("category", &category)?;
+    if input.detail.as_ref().is_some_and(|d| d.len() > 1000) {
+        return Err(ApiError::field("detail", "at most 1000 characters"));
+    }
+    if input.detail.as_ref().is_some_and(|d| d.contains('\0')) {
+        return Err(ApiError::field("detail", crate::domain::NUL_REFUSED));
+    }
+    let expires_at = match &input.expires_at {
+        Some(t) => Some(Millis::from_datetime(
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map_err(|e| ApiError::field("expires_at", format!("expected an RFC 3339 time: {e}")))?
+                .to_utc(),
+        )),
+        None => None,
+    };
+    Ok(SuppressionRow {
+        address_hash: hash,
+        category,
+        reason: input.reason.unwrap_or(SuppressionReason::Manual),
+        detail: input.detail,
+        created_at: now,
+        expires_at,
+    })
 }
 
 fn address_of(state: &AppState, q: &SuppressionQuery) -> Result<Option<String>, ApiError> {
@@ -160,29 +196,8 @@ pub async fn create(
 /// Validates and stores a suppression; whether it is new, and how it reads
 /// now. Shared by the API and the operator screen.
 pub async fn suppress(state: &AppState, input: SuppressionInput) -> Result<(bool, SuppressionView), ApiError> {
-    let hash = hash_of(state, "email", &input.email)?;
-    let category = input.category.unwrap_or_else(|| ALL_CATEGORIES.to_owned());
-    check_category("category", &category)?;
-    if input.detail.as_ref().is_some_and(|d| d.len() > 1000) {
-        return Err(ApiError::field("detail", "at most 1000 characters"));
-    }
-    let expires_at = match &input.expires_at {
-        Some(t) => Some(Millis::from_datetime(
-            chrono::DateTime::parse_from_rfc3339(t)
-                .map_err(|e| ApiError::field("expires_at", format!("expected an RFC 3339 time: {e}")))?
-                .to_utc(),
-        )),
-        None => None,
-    };
     let now = state.clock.now();
-    let row = SuppressionRow {
-        address_hash: hash,
-        category,
-        reason: input.reason.unwrap_or(SuppressionReason::Manual),
-        detail: input.detail,
-        created_at: now,
-        expires_at,
-    };
+    let row = validate(&state.keys, input, now)?;
     let created = state.store.suppress(&row).await?;
     let stored = state
         .store

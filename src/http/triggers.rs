@@ -68,7 +68,10 @@ fn valid_type(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'/'))
 }
 
-fn parse(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiError> {
+/// Everything `POST /v1/triggers` checks before it touches the database,
+/// reporting every field at fault at once. Public so the fuzz targets
+/// ([`crate::fuzzing`]) run exactly the handler's checks, not a copy.
+pub fn validate(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiError> {
     let mut errors = Vec::new();
     if !valid_type(&input.trigger_type) {
         errors.push(FieldError::new(
@@ -139,7 +142,7 @@ pub async fn create(
     ApiJson(input): ApiJson<TriggerInput>,
 ) -> Result<(StatusCode, ApiJson<TriggerAccepted>), ApiError> {
     let now = state.clock.now();
-    let trigger = parse(&input, now)?;
+    let trigger = validate(&input, now)?;
     let (row, replayed) = match state.store.insert_trigger(&trigger, now).await? {
         TriggerInsert::Created => {
             let row = TriggerRow {

@@ -44,6 +44,11 @@ pub(crate) fn fresh(timestamp: &str, now: Millis) -> Result<(), VerifyError> {
 }
 
 /// A provider's event in the parser's shape.
+///
+/// `status` is kept only as a well-formed enhanced status code (`5.1.1`),
+/// as the mail parser reports it: providers pass their own strings through,
+/// and an arbitrary one would be stored in a column sized for codes
+/// (`VARCHAR(16)` on MariaDB, where a longer one fails the insert).
 pub(crate) fn recipient(
     email: &str,
     kind: BounceKind,
@@ -54,7 +59,7 @@ pub(crate) fn recipient(
 ) -> BounceRecipient {
     BounceRecipient {
         recipient: email.trim().to_ascii_lowercase(),
-        status,
+        status: status.as_deref().and_then(enhanced_status),
         reply_code,
         kind,
         reason: reason.chars().take(crate::bounce::MAX_REASON_CHARS).collect(),

@@ -124,4 +124,15 @@ mod tests {
         assert_eq!(r[0].kind, BounceKind::Complaint);
         assert!(recipients(b"not json").is_err());
     }
+
+    /// `engagement_bounces.status` holds codes (`VARCHAR(16)` on MariaDB):
+    /// SendGrid's own string is reduced to the code in it, or dropped.
+    #[test]
+    fn a_status_that_is_not_a_code_is_reduced_to_one_or_dropped() {
+        let body = br#"[{"email":"a@example.com","event":"bounce","status":"5.1.1 (mailbox unavailable, and more)"},
+                        {"email":"b@example.com","event":"bounce","status":"permanently unavailable"}]"#;
+        let r = recipients(body).unwrap();
+        assert_eq!(r[0].status.as_deref(), Some("5.1.1"));
+        assert_eq!(r[1].status, None);
+    }
 }
