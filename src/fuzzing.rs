@@ -27,7 +27,7 @@ use crate::planner;
 use crate::providers::{mailgun, postmark, sendgrid, ses};
 use crate::recipient::{Preferences, RecipientInput, RecipientView};
 use crate::rule::{RuleInput, RulePatch, RuleView};
-use crate::store::{RecipientRow, RuleRow, TriggerRow};
+use crate::store::{RecipientRow, RuleRow};
 use crate::template::{
     Condition, LocaleTemplate, MAX_OUTPUT_BYTES, MAX_SUBJECT_CHARS, Rendered, TemplateError, TemplateSet,
 };
@@ -241,19 +241,7 @@ fn trigger_body(body: &[u8]) {
     }
     // Every accepted payload can be planned against a rule with a condition
     // and rendered by a template that reads it.
-    let row = TriggerRow {
-        id: trigger.id.clone(),
-        trigger_type: trigger.trigger_type.clone(),
-        user_id: trigger.user_id.as_str().to_owned(),
-        payload: trigger.payload.clone(),
-        idempotency_key: trigger.idempotency_key.clone(),
-        request_hash: trigger.request_hash.clone(),
-        occurred_at: trigger.occurred_at,
-        created_at: NOW,
-        planned_at: None,
-        planned_count: None,
-        plan_detail: None,
-    };
+    let row = trigger.unplanned_row(NOW);
     let plan = planner::evaluate(&row, std::slice::from_ref(&SAMPLE_RULE), None);
     assert_eq!(plan.decisions.len(), 1);
     let _ = plan.detail(&row.trigger_type);

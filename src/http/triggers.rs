@@ -145,19 +145,7 @@ pub async fn create(
     let trigger = validate(&input, now)?;
     let (row, replayed) = match state.store.insert_trigger(&trigger, now).await? {
         TriggerInsert::Created => {
-            let row = TriggerRow {
-                id: trigger.id.clone(),
-                trigger_type: trigger.trigger_type.clone(),
-                user_id: trigger.user_id.as_str().to_owned(),
-                payload: trigger.payload.clone(),
-                idempotency_key: trigger.idempotency_key.clone(),
-                request_hash: trigger.request_hash.clone(),
-                occurred_at: trigger.occurred_at,
-                created_at: now,
-                planned_at: None,
-                planned_count: None,
-                plan_detail: None,
-            };
+            let row = trigger.unplanned_row(now);
             (row, false)
         }
         TriggerInsert::Existing(first) => {

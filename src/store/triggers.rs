@@ -44,6 +44,25 @@ pub struct TriggerRow {
     pub plan_detail: Option<String>,
 }
 
+impl NewTrigger {
+    /// The row as stored once inserted, before any planner has seen it.
+    pub fn unplanned_row(&self, created_at: Millis) -> TriggerRow {
+        TriggerRow {
+            id: self.id.clone(),
+            trigger_type: self.trigger_type.clone(),
+            user_id: self.user_id.as_str().to_owned(),
+            payload: self.payload.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            request_hash: self.request_hash.clone(),
+            occurred_at: self.occurred_at,
+            created_at,
+            planned_at: None,
+            planned_count: None,
+            plan_detail: None,
+        }
+    }
+}
+
 impl TriggerRow {
     fn from_any(row: &AnyRow) -> Result<TriggerRow, sqlx::Error> {
         let payload = text(row, "payload")?;
