@@ -32,7 +32,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use chaos_support::{SmtpSink, knob, output_dir};
+use chaos_support::{knob, output_dir};
+use common::smtp::SmtpSink;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
 use herald::cluster::{self, Cluster, ClusterOptions};

@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,77 +20,11 @@ use herald::metrics::Metrics;
 use herald::store::{NewOutboxRow, RecipientStore, Store, SuppressionReason, new_id};
 use herald::worker::{Worker, WorkerConfig};
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
 const SECRET: &str = "email tests secret, long enough";
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
-/// The SMTP server process; killed when dropped.
-struct Sink {
-    port: u16,
-    dir: tempfile::TempDir,
-    _child: tokio::process::Child,
-}
-
-impl Sink {
-    async fn start() -> Option<Sink> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp/server.py");
-        let dir = tempfile::tempdir().unwrap();
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            l.local_addr().unwrap().port()
-        };
-        let spawned = tokio::process::Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) if !in_ci() => {
-                eprintln!("skipped: cannot run python3 ({e}); install python3 and aiosmtpd to run the SMTP tests");
-                return None;
-            }
-            Err(e) => panic!("CI=true but python3 cannot be run: {e}"),
-        };
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await;
-        match ready {
-            Ok(Ok(Some(l))) if l.trim() == "READY" => Some(Sink { port, dir, _child: child }),
-            other if !in_ci() => {
-                eprintln!("skipped: the SMTP test server did not start ({other:?}); pip install aiosmtpd");
-                None
-            }
-            other => panic!("CI=true but the SMTP test server did not start: {other:?} (is aiosmtpd installed?)"),
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("smtp://127.0.0.1:{}?tls=none", self.port)
-    }
-
-    fn connections(&self) -> usize {
-        std::fs::read_to_string(self.dir.path().join("connections.log")).map_or(0, |s| s.lines().count())
-    }
-
-    fn messages(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "eml"))
-            .collect();
-        v.sort();
-        v
-    }
-}
+use common::smtp::SmtpSink as Sink;
 
 fn settings(sink: &Sink, pool: bool) -> EmailSettings {
     EmailSettings {

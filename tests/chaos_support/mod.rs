@@ -1,6 +1,7 @@
-//! Support for the chaos and database-fault tests: an SMTP sink that counts
-//! messages per outbox id, and private PostgreSQL and MariaDB servers a test
-//! may stop, start and cut connections on.
+//! Support for the chaos and database-fault tests: knobs, output folders,
+//! and private PostgreSQL and MariaDB servers a test may stop, start and cut
+//! connections on. (The SMTP sink is `common::smtp`, shared with the email
+//! tests.)
 //!
 //! The private servers exist because the shared ones (5432, 3306) carry
 //! every other test on this machine: restarting them would fail those tests
@@ -9,12 +10,9 @@
 //! server running.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use tokio::io::AsyncBufReadExt;
 
 pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -53,74 +51,6 @@ where
     while !check().await {
         assert!(started.elapsed() < timeout, "waited {timeout:?} for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// `tests/smtp/server.py` on a free port; killed when dropped.
-pub struct SmtpSink {
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    _child: tokio::process::Child,
-}
-
-impl SmtpSink {
-    /// Starts the sink. Outside CI, `None` (with a notice) when python3 or
-    /// aiosmtpd is missing; under `CI=true` that is a failure.
-    pub async fn start() -> Option<SmtpSink> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp/server.py");
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let spawned = tokio::process::Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) if !in_ci() => {
-                eprintln!("skipped: cannot run python3 ({e}); install python3 and aiosmtpd");
-                return None;
-            }
-            Err(e) => panic!("CI=true but python3 cannot be run: {e}"),
-        };
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        match tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await {
-            Ok(Ok(Some(l))) if l.trim() == "READY" => Some(SmtpSink { port, dir, _child: child }),
-            other if !in_ci() => {
-                eprintln!("skipped: the SMTP sink did not start ({other:?}); pip install aiosmtpd");
-                None
-            }
-            other => panic!("CI=true but the SMTP sink did not start: {other:?} (is aiosmtpd installed?)"),
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("smtp://127.0.0.1:{}?tls=none", self.port)
-    }
-
-    /// Messages received per `X-Herald-Outbox-Id`.
-    pub fn messages_per_outbox_id(&self) -> BTreeMap<String, u32> {
-        let mut counts = BTreeMap::new();
-        for entry in std::fs::read_dir(self.dir.path()).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|e| e != "eml") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            let id = text
-                .lines()
-                .take_while(|l| !l.is_empty())
-                .find_map(|l| l.strip_prefix("X-Herald-Outbox-Id: "))
-                .unwrap_or_else(|| panic!("{} has no X-Herald-Outbox-Id header", path.display()))
-                .trim()
-                .to_owned();
-            *counts.entry(id).or_insert(0) += 1;
-        }
-        counts
     }
 }
 

@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 
 pub mod app;
+pub mod smtp;
 
 use std::sync::Arc;
 
