@@ -8,35 +8,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, mkdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const root = resolve(import.meta.dirname, "../..");
-const bin = process.env.HERALD_TEST_BIN || join(root, "target/debug/herald");
-const shots = join(root, "test-output");
-mkdirSync(shots, { recursive: true });
+import { bin, freePort, root, shots, waitFor } from "./support.mjs";
 
 const EMAIL = "ops@example.com";
 const PASSWORD = "a long operator password";
-
-function freePort() {
-  return new Promise((ok) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => ok(p)); });
-  });
-}
-
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try { const v = await fn(); if (v) return v; } catch { /* not yet */ }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "herald-ui-"));

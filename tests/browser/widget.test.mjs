@@ -5,32 +5,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync, mkdirSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-const root = resolve(import.meta.dirname, "../..");
-const bin = process.env.HERALD_TEST_BIN || join(root, "target/debug/herald");
-const shots = join(root, "test-output");
-mkdirSync(shots, { recursive: true });
-
-function freePort() {
-  return new Promise((ok) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => ok(p)); });
-  });
-}
-
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try { const v = await fn(); if (v) return v; } catch { /* not yet */ }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+import { bin, freePort, shots, waitFor } from "./support.mjs";
 
 test("the widget's badge follows a trigger fired through the API, without a reload", { timeout: 90_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "herald-widget-"));
