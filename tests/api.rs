@@ -864,3 +864,23 @@ async fn ses_notifications_from_another_topic_are_refused() {
     assert_problem(resp, 401).await;
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_list_route_takes_a_limit_within_its_range_and_names_it_otherwise() {
+    let app = App::start().await;
+    let (status, body) = app.post("/v1/rules", rule("export.ready", false)).await;
+    assert_eq!(status, 201, "{body}");
+    let rule_id = body["id"].as_str().unwrap().to_owned();
+    let preview = format!("/v1/rules/{rule_id}/preview");
+    for (path, max) in [("/v1/outbox", 500), ("/v1/bounces", 500), ("/v1/suppressions", 500), (preview.as_str(), 500)] {
+        for bad in [0, max + 1] {
+            let (status, body) = app.get(&format!("{path}?limit={bad}")).await;
+            assert_eq!(status, 422, "{path}?limit={bad}: {body}");
+            assert_eq!(body["errors"][0]["field"], "limit", "{body}");
+            assert_eq!(body["errors"][0]["message"], format!("must be 1 to {max}"), "{body}");
+        }
+        let (status, body) = app.get(&format!("{path}?limit={max}")).await;
+        assert_eq!(status, 200, "{path}?limit={max}: {body}");
+    }
+    app.stop().await;
+}

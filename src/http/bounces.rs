@@ -58,10 +58,7 @@ pub async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<BounceQuery>,
 ) -> Result<ApiJson<BounceList>, ApiError> {
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::field("limit", "must be 1 to 500"));
-    }
+    let limit = ApiError::page_limit(q.limit, 50, 500)?;
     Ok(ApiJson(BounceList { bounces: state.store.list_bounces(limit).await? }))
 }
 

@@ -80,10 +80,7 @@ pub async fn list(
     Extension(InboxUser(user)): Extension<InboxUser>,
     ApiQuery(q): ApiQuery<InboxQuery>,
 ) -> Result<ApiJson<InboxPage>, ApiError> {
-    let limit = q.limit.unwrap_or(20);
-    if !(1..=100).contains(&limit) {
-        return Err(ApiError::field("limit", "must be 1 to 100"));
-    }
+    let limit = ApiError::page_limit(q.limit, 20, 100)?;
     let filter = q.filter.unwrap_or(InboxFilter::Inbox);
     let rows = state.store.inbox_page(&user, filter, q.cursor.as_deref(), limit).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|m| m.id.clone()) } else { None };

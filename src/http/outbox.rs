@@ -82,10 +82,7 @@ pub async fn list(
         None => None,
         Some(s) => Some(s.parse::<OutboxStatus>().map_err(|e| ApiError::Invalid(vec![e.into()]))?),
     };
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::field("limit", "must be 1 to 500"));
-    }
+    let limit = ApiError::page_limit(q.limit, 50, 500)?;
     let filter = OutboxFilter { status, user_id: q.user_id, rule_id: q.rule_id, before: q.cursor, limit };
     let rows = state.store.list_outbox(&filter).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|r| r.id.clone()) } else { None };

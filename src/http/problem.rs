@@ -51,6 +51,17 @@ impl ApiError {
         ApiError::Invalid(vec![FieldError::new(field, message)])
     }
 
+    /// A list endpoint's `limit`: `default` when absent, refused (naming the
+    /// accepted range) outside `1..=max`.
+    pub fn page_limit(limit: Option<u32>, default: u32, max: u32) -> Result<u32, ApiError> {
+        let limit = limit.unwrap_or(default);
+        if (1..=max).contains(&limit) {
+            Ok(limit)
+        } else {
+            Err(ApiError::field("limit", format!("must be 1 to {max}")))
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,

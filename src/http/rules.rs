@@ -193,10 +193,7 @@ pub async fn preview(
     ApiQuery(q): ApiQuery<PreviewQuery>,
 ) -> Result<ApiJson<Preview>, ApiError> {
     let rule = load(&state, &id).await?;
-    let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::field("limit", "must be 1 to 500"));
-    }
+    let limit = ApiError::page_limit(q.limit, 50, 500)?;
     Ok(ApiJson(dry_run(&state, &rule, q.trigger_type, limit).await?))
 }
 

@@ -156,10 +156,7 @@ pub async fn list(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<SuppressionQuery>,
 ) -> Result<ApiJson<SuppressionList>, ApiError> {
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=500).contains(&limit) {
-        return Err(ApiError::field("limit", "expected 1 to 500"));
-    }
+    let limit = ApiError::page_limit(q.limit, 100, 500)?;
     if q.category.is_some() {
         return Err(ApiError::field("category", "only DELETE takes a category"));
     }
