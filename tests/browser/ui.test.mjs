@@ -7,13 +7,13 @@
 // the repository root.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { bin, freePort, root, shots, waitFor } from "./support.mjs";
+import { bin, root, shots, startHerald, waitFor } from "./support.mjs";
 
 const EMAIL = "ops@example.com";
 const PASSWORD = "a long operator password";
@@ -23,23 +23,10 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
   execFileSync(bin, ["operators", "add", "--email", EMAIL, "--password-stdin"], {
     cwd: dir, input: `${PASSWORD}\n`, stdio: ["pipe", "pipe", "inherit"],
   });
-  const key = execFileSync(bin, ["keys", "create", "--name", "browser-test"], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] }).toString().trim();
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  const server = spawn(bin, ["serve", "--listen", `127.0.0.1:${port}`], { cwd: dir, env: { ...process.env, HERALD_LOG: "warn" }, stdio: "inherit" });
-  const api = async (method, path, body) => {
-    const resp = await fetch(base + path, {
-      method, headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-      body: body && JSON.stringify(body),
-    });
-    const text = await resp.text();
-    assert.ok(resp.status < 300, `${method} ${path}: ${resp.status} ${text}`);
-    return JSON.parse(text);
-  };
+  const { base, server, api, key } = await startHerald(dir);
   let browser;
   let page;
   try {
-    await waitFor(() => fetch(`${base}/healthz`).then((r) => r.ok), 20_000, "herald to start");
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",

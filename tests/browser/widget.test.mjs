@@ -4,14 +4,13 @@
 // Screenshots go to test-output/ at the repository root.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { bin, freePort, shots, waitFor } from "./support.mjs";
+import { freePort, shots, startHerald, waitFor } from "./support.mjs";
 
 test("the widget's badge follows a trigger fired through the API, without a reload", { timeout: 90_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "herald-widget-"));
@@ -20,23 +19,10 @@ test("the widget's badge follows a trigger fired through the API, without a relo
 cors_origins = ["*"]
 token_secret = "a-test-secret-that-is-at-least-32-characters"
 `);
-  const key = execFileSync(bin, ["keys", "create", "--name", "browser-test"], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] }).toString().trim();
-  const port = await freePort();
-  const api = `http://127.0.0.1:${port}`;
-  const server = spawn(bin, ["serve", "--listen", `127.0.0.1:${port}`], { cwd: dir, env: { ...process.env, HERALD_LOG: "warn" }, stdio: "inherit" });
-  const call = async (method, path, body) => {
-    const resp = await fetch(api + path, {
-      method, headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-      body: body && JSON.stringify(body),
-    });
-    const text = await resp.text();
-    assert.ok(resp.status < 300, `${method} ${path}: ${resp.status} ${text}`);
-    return JSON.parse(text);
-  };
+  const { base: api, server, api: call } = await startHerald(dir);
   let browser;
   const page_server = createServer();
   try {
-    await waitFor(() => fetch(`${api}/healthz`).then((r) => r.ok), 15_000, "herald to start");
     await call("POST", "/v1/rules", {
       name: "Comment", trigger_type: "comment.created", channel: "inbox", category: "comments", enabled: true,
       template: { fallback_locale: "en", locales: { en: { subject: "{{ payload.author }} commented", text: "{{ payload.text }}" } } },
