@@ -32,14 +32,14 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
 /// transport is configured) and webhooks are known by name but cannot
 /// deliver: their rows end `failed` saying so, instead of waiting silently
 /// for a configuration that delivers them weeks late.
-pub fn registry(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Registry {
-    registry_with_email(store, clock, None)
+pub fn registry() -> Registry {
+    registry_with_email(None)
 }
 
 /// [`registry`], with an email channel when one is configured.
-pub fn registry_with_email(store: Arc<dyn Store>, clock: Arc<dyn Clock>, email: Option<Arc<EmailChannel>>) -> Registry {
+pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
     let mut r = Registry::new();
-    r.register("inbox", Arc::new(InboxChannel::new(store, clock)));
+    r.register("inbox", Arc::new(InboxChannel::new()));
     match email {
         Some(e) => {
             r.register("email", e);
@@ -54,13 +54,8 @@ pub fn registry_with_email(store: Arc<dyn Store>, clock: Arc<dyn Clock>, email: 
 
 /// The registry `serve` uses: the inbox, email when a transport is
 /// configured, webhooks when a signing secret is.
-pub fn configured_registry(
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    config: &Config,
-    email: Option<Arc<EmailChannel>>,
-) -> Registry {
-    let mut r = registry_with_email(store, clock, email);
+pub fn configured_registry(config: &Config, email: Option<Arc<EmailChannel>>) -> Registry {
+    let mut r = registry_with_email(email);
     if let Some(secret) = &config.webhook.signing_secret {
         // Validated at load; a failure here is a bug, not a configuration error.
         let secret = SigningSecret::parse(secret).expect("webhook.signing_secret was validated at load");
@@ -125,7 +120,43 @@ pub async fn serve_until(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    serve_with_clock(config, store, listener, shutdown, Arc::new(SystemClock)).await
+    let clock = database_clock(&store, shutdown.clone()).await?;
+    serve_with_clock(config, store, listener, shutdown, clock).await
+}
+
+/// How often a service re-reads the database's clock.
+const CLOCK_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The clock a service decides by: the database's (see
+/// [`crate::clock::DbClock`]), kept fresh until `shutdown`. On SQLite the
+/// database runs in this process, so its clock is this machine's.
+pub async fn database_clock(store: &SqlStore, shutdown: CancellationToken) -> anyhow::Result<Arc<dyn Clock>> {
+    if store.dialect() == Dialect::Sqlite {
+        return Ok(Arc::new(SystemClock));
+    }
+    let sample = {
+        let store = store.clone();
+        move || {
+            let store = store.clone();
+            async move { store.database_time().await }
+        }
+    };
+    let clock = crate::clock::DbClock::start(&sample, Arc::new(SystemClock))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot read the database's clock: {e}"))?;
+    let refreshed = clock.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(CLOCK_REFRESH) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            if let Err(e) = refreshed.refresh(&sample).await {
+                tracing::debug!(error = %e, "could not re-read the database's clock; counting on from the last reading");
+            }
+        }
+    });
+    Ok(clock)
 }
 
 /// [`serve_until`] on a given clock, so tests can expire an operator's
@@ -149,7 +180,7 @@ pub async fn serve_with_clock(
         let email = email_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), metrics.clone())?;
         let worker = Worker::new(
             dyn_store.clone(),
-            configured_registry(dyn_store.clone(), clock.clone(), &config, email),
+            configured_registry(&config, email),
             clock.clone(),
             config.worker.to_worker_config(),
             metrics.clone(),

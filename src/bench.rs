@@ -1,13 +1,18 @@
 //! `herald bench`: how fast the worker drains the outbox on this machine.
 //!
 //! Enqueues N inbox rows (or, with `--channel email --smtp-url URL`, email
-//! rows sent to that server, pooled or one connection per message), then drives the worker's sweep until the outbox is
-//! empty, timing both phases. It drives `tick()` directly rather than the
-//! polling loop, so the figure is the engine's rate, not the poll interval's.
-//! It uses a fresh temporary SQLite file unless given a database URL; with a
-//! URL it expects a scratch database, since it drains whatever is due there.
+//! rows sent to that server, pooled or one connection per message), then runs
+//! the worker's loop, as `herald serve` does (claiming ahead, group-committing
+//! outcomes), until every row is finished, timing both phases. The loop is
+//! woken by the enqueue, so the figure is the engine's rate, not the poll
+//! interval's. On PostgreSQL it also counts the database's commits during the
+//! drain (`pg_stat_database.xact_commit`), since commits are what a batched
+//! engine saves. It uses a fresh temporary SQLite file unless given a
+//! database URL; with a URL it expects a scratch database, since it drains
+//! whatever is due there.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -59,9 +64,14 @@ pub struct BenchReport {
     pub enqueue_rows_per_sec: f64,
     pub drain_seconds: f64,
     pub drain_rows_per_sec: f64,
-    pub sweeps: usize,
-    /// Rows the sweeps reported as sent: should equal `rows`.
-    pub sent: usize,
+    /// Rows the worker claimed (more than `rows` only if some were retried).
+    pub claimed: u64,
+    /// Rows the worker recorded as sent: should equal `rows`.
+    pub sent: u64,
+    /// PostgreSQL only: transactions the database committed during the
+    /// drain, and that per row.
+    pub pg_commits: Option<i64>,
+    pub pg_commits_per_row: Option<f64>,
     pub cores: usize,
 }
 
@@ -71,9 +81,9 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         Some(u) => u.clone(),
         None => format!("sqlite://{}", tmp.path().join("bench.db").display()),
     };
-    let store = SqlStore::connect(&url, &ConnectOptions { max_connections: 10, ..Default::default() }).await?;
-    store.migrate().await?;
-    let store: Arc<dyn Store> = Arc::new(store);
+    let sql_store = SqlStore::connect(&url, &ConnectOptions { max_connections: 10, ..Default::default() }).await?;
+    sql_store.migrate().await?;
+    let store: Arc<dyn Store> = Arc::new(sql_store.clone());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
 
     let now = clock.now();
@@ -135,23 +145,42 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         .map_err(|e| anyhow::anyhow!("--smtp-url: {e}"))?;
         let how = if opts.pool { "pooled" } else { "one connection per message" };
         let transport = format!("{} ({how})", channel.describe());
-        let registry = crate::app::registry_with_email(store.clone(), clock.clone(), Some(Arc::new(channel)));
+        let registry = crate::app::registry_with_email(Some(Arc::new(channel)));
         (registry, Some(transport))
     } else {
-        (crate::app::registry(store.clone(), clock.clone()), None)
+        (crate::app::registry(), None)
     };
-    let worker = Worker::new(store.clone(), registry, clock.clone(), config, Metrics::new());
+    let worker = Arc::new(Worker::new(store.clone(), registry, clock.clone(), config, Metrics::new()));
+    let commits_before = pg_commits(&sql_store).await?;
     let started = Instant::now();
-    let (mut sweeps, mut sent) = (0, 0);
-    loop {
-        let report = worker.tick().await?;
-        sweeps += 1;
-        sent += report.sent;
-        if report.claimed == 0 {
-            break;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running = {
+        let (worker, shutdown) = (worker.clone(), shutdown.clone());
+        tokio::spawn(async move { worker.run(shutdown).await })
+    };
+    let rows = opts.rows as u64;
+    while worker.totals().finished.load(Ordering::Relaxed) < rows {
+        if running.is_finished() {
+            anyhow::bail!("the worker stopped before the outbox was drained");
         }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let drain = started.elapsed();
+    shutdown.cancel();
+    running.await?;
+    let commits = match commits_before {
+        Some(before) => {
+            // A backend reports its counts when it exits: close the pool
+            // first, then read them on a fresh connection.
+            sql_store.close().await;
+            let reader = SqlStore::connect(&url, &ConnectOptions::default()).await?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let after = pg_commits(&reader).await?.unwrap_or(before);
+            reader.close().await;
+            Some(after - before)
+        }
+        None => None,
+    };
     Ok(BenchReport {
         database: store.dialect().to_string(),
         channel: opts.channel.clone(),
@@ -163,10 +192,24 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         enqueue_rows_per_sec: per_sec(opts.rows, enqueue),
         drain_seconds: drain.as_secs_f64(),
         drain_rows_per_sec: per_sec(opts.rows, drain),
-        sweeps,
-        sent,
+        claimed: worker.totals().claimed.load(Ordering::Relaxed),
+        sent: worker.totals().sent.load(Ordering::Relaxed),
+        pg_commits: commits,
+        pg_commits_per_row: commits.map(|c| c as f64 / opts.rows.max(1) as f64),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     })
+}
+
+/// PostgreSQL's count of committed transactions in this database (`None`
+/// on other databases).
+async fn pg_commits(store: &SqlStore) -> anyhow::Result<Option<i64>> {
+    if store.dialect() != crate::store::Dialect::Postgres {
+        return Ok(None);
+    }
+    let row = sqlx::query("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        .fetch_one(store.pool())
+        .await?;
+    Ok(Some(sqlx::Row::try_get(&row, 0)?))
 }
 
 fn per_sec(rows: usize, d: Duration) -> f64 {

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -337,7 +336,7 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let now = clock.now();
     let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
     let expires_at = args.grace.map(|g| due_at.plus(std::time::Duration::from_secs(g)));
-    let registry = crate::app::registry(Arc::new(store.clone()), Arc::new(clock));
+    let registry = crate::app::registry();
     let email_configured = channel.as_str() == "email" && config.email.transport.is_some();
     if !registry.is_ready(channel.as_str()) && !email_configured {
         eprintln!(
@@ -530,9 +529,12 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         }
         println!("  enqueue: {:>10.0} rows/s ({:.2}s)", report.enqueue_rows_per_sec, report.enqueue_seconds);
         println!(
-            "  drain:   {:>10.0} rows/s ({:.2}s, {} sweeps, {} sent)",
-            report.drain_rows_per_sec, report.drain_seconds, report.sweeps, report.sent
+            "  drain:   {:>10.0} rows/s ({:.2}s, {} claimed, {} sent)",
+            report.drain_rows_per_sec, report.drain_seconds, report.claimed, report.sent
         );
+        if let (Some(c), Some(per_row)) = (report.pg_commits, report.pg_commits_per_row) {
+            println!("  commits: {c} PostgreSQL transactions during the drain, {per_row:.3} per row");
+        }
     }
     Ok(())
 }

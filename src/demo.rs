@@ -116,13 +116,8 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
     }
 
     // 4. The worker delivers what is due.
-    let worker = Worker::new(
-        store.clone(),
-        crate::app::registry(store.clone(), clock.clone()),
-        clock.clone(),
-        WorkerConfig::default(),
-        Metrics::new(),
-    );
+    let worker =
+        Worker::new(store.clone(), crate::app::registry(), clock.clone(), WorkerConfig::default(), Metrics::new());
     let report = worker.tick().await?;
     writeln!(out, "4. worker sweep: claimed {}, sent {}, failed {}", report.claimed, report.sent, report.failed)?;
 

@@ -646,6 +646,14 @@ impl TemplateSet {
         if compiled.problems.is_empty() { Ok(compiled) } else { Err(std::mem::take(&mut compiled.problems)) }
     }
 
+    /// Compiles the set for repeated rendering even when some variants have
+    /// problems: those render their first error, the others render (as
+    /// [`render`](Self::render) does). What a cache of rules holds, keyed by
+    /// rule and version, so rendering skips the content hash `render` pays.
+    pub fn compile_for_rendering(&self) -> CompiledTemplateSet {
+        CompiledTemplateSet::build(self)
+    }
+
     /// Picks the variant: exact tag match (case-insensitive), then the language part ("de-AT" -> "de"), then fallback_locale. Renders subject, text and html.
     ///
     /// Compiles at most once per distinct set (process-wide cache). A set that

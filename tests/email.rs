@@ -49,7 +49,7 @@ fn worker_with(store: Arc<dyn Store>, settings: &EmailSettings, public_url: &str
     let email =
         EmailChannel::from_settings(settings, public_url, store.clone(), clock.clone(), keys(), metrics.clone())
             .unwrap();
-    let registry = herald::app::registry_with_email(store.clone(), clock.clone(), Some(Arc::new(email)));
+    let registry = herald::app::registry_with_email(Some(Arc::new(email)));
     let config = WorkerConfig { deliver_timeout: Duration::from_secs(20), ..WorkerConfig::default() };
     Worker::new(store, registry, clock, config, metrics)
 }

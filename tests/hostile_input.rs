@@ -63,7 +63,7 @@ impl App {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let worker = herald::worker::Worker::new(
             self.store.clone(),
-            herald::app::registry(self.store.clone(), clock.clone()),
+            herald::app::registry(),
             clock,
             herald::worker::WorkerConfig::default(),
             herald::metrics::Metrics::new(),

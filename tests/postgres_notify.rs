@@ -23,7 +23,7 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     let shutdown = CancellationToken::new();
     let worker = Worker::new(
         worker_side.clone(),
-        herald::app::registry(worker_side.clone(), clock.clone()),
+        herald::app::registry(),
         clock.clone(),
         WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() },
         herald::metrics::Metrics::new(),

@@ -339,12 +339,18 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     let claimed = db.store.claim_due(T0, 3, "mine").await.unwrap();
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
     let items = vec![
-        Record { row: claimed[0].clone(), token: "mine".into(), action: RecordAction::Finish(sent.clone()) },
-        Record { row: claimed[1].clone(), token: "not-mine".into(), action: RecordAction::Finish(sent) },
+        Record {
+            row: claimed[0].clone(),
+            token: "mine".into(),
+            action: RecordAction::Finish(sent.clone()),
+            inbox: None,
+        },
+        Record { row: claimed[1].clone(), token: "not-mine".into(), action: RecordAction::Finish(sent), inbox: None },
         Record {
             row: claimed[2].clone(),
             token: "mine".into(),
             action: RecordAction::Reschedule { due_at: T0.plus(Duration::from_secs(300)), detail: "421".into() },
+            inbox: None,
         },
     ];
     assert_eq!(db.store.record_outcomes(&items, T0).await.unwrap(), vec![true, false, true]);
@@ -549,14 +555,18 @@ async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb
     assert_eq!(db.store.inbox_page(&ada, InboxFilter::Unread, None, 10).await.unwrap().len(), 1);
     assert_eq!(db.store.inbox_read_all(&ada, T0).await.unwrap(), 1);
     assert_eq!(db.store.inbox_counts(&user("bob")).await.unwrap(), InboxCounts { unseen: 1, unread: 1 });
-    let after = db.store.inbox_after(&ada, Some(&page[1].id), 10).await.unwrap();
+    let after = db.store.inbox_after(&ada, page[1].position, 10).await.unwrap();
     assert_eq!(after.iter().map(|m| m.title.as_str()).collect::<Vec<_>>(), vec!["a2"]);
-    assert_eq!(db.store.inbox_after(&ada, None, 10).await.unwrap().len(), 2);
+    assert_eq!(db.store.inbox_after(&ada, 0, 10).await.unwrap().len(), 2);
+    // A stream resumes from a position, or from an older client's message id.
+    assert_eq!(db.store.inbox_resume_position(&ada, &page[1].position.to_string()).await.unwrap(), page[1].position);
+    assert_eq!(db.store.inbox_resume_position(&ada, &page[1].id).await.unwrap(), page[1].position);
+    assert_eq!(db.store.inbox_latest_position(&ada).await.unwrap(), page[0].position);
 }
 
 async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     use herald::store::{CancelScope, EventStore, RuleStore};
-    assert_eq!(db.store.latest_event_id().await.unwrap(), None);
+    assert_eq!(db.store.latest_event_position().await.unwrap(), 0);
     let mut signal = db.store.event_signal();
     let a = row("u1", "inbox", T0);
     let b = row("u2", "inbox", T0.plus(Duration::from_secs(60)));
@@ -569,13 +579,15 @@ async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     // A lost claim writes no event.
     assert!(!db.store.finish(&claimed, "stale-token", &f, T0).await.unwrap());
 
-    let events = db.store.events_after(None, 10).await.unwrap();
+    let events = db.store.events_after(0, 10).await.unwrap();
     let seen: Vec<(&str, Option<&str>, &str)> =
         events.iter().map(|e| (e.kind.as_str(), e.outbox_id.as_deref(), e.data["status"].as_str().unwrap())).collect();
     assert_eq!(seen, vec![("outcome", Some(a.id.as_str()), "sent"), ("outcome", Some(b.id.as_str()), "cancelled")]);
     assert_eq!(events[1].data["detail"], "user deleted");
-    assert_eq!(db.store.latest_event_id().await.unwrap().as_deref(), Some(events[1].id.as_str()));
-    assert!(db.store.events_after(Some(&events[1].id), 10).await.unwrap().is_empty());
+    assert!(events[0].position < events[1].position, "positions follow commit order");
+    assert_eq!(db.store.latest_event_position().await.unwrap(), events[1].position);
+    assert_eq!(db.store.event_position(&events[1].id).await.unwrap(), Some(events[1].position));
+    assert!(db.store.events_after(events[1].position, 10).await.unwrap().is_empty());
 }
 
 async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &TestDb) {
@@ -620,7 +632,7 @@ async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &Te
     let bounces = db.store.list_bounces(10).await.unwrap();
     assert_eq!(bounces.len(), 1);
     assert_eq!((bounces[0].matched_by.as_deref(), bounces[0].reply_code), (Some("verp"), Some(550)));
-    let kinds: Vec<String> = db.store.events_after(None, 10).await.unwrap().into_iter().map(|e| e.kind).collect();
+    let kinds: Vec<String> = db.store.events_after(0, 10).await.unwrap().into_iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec!["outcome", "suppression"]);
 }
 
@@ -766,7 +778,7 @@ async fn a_lift_records_reason_who_and_audit_in_its_transaction(db: &TestDb) {
     assert_eq!(audit.len(), 1, "only the operator's lift is audited");
     assert_eq!((audit[0].action.as_str(), audit[0].target.as_str()), ("suppression.lift", hash.as_str()));
     assert!(audit[0].detail.as_deref().unwrap().contains("customer asked"));
-    let events = db.store.events_after(None, 10).await.unwrap();
+    let events = db.store.events_after(0, 10).await.unwrap();
     let lifted: Vec<_> = events.iter().filter(|e| e.kind == "suppression_lifted").collect();
     assert_eq!(lifted[0].data["reason"], "customer asked");
     assert_eq!(lifted[0].data["by"], "ops@example.com");

@@ -523,7 +523,7 @@ async fn a_lift_keeps_its_reason_and_who_lifted(db: &TestDb) {
     assert_eq!(resp.status(), 200);
     let lifts = ui.store.suppression_lifts(Some(&hash), 10).await.unwrap();
     assert_eq!((lifts[0].reason.as_deref(), lifts[0].lifted_by.as_str()), (Some("ticket 42"), "api key \"tests\""));
-    let events = ui.store.events_after(None, 100).await.unwrap();
+    let events = ui.store.events_after(0, 100).await.unwrap();
     let lifted: Vec<_> = events.iter().filter(|e| e.kind == "suppression_lifted").collect();
     assert_eq!(lifted.len(), 2);
     assert_eq!(lifted[1].data["reason"], "ticket 42");

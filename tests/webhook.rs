@@ -82,7 +82,7 @@ fn delivery(url: &str) -> Delivery {
         created_at: T0,
         updated_at: T0,
     };
-    Delivery { row, rule: Some(rule), recipient: None, message: None }
+    Delivery { row, rule: Some(std::sync::Arc::new(rule)), recipient: None, message: None }
 }
 
 fn channel(allow_private: bool, timeout: Duration) -> WebhookChannel {
@@ -207,7 +207,7 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     assert_eq!(planner.tick().await.unwrap(), 1);
     let worker = herald::worker::Worker::new(
         store.clone(),
-        herald::app::configured_registry(store.clone(), clock.clone(), &config, None),
+        herald::app::configured_registry(&config, None),
         clock,
         herald::worker::WorkerConfig::default(),
         herald::metrics::Metrics::new(),

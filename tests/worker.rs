@@ -35,15 +35,15 @@ fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
     r
 }
 
-fn inbox_registry(store: Arc<dyn Store>, clock: &ManualClock) -> Registry {
-    herald::app::registry(store, Arc::new(clock.clone()))
+fn inbox_registry() -> Registry {
+    herald::app::registry()
 }
 
 async fn inbox_rows_are_delivered_and_logged_as_sent(db: &TestDb) {
     let clock = ManualClock::at(T0);
     let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let w = worker(db.arc(), inbox_registry(db.arc(), &clock), &clock, WorkerConfig::default());
+    let w = worker(db.arc(), inbox_registry(), &clock, WorkerConfig::default());
 
     let report = w.tick().await.unwrap();
     assert_eq!((report.claimed, report.sent), (3, 3), "{report:?}");
@@ -63,7 +63,7 @@ async fn a_missing_channel_ends_failed_in_plain_words(db: &TestDb) {
     let gone = row("u1", "pigeon", T0);
     let unbuilt = row("u1", "email", T0);
     db.store.enqueue(&[gone.clone(), unbuilt.clone()], T0).await.unwrap();
-    let w = worker(db.arc(), inbox_registry(db.arc(), &clock), &clock, WorkerConfig::default());
+    let w = worker(db.arc(), inbox_registry(), &clock, WorkerConfig::default());
     let report = w.tick().await.unwrap();
     assert_eq!(report.failed, 2, "{report:?}");
 
@@ -278,7 +278,7 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     let store = db.arc();
     let w = herald::worker::Worker::new(
         store.clone(),
-        herald::app::registry(store.clone(), clock.clone()),
+        herald::app::registry(),
         clock.clone(),
         config,
         herald::metrics::Metrics::new(),

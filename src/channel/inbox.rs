@@ -1,16 +1,18 @@
 //! The `inbox` channel: the message lands in `engagement_inbox`, where the
 //! user's own API reads it.
-
-use std::sync::Arc;
+//!
+//! The channel only builds the message; the worker writes it in the same
+//! transaction as the `sent` outcome ([`Outcome::Inbox`]). Writing it here,
+//! in a transaction of its own, cost a second commit per flush and left a
+//! window in which the message existed but the send log did not say so (a
+//! crash there meant a redelivery that had to find it already written).
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::{Channel, Delivery, Outcome};
-use crate::batch::Batcher;
-use crate::clock::Clock;
 use crate::domain::storable_text;
-use crate::store::{NewInboxMessage, Store, StoreError};
+use crate::store::NewInboxMessage;
 
 /// What an inbox row's payload holds.
 #[derive(Debug, Deserialize)]
@@ -26,38 +28,22 @@ pub struct InboxPayload {
 }
 
 /// The send-log detail of a delivery that found its message already in the
-/// inbox (an earlier attempt wrote it, then died before its outcome was
-/// committed). The chaos audit counts redeliveries by it.
+/// inbox. Since messages are written with their outcome this no longer
+/// happens; the chaos audit still counts it, and it must stay zero.
 pub const ALREADY_DELIVERED: &str = "already in the inbox from an earlier attempt";
 
-pub struct InboxChannel {
-    /// Concurrent deliveries share transactions (see `batch`).
-    writer: Batcher<NewInboxMessage, Result<bool, Arc<StoreError>>>,
-}
+#[derive(Debug, Default)]
+pub struct InboxChannel;
 
 impl InboxChannel {
-    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
-        let writer = Batcher::spawn(256, move |msgs: Vec<NewInboxMessage>| {
-            let (store, clock) = (store.clone(), clock.clone());
-            async move {
-                match store.insert_inbox_many(&msgs, clock.now()).await {
-                    Ok(created) => created.into_iter().map(Ok).collect(),
-                    Err(e) => {
-                        let e = Arc::new(e);
-                        msgs.iter().map(|_| Err(e.clone())).collect()
-                    }
-                }
-            }
-        });
-        InboxChannel { writer }
+    pub fn new() -> Self {
+        InboxChannel
     }
-}
 
-#[async_trait]
-impl Channel for InboxChannel {
-    async fn deliver(&self, delivery: &Delivery) -> Outcome {
+    /// The message a delivery writes, or why it cannot be written.
+    pub fn message(delivery: &Delivery) -> Result<NewInboxMessage, String> {
         let row = &delivery.row;
-        let msg = match &delivery.message {
+        Ok(match &delivery.message {
             // Planned by a rule: the rendered template is the message, and
             // the trigger's payload rides along for the client to use.
             Some(m) => {
@@ -83,24 +69,24 @@ impl Channel for InboxChannel {
                     url: p.url.map(|u| storable_text(&u).into_owned()),
                     data: p.data,
                 },
-                // A payload that does not parse will not parse next time either.
                 Err(e) => {
-                    return Outcome::terminal(format!(
+                    return Err(format!(
                         "inbox payload is not usable: {e}; expected a JSON object with \"title\" (string) and \
                          optional \"body\", \"url\", \"data\""
                     ));
                 }
             },
-        };
-        // Idempotent on the outbox id: a redelivery after a crash between this
-        // insert and the outcome's commit finds the message there already, and
-        // that is still a success.
-        match self.writer.submit(msg).await.unwrap_or(Err(Arc::new(StoreError::WriterGone))) {
-            Ok(true) => Outcome::Sent { transport: "inbox".into(), detail: None, address_hash: None },
-            Ok(false) => {
-                Outcome::Sent { transport: "inbox".into(), detail: Some(ALREADY_DELIVERED.into()), address_hash: None }
-            }
-            Err(e) => Outcome::retry(format!("could not write the inbox message: {e}")),
+        })
+    }
+}
+
+#[async_trait]
+impl Channel for InboxChannel {
+    async fn deliver(&self, delivery: &Delivery) -> Outcome {
+        match InboxChannel::message(delivery) {
+            Ok(msg) => Outcome::Inbox(Box::new(msg)),
+            // A payload that does not parse will not parse next time either.
+            Err(detail) => Outcome::terminal(detail),
         }
     }
 }

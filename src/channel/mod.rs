@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::store::{OutboxRow, RecipientRow, RuleRow};
+use crate::store::{NewInboxMessage, OutboxRow, RecipientRow, RuleRow};
 use crate::template::Rendered;
 
 /// Everything a channel needs for one claimed row: the row, and for rows a
@@ -21,7 +21,8 @@ use crate::template::Rendered;
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub row: OutboxRow,
-    pub rule: Option<RuleRow>,
+    /// Shared with the worker's rule cache: one copy per rule, not per row.
+    pub rule: Option<Arc<RuleRow>>,
     pub recipient: Option<RecipientRow>,
     pub message: Option<Rendered>,
 }
@@ -57,6 +58,11 @@ pub enum Outcome {
     Terminal { detail: String, address_hash: Option<String> },
     /// No longer wanted (its rule was disabled or deleted): not attempted.
     Cancelled { detail: String },
+    /// Delivered into the in-app inbox: the message to write. The worker
+    /// writes it in the transaction that records `sent`, fenced by the
+    /// claim, so the message exists exactly when the send log says it was
+    /// sent; a redelivery or a lost claim can never show it twice.
+    Inbox(Box<NewInboxMessage>),
 }
 
 impl Outcome {
@@ -68,9 +74,13 @@ impl Outcome {
         Outcome::Terminal { detail: detail.into(), address_hash: None }
     }
 
+    pub fn sent(transport: impl Into<String>) -> Outcome {
+        Outcome::Sent { transport: transport.into(), detail: None, address_hash: None }
+    }
+
     pub fn label(&self) -> &'static str {
         match self {
-            Outcome::Sent { .. } => "sent",
+            Outcome::Sent { .. } | Outcome::Inbox(_) => "sent",
             Outcome::Retry { .. } => "retry",
             Outcome::Suppressed { .. } => "suppressed",
             Outcome::Bounced { .. } => "bounced",
@@ -86,7 +96,7 @@ impl Outcome {
             | Outcome::Suppressed { address_hash, .. }
             | Outcome::Bounced { address_hash, .. }
             | Outcome::Terminal { address_hash, .. } => address_hash.as_deref(),
-            Outcome::Cancelled { .. } => None,
+            Outcome::Cancelled { .. } | Outcome::Inbox(_) => None,
         }
     }
 }

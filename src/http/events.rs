@@ -5,7 +5,9 @@
 //! cancelled), every suppression added (unsubscribes, hard bounces) and every
 //! suppression lifted, in the order they committed. The events are rows of
 //! `engagement_events`, written in the same transaction as what they
-//! report, so a follower that resumes from its last id misses nothing.
+//! report and numbered in commit order (their `position`), so a follower
+//! that resumes from the last position it saw misses nothing and sees
+//! nothing twice, however many instances write.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -41,8 +43,9 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 
 /// Outcome events as Server-Sent Events. First a `ready` event (where the
 /// stream starts); then each event's `event` is its kind (`outcome`,
-/// `suppression`, `suppression_lifted`), its `id` the event id (send it back
-/// as `Last-Event-ID` to resume), its `data` the event as JSON.
+/// `suppression`, `suppression_lifted`), its `id` the event's position in
+/// commit order (send it back as `Last-Event-ID` to resume; an event id from
+/// an older version is accepted too), its `data` the event as JSON.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
@@ -59,11 +62,16 @@ pub async fn stream(
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut signal = state.store.event_signal();
     tokio::spawn(async move {
-        let mut last = match (resume, q.from) {
-            (Some(id), _) => Some(id),
-            (None, Some(From::Start)) => None,
-            (None, _) => state.store.latest_event_id().await.ok().flatten(),
+        let start = match (resume, q.from) {
+            (Some(id), _) => match id.parse::<i64>() {
+                Ok(position) => Ok(position),
+                // An event id, from a follower of an older version.
+                Err(_) => state.store.event_position(&id).await.map(|p| p.unwrap_or(0)),
+            },
+            (None, Some(From::Start)) => Ok(0),
+            (None, _) => state.store.latest_event_position().await,
         };
+        let Ok(mut last) = start else { return };
         // Tells the follower where the stream starts, and that anything
         // committed from now on will reach it.
         let ready = serde_json::json!({ "after": last });
@@ -72,17 +80,18 @@ pub async fn stream(
         }
         loop {
             loop {
-                let Ok(batch) = state.store.events_after(last.as_deref(), 200).await else { break };
+                let Ok(batch) = state.store.events_after(last, 200).await else { break };
                 for e in &batch {
                     let data = serde_json::json!({
-                        "id": e.id, "kind": e.kind, "user_id": e.user_id, "outbox_id": e.outbox_id,
-                        "created_at": e.created_at.to_rfc3339(), "data": e.data,
+                        "id": e.id, "position": e.position, "kind": e.kind, "user_id": e.user_id,
+                        "outbox_id": e.outbox_id, "created_at": e.created_at.to_rfc3339(), "data": e.data,
                     });
-                    let event = Event::default().event(e.kind.clone()).id(e.id.clone()).data(data.to_string());
+                    let event =
+                        Event::default().event(e.kind.clone()).id(e.position.to_string()).data(data.to_string());
                     if tx.send(Ok(event)).await.is_err() {
                         return;
                     }
-                    last = Some(e.id.clone());
+                    last = e.position;
                 }
                 if batch.len() < 200 {
                     break;

@@ -157,9 +157,10 @@ pub async fn read_all(
 /// missed notification.
 const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 
-/// Server-Sent Events: `message` events (id = the message id) for new
-/// messages and `count` events when the counts change. Reconnect with
-/// `Last-Event-ID` (browsers do) to receive what was missed.
+/// Server-Sent Events: `message` events for new messages (their `id` is the
+/// message's position in commit order; the message's own id is in the data)
+/// and `count` events when the counts change. Reconnect with
+/// `Last-Event-ID` (browsers do) to receive what was missed, exactly once.
 #[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
@@ -171,32 +172,31 @@ pub async fn stream(
     Extension(InboxUser(user)): Extension<InboxUser>,
     headers: HeaderMap,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let mut last_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut changes = state.store.inbox_changes();
     tokio::spawn(async move {
         let mut last_counts: Option<InboxCounts> = None;
         // Without Last-Event-ID the stream starts from now: the client reads
         // the existing inbox with GET /v1/inbox.
-        if last_id.is_none() {
-            last_id = state
-                .store
-                .inbox_page(&user, InboxFilter::All, None, 1)
-                .await
-                .ok()
-                .and_then(|p| p.first().map(|m| m.id.clone()))
-                .or(Some(String::new()));
-        }
+        let start = match &resume {
+            Some(id) => state.store.inbox_resume_position(&user, id).await,
+            None => state.store.inbox_latest_position(&user).await,
+        };
+        let Ok(mut last) = start else { return };
         loop {
-            // Send what is new since the last id, then the counts if changed.
+            // Send what is new since the last position, then the counts if
+            // changed. Positions are in commit order: nothing committed later
+            // can land behind the last one sent.
             loop {
-                let Ok(batch) = state.store.inbox_after(&user, last_id.as_deref(), 100).await else { break };
+                let Ok(batch) = state.store.inbox_after(&user, last, 100).await else { break };
                 for m in &batch {
                     let data = serde_json::to_string(&InboxItem::from(m)).expect("items serialise");
-                    if tx.send(Ok(Event::default().event("message").id(m.id.clone()).data(data))).await.is_err() {
+                    let event = Event::default().event("message").id(m.position.to_string()).data(data);
+                    if tx.send(Ok(event)).await.is_err() {
                         return; // the client went away
                     }
-                    last_id = Some(m.id.clone());
+                    last = m.position;
                 }
                 if batch.len() < 100 {
                     break;
@@ -216,7 +216,8 @@ pub async fn stream(
             let wake = async {
                 loop {
                     match changes.recv().await {
-                        Ok(u) if u == user.as_str() => return true,
+                        // "*": too many users changed at once to name them all.
+                        Ok(u) if u == user.as_str() || u == "*" => return true,
                         Ok(_) => continue,
                         // Missed some signals: re-read to be safe.
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return true,

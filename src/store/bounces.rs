@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 use sqlx::Row;
 
+use super::events::NewEvent;
 use super::rows::{opt_text, text};
 use super::suppressions::{SuppressionRow, suppress_in};
 use super::{SqlStore, Store, StoreError, new_id};
@@ -85,7 +86,8 @@ impl BounceStore for SqlStore {
     async fn record_bounce(&self, b: &NewBounce, now: Millis) -> Result<bool, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let mut tx = self.pool().begin().await.map_err(db("record bounce: begin"))?;
+        let mut tx = self.begin_write().await.map_err(db("record bounce: begin"))?;
+        let mut events = Vec::with_capacity(2);
         let exists = sqlx::query(&d.sql("SELECT id FROM engagement_bounces WHERE fingerprint = ?"))
             .bind(b.fingerprint.clone())
             .fetch_optional(&mut *tx)
@@ -140,11 +142,17 @@ impl BounceStore for SqlStore {
                 "channel": m.channel, "status": status, "detail": b.detail, "address_hash": b.address_hash,
                 "matched_by": m.matched_by, "at": now.to_rfc3339(),
             });
-            super::events::append(&mut tx, d, "outcome", Some(&m.user_id), Some(&m.outbox_id), &event, now).await?;
+            events.push(NewEvent {
+                kind: "outcome",
+                user_id: Some(m.user_id.clone()),
+                outbox_id: Some(m.outbox_id.clone()),
+                data: event,
+            });
         }
         if let Some(s) = &b.suppress {
-            suppress_in(&mut tx, d, s).await?;
+            suppress_in(&mut tx, d, s, &mut events).await?;
         }
+        super::events::append(&mut tx, d, &events, now).await?;
         tx.commit().await.map_err(db("record bounce: commit"))?;
         self.signal_events().await;
         Ok(true)

@@ -1,17 +1,21 @@
-//! `engagement_events`: what happened, in order, for host applications to
-//! follow.
+//! `engagement_events`: what happened, in commit order, for host
+//! applications to follow.
 //!
 //! Each event is written in the same transaction as the change it reports,
 //! so a follower never sees an outcome that was rolled back and never misses
 //! one that committed: the table is an outbox of outcomes. (The alternative,
 //! posting events to the host as they happen, loses them whenever the host
-//! is down; here the host reads from where it left off.)
+//! is down; here the host reads from where it left off.) Followers read by
+//! `position`, which is handed out in commit order (see `positions`), so
+//! "everything after the last position I saw" never skips an event that
+//! committed late.
 
 use async_trait::async_trait;
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::watch;
 
+use super::json_rows::{Col, to_json};
 use super::rows::{opt_text, text};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
@@ -19,6 +23,8 @@ use crate::clock::Millis;
 #[derive(Debug, Clone, Serialize)]
 pub struct EventRow {
     pub id: String,
+    /// Where the event stands in commit order; what a follower resumes from.
+    pub position: i64,
     /// `outcome` (a send-log row: sent, failed, suppressed, bounced,
     /// expired, cancelled, complained), `suppression` or `suppression_lifted`.
     pub kind: String,
@@ -28,38 +34,102 @@ pub struct EventRow {
     pub created_at: Millis,
 }
 
-/// Appends an event on the caller's connection, inside its transaction.
+/// An event to append.
+#[derive(Debug, Clone)]
+pub(crate) struct NewEvent {
+    pub kind: &'static str,
+    pub user_id: Option<String>,
+    pub outbox_id: Option<String>,
+    pub data: serde_json::Value,
+}
+
+#[derive(Serialize)]
+struct EventJson<'a> {
+    id: String,
+    position: i64,
+    kind: &'a str,
+    user_id: Option<&'a str>,
+    outbox_id: Option<&'a str>,
+    payload: String,
+}
+
+/// Appends events at `first .. first + events.len()` (positions the caller
+/// reserved in this transaction) on the caller's connection.
+pub(crate) async fn insert(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    events: &[NewEvent],
+    first: i64,
+    now: Millis,
+) -> Result<(), StoreError> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let from = d.json_rows(
+        &[
+            ("id", Col::Key),
+            ("position", Col::Int),
+            ("kind", Col::Key),
+            ("user_id", Col::Key),
+            ("outbox_id", Col::Key),
+            ("payload", Col::Text),
+        ],
+        "e",
+    );
+    let sql = d.sql(&format!(
+        "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) \
+         SELECT e.id, e.position, e.kind, e.user_id, e.outbox_id, e.payload, ? FROM {from}"
+    ));
+    for (n, chunk) in events.chunks(super::sends::CHUNK).enumerate() {
+        let start = first + (n * super::sends::CHUNK) as i64;
+        let rows: Vec<EventJson> = chunk
+            .iter()
+            .zip(start..)
+            .map(|(e, position)| EventJson {
+                id: new_id(),
+                position,
+                kind: e.kind,
+                user_id: e.user_id.as_deref(),
+                outbox_id: e.outbox_id.as_deref(),
+                payload: e.data.to_string(),
+            })
+            .collect();
+        sqlx::query(&sql)
+            .bind(now.0)
+            .bind(to_json(&rows)?)
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::db("append events"))?;
+    }
+    Ok(())
+}
+
+/// Reserves positions for `events` and appends them: for transactions that
+/// write events and nothing else in order. Call it after the transaction's
+/// other writes (see `positions`).
 pub(crate) async fn append(
     conn: &mut AnyConnection,
     d: Dialect,
-    kind: &str,
-    user_id: Option<&str>,
-    outbox_id: Option<&str>,
-    data: &serde_json::Value,
+    events: &[NewEvent],
     now: Millis,
 ) -> Result<(), StoreError> {
-    let sql = d.sql(
-        "INSERT INTO engagement_events (id, kind, user_id, outbox_id, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-    );
-    sqlx::query(&sql)
-        .bind(new_id())
-        .bind(kind.to_owned())
-        .bind(user_id.map(str::to_owned))
-        .bind(outbox_id.map(str::to_owned))
-        .bind(data.to_string())
-        .bind(now.0)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("append event"))?;
-    Ok(())
+    if events.is_empty() {
+        return Ok(());
+    }
+    let first = super::positions::reserve(&mut *conn, d, events.len()).await?;
+    insert(conn, d, events, first, now).await
 }
 
 #[async_trait]
 pub trait EventStore: Send + Sync {
-    /// Events after `after` (an event id), oldest first.
-    async fn events_after(&self, after: Option<&str>, limit: u32) -> Result<Vec<EventRow>, StoreError>;
-    /// The newest event's id: where a follower that wants only new events starts.
-    async fn latest_event_id(&self) -> Result<Option<String>, StoreError>;
+    /// Events after `position`, oldest first.
+    async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError>;
+    /// The newest event's position (0 when there is none): where a follower
+    /// that wants only new events starts.
+    async fn latest_event_position(&self) -> Result<i64, StoreError>;
+    /// The position of the event with this id, for a follower that resumes
+    /// with an event id; `None` if no such event is kept.
+    async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError>;
     /// Changes every time events are appended (in this process, and on
     /// PostgreSQL in every instance).
     fn event_signal(&self) -> watch::Receiver<u64>;
@@ -67,13 +137,13 @@ pub trait EventStore: Send + Sync {
 
 #[async_trait]
 impl EventStore for SqlStore {
-    async fn events_after(&self, after: Option<&str>, limit: u32) -> Result<Vec<EventRow>, StoreError> {
+    async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
         let sql = self.dialect().sql(
-            "SELECT id, kind, user_id, outbox_id, payload, created_at FROM engagement_events \
-             WHERE id > ? ORDER BY id LIMIT ?",
+            "SELECT id, position, kind, user_id, outbox_id, payload, created_at FROM engagement_events \
+             WHERE position > ? ORDER BY position LIMIT ?",
         );
         let rows = sqlx::query(&sql)
-            .bind(after.unwrap_or("").to_owned())
+            .bind(position)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
@@ -83,6 +153,7 @@ impl EventStore for SqlStore {
                 let payload = text(r, "payload")?;
                 Ok(EventRow {
                     id: text(r, "id")?,
+                    position: r.try_get("position")?,
                     kind: text(r, "kind")?,
                     user_id: opt_text(r, "user_id")?,
                     outbox_id: opt_text(r, "outbox_id")?,
@@ -94,12 +165,23 @@ impl EventStore for SqlStore {
             .map_err(StoreError::db("events after"))
     }
 
-    async fn latest_event_id(&self) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT MAX(id) AS id FROM engagement_events")
+    async fn latest_event_position(&self) -> Result<i64, StoreError> {
+        let row = sqlx::query("SELECT MAX(position) AS p FROM engagement_events")
             .fetch_one(self.pool())
             .await
             .map_err(StoreError::db("latest event"))?;
-        opt_text(&row, "id").map_err(StoreError::db("latest event"))
+        let p: Option<i64> = row.try_get("p").map_err(StoreError::db("latest event"))?;
+        Ok(p.unwrap_or(0))
+    }
+
+    async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError> {
+        let sql = self.dialect().sql("SELECT position FROM engagement_events WHERE id = ?");
+        let row = sqlx::query(&sql)
+            .bind(id.to_owned())
+            .fetch_optional(self.pool())
+            .await
+            .map_err(StoreError::db("event position"))?;
+        row.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(StoreError::db("event position"))
     }
 
     fn event_signal(&self) -> watch::Receiver<u64> {

@@ -7,12 +7,92 @@
 
 use async_trait::async_trait;
 use serde::Serialize;
-use sqlx::Row;
+use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
-use super::{InboxMessage, SqlStore, Store, StoreError};
+use super::json_rows::{Col, to_json};
+use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
+
+#[derive(Serialize)]
+struct InboxJson<'a> {
+    id: String,
+    position: i64,
+    outbox_id: &'a str,
+    user_id: &'a str,
+    title: &'a str,
+    body: Option<&'a str>,
+    url: Option<&'a str>,
+    data: Option<String>,
+}
+
+/// Writes inbox messages at positions `first ..` (reserved by the caller in
+/// this transaction, see `positions`) on the caller's connection. A message
+/// whose outbox row already has one is skipped, so a redelivery shows one
+/// message. Except on MySQL (no RETURNING), answers the outbox ids written.
+pub(crate) async fn insert_rows(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    msgs: &[&NewInboxMessage],
+    first: i64,
+    now: Millis,
+) -> Result<Vec<String>, StoreError> {
+    if msgs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let from = d.json_rows(
+        &[
+            ("id", Col::Key),
+            ("position", Col::Int),
+            ("outbox_id", Col::Key),
+            ("user_id", Col::Key),
+            ("title", Col::Text),
+            ("body", Col::Text),
+            ("url", Col::Text),
+            ("data", Col::Text),
+        ],
+        "m",
+    );
+    // SQLite needs a WHERE before ON CONFLICT in INSERT … SELECT (its
+    // parser would otherwise read ON as a join constraint).
+    let (filter, tail) = match d {
+        Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE engagement_inbox.outbox_id = engagement_inbox.outbox_id"),
+        Dialect::Postgres => ("", " ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"),
+        Dialect::Sqlite => (" WHERE true", " ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"),
+    };
+    let sql = d.sql(&format!(
+        "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
+         SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from}{filter}{tail}"
+    ));
+    let mut written = Vec::new();
+    for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
+        let start = first + (n * super::sends::CHUNK) as i64;
+        let rows: Vec<InboxJson> = chunk
+            .iter()
+            .zip(start..)
+            .map(|(m, position)| InboxJson {
+                id: new_id(),
+                position,
+                outbox_id: &m.outbox_id,
+                user_id: &m.user_id,
+                title: &m.title,
+                body: m.body.as_deref(),
+                url: m.url.as_deref(),
+                data: m.data.as_ref().map(|d| d.to_string()),
+            })
+            .collect();
+        let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
+        if d == Dialect::MySql {
+            query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
+        } else {
+            for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))? {
+                written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
+            }
+        }
+    }
+    Ok(written)
+}
 
 /// Which messages a page shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, utoipa::ToSchema)]
@@ -45,12 +125,13 @@ pub enum InboxMark {
     Archive,
 }
 
-const INBOX_COLUMNS: &str = "id, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at";
+const INBOX_COLUMNS: &str =
+    "id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at";
 
 #[async_trait]
 pub trait InboxStore: Send + Sync {
-    /// A page of a user's messages, newest first; `before` is the last id of
-    /// the previous page.
+    /// A page of a user's messages, newest first (in commit order); `before`
+    /// is the last id of the previous page.
     async fn inbox_page(
         &self,
         user: &UserId,
@@ -58,14 +139,18 @@ pub trait InboxStore: Send + Sync {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<InboxMessage>, StoreError>;
-    /// Messages newer than `after` (an id), oldest first: what a stream
-    /// resuming from `after` has missed.
-    async fn inbox_after(
-        &self,
-        user: &UserId,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<InboxMessage>, StoreError>;
+    /// Messages after `position`, oldest first: what a stream resuming from
+    /// `position` has missed. Positions are handed out in commit order, so
+    /// nothing committed later can appear below one already read.
+    async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError>;
+    /// The newest position in the user's inbox (0 when it is empty): where
+    /// a stream that wants only new messages starts.
+    async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError>;
+    /// Where a stream resumes from a `Last-Event-ID`: a position as sent by
+    /// this version, or (from older clients) a message id, which resumes
+    /// after that message, or after the newest message older than it if it
+    /// is gone.
+    async fn inbox_resume_position(&self, user: &UserId, last_event_id: &str) -> Result<i64, StoreError>;
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError>;
     /// Changes one of the user's messages; `None` if the user has no such
     /// message (whoever else may have it).
@@ -100,33 +185,59 @@ impl InboxStore for SqlStore {
             InboxFilter::All => "",
         });
         if before.is_some() {
-            sql.push_str(" AND id < ?");
+            sql.push_str(
+                " AND position < (SELECT p.position FROM engagement_inbox p WHERE p.user_id = ? AND p.id = ?)",
+            );
         }
-        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        sql.push_str(" ORDER BY position DESC LIMIT ?");
         let sql = self.dialect().sql(&sql);
         let mut q = sqlx::query_as(&sql).bind(user.as_str().to_owned());
         if let Some(b) = before {
-            q = q.bind(b.to_owned());
+            q = q.bind(user.as_str().to_owned()).bind(b.to_owned());
         }
         q.bind(i64::from(limit)).fetch_all(self.pool()).await.map_err(StoreError::db("inbox page"))
     }
 
-    async fn inbox_after(
-        &self,
-        user: &UserId,
-        after: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<InboxMessage>, StoreError> {
+    async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
         let sql = self.dialect().sql(&format!(
-            "SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?"
+            "SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ? AND position > ? ORDER BY position LIMIT ?"
         ));
         sqlx::query_as(&sql)
             .bind(user.as_str().to_owned())
-            .bind(after.unwrap_or("").to_owned())
+            .bind(position)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
             .map_err(StoreError::db("inbox after"))
+    }
+
+    async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError> {
+        let sql = self.dialect().sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ?");
+        let row = sqlx::query(&sql)
+            .bind(user.as_str().to_owned())
+            .fetch_one(self.pool())
+            .await
+            .map_err(StoreError::db("inbox latest position"))?;
+        Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox latest position"))?.unwrap_or(0))
+    }
+
+    async fn inbox_resume_position(&self, user: &UserId, last_event_id: &str) -> Result<i64, StoreError> {
+        if let Ok(position) = last_event_id.parse::<i64>() {
+            return Ok(position);
+        }
+        // An id from a client of an older version: ids are UUIDv7, so the
+        // messages created after it are the ones it has not seen.
+        let sql = self
+            .dialect()
+            .sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ? AND (id = ? OR id < ?)");
+        let row = sqlx::query(&sql)
+            .bind(user.as_str().to_owned())
+            .bind(last_event_id.to_owned())
+            .bind(last_event_id.to_owned())
+            .fetch_one(self.pool())
+            .await
+            .map_err(StoreError::db("inbox resume position"))?;
+        Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox resume position"))?.unwrap_or(0))
     }
 
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError> {

@@ -45,8 +45,11 @@ pub async fn forward_notifications(store: super::SqlStore, shutdown: Cancellatio
                     Ok(Some(n)) if n.channel() == EVENTS_CHANNEL => {
                         events.send_modify(|n| *n = n.wrapping_add(1));
                     }
+                    // One notification per flush: the users, one a line ("*": all).
                     Ok(Some(n)) if n.channel() == INBOX_CHANNEL => {
-                        let _ = inbox.send(n.payload().to_owned());
+                        for user in n.payload().lines() {
+                            let _ = inbox.send(user.to_owned());
+                        }
                     }
                     Ok(Some(_)) => wake.notify_one(),
                     Ok(None) => { wake.notify_one(); } // reconnected; sweep in case we missed one

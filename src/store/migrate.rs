@@ -43,6 +43,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(7, "bounces", "0007_bounces.sql"),
     migration!(8, "webhook_tokens", "0008_webhook_tokens.sql"),
     migration!(9, "operators", "0009_operators.sql"),
+    migration!(10, "engine", "0010_engine.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -26,12 +26,16 @@ mod bounces;
 mod dialect;
 pub mod events;
 mod inbox;
+mod json_rows;
 pub mod listen;
 mod migrate;
 mod operators;
+mod outcomes;
+mod positions;
 mod recipients;
 mod rows;
 mod rules;
+mod sends;
 mod sql;
 mod suppressions;
 mod triggers;
@@ -93,6 +97,10 @@ pub enum StoreError {
     Shared(Arc<StoreError>),
     #[error("corrupt row in {table}: column {column} holds {value:?}")]
     CorruptRow { table: &'static str, column: &'static str, value: String },
+    /// Rows could not be put into a statement's JSON parameter (a bug, not
+    /// bad data: every value Herald writes serialises).
+    #[error("could not encode rows for the database: {0}")]
+    Encode(String),
 }
 
 impl StoreError {
@@ -169,10 +177,16 @@ pub struct Record {
     pub row: OutboxRow,
     pub token: String,
     pub action: RecordAction,
+    /// The in-app message an inbox delivery produced. It is written in the
+    /// same transaction as the `sent` outcome, fenced by the same claim, so
+    /// the message exists exactly when the send log says it was sent: a
+    /// delivery whose claim was taken back writes nothing, and a crash before
+    /// the commit leaves neither.
+    pub inbox: Option<NewInboxMessage>,
 }
 
 /// The in-app inbox entry the `inbox` channel writes.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInboxMessage {
     pub outbox_id: String,
     pub user_id: String,
@@ -220,6 +234,10 @@ pub trait Store:
     /// A cheap round trip, for `/readyz`.
     async fn ping(&self) -> Result<(), StoreError>;
 
+    /// The database's clock, in milliseconds since the epoch: what every
+    /// instance agrees "now" is (see [`crate::clock::DbClock`]).
+    async fn database_time(&self) -> Result<Millis, StoreError>;
+
     /// Inserts rows, skipping any whose dedupe key exists already.
     async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError>;
 
@@ -235,7 +253,12 @@ pub trait Store:
 
     /// Ends a claimed row and appends its send-log row, in one transaction.
     async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError> {
-        let item = Record { row: row.clone(), token: token.to_owned(), action: RecordAction::Finish(outcome.clone()) };
+        let item = Record {
+            row: row.clone(),
+            token: token.to_owned(),
+            action: RecordAction::Finish(outcome.clone()),
+            inbox: None,
+        };
         Ok(self.record_outcomes(&[item], now).await?[0])
     }
 
@@ -249,13 +272,25 @@ pub trait Store:
         now: Millis,
     ) -> Result<bool, StoreError> {
         let action = RecordAction::Reschedule { due_at, detail: detail.to_owned() };
-        let item = Record { row: row.clone(), token: token.to_owned(), action };
+        let item = Record { row: row.clone(), token: token.to_owned(), action, inbox: None };
         Ok(self.record_outcomes(&[item], now).await?[0])
     }
 
-    /// Gives a claim back unfinished (shutdown). `refund_attempt` when the
-    /// delivery never started, so the attempt does not count against the row.
-    async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError>;
+    /// Gives claims back unfinished (shutdown), as `(id, token)` pairs, in
+    /// one statement. `refund_attempt` when the delivery never started (a
+    /// row claimed ahead, or waiting for a delivery slot), so the attempt
+    /// does not count against the row. Returns how many were given back.
+    async fn release_many(
+        &self,
+        claims: &[(String, String)],
+        refund_attempt: bool,
+        now: Millis,
+    ) -> Result<u64, StoreError>;
+
+    /// [`Store::release_many`] for one claim.
+    async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError> {
+        Ok(self.release_many(&[(id.to_owned(), token.to_owned())], refund_attempt, now).await? == 1)
+    }
 
     /// Takes back claims older than `cutoff`: their owner died or stalled.
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError>;

@@ -246,7 +246,7 @@ impl OperatorStore for SqlStore {
     async fn delete_operator(&self, email: &str) -> Result<bool, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let mut tx = self.pool().begin().await.map_err(db("delete operator: begin"))?;
+        let mut tx = self.begin_write().await.map_err(db("delete operator: begin"))?;
         sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE operator_email = ?"))
             .bind(email.to_owned())
             .execute(&mut *tx)

@@ -6,6 +6,7 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::json_rows::keys_json;
 use super::rows::{opt_text, text};
 use super::{CancelScope, RuleStore, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -65,6 +66,8 @@ pub trait RecipientStore: Send + Sync {
     /// Creates or replaces; true when it was created.
     async fn put_recipient(&self, r: &RecipientRow) -> Result<bool, StoreError>;
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError>;
+    /// These users' recipient rows (those that exist), in one query.
+    async fn recipients_by_ids(&self, user_ids: &[&str]) -> Result<Vec<RecipientRow>, StoreError>;
     /// Erases the user's address and inbox and cancels what is still
     /// scheduled for them. The send log keeps its rows, which hold no
     /// address (only its hash).
@@ -95,7 +98,7 @@ impl RecipientStore for SqlStore {
         let d = self.dialect();
         let db = StoreError::db;
         // Update, else insert: the one upsert all three dialects spell alike.
-        let mut tx = self.pool().begin().await.map_err(db("put recipient: begin"))?;
+        let mut tx = self.begin_write().await.map_err(db("put recipient: begin"))?;
         let update = d.sql(
             "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
              updated_at = ? WHERE user_id = ?",
@@ -137,6 +140,24 @@ impl RecipientStore for SqlStore {
         Ok(created)
     }
 
+    async fn recipients_by_ids(&self, user_ids: &[&str]) -> Result<Vec<RecipientRow>, StoreError> {
+        if user_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = self.dialect().select_by_keys(
+            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.created_at, r.updated_at",
+            "engagement_recipients",
+            "r",
+            "user_id",
+        );
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(user_ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("recipients by id"))?;
+        rows.iter().map(|r| RecipientRow::from_any(r).map_err(StoreError::db("recipients by id"))).collect()
+    }
+
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError> {
         let sql = self.dialect().sql(
             "SELECT user_id, email, name, locale, timezone, preferences, created_at, updated_at \
@@ -155,7 +176,7 @@ impl RecipientStore for SqlStore {
         let db = StoreError::db;
         let scheduled_cancelled =
             self.cancel_scheduled(CancelScope::User(user_id.as_str()), "user deleted", now).await?;
-        let mut tx = self.pool().begin().await.map_err(db("erase user: begin"))?;
+        let mut tx = self.begin_write().await.map_err(db("erase user: begin"))?;
         let inbox = sqlx::query(&d.sql("DELETE FROM engagement_inbox WHERE user_id = ?"))
             .bind(user_id.as_str().to_owned())
             .execute(&mut *tx)

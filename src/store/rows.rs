@@ -132,6 +132,9 @@ impl<'r> FromRow<'r, AnyRow> for SendRecord {
 #[derive(Debug, Clone, Serialize)]
 pub struct InboxMessage {
     pub id: String,
+    /// Where the message stands in commit order: what the live stream
+    /// resumes from.
+    pub position: i64,
     pub outbox_id: String,
     pub user_id: String,
     pub title: String,
@@ -149,6 +152,7 @@ impl<'r> FromRow<'r, AnyRow> for InboxMessage {
         let data = opt_text(row, "data")?;
         Ok(InboxMessage {
             id: text(row, "id")?,
+            position: row.try_get("position")?,
             outbox_id: text(row, "outbox_id")?,
             user_id: text(row, "user_id")?,
             title: text(row, "title")?,

@@ -6,8 +6,11 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::events::NewEvent;
+use super::json_rows::keys_json;
 use super::rows::{opt_text, text};
-use super::{SqlStore, Store, StoreError, new_id};
+use super::sends::NewSend;
+use super::{SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::SendStatus;
 
@@ -82,6 +85,14 @@ pub trait RuleStore: Send + Sync {
     async fn update_rule(&self, rule: &RuleRow) -> Result<bool, StoreError>;
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError>;
     async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError>;
+    /// Every enabled rule: what the planner's cache holds.
+    async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError>;
+    /// `(id, enabled, updated_at)` of each of these rules that exists: one
+    /// query per batch tells the worker whether its cached copies are
+    /// current and still enabled.
+    async fn rule_versions(&self, ids: &[&str]) -> Result<Vec<(String, bool, Millis)>, StoreError>;
+    /// These rules (those that exist), in one query.
+    async fn rules_by_ids(&self, ids: &[&str]) -> Result<Vec<RuleRow>, StoreError>;
     /// Ends still-`scheduled` rows as `cancelled`, each with a send-log row
     /// carrying `detail`, in one transaction. Rows already claimed are left
     /// to finish. Returns how many were cancelled.
@@ -182,6 +193,42 @@ impl RuleStore for SqlStore {
         rules(&rows)
     }
 
+    async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
+        let sql = format!("SELECT {RULE_COLUMNS} FROM engagement_rules WHERE enabled = 1 ORDER BY created_at, id");
+        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("enabled rules"))?;
+        rules(&rows)
+    }
+
+    async fn rule_versions(&self, ids: &[&str]) -> Result<Vec<(String, bool, Millis)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = self.dialect().select_by_keys("r.id, r.enabled, r.updated_at", "engagement_rules", "r", "id");
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("rule versions"))?;
+        rows.iter()
+            .map(|r| Ok((text(r, "id")?, r.try_get::<i64, _>("enabled")? != 0, Millis(r.try_get("updated_at")?))))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("rule versions"))
+    }
+
+    async fn rules_by_ids(&self, ids: &[&str]) -> Result<Vec<RuleRow>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let columns = RULE_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+        let sql = self.dialect().select_by_keys(&columns, "engagement_rules", "r", "id");
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("rules by id"))?;
+        rules(&rows)
+    }
+
     async fn cancel_scheduled(&self, scope: CancelScope<'_>, detail: &str, now: Millis) -> Result<u64, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
@@ -190,65 +237,74 @@ impl RuleStore for SqlStore {
             CancelScope::User(id) => ("user_id", id),
             CancelScope::Row(id) => ("id", id),
         };
-        let mut tx = self.pool().begin().await.map_err(db("cancel: begin"))?;
-        let select = d.sql(&format!(
-            "SELECT id, rule_id, trigger_id, user_id, channel, attempts FROM engagement_outbox \
-             WHERE {column} = ? AND status = 'scheduled'"
-        ));
-        let candidates =
-            sqlx::query(&select).bind(value.to_owned()).fetch_all(&mut *tx).await.map_err(db("cancel: select"))?;
-        let update = d.sql(
+        let mut tx = self.begin_write().await.map_err(db("cancel: begin"))?;
+        // One compare-and-set for the whole scope: a row a worker claimed
+        // meanwhile is no longer 'scheduled' and is the worker's to finish.
+        let update = format!(
             "UPDATE engagement_outbox SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ? \
-             WHERE id = ? AND status = 'scheduled'",
+             WHERE {column} = ? AND status = 'scheduled'"
         );
-        let insert = d.sql(
-            "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-             address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
-        );
-        let mut cancelled = 0;
-        for row in &candidates {
-            let id = text(row, "id").map_err(db("cancel: read"))?;
-            // Compare-and-set: a worker may claim the row between the select
-            // and here; then it is the worker's to finish.
-            let n = sqlx::query(&update)
+        let returning = "id, rule_id, trigger_id, user_id, channel, attempts";
+        let cancelled = if d.has_update_returning() {
+            sqlx::query(&d.sql(&format!("{update} RETURNING {returning}")))
                 .bind(detail.to_owned())
                 .bind(now.0)
-                .bind(id.clone())
-                .execute(&mut *tx)
+                .bind(value.to_owned())
+                .fetch_all(&mut *tx)
                 .await
                 .map_err(db("cancel: update"))?
-                .rows_affected();
-            if n != 1 {
-                continue;
-            }
-            let user_id = text(row, "user_id").map_err(db("cancel: read"))?;
-            let event = serde_json::json!({
-                "outbox_id": id, "user_id": user_id, "rule_id": opt_text(row, "rule_id").map_err(db("cancel: read"))?,
-                "trigger_id": opt_text(row, "trigger_id").map_err(db("cancel: read"))?,
-                "channel": text(row, "channel").map_err(db("cancel: read"))?,
-                "status": SendStatus::Cancelled.as_str(), "detail": detail, "at": now.to_rfc3339(),
-            });
-            super::events::append(&mut tx, d, "outcome", Some(&user_id), Some(&id), &event, now).await?;
-            sqlx::query(&insert)
-                .bind(new_id())
-                .bind(id)
-                .bind(opt_text(row, "rule_id").map_err(db("cancel: read"))?)
-                .bind(opt_text(row, "trigger_id").map_err(db("cancel: read"))?)
-                .bind(user_id.clone())
-                .bind(text(row, "channel").map_err(db("cancel: read"))?)
-                .bind(SendStatus::Cancelled.as_str())
+        } else {
+            // No RETURNING: lock the rows first, so the update changes
+            // exactly the rows read.
+            let rows = sqlx::query(&format!(
+                "SELECT {returning} FROM engagement_outbox WHERE {column} = ? AND status = 'scheduled' FOR UPDATE"
+            ))
+            .bind(value.to_owned())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("cancel: select"))?;
+            sqlx::query(&update)
                 .bind(detail.to_owned())
-                .bind(row.try_get::<i64, _>("attempts").map_err(db("cancel: read"))?)
                 .bind(now.0)
+                .bind(value.to_owned())
                 .execute(&mut *tx)
                 .await
-                .map_err(db("cancel: send log"))?;
-            cancelled += 1;
+                .map_err(db("cancel: update"))?;
+            rows
+        };
+        let mut sends = Vec::with_capacity(cancelled.len());
+        let mut events = Vec::with_capacity(cancelled.len());
+        for row in &cancelled {
+            let send = NewSend {
+                outbox_id: text(row, "id").map_err(db("cancel: read"))?,
+                rule_id: opt_text(row, "rule_id").map_err(db("cancel: read"))?,
+                trigger_id: opt_text(row, "trigger_id").map_err(db("cancel: read"))?,
+                user_id: text(row, "user_id").map_err(db("cancel: read"))?,
+                channel: text(row, "channel").map_err(db("cancel: read"))?,
+                transport: None,
+                address_hash: None,
+                status: SendStatus::Cancelled.as_str(),
+                detail: Some(detail.to_owned()),
+                attempts: row.try_get::<i64, _>("attempts").map_err(db("cancel: read"))?,
+            };
+            events.push(NewEvent {
+                kind: "outcome",
+                user_id: Some(send.user_id.clone()),
+                outbox_id: Some(send.outbox_id.clone()),
+                data: serde_json::json!({
+                    "outbox_id": send.outbox_id, "user_id": send.user_id, "rule_id": send.rule_id,
+                    "trigger_id": send.trigger_id, "channel": send.channel,
+                    "status": SendStatus::Cancelled.as_str(), "detail": detail, "at": now.to_rfc3339(),
+                }),
+            });
+            sends.push(send);
         }
+        super::sends::insert(&mut tx, d, &sends, now).await?;
+        super::events::append(&mut tx, d, &events, now).await?;
         tx.commit().await.map_err(db("cancel: commit"))?;
-        if cancelled > 0 {
+        if !events.is_empty() {
             self.signal_events().await;
         }
-        Ok(cancelled)
+        Ok(cancelled.len() as u64)
     }
 }

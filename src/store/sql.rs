@@ -8,10 +8,11 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
+use super::json_rows::{Col, to_json};
 use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
-    AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, RecordAction,
-    SendRecord, StatusSummary, Store, StoreError, migrate, new_id,
+    AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord,
+    StatusSummary, Store, StoreError, migrate,
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
@@ -61,9 +62,6 @@ pub struct SqlStore {
 struct Queries {
     claim: String,
     claimed_by_token: String,
-    finish: String,
-    insert_send: String,
-    reschedule: String,
     release: String,
     reclaim: String,
     next_due: String,
@@ -73,9 +71,7 @@ struct Queries {
     sends_for_user: String,
     sends_for_outbox: String,
     pending_for_user: String,
-    insert_inbox: String,
     inbox_for_user: String,
-    inbox_id_for_outbox: String,
 }
 
 impl Queries {
@@ -107,22 +103,21 @@ impl Queries {
             claimed_by_token: d.sql(&format!(
                 "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE claim_token = ? AND status = 'sending'"
             )),
-            finish: d.sql(
-                "UPDATE engagement_outbox SET status = ?, last_error = ?, claim_token = NULL, updated_at = ? \
-                 WHERE id = ? AND claim_token = ? AND status = 'sending'",
-            ),
-            insert_send: d.sql(
-                "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-                 address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            ),
-            reschedule: d.sql(
-                "UPDATE engagement_outbox SET status = 'scheduled', due_at = ?, last_error = ?, claim_token = NULL, \
-                 claimed_at = NULL, updated_at = ? WHERE id = ? AND claim_token = ? AND status = 'sending'",
-            ),
-            release: d.sql(
-                "UPDATE engagement_outbox SET status = 'scheduled', attempts = attempts - ?, claim_token = NULL, \
-                 claimed_at = NULL, updated_at = ? WHERE id = ? AND claim_token = ? AND status = 'sending'",
-            ),
+            release: {
+                let from = d.json_rows(&[("id", Col::Key), ("token", Col::Key)], "c");
+                let set = "status = 'scheduled', attempts = attempts - ?, claim_token = NULL, claimed_at = NULL, \
+                           updated_at = ?";
+                let fence = "o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'";
+                d.sql(&match d {
+                    // The JSON comes first in MySQL's text; `release` binds accordingly.
+                    Dialect::MySql => format!(
+                        "UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET o.status = 'scheduled', \
+                         o.attempts = o.attempts - ?, o.claim_token = NULL, o.claimed_at = NULL, o.updated_at = ?"
+                    ),
+                    _ => format!("UPDATE engagement_outbox AS o SET {set} FROM {from} WHERE {fence}"),
+                })
+            },
+            // Served by the status index: few rows are ever 'sending'.
             reclaim: d.sql(
                 "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
                  last_error = ?, updated_at = ? WHERE status = 'sending' AND claimed_at < ?",
@@ -139,16 +134,9 @@ impl Queries {
             sends_for_outbox: d.sql("SELECT * FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id"),
             pending_for_user: d.sql(&format!(
                 "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE user_id = ? \
-                 AND status IN ('scheduled', 'sending') ORDER BY created_at DESC LIMIT ?"
+                 AND status IN ('scheduled', 'sending') ORDER BY id DESC LIMIT ?"
             )),
-            insert_inbox: d.sql(&format!(
-                "INSERT INTO engagement_inbox (id, outbox_id, user_id, title, body, url, data, created_at) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?){}",
-                d.on_conflict_do_nothing("outbox_id")
-            )),
-            inbox_id_for_outbox: d.sql("SELECT id FROM engagement_inbox WHERE outbox_id = ?"),
-            inbox_for_user: d
-                .sql("SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
+            inbox_for_user: d.sql("SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY position DESC LIMIT ?"),
         }
     }
 }
@@ -199,6 +187,61 @@ impl SqlStore {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// A transaction that will write. On SQLite it takes the write lock at
+    /// `BEGIN IMMEDIATE`: a deferred transaction that reads first and writes
+    /// later can find another writer holding the lock and fail with
+    /// `SQLITE_BUSY` at once (SQLite will not wait there, since waiting could
+    /// deadlock), which surfaced as 500 "database is locked" under
+    /// concurrent writes. Taking the lock up front makes every writer wait
+    /// its turn within `busy_timeout` instead.
+    pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.dialect {
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            _ => self.pool.begin().await,
+        }
+    }
+
+    /// Tells other PostgreSQL instances, from inside the writing transaction
+    /// (so it is sent exactly when the transaction commits, and costs no
+    /// transaction of its own), that events were appended and whose inboxes
+    /// changed. One statement per flush, whatever the number of users.
+    pub(crate) async fn notify_in(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        events: bool,
+        inbox_users: &[String],
+    ) -> Result<(), StoreError> {
+        if self.dialect != Dialect::Postgres || (!events && inbox_users.is_empty()) {
+            return Ok(());
+        }
+        // A NOTIFY payload is limited to 8000 bytes; past that, "*" tells
+        // every stream to look.
+        let mut users = inbox_users.join("\n");
+        if users.len() > 7900 {
+            users = "*".to_owned();
+        }
+        let sql = match (events, inbox_users.is_empty()) {
+            (true, true) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', '')"),
+            (true, false) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', ''), pg_notify('{INBOX_CHANNEL}', $1)"),
+            (false, _) => format!("SELECT pg_notify('{INBOX_CHANNEL}', $1)"),
+        };
+        let mut query = sqlx::query(&sql);
+        if !inbox_users.is_empty() {
+            query = query.bind(users);
+        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("notify other instances"))?;
+        Ok(())
+    }
+
+    /// After a commit that appended events and inbox messages: wakes the
+    /// followers and streams of this process.
+    pub(crate) fn announce_committed(&self, inbox_users: &[String]) {
+        self.events_appended.send_modify(|n| *n = n.wrapping_add(1));
+        for user in inbox_users {
+            let _ = self.inbox_changed.send(user.clone());
+        }
     }
 
     /// Wakes this process's worker and, on PostgreSQL, every other
@@ -383,6 +426,16 @@ impl Store for SqlStore {
         Ok(())
     }
 
+    async fn database_time(&self) -> Result<Millis, StoreError> {
+        let sql = match self.dialect {
+            Dialect::Postgres => "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Dialect::MySql => "SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)",
+            Dialect::Sqlite => "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)",
+        };
+        let row = sqlx::query(sql).fetch_one(&self.pool).await.map_err(StoreError::db("read the database's clock"))?;
+        Ok(Millis(row.try_get(0).map_err(StoreError::db("read the database's clock"))?))
+    }
+
     async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
         // All or nothing: `enqueue --count 1000` either schedules all of them
         // or reports the error with none scheduled.
@@ -419,86 +472,33 @@ impl Store for SqlStore {
     }
 
     async fn record_outcomes(&self, items: &[Record], now: Millis) -> Result<Vec<bool>, StoreError> {
-        let db = StoreError::db;
-        let mut tx = self.pool.begin().await.map_err(db("record outcomes: begin"))?;
-        let mut won = Vec::with_capacity(items.len());
-        for item in items {
-            let row = &item.row;
-            let updated = match &item.action {
-                RecordAction::Finish(outcome) => {
-                    let outbox_status = outcome.status.outbox_status();
-                    // The seed's rule: a sent row carries no error.
-                    let last_error = if outbox_status == OutboxStatus::Sent { None } else { outcome.detail.clone() };
-                    sqlx::query(&self.q.finish)
-                        .bind(outbox_status.as_str())
-                        .bind(last_error)
-                        .bind(now.0)
-                        .bind(row.id.clone())
-                        .bind(item.token.clone())
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(db("record outcome: update outbox"))?
-                        .rows_affected()
-                }
-                RecordAction::Reschedule { due_at, detail } => sqlx::query(&self.q.reschedule)
-                    .bind(due_at.0)
-                    .bind(detail.clone())
-                    .bind(now.0)
-                    .bind(row.id.clone())
-                    .bind(item.token.clone())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("record retry"))?
-                    .rows_affected(),
-            };
-            // Zero rows: our claim was taken back and the newer attempt owns
-            // the outcome. Nothing is written for this row.
-            won.push(updated == 1);
-            if let (1, RecordAction::Finish(outcome)) = (updated, &item.action) {
-                let event = serde_json::json!({
-                    "outbox_id": row.id, "user_id": row.user_id, "rule_id": row.rule_id,
-                    "trigger_id": row.trigger_id, "channel": row.channel, "status": outcome.status.as_str(),
-                    "detail": outcome.detail, "transport": outcome.transport, "address_hash": outcome.address_hash,
-                    "attempts": row.attempts, "at": now.to_rfc3339(),
-                });
-                super::events::append(&mut tx, self.dialect, "outcome", Some(&row.user_id), Some(&row.id), &event, now)
-                    .await?;
-                sqlx::query(&self.q.insert_send)
-                    .bind(new_id())
-                    .bind(row.id.clone())
-                    .bind(row.rule_id.clone())
-                    .bind(row.trigger_id.clone())
-                    .bind(row.user_id.clone())
-                    .bind(row.channel.clone())
-                    .bind(outcome.transport.clone())
-                    .bind(outcome.address_hash.clone())
-                    .bind(outcome.status.as_str())
-                    .bind(outcome.detail.clone())
-                    .bind(row.attempts)
-                    .bind(now.0)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("record outcome: append send log"))?;
-            }
-        }
-        tx.commit().await.map_err(db("record outcomes: commit"))?;
-        if items.iter().zip(&won).any(|(i, w)| *w && matches!(i.action, RecordAction::Finish(_))) {
-            self.signal_events().await;
-        }
-        Ok(won)
+        self.record_outcomes_set(items, now).await
     }
 
-    async fn release(&self, id: &str, token: &str, refund_attempt: bool, now: Millis) -> Result<bool, StoreError> {
-        let n = sqlx::query(&self.q.release)
-            .bind(i64::from(refund_attempt))
-            .bind(now.0)
-            .bind(id.to_owned())
-            .bind(token.to_owned())
-            .execute(&self.pool)
-            .await
-            .map_err(StoreError::db("release claim"))?
-            .rows_affected();
-        Ok(n == 1)
+    async fn release_many(
+        &self,
+        claims: &[(String, String)],
+        refund_attempt: bool,
+        now: Millis,
+    ) -> Result<u64, StoreError> {
+        if claims.is_empty() {
+            return Ok(0);
+        }
+        #[derive(serde::Serialize)]
+        struct Claim<'a> {
+            id: &'a str,
+            token: &'a str,
+        }
+        let claims: Vec<Claim> = claims.iter().map(|(id, token)| Claim { id, token }).collect();
+        let json = to_json(&claims)?;
+        let refund = i64::from(refund_attempt);
+        let query = sqlx::query(&self.q.release);
+        let query = match self.dialect {
+            Dialect::MySql => query.bind(json).bind(refund).bind(now.0),
+            _ => query.bind(refund).bind(now.0).bind(json),
+        };
+        let n = query.execute(&self.pool).await.map_err(StoreError::db("release claims"))?.rows_affected();
+        Ok(n)
     }
 
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
@@ -599,44 +599,50 @@ impl Store for SqlStore {
     }
 
     async fn insert_inbox_many(&self, msgs: &[NewInboxMessage], now: Millis) -> Result<Vec<bool>, StoreError> {
-        let db = StoreError::db;
-        let mut tx = self.pool.begin().await.map_err(db("insert inbox messages: begin"))?;
-        let mut created = Vec::with_capacity(msgs.len());
-        for msg in msgs {
-            let id = new_id();
-            let n = sqlx::query(&self.q.insert_inbox)
-                .bind(id.clone())
-                .bind(msg.outbox_id.clone())
-                .bind(msg.user_id.clone())
-                .bind(msg.title.clone())
-                .bind(msg.body.clone())
-                .bind(msg.url.clone())
-                .bind(msg.data.as_ref().map(|d| d.to_string()))
-                .bind(now.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("insert inbox message"))?
-                .rows_affected();
-            if self.dialect != Dialect::MySql {
-                created.push(n == 1);
-                continue;
-            }
-            // MySQL reports a duplicate as affected too (see enqueue_chunk):
-            // ask whether the row for this outbox id is the one just written.
-            let holder = sqlx::query(&self.q.inbox_id_for_outbox)
-                .bind(msg.outbox_id.clone())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db("insert inbox message: read back"))?;
-            created.push(text(&holder, "id").map_err(db("insert inbox message: read back"))? == id);
+        if msgs.is_empty() {
+            return Ok(Vec::new());
         }
-        tx.commit().await.map_err(db("insert inbox messages: commit"))?;
-        let mut users: Vec<&str> =
-            msgs.iter().zip(&created).filter(|(_, c)| **c).map(|(m, _)| m.user_id.as_str()).collect();
+        let d = self.dialect;
+        let db = StoreError::db;
+        let mut tx = self.begin_write().await.map_err(db("insert inbox messages: begin"))?;
+        let all: Vec<&NewInboxMessage> = msgs.iter().collect();
+        let written: std::collections::HashSet<String> = if d == Dialect::MySql {
+            // No RETURNING: lock and read which outbox rows have a message,
+            // then write the others.
+            #[derive(serde::Serialize)]
+            struct Key<'a> {
+                outbox_id: &'a str,
+            }
+            let keys: Vec<Key> = msgs.iter().map(|m| Key { outbox_id: &m.outbox_id }).collect();
+            let from = d.json_rows(&[("outbox_id", Col::Key)], "k");
+            let existing = sqlx::query(&format!(
+                "SELECT i.outbox_id FROM {from} STRAIGHT_JOIN engagement_inbox i ON i.outbox_id = k.outbox_id FOR UPDATE"
+            ))
+            .bind(to_json(&keys)?)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("insert inbox messages: read existing"))?;
+            let existing: std::collections::HashSet<String> =
+                existing.iter().map(|r| text(r, "outbox_id")).collect::<Result<_, _>>().map_err(db("read"))?;
+            let new: Vec<&NewInboxMessage> = all.into_iter().filter(|m| !existing.contains(&m.outbox_id)).collect();
+            if !new.is_empty() {
+                let first = super::positions::reserve(&mut tx, d, new.len()).await?;
+                super::inbox::insert_rows(&mut tx, d, &new, first, now).await?;
+            }
+            new.iter().map(|m| m.outbox_id.clone()).collect()
+        } else {
+            let first = super::positions::reserve(&mut tx, d, all.len()).await?;
+            super::inbox::insert_rows(&mut tx, d, &all, first, now).await?.into_iter().collect()
+        };
+        let created: Vec<bool> = msgs.iter().map(|m| written.contains(&m.outbox_id)).collect();
+        let mut users: Vec<String> =
+            msgs.iter().zip(&created).filter(|(_, c)| **c).map(|(m, _)| m.user_id.clone()).collect();
         users.sort_unstable();
         users.dedup();
+        self.notify_in(&mut tx, false, &users).await?;
+        tx.commit().await.map_err(db("insert inbox messages: commit"))?;
         for user in users {
-            self.signal_inbox_changed(user).await;
+            let _ = self.inbox_changed.send(user);
         }
         Ok(created)
     }

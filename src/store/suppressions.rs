@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::events::NewEvent;
 use super::rows::{opt_text, text};
 use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -157,13 +158,16 @@ fn insert_ignoring_duplicate(d: Dialect) -> String {
     d.sql(&format!("INSERT INTO engagement_suppressions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?){tail}"))
 }
 
-/// Adds or replaces a suppression, with its event, inside the caller's
-/// transaction (bounce ingestion suppresses in the same transaction as it
-/// records the bounce). Returns whether it was new.
+/// Adds or replaces a suppression inside the caller's transaction (bounce
+/// ingestion suppresses in the same transaction as it records the bounce),
+/// and pushes its event onto `events` for the caller to append last (see
+/// `positions`: events take their positions after every other lock).
+/// Returns whether it was new.
 pub(crate) async fn suppress_in(
     tx: &mut sqlx::AnyConnection,
     d: Dialect,
     s: &SuppressionRow,
+    events: &mut Vec<NewEvent>,
 ) -> Result<bool, StoreError> {
     let db = StoreError::db;
     // Update, else insert (as recipients do): MySQL reports a matched
@@ -201,15 +205,17 @@ pub(crate) async fn suppress_in(
         "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
         "detail": s.detail, "expires_at": s.expires_at.map(|t| t.to_rfc3339()), "at": s.created_at.to_rfc3339(),
     });
-    super::events::append(&mut *tx, d, "suppression", None, None, &event, s.created_at).await?;
+    events.push(NewEvent { kind: "suppression", user_id: None, outbox_id: None, data: event });
     Ok(created)
 }
 
 #[async_trait]
 impl SuppressionStore for SqlStore {
     async fn suppress(&self, s: &SuppressionRow) -> Result<bool, StoreError> {
-        let mut tx = self.pool().begin().await.map_err(StoreError::db("suppress: begin"))?;
-        let created = suppress_in(&mut tx, self.dialect(), s).await?;
+        let mut tx = self.begin_write().await.map_err(StoreError::db("suppress: begin"))?;
+        let mut events = Vec::with_capacity(1);
+        let created = suppress_in(&mut tx, self.dialect(), s, &mut events).await?;
+        super::events::append(&mut tx, self.dialect(), &events, s.created_at).await?;
         tx.commit().await.map_err(StoreError::db("suppress: commit"))?;
         self.signal_events().await;
         Ok(created)
@@ -271,7 +277,7 @@ impl SuppressionStore for SqlStore {
     ) -> Result<u64, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let mut tx = self.pool().begin().await.map_err(db("lift suppression: begin"))?;
+        let mut tx = self.begin_write().await.map_err(db("lift suppression: begin"))?;
         let result = match category {
             Some(c) => {
                 sqlx::query(&d.sql("DELETE FROM engagement_suppressions WHERE address_hash = ? AND category = ?"))
@@ -294,7 +300,6 @@ impl SuppressionStore for SqlStore {
                 "address_hash": address_hash, "category": category, "lifted": lifted,
                 "reason": lift.reason, "by": lift.by, "at": now.to_rfc3339(),
             });
-            super::events::append(&mut tx, d, "suppression_lifted", None, None, &event, now).await?;
             let record = d.sql(
                 "INSERT INTO engagement_suppression_lifts (id, address_hash, category, lifted, reason, lifted_by, \
                  created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -322,6 +327,8 @@ impl SuppressionStore for SqlStore {
                 };
                 super::operators::append_audit_in(&mut tx, d, &entry, now).await?;
             }
+            let event = NewEvent { kind: "suppression_lifted", user_id: None, outbox_id: None, data: event };
+            super::events::append(&mut tx, d, &[event], now).await?;
         }
         tx.commit().await.map_err(db("lift suppression: commit"))?;
         if lifted > 0 {

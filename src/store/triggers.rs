@@ -6,6 +6,7 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::json_rows::keys_json;
 use super::rows::{OUTBOX_COLUMNS, opt_text, text};
 use super::{Enqueued, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -99,6 +100,8 @@ const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, requ
 pub trait TriggerStore: Send + Sync {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError>;
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError>;
+    /// When each of these triggers happened (those that exist), in one query.
+    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError>;
     /// Triggers the planner has not handled, oldest first.
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
     /// Inserts the planned rows and marks the trigger planned, in one
@@ -164,6 +167,22 @@ impl TriggerStore for SqlStore {
             .await
             .map_err(StoreError::db("get trigger"))?;
         row.map(|r| TriggerRow::from_any(&r).map_err(StoreError::db("get trigger"))).transpose()
+    }
+
+    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = self.dialect().select_by_keys("t.id, t.occurred_at", "engagement_triggers", "t", "id");
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("trigger times"))?;
+        rows.iter()
+            .map(|r| Ok((text(r, "id")?, Millis(r.try_get("occurred_at")?))))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("trigger times"))
     }
 
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {

@@ -1,36 +1,43 @@
 //! The worker: claim due rows, hand each to its channel, record the outcome.
 //!
 //! [`Worker::tick`] is one sweep and can be driven alone (tests call it until
-//! the outbox is empty); [`Worker::run`] only decides when to call it next.
+//! the outbox is empty); [`Worker::run`] is the pipelined loop a service
+//! runs.
 //!
 //! Kept from the seed: claiming is a compare-and-set, never a held lock or
 //! `SKIP LOCKED`; a missing channel ends the row `failed` and says so; a
 //! channel that errors or panics is a transient failure, not a crashed tick;
 //! the batch is a bound, not a target; retry is flat. Added: one statement
 //! claims a batch; every write after it is fenced by the claim's token; the
-//! outcome and its send-log row commit together; rows past their grace window
-//! expire; deliveries run concurrently up to a per-channel limit; an enqueue
-//! wakes the worker at once; shutdown puts back what it did not finish.
+//! outcome and its send-log row commit together, and outcomes from
+//! concurrent deliveries share transactions; a batch is composed with a
+//! fixed number of queries; rows past their grace window expire; deliveries
+//! run concurrently up to a per-channel limit; the next batch is claimed
+//! while the current one delivers; an enqueue wakes the worker at once;
+//! shutdown puts back what it did not finish.
 
 pub mod policy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use serde::Serialize;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::address::AddressKeys;
 use crate::batch::Batcher;
-use crate::channel::{Lookup, Outcome, Registry};
+use crate::channel::{Delivery, Lookup, Outcome, Registry};
 use crate::clock::Clock;
-use crate::compose::{Prepared, prepare};
+use crate::compose::{Composer, Prepared};
+use crate::domain::SendStatus;
 use crate::metrics::Metrics;
-use crate::store::{OutboxRow, Record, RecordAction, Store, StoreError, new_id};
+use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, Store, StoreError, new_id};
 use policy::{Decision, FinishSpec, RetryPolicy};
 
 /// The worker's settings. Defaults are the seed's.
@@ -84,6 +91,7 @@ pub struct TickReport {
     pub suppressed: usize,
     pub bounced: usize,
     pub expired: usize,
+    pub cancelled: usize,
     pub retried: usize,
     /// Outcomes not recorded because the claim had been taken back: the newer
     /// attempt owns the row.
@@ -97,17 +105,70 @@ pub struct TickReport {
 
 impl TickReport {
     pub fn finished(&self) -> usize {
-        self.sent + self.failed + self.suppressed + self.bounced + self.expired
+        self.sent + self.failed + self.suppressed + self.bounced + self.expired + self.cancelled
     }
+
+    fn is_empty(&self) -> bool {
+        *self == TickReport::default()
+    }
+}
+
+/// Rows this worker has finished since it started, for `herald bench` and
+/// the periodic log line.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub claimed: AtomicU64,
+    /// Rows that reached a terminal status (any), recorded.
+    pub finished: AtomicU64,
+    pub sent: AtomicU64,
 }
 
 /// What became of one claimed row.
 enum RowResult {
-    Finished(crate::domain::SendStatus),
+    Finished(SendStatus),
     Retried,
     LostClaim,
-    Released,
     Unrecorded,
+}
+
+/// A batch this instance claimed: the rows and the token that fences them.
+struct Claimed {
+    token: String,
+    rows: Vec<OutboxRow>,
+}
+
+/// Row tasks in flight, with the claim each holds (to put it back if the
+/// task is abandoned at shutdown).
+struct InFlight {
+    set: JoinSet<RowResult>,
+    claims: HashMap<tokio::task::Id, (String, String)>,
+}
+
+impl InFlight {
+    fn new() -> InFlight {
+        InFlight { set: JoinSet::new(), claims: HashMap::new() }
+    }
+
+    fn spawn(&mut self, row_id: &str, token: &str, task: impl Future<Output = RowResult> + Send + 'static) {
+        let handle = self.set.spawn(task);
+        self.claims.insert(handle.id(), (row_id.to_owned(), token.to_owned()));
+    }
+
+    fn joined(
+        &mut self,
+        joined: Result<(tokio::task::Id, RowResult), tokio::task::JoinError>,
+        report: &mut TickReport,
+    ) {
+        match joined {
+            Ok((task, result)) => {
+                self.claims.remove(&task);
+                tally(report, result);
+            }
+            // A bug in our own code, not the channel's (those panics are
+            // caught). The row is put back at shutdown or reclaimed.
+            Err(e) => tracing::error!(error = %e, "row task failed"),
+        }
+    }
 }
 
 pub struct Worker {
@@ -122,12 +183,14 @@ struct Inner {
     metrics: Metrics,
     limits: HashMap<String, Arc<Semaphore>>,
     default_limit: Arc<Semaphore>,
+    composer: Composer,
     /// Outcomes from concurrent deliveries, group-committed (see `batch`).
     recorder: Batcher<Record, Result<bool, Arc<StoreError>>>,
+    totals: Totals,
 }
 
 /// Most outcomes written in one transaction.
-const RECORD_GROUP: usize = 256;
+const RECORD_GROUP: usize = 1000;
 
 impl Worker {
     pub fn new(
@@ -136,6 +199,20 @@ impl Worker {
         clock: Arc<dyn Clock>,
         config: WorkerConfig,
         metrics: Metrics,
+    ) -> Worker {
+        Worker::with_address_keys(store, registry, clock, config, metrics, None)
+    }
+
+    /// [`Worker::new`], with the keys that hash email addresses, so outcomes
+    /// decided before the email channel runs (an opted-out user) carry the
+    /// address hash too.
+    pub fn with_address_keys(
+        store: Arc<dyn Store>,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        config: WorkerConfig,
+        metrics: Metrics,
+        keys: Option<AddressKeys>,
     ) -> Worker {
         let limits = registry
             .names()
@@ -160,11 +237,30 @@ impl Worker {
                 }
             })
         };
-        Worker { inner: Arc::new(Inner { store, registry, clock, config, metrics, limits, default_limit, recorder }) }
+        let composer = Composer::new(store.clone(), keys);
+        Worker {
+            inner: Arc::new(Inner {
+                store,
+                registry,
+                clock,
+                config,
+                metrics,
+                limits,
+                default_limit,
+                composer,
+                recorder,
+                totals: Totals::default(),
+            }),
+        }
     }
 
     pub fn config(&self) -> &WorkerConfig {
         &self.inner.config
+    }
+
+    /// What this worker has done since it started.
+    pub fn totals(&self) -> &Totals {
+        &self.inner.totals
     }
 
     /// One sweep, with no shutdown in view.
@@ -172,140 +268,290 @@ impl Worker {
         self.tick_until(&CancellationToken::new()).await
     }
 
-    /// One sweep: take back stale claims, claim a batch, deliver it, record.
+    /// One sweep: take back stale claims, claim a batch, deliver it, record,
+    /// and wait for all of it.
     ///
     /// If `shutdown` fires meanwhile, rows still waiting for a delivery slot
     /// are put back at once, in-flight deliveries get `shutdown_grace` to
     /// finish, and whatever is still running after that is abandoned and put
     /// back, so nothing this instance owns is left in `sending`.
     pub async fn tick_until(&self, shutdown: &CancellationToken) -> Result<TickReport, StoreError> {
-        let inner = &self.inner;
-        let mut report = TickReport::default();
-        let now = inner.clock.now();
-
-        // A failed reclaim must not stop delivery of what is due.
-        match inner.store.reclaim_stale(now.minus(inner.config.stale), now).await {
-            Ok(n) => {
-                report.reclaimed = n;
-                if n > 0 {
-                    inner.metrics.reclaimed(n);
-                    tracing::warn!(rows = n, "took back stale claims");
-                }
-            }
-            Err(e) if e.is_contention() => {
-                tracing::warn!(error = %e, "stale-claim reclaim lost a race with another instance; the next sweep retries")
-            }
-            Err(e) => tracing::error!(error = %e, "failed to reclaim stale rows"),
-        }
+        let mut report = TickReport { reclaimed: self.reclaim().await, ..TickReport::default() };
         if shutdown.is_cancelled() {
             return Ok(report);
         }
-
-        let token = new_id();
-        let started = Instant::now();
-        let rows = inner.store.claim_due(now, inner.config.batch, &token).await?;
-        inner.metrics.claim_duration(started.elapsed().as_secs_f64());
-        report.claimed = rows.len();
-        if rows.is_empty() {
-            return Ok(report);
-        }
-
-        let mut set = JoinSet::new();
-        let mut pending: HashMap<tokio::task::Id, String> = HashMap::with_capacity(rows.len());
-        for row in rows {
-            inner.metrics.claim_latency(now.since(row.due_at).as_secs_f64());
-            let id = row.id.clone();
-            let handle = set.spawn(process_row(self.inner.clone(), row, token.clone(), shutdown.clone()));
-            pending.insert(handle.id(), id);
-        }
-
-        let deadline = tokio::time::sleep(Duration::MAX);
-        tokio::pin!(deadline);
-        let mut draining = false;
-        loop {
-            tokio::select! {
-                joined = set.join_next_with_id() => match joined {
-                    None => break,
-                    Some(Ok((task, result))) => {
-                        pending.remove(&task);
-                        tally(&mut report, result);
-                    }
-                    // A bug in our own code, not the channel's (those panics
-                    // are caught in process_row). The row is put back below.
-                    Some(Err(e)) => tracing::error!(error = %e, "row task failed"),
-                },
-                _ = shutdown.cancelled(), if !draining => {
-                    draining = true;
-                    deadline.as_mut().reset(tokio::time::Instant::now() + inner.config.shutdown_grace);
-                }
-                _ = &mut deadline, if draining => {
-                    tracing::warn!(rows = pending.len(), "shutdown grace ended; abandoning in-flight deliveries");
-                    set.abort_all();
-                    while let Some(joined) = set.join_next_with_id().await {
-                        if let Ok((task, result)) = joined {
-                            pending.remove(&task);
-                            tally(&mut report, result);
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-        // Whatever has no result was interrupted mid-delivery: it may have
-        // reached the user, so the attempt stands.
-        for id in pending.into_values() {
-            match inner.store.release(&id, &token, false, inner.clock.now()).await {
-                Ok(_) => report.released += 1,
-                Err(e) => {
-                    tracing::error!(outbox = %id, error = %e, "could not put back an interrupted row");
-                    report.unrecorded += 1;
-                }
-            }
-        }
+        let claimed = self.claim().await?;
+        report.claimed = claimed.rows.len();
+        let mut inflight = InFlight::new();
+        report.released += self.dispatch(claimed, shutdown, &mut inflight).await;
+        self.finish_inflight(&mut inflight, shutdown, &mut report).await;
         Ok(report)
     }
 
-    /// Sweeps until `shutdown` fires. Sleeps until the earliest of: the next
-    /// row falling due, an enqueue in this process (or, on PostgreSQL, in
-    /// another instance), or `poll`.
+    /// Works until `shutdown` fires, claiming the next batch while the
+    /// current one delivers (so a batch's slowest row never holds up the
+    /// next), and sleeping, when nothing is due, until the earliest of: the
+    /// next row falling due, an enqueue in this process (or, on PostgreSQL,
+    /// in another instance), or `poll`.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
-        let wake = inner.store.enqueued_signal();
-        let mut backoff = Duration::from_millis(500);
         tracing::info!(
             poll = ?inner.config.poll,
             batch = inner.config.batch,
             max_attempts = inner.config.max_attempts,
             "outbox worker started"
         );
+        // At most one batch claimed ahead of the one being dispatched: the
+        // local queue of graphile-worker, bounded so that a slow channel
+        // does not leave hundreds of rows claimed and waiting.
+        let (ahead, mut claimed) = mpsc::channel::<Claimed>(1);
+        let claimer = tokio::spawn(Worker { inner: self.inner.clone() }.claim_loop(ahead, shutdown.clone()));
+        let mut inflight = InFlight::new();
+        let mut report = TickReport::default();
+        let mut summary = tokio::time::interval(SUMMARY_EVERY);
+        summary.tick().await;
+        loop {
+            tokio::select! {
+                batch = claimed.recv() => match batch {
+                    Some(batch) => report.released += self.dispatch(batch, &shutdown, &mut inflight).await,
+                    None => break, // the claimer stopped: shutdown
+                },
+                Some(joined) = inflight.set.join_next_with_id(), if !inflight.set.is_empty() => {
+                    inflight.joined(joined, &mut report);
+                }
+                _ = summary.tick() => log_summary(&mut report),
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        // Batches claimed ahead and never dispatched: no delivery started,
+        // so their attempts are refunded.
+        claimed.close();
+        while let Some(batch) = claimed.recv().await {
+            report.released += self.release_unstarted(&batch.token, &batch.rows).await;
+        }
+        let _ = claimer.await;
+        self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
+        log_summary(&mut report);
+        tracing::info!("outbox worker stopped");
+    }
+
+    /// Claims batches and hands them to `ahead` until shutdown.
+    async fn claim_loop(self, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
+        let inner = &self.inner;
+        let wake = inner.store.enqueued_signal();
+        let mut backoff = FIRST_BACKOFF;
+        let mut last_reclaim: Option<Instant> = None;
         while !shutdown.is_cancelled() {
-            let pause = match self.tick_until(&shutdown).await {
-                Ok(report) => {
-                    backoff = Duration::from_millis(500);
-                    if report.claimed > 0 || report.reclaimed > 0 {
-                        tracing::info!(?report, "outbox swept");
+            // Stale claims are rare; looking for them every few seconds is
+            // plenty, and keeps a statement off every batch.
+            if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every(inner.config.stale)) {
+                self.reclaim().await;
+                last_reclaim = Some(Instant::now());
+            }
+            let pause = match self.claim().await {
+                Ok(batch) if batch.rows.is_empty() => self.pause_until_next_due(false).await,
+                Ok(batch) => {
+                    backoff = FIRST_BACKOFF;
+                    let full = batch.rows.len() as u32 >= inner.config.batch;
+                    let token = batch.token.clone();
+                    if let Err(unsent) = ahead.send(batch).await {
+                        // The dispatcher has stopped (shutdown) before taking
+                        // this batch: give it back untouched.
+                        self.release_unstarted(&token, &unsent.0.rows).await;
+                        return;
                     }
-                    if report.claimed as u32 >= inner.config.batch {
+                    if full {
                         continue; // a backlog: go straight on
                     }
-                    self.pause_until_next_due(report.claimed > 0).await
+                    self.pause_until_next_due(true).await
                 }
                 Err(e) => {
-                    // The database is away: back off, doubling up to `poll`,
+                    // The database is away: back off, doubling up to a cap,
                     // and try again; the pool reconnects by itself.
-                    tracing::error!(error = %e, retry_in = ?backoff, "outbox sweep failed");
+                    if e.is_contention() {
+                        tracing::debug!(error = %e, "claim lost a race with another instance; trying again");
+                    } else {
+                        tracing::error!(error = %e, retry_in = ?backoff, "outbox claim failed");
+                    }
                     let pause = backoff;
-                    backoff = (backoff * 2).min(inner.config.poll);
+                    backoff = (backoff * 2).min(MAX_BACKOFF.min(inner.config.poll));
                     pause
                 }
             };
+            if pause.is_zero() {
+                continue;
+            }
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
                 _ = wake.notified() => {}
                 _ = shutdown.cancelled() => {}
             }
         }
-        tracing::info!("outbox worker stopped");
+    }
+
+    /// Takes back claims older than the stale window; never fails the caller.
+    async fn reclaim(&self) -> u64 {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        match inner.store.reclaim_stale(now.minus(inner.config.stale), now).await {
+            Ok(n) => {
+                if n > 0 {
+                    inner.metrics.reclaimed(n);
+                    tracing::warn!(rows = n, "took back stale claims");
+                }
+                n
+            }
+            Err(e) if e.is_contention() => {
+                tracing::warn!(error = %e, "stale-claim reclaim lost a race with another instance; the next sweep retries");
+                0
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "failed to reclaim stale rows");
+                0
+            }
+        }
+    }
+
+    async fn claim(&self) -> Result<Claimed, StoreError> {
+        let inner = &self.inner;
+        let token = new_id();
+        let started = Instant::now();
+        let now = inner.clock.now();
+        let rows = inner.store.claim_due(now, inner.config.batch, &token).await?;
+        inner.metrics.claim_duration(started.elapsed().as_secs_f64());
+        inner.totals.claimed.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        for row in &rows {
+            inner.metrics.claim_latency(now.since(row.due_at).as_secs_f64());
+        }
+        if !rows.is_empty() {
+            tracing::debug!(rows = rows.len(), "claimed a batch");
+        }
+        Ok(Claimed { token, rows })
+    }
+
+    /// Composes a claimed batch and starts its deliveries, each when its
+    /// channel has a free slot. Returns how many rows it put back because
+    /// `shutdown` fired before their delivery could start.
+    async fn dispatch(&self, batch: Claimed, shutdown: &CancellationToken, inflight: &mut InFlight) -> usize {
+        let inner = &self.inner;
+        if batch.rows.is_empty() {
+            return 0;
+        }
+        let policy = self.policy();
+        let now = inner.clock.now();
+        // Expired rows and rows out of attempts need no composing.
+        let mut due = Vec::with_capacity(batch.rows.len());
+        for row in batch.rows {
+            match policy::before_delivery(&row, now, policy) {
+                Some(spec) => {
+                    let inner = self.inner.clone();
+                    let token = batch.token.clone();
+                    inflight.spawn(&row.id.clone(), &batch.token, async move {
+                        record(&inner, &row, &token, Decision::Finish(spec), None).await
+                    });
+                }
+                None => due.push(row),
+            }
+        }
+        let mut prepared = inner.composer.prepare(due).await.into_iter();
+        while let Some(p) = prepared.next() {
+            let token = batch.token.clone();
+            let (delivery, channel) = match p {
+                Prepared::Skip { row, outcome } => {
+                    let inner = self.inner.clone();
+                    inflight.spawn(&row.id.clone(), &token.clone(), async move {
+                        decide_and_record(&inner, &row, &token, outcome).await
+                    });
+                    continue;
+                }
+                Prepared::Deliver(d) => match inner.registry.lookup(&d.row.channel) {
+                    Lookup::Missing(detail) => {
+                        let inner = self.inner.clone();
+                        let row = d.row;
+                        inflight.spawn(&row.id.clone(), &token.clone(), async move {
+                            decide_and_record(&inner, &row, &token, Outcome::terminal(detail)).await
+                        });
+                        continue;
+                    }
+                    Lookup::Ready(channel) => (d, channel.clone()),
+                },
+            };
+            let limit = inner.limits.get(&delivery.row.channel).unwrap_or(&inner.default_limit).clone();
+            let permit = tokio::select! {
+                permit = limit.acquire_owned() => permit.expect("delivery semaphores are never closed"),
+                _ = shutdown.cancelled() => {
+                    // Never started: put this row and the rest of the batch
+                    // back without counting the attempt.
+                    let mut rows = vec![delivery.row];
+                    rows.extend(prepared.map(|p| p.row().clone()));
+                    return self.release_unstarted(&batch.token, &rows).await;
+                }
+            };
+            let inner = self.inner.clone();
+            inflight.spawn(&delivery.row.id.clone(), &token.clone(), async move {
+                deliver(inner, delivery, channel, token, permit).await
+            });
+        }
+        0
+    }
+
+    /// Waits for the row tasks; on shutdown gives them `shutdown_grace`,
+    /// then abandons the rest and puts their rows back (their attempt
+    /// stands: the delivery may have reached the user).
+    async fn finish_inflight(&self, inflight: &mut InFlight, shutdown: &CancellationToken, report: &mut TickReport) {
+        let grace = tokio::time::sleep(Duration::MAX);
+        tokio::pin!(grace);
+        let mut draining = false;
+        loop {
+            tokio::select! {
+                joined = inflight.set.join_next_with_id() => match joined {
+                    None => break,
+                    Some(joined) => inflight.joined(joined, report),
+                },
+                _ = shutdown.cancelled(), if !draining => {
+                    draining = true;
+                    grace.as_mut().reset(tokio::time::Instant::now() + self.inner.config.shutdown_grace);
+                }
+                _ = &mut grace, if draining => {
+                    tracing::warn!(rows = inflight.claims.len(), "shutdown grace ended; abandoning in-flight deliveries");
+                    inflight.set.abort_all();
+                    while let Some(joined) = inflight.set.join_next_with_id().await {
+                        if let Ok((task, result)) = joined {
+                            inflight.claims.remove(&task);
+                            tally(report, result);
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        let abandoned: Vec<(String, String)> = inflight.claims.drain().map(|(_, claim)| claim).collect();
+        if abandoned.is_empty() {
+            return;
+        }
+        match self.inner.store.release_many(&abandoned, false, self.inner.clock.now()).await {
+            Ok(_) => report.released += abandoned.len(),
+            Err(e) => {
+                tracing::error!(rows = abandoned.len(), error = %e, "could not put back interrupted rows");
+                report.unrecorded += abandoned.len();
+            }
+        }
+    }
+
+    /// Puts back rows whose delivery never started, refunding the attempt.
+    async fn release_unstarted(&self, token: &str, rows: &[OutboxRow]) -> usize {
+        let claims: Vec<(String, String)> = rows.iter().map(|r| (r.id.clone(), token.to_owned())).collect();
+        match self.inner.store.release_many(&claims, true, self.inner.clock.now()).await {
+            Ok(_) => rows.len(),
+            Err(e) => {
+                tracing::error!(rows = rows.len(), error = %e, "could not put back unstarted rows");
+                0
+            }
+        }
+    }
+
+    fn policy(&self) -> RetryPolicy {
+        RetryPolicy { max_attempts: self.inner.config.max_attempts, retry: self.inner.config.retry }
     }
 
     async fn pause_until_next_due(&self, claimed_some: bool) -> Duration {
@@ -331,6 +577,39 @@ impl Worker {
     }
 }
 
+/// How often the run loop logs what it did, when it did anything.
+const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+/// The first pause after a failed claim, doubled each time up to the cap.
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// How often the run loop looks for stale claims: a quarter of the window,
+/// at most once a minute and at least once every five seconds.
+fn reclaim_every(stale: Duration) -> Duration {
+    (stale / 4).clamp(Duration::from_secs(5), Duration::from_secs(60))
+}
+
+/// One INFO line with what the worker did since the last one, as fields.
+fn log_summary(report: &mut TickReport) {
+    if report.is_empty() {
+        return;
+    }
+    let r = std::mem::take(report);
+    tracing::info!(
+        sent = r.sent,
+        failed = r.failed,
+        suppressed = r.suppressed,
+        bounced = r.bounced,
+        expired = r.expired,
+        cancelled = r.cancelled,
+        retried = r.retried,
+        lost_claim = r.lost_claim,
+        released = r.released,
+        unrecorded = r.unrecorded,
+        "outbox worker progress"
+    );
+}
+
 fn tally(report: &mut TickReport, result: RowResult) {
     use crate::domain::SendStatus as S;
     match result {
@@ -338,61 +617,50 @@ fn tally(report: &mut TickReport, result: RowResult) {
         RowResult::Finished(S::Suppressed) => report.suppressed += 1,
         RowResult::Finished(S::Bounced) => report.bounced += 1,
         RowResult::Finished(S::Expired) => report.expired += 1,
+        RowResult::Finished(S::Cancelled) => report.cancelled += 1,
         RowResult::Finished(_) => report.failed += 1,
         RowResult::Retried => report.retried += 1,
         RowResult::LostClaim => report.lost_claim += 1,
-        RowResult::Released => report.released += 1,
         RowResult::Unrecorded => report.unrecorded += 1,
     }
 }
 
-/// Claim already won; deliver and record. One row, start to finish.
-async fn process_row(inner: Arc<Inner>, row: OutboxRow, token: String, shutdown: CancellationToken) -> RowResult {
-    let policy = RetryPolicy { max_attempts: inner.config.max_attempts, retry: inner.config.retry };
-
-    if let Some(spec) = policy::before_delivery(&row, inner.clock.now(), policy) {
-        return record(&inner, &row, &token, Decision::Finish(spec)).await;
-    }
-
-    let outcome = match inner.registry.lookup(&row.channel) {
-        Lookup::Missing(detail) => Outcome::terminal(detail),
-        Lookup::Ready(channel) => 'deliver: {
-            let delivery = match prepare(inner.store.as_ref(), &row).await {
-                Prepared::Deliver(d) => d,
-                Prepared::Skip(outcome) => break 'deliver outcome,
-            };
-            let limit = inner.limits.get(&row.channel).unwrap_or(&inner.default_limit);
-            let _permit = tokio::select! {
-                permit = limit.acquire() => permit.expect("delivery semaphores are never closed"),
-                _ = shutdown.cancelled() => {
-                    // Never started: put it back without counting the attempt.
-                    return match inner.store.release(&row.id, &token, true, inner.clock.now()).await {
-                        Ok(_) => RowResult::Released,
-                        Err(e) => {
-                            tracing::error!(outbox = %row.id, error = %e, "could not put back an unstarted row");
-                            RowResult::Unrecorded
-                        }
-                    };
-                }
-            };
-            let attempt = AssertUnwindSafe(channel.deliver(&delivery)).catch_unwind();
-            match tokio::time::timeout(inner.config.deliver_timeout, attempt).await {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(panic)) => {
-                    let msg = panic_message(&panic);
-                    tracing::error!(outbox = %row.id, channel = %row.channel, panic = %msg, "channel panicked");
-                    Outcome::retry(format!("channel \"{}\" panicked: {msg}", row.channel))
-                }
-                Err(_) => Outcome::retry(format!(
-                    "delivery did not finish within {}s",
-                    inner.config.deliver_timeout.as_secs_f64()
-                )),
-            }
+/// Calls the channel for one row (holding its delivery slot only for the
+/// call), then records what came of it.
+async fn deliver(
+    inner: Arc<Inner>,
+    delivery: Box<Delivery>,
+    channel: Arc<dyn crate::channel::Channel>,
+    token: String,
+    permit: OwnedSemaphorePermit,
+) -> RowResult {
+    let attempt = AssertUnwindSafe(channel.deliver(&delivery)).catch_unwind();
+    let outcome = match tokio::time::timeout(inner.config.deliver_timeout, attempt).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(panic)) => {
+            let msg = panic_message(&panic);
+            tracing::error!(outbox = %delivery.row.id, channel = %delivery.row.channel, panic = %msg, "channel panicked");
+            Outcome::retry(format!("channel \"{}\" panicked: {msg}", delivery.row.channel))
+        }
+        Err(_) => {
+            Outcome::retry(format!("delivery did not finish within {}s", inner.config.deliver_timeout.as_secs_f64()))
         }
     };
-    inner.metrics.delivery(&row.channel, outcome_label(&outcome, &row, policy));
-    let decision = policy::decide(outcome, &row, inner.clock.now(), policy);
-    record(&inner, &row, &token, decision).await
+    drop(permit);
+    decide_and_record(&inner, &delivery.row, &token, outcome).await
+}
+
+async fn decide_and_record(inner: &Inner, row: &OutboxRow, token: &str, outcome: Outcome) -> RowResult {
+    let policy = RetryPolicy { max_attempts: inner.config.max_attempts, retry: inner.config.retry };
+    // An inbox delivery hands over its message to be written with the
+    // outcome (see `Record::inbox`).
+    let (outcome, inbox) = match outcome {
+        Outcome::Inbox(message) => (Outcome::sent("inbox"), Some(*message)),
+        other => (other, None),
+    };
+    inner.metrics.delivery(&row.channel, outcome_label(&outcome, row, policy));
+    let decision = policy::decide(outcome, row, inner.clock.now(), policy);
+    record(inner, row, token, decision, inbox).await
 }
 
 fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'static str {
@@ -407,12 +675,21 @@ fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'s
 /// database blinked) is tried a few times before the row is left to the stale
 /// reclaim: giving up at once would turn a one-second outage into a duplicate
 /// delivery fifteen minutes later.
-async fn record(inner: &Inner, row: &OutboxRow, token: &str, decision: Decision) -> RowResult {
+async fn record(
+    inner: &Inner,
+    row: &OutboxRow,
+    token: &str,
+    decision: Decision,
+    inbox: Option<NewInboxMessage>,
+) -> RowResult {
     let (action, spec) = match decision {
         Decision::Finish(spec) => (RecordAction::Finish(spec.clone().into_finish()), Some(spec)),
-        Decision::Retry { due_at, detail } => (RecordAction::Reschedule { due_at, detail }, None),
+        Decision::Retry { due_at, detail } => {
+            tracing::warn!(outbox = %row.id, channel = %row.channel, attempt = row.attempts, retry_at = %due_at, reason = %detail, "delivery failed; will retry");
+            (RecordAction::Reschedule { due_at, detail }, None)
+        }
     };
-    let item = Record { row: row.clone(), token: token.to_owned(), action };
+    let item = Record { row: row.clone(), token: token.to_owned(), action, inbox };
     let mut wait = Duration::from_millis(200);
     for attempt in 1..=4 {
         let result = match inner.recorder.submit(item.clone()).await {
@@ -420,7 +697,7 @@ async fn record(inner: &Inner, row: &OutboxRow, token: &str, decision: Decision)
             None => Err(Arc::new(StoreError::WriterGone)),
         };
         match result {
-            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(row, spec)),
+            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec)),
             Ok(false) => {
                 tracing::warn!(outbox = %row.id, "claim was taken back before the outcome was recorded; leaving it to the newer attempt");
                 inner.metrics.delivery(&row.channel, "lost_claim");
@@ -440,8 +717,22 @@ async fn record(inner: &Inner, row: &OutboxRow, token: &str, decision: Decision)
     RowResult::Unrecorded
 }
 
-fn finished(row: &OutboxRow, spec: &FinishSpec) -> RowResult {
-    tracing::debug!(outbox = %row.id, status = %spec.status, detail = ?spec.detail, "row finished");
+fn finished(inner: &Inner, row: &OutboxRow, spec: &FinishSpec) -> RowResult {
+    inner.totals.finished.fetch_add(1, Ordering::Relaxed);
+    match spec.status {
+        SendStatus::Sent => {
+            inner.totals.sent.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(outbox = %row.id, channel = %row.channel, "sent");
+        }
+        SendStatus::Failed | SendStatus::Bounced => {
+            let reason = spec.detail.as_deref().unwrap_or("");
+            tracing::warn!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "delivery failed");
+        }
+        _ => {
+            let reason = spec.detail.as_deref().unwrap_or("");
+            tracing::debug!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "not delivered");
+        }
+    }
     RowResult::Finished(spec.status)
 }
 

@@ -112,6 +112,14 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
             Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
         }
         Outcome::Cancelled { detail } => Decision::Finish(spec(SendStatus::Cancelled, detail, None, None)),
+        // The worker takes the message out before deciding; were one to get
+        // here, it is still a delivery into the inbox.
+        Outcome::Inbox(_) => Decision::Finish(FinishSpec {
+            status: SendStatus::Sent,
+            detail: None,
+            transport: Some("inbox".into()),
+            address_hash: None,
+        }),
     }
 }
 

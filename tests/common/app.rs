@@ -98,7 +98,7 @@ impl App {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let worker = herald::worker::Worker::new(
             store.clone(),
-            herald::app::registry(store.clone(), clock.clone()),
+            herald::app::registry(),
             clock,
             herald::worker::WorkerConfig::default(),
             herald::metrics::Metrics::new(),

@@ -1,0 +1,63 @@
+//! Positions in commit order, for everything a follower reads in order: the
+//! event stream and each user's inbox stream.
+//!
+//! A follower asks for "everything after position P". That is only safe if
+//! nothing can later appear below P, i.e. if positions are handed out in the
+//! order the rows become visible. Ids taken at insert time (UUIDv7, or a
+//! plain sequence) are not: two transactions take ids 7 and 8, 8 commits
+//! first, a follower reads it and moves on, then 7 commits behind it and is
+//! never read. So positions come from a counter row,
+//! `engagement_sequences('stream')`, updated inside the writing transaction:
+//! the row lock keeps every other writer of positions waiting until this
+//! transaction has committed, so a later position always commits later.
+//!
+//! The cost is that transactions which append events or inbox messages
+//! serialise on that row from the moment they take their positions until
+//! they commit. Writers therefore take positions last, after every other
+//! lock they need (which also rules out a deadlock through the counter), and
+//! take them once per flush for all their rows, not once per row. Rejected:
+//! PostgreSQL's transaction-id snapshots (`pg_snapshot_xmin`), which give a
+//! safe read horizon without serialising writers but exist only there, and a
+//! background sequencer that numbers committed rows afterwards, which writes
+//! every row twice and delays every event.
+
+use sqlx::{AnyConnection, Row};
+
+use super::{Dialect, StoreError};
+
+/// The counter shared by events and inbox messages: positions are unique
+/// across both, and increasing in commit order within each.
+const STREAM: &str = "stream";
+
+/// Reserves `n` positions inside the caller's transaction and returns the
+/// first; the caller uses `first .. first + n`. Call it after every other
+/// write of the transaction that takes row locks.
+pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> Result<i64, StoreError> {
+    let n = i64::try_from(n).expect("a flush never holds 2^63 rows");
+    let last: i64 = if d == Dialect::MySql {
+        // No RETURNING: read the row back; it is ours until commit.
+        sqlx::query("UPDATE engagement_sequences SET last = last + ? WHERE name = ?")
+            .bind(n)
+            .bind(STREAM)
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::db("reserve positions"))?;
+        sqlx::query("SELECT last FROM engagement_sequences WHERE name = ?")
+            .bind(STREAM)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(StoreError::db("reserve positions: read back"))?
+            .try_get(0)
+            .map_err(StoreError::db("reserve positions: read back"))?
+    } else {
+        sqlx::query(&d.sql("UPDATE engagement_sequences SET last = last + ? WHERE name = ? RETURNING last"))
+            .bind(n)
+            .bind(STREAM)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(StoreError::db("reserve positions"))?
+            .try_get(0)
+            .map_err(StoreError::db("reserve positions"))?
+    };
+    Ok(last - n + 1)
+}

@@ -1,0 +1,75 @@
+//! Appending to `engagement_sends`, the send log, in sets.
+
+use serde::Serialize;
+use sqlx::AnyConnection;
+
+use super::json_rows::{Col, to_json};
+use super::{Dialect, StoreError, new_id};
+use crate::clock::Millis;
+
+/// Most rows one statement writes: keeps each JSON parameter to a few
+/// megabytes at most (MySQL's packet limit is 16 MiB by default).
+pub(crate) const CHUNK: usize = 1000;
+
+/// One send-log row to append.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct NewSend {
+    pub outbox_id: String,
+    pub rule_id: Option<String>,
+    pub trigger_id: Option<String>,
+    pub user_id: String,
+    pub channel: String,
+    pub transport: Option<String>,
+    pub address_hash: Option<String>,
+    pub status: &'static str,
+    pub detail: Option<String>,
+    pub attempts: i64,
+}
+
+#[derive(Serialize)]
+struct Row<'a> {
+    id: String,
+    #[serde(flatten)]
+    send: &'a NewSend,
+}
+
+/// Appends the rows on the caller's connection (inside its transaction).
+pub(crate) async fn insert(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    sends: &[NewSend],
+    now: Millis,
+) -> Result<(), StoreError> {
+    let from = d.json_rows(
+        &[
+            ("id", Col::Key),
+            ("outbox_id", Col::Key),
+            ("rule_id", Col::Key),
+            ("trigger_id", Col::Key),
+            ("user_id", Col::Key),
+            ("channel", Col::Key),
+            ("transport", Col::Key),
+            ("address_hash", Col::Key),
+            ("status", Col::Key),
+            ("detail", Col::Text),
+            ("attempts", Col::Int),
+        ],
+        "s",
+    );
+    let sql = d.sql(&format!(
+        "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
+         address_hash, status, detail, attempts, created_at) \
+         SELECT s.id, s.outbox_id, s.rule_id, s.trigger_id, s.user_id, s.channel, s.transport, s.address_hash, \
+         s.status, s.detail, s.attempts, ? FROM {from}"
+    ));
+    for chunk in sends.chunks(CHUNK) {
+        let rows: Vec<Row> = chunk.iter().map(|send| Row { id: new_id(), send }).collect();
+        sqlx::query(&sql)
+            .bind(now.0)
+            .bind(to_json(&rows)?)
+            .execute(&mut *conn)
+            .await
+            .map_err(StoreError::db("append to the send log"))?;
+    }
+    Ok(())
+}
