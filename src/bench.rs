@@ -159,9 +159,23 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         tokio::spawn(async move { worker.run(shutdown).await })
     };
     let rows = opts.rows as u64;
-    while worker.totals().finished.load(Ordering::Relaxed) < rows {
+    let (mut seen, mut progress_at) = (0, Instant::now());
+    loop {
+        let finished = worker.totals().finished.load(Ordering::Relaxed);
+        if finished >= rows {
+            break;
+        }
         if running.is_finished() {
-            anyhow::bail!("the worker stopped before the outbox was drained");
+            anyhow::bail!("the worker stopped before the outbox was drained ({finished} of {rows} rows finished)");
+        }
+        if finished != seen {
+            (seen, progress_at) = (finished, Instant::now());
+        } else if progress_at.elapsed() > STALL {
+            shutdown.cancel();
+            anyhow::bail!(
+                "no row finished for {}s ({finished} of {rows} finished): the drain is stuck; see the log",
+                STALL.as_secs()
+            );
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -199,6 +213,9 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     })
 }
+
+/// How long the drain may make no progress before the bench gives up.
+const STALL: Duration = Duration::from_secs(60);
 
 /// PostgreSQL's count of committed transactions in this database (`None`
 /// on other databases).

@@ -163,6 +163,7 @@ impl DbClock {
         let local = self.local.now().0 - i64::try_from(reading.at.elapsed().as_millis()).unwrap_or(0);
         let skew = local - reading.database.0;
         let before = self.skew_ms.swap(skew, Ordering::Relaxed);
+        WALL_CLOCK_SKEW_MS.store(skew, Ordering::Relaxed);
         // Say so once when it appears, not on every refresh.
         if skew.abs() >= 1_000 && (skew - before).abs() >= 1_000 {
             tracing::warn!(
@@ -179,6 +180,17 @@ impl DbClock {
     pub fn skew_ms(&self) -> i64 {
         self.skew_ms.load(Ordering::Relaxed)
     }
+}
+
+/// The skew the service's [`DbClock`] last measured, for [`id_time`].
+static WALL_CLOCK_SKEW_MS: AtomicI64 = AtomicI64::new(0);
+
+/// The time new ids carry: this machine's clock, corrected to the
+/// database's once a [`DbClock`] has measured the difference. (Ids are made
+/// deep inside the store, where no clock is passed; a wrong time there only
+/// misorders lists, so a process-wide correction is enough.)
+pub fn id_time() -> Millis {
+    Millis(SystemClock.now().0 - WALL_CLOCK_SKEW_MS.load(Ordering::Relaxed))
 }
 
 impl Clock for DbClock {

@@ -139,8 +139,9 @@ async fn nul_in_a_payload_is_delivered_as_a_replacement_character(db: &TestDb) {
     let (status, body) = app.post("/v1/triggers", trigger).await;
     assert_eq!(status, 202, "{body}");
     let report = app.deliver().await;
-    assert_eq!(report.sent, 1, "{report:?}");
     let user = UserId::parse("user_id", "u-nul").unwrap();
+    let pending = app.store.pending_for_user(&user, 10).await.unwrap();
+    assert_eq!(report.sent, 1, "{report:?} {:?}", pending.iter().map(|r| &r.last_error).collect::<Vec<_>>());
     let inbox = app.store.inbox_page(&user, InboxFilter::All, None, 10).await.unwrap();
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0].title, "S a\u{FFFD}b");

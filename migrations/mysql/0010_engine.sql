@@ -14,7 +14,9 @@ ALTER TABLE engagement_events ADD COLUMN position BIGINT NULL;
 UPDATE engagement_events e
   JOIN (SELECT id, ROW_NUMBER() OVER (ORDER BY id) AS rn FROM engagement_events) n ON e.id = n.id
   SET e.position = n.rn;
-ALTER TABLE engagement_events MODIFY position BIGINT NOT NULL, ADD UNIQUE KEY engagement_events_position (position);
+-- Events are read and pruned by position only, so it becomes the primary
+-- key (InnoDB's clustered index: appends at its end).
+ALTER TABLE engagement_events MODIFY position BIGINT NOT NULL, DROP PRIMARY KEY, ADD PRIMARY KEY (position);
 
 ALTER TABLE engagement_inbox ADD COLUMN position BIGINT NULL;
 UPDATE engagement_inbox i
@@ -37,3 +39,7 @@ ALTER TABLE engagement_outbox
   DROP KEY engagement_outbox_claimed, ADD KEY engagement_outbox_status (status),
   DROP KEY engagement_outbox_user, ADD KEY engagement_outbox_user (user_id),
   DROP KEY engagement_outbox_rule, ADD KEY engagement_outbox_rule (rule_id);
+
+-- The send log's ids are UUIDv7, so its primary key already orders rows by
+-- time: recent counts and retention read id ranges.
+DROP INDEX engagement_sends_created ON engagement_sends;

@@ -13,11 +13,15 @@ CREATE TABLE engagement_sequences (
     last BIGINT NOT NULL
 );
 
+-- Events are read and pruned by position only, so it becomes the primary
+-- key: one index per event instead of two. (A follower of an older version
+-- that resumes with an event id finds it by a scan, once.)
 ALTER TABLE engagement_events ADD COLUMN position BIGINT;
 UPDATE engagement_events e SET position = n.rn
   FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM engagement_events) n WHERE e.id = n.id;
 ALTER TABLE engagement_events ALTER COLUMN position SET NOT NULL;
-CREATE UNIQUE INDEX engagement_events_position ON engagement_events (position);
+ALTER TABLE engagement_events DROP CONSTRAINT engagement_events_pkey;
+ALTER TABLE engagement_events ADD PRIMARY KEY (position);
 
 ALTER TABLE engagement_inbox ADD COLUMN position BIGINT;
 UPDATE engagement_inbox i SET position = n.rn + (SELECT COUNT(*) FROM engagement_events)
@@ -50,6 +54,9 @@ CREATE INDEX engagement_outbox_rule ON engagement_outbox (rule_id, id);
 -- cancelling a rule's scheduled rows: entries only while a row is scheduled
 CREATE INDEX engagement_outbox_rule_scheduled ON engagement_outbox (rule_id) WHERE status = 'scheduled';
 
--- The send log: only email outcomes carry an address hash.
+-- The send log: only email outcomes carry an address hash. Ids are UUIDv7,
+-- so the primary key already orders rows by time: recent counts and
+-- retention read id ranges, and the created_at index goes.
 DROP INDEX engagement_sends_address;
 CREATE INDEX engagement_sends_address ON engagement_sends (address_hash, created_at) WHERE address_hash IS NOT NULL;
+DROP INDEX engagement_sends_created;

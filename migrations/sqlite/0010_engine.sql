@@ -8,11 +8,22 @@ CREATE TABLE engagement_sequences (
     last INTEGER NOT NULL
 );
 
-ALTER TABLE engagement_events ADD COLUMN position INTEGER;
-UPDATE engagement_events SET position = n.rn
-  FROM (SELECT id, row_number() OVER (ORDER BY id) AS rn FROM engagement_events) AS n
-  WHERE engagement_events.id = n.id;
-CREATE UNIQUE INDEX engagement_events_position ON engagement_events (position);
+-- Events are read and pruned by position only, so it becomes the primary
+-- key (the rowid): one b-tree per event instead of two. SQLite cannot
+-- change a primary key in place, so the table is rebuilt.
+CREATE TABLE engagement_events_new (
+    position   INTEGER NOT NULL PRIMARY KEY,
+    id         TEXT    NOT NULL,
+    kind       TEXT    NOT NULL,
+    user_id    TEXT,
+    outbox_id  TEXT,
+    payload    TEXT    NOT NULL,
+    created_at INTEGER NOT NULL
+);
+INSERT INTO engagement_events_new (position, id, kind, user_id, outbox_id, payload, created_at)
+  SELECT row_number() OVER (ORDER BY id), id, kind, user_id, outbox_id, payload, created_at FROM engagement_events;
+DROP TABLE engagement_events;
+ALTER TABLE engagement_events_new RENAME TO engagement_events;
 
 ALTER TABLE engagement_inbox ADD COLUMN position INTEGER;
 UPDATE engagement_inbox SET position = n.rn + (SELECT COUNT(*) FROM engagement_events)
@@ -38,3 +49,4 @@ CREATE INDEX engagement_outbox_rule_scheduled ON engagement_outbox (rule_id) WHE
 
 DROP INDEX engagement_sends_address;
 CREATE INDEX engagement_sends_address ON engagement_sends (address_hash, created_at) WHERE address_hash IS NOT NULL;
+DROP INDEX engagement_sends_created;

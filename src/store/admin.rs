@@ -83,7 +83,7 @@ impl OutboxAdmin for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(id.to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("retry outbox row"))?
             .rows_affected();
@@ -99,12 +99,16 @@ impl OutboxAdmin for SqlStore {
     }
 
     async fn send_counts_since(&self, since: Millis) -> Result<Vec<(String, i64)>, StoreError> {
-        // Served by engagement_sends_created.
-        let sql = self.dialect().sql(
-            "SELECT status, COUNT(*) AS n FROM engagement_sends WHERE created_at >= ? GROUP BY status ORDER BY status",
-        );
-        let rows =
-            sqlx::query(&sql).bind(since.0).fetch_all(self.pool()).await.map_err(StoreError::db("send counts"))?;
+        // Send-log ids are UUIDv7 made from the same clock as `created_at`
+        // (see `sends`), so the primary key range is the time range.
+        let sql = self
+            .dialect()
+            .sql("SELECT status, COUNT(*) AS n FROM engagement_sends WHERE id >= ? GROUP BY status ORDER BY status");
+        let rows = sqlx::query(&sql)
+            .bind(super::first_id_at(since))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("send counts"))?;
         rows.iter()
             .map(|r| Ok((super::rows::text(r, "status")?, sqlx::Row::try_get::<i64, _>(r, "n")?)))
             .collect::<Result<_, sqlx::Error>>()

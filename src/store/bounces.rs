@@ -123,7 +123,7 @@ impl BounceStore for SqlStore {
                  address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
             );
             sqlx::query(&insert_send)
-                .bind(new_id())
+                .bind(super::new_id_at(now))
                 .bind(m.outbox_id.clone())
                 .bind(m.rule_id.clone())
                 .bind(m.trigger_id.clone())
@@ -177,7 +177,7 @@ impl BounceStore for SqlStore {
         // dialect reports it the same way, unlike "affected rows" for an
         // ignored duplicate (MySQL counts those).
         let sql = self.dialect().sql("INSERT INTO engagement_webhook_tokens (token, seen_at) VALUES (?, ?)");
-        match sqlx::query(&sql).bind(token.to_owned()).bind(now.0).execute(self.pool()).await {
+        match sqlx::query(&sql).bind(token.to_owned()).bind(now.0).execute(self.writer()).await {
             Ok(_) => Ok(true),
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(false),
             Err(e) => Err(StoreError::Database { op: "remember webhook token", source: e }),

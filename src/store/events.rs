@@ -43,16 +43,6 @@ pub(crate) struct NewEvent {
     pub data: serde_json::Value,
 }
 
-#[derive(Serialize)]
-struct EventJson<'a> {
-    id: String,
-    position: i64,
-    kind: &'a str,
-    user_id: Option<&'a str>,
-    outbox_id: Option<&'a str>,
-    payload: String,
-}
-
 /// Appends events at `first .. first + events.len()` (positions the caller
 /// reserved in this transaction) on the caller's connection.
 pub(crate) async fn insert(
@@ -82,17 +72,10 @@ pub(crate) async fn insert(
     ));
     for (n, chunk) in events.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<EventJson> = chunk
+        let rows: Vec<_> = chunk
             .iter()
             .zip(start..)
-            .map(|(e, position)| EventJson {
-                id: new_id(),
-                position,
-                kind: e.kind,
-                user_id: e.user_id.as_deref(),
-                outbox_id: e.outbox_id.as_deref(),
-                payload: e.data.to_string(),
-            })
+            .map(|(e, position)| (new_id(), position, e.kind, &e.user_id, &e.outbox_id, e.data.to_string()))
             .collect();
         sqlx::query(&sql)
             .bind(now.0)

@@ -15,18 +15,6 @@ use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError,
 use crate::clock::Millis;
 use crate::domain::UserId;
 
-#[derive(Serialize)]
-struct InboxJson<'a> {
-    id: String,
-    position: i64,
-    outbox_id: &'a str,
-    user_id: &'a str,
-    title: &'a str,
-    body: Option<&'a str>,
-    url: Option<&'a str>,
-    data: Option<String>,
-}
-
 /// Writes inbox messages at positions `first ..` (reserved by the caller in
 /// this transaction, see `positions`) on the caller's connection. A message
 /// whose outbox row already has one is skipped, so a redelivery shows one
@@ -68,18 +56,12 @@ pub(crate) async fn insert_rows(
     let mut written = Vec::new();
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<InboxJson> = chunk
+        let rows: Vec<_> = chunk
             .iter()
             .zip(start..)
-            .map(|(m, position)| InboxJson {
-                id: new_id(),
-                position,
-                outbox_id: &m.outbox_id,
-                user_id: &m.user_id,
-                title: &m.title,
-                body: m.body.as_deref(),
-                url: m.url.as_deref(),
-                data: m.data.as_ref().map(|d| d.to_string()),
+            .map(|(m, position)| {
+                let data = m.data.as_ref().map(|d| d.to_string());
+                (new_id(), position, &m.outbox_id, &m.user_id, &m.title, &m.body, &m.url, data)
             })
             .collect();
         let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
@@ -280,7 +262,7 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("inbox mark"))?;
         let sql =
@@ -306,7 +288,7 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(user.as_str().to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("inbox read all"))?
             .rows_affected();

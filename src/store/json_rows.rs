@@ -31,34 +31,41 @@ pub(crate) enum Col {
 
 impl Dialect {
     /// A FROM-clause item that reads the JSON array bound at its `?` as rows
-    /// with these columns, named `alias`. Missing fields and JSON `null`
-    /// read as SQL NULL.
+    /// with these columns, named `alias`. Each row is a JSON array holding
+    /// the columns in this order (arrays, not objects: without the keys the
+    /// parameter is smaller and both PostgreSQL and SQLite read it two to
+    /// four times faster). JSON `null` reads as SQL NULL.
     pub(crate) fn json_rows(self, cols: &[(&str, Col)], alias: &str) -> String {
         match self {
             Dialect::Postgres => {
                 let defs: Vec<String> = cols
                     .iter()
-                    .map(|(name, col)| format!("{name} {}", if *col == Col::Int { "bigint" } else { "text" }))
+                    .enumerate()
+                    .map(|(i, (name, col))| match col {
+                        Col::Int => format!("CAST(r->>{i} AS bigint) AS {name}"),
+                        _ => format!("r->>{i} AS {name}"),
+                    })
                     .collect();
-                format!("json_to_recordset(CAST(? AS json)) AS {alias}({})", defs.join(", "))
+                format!("(SELECT {} FROM json_array_elements(CAST(? AS json)) AS r) AS {alias}", defs.join(", "))
             }
             Dialect::MySql => {
                 let defs: Vec<String> = cols
                     .iter()
-                    .map(|(name, col)| {
+                    .enumerate()
+                    .map(|(i, (name, col))| {
                         let ty = match col {
                             Col::Key => "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
                             Col::Text => "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
                             Col::Int => "BIGINT",
                         };
-                        format!("{name} {ty} PATH '$.{name}'")
+                        format!("{name} {ty} PATH '$[{i}]'")
                     })
                     .collect();
                 format!("JSON_TABLE(?, '$[*]' COLUMNS ({})) AS {alias}", defs.join(", "))
             }
             Dialect::Sqlite => {
                 let defs: Vec<String> =
-                    cols.iter().map(|(name, _)| format!("value ->> '$.{name}' AS {name}")).collect();
+                    cols.iter().enumerate().map(|(i, (name, _))| format!("value ->> {i} AS {name}")).collect();
                 format!("(SELECT {} FROM json_each(?)) AS {alias}", defs.join(", "))
             }
         }
@@ -72,25 +79,22 @@ impl Dialect {
     /// read the keys first: its planner cannot tell how many a JSON array
     /// holds and may otherwise scan the table.)
     pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
-        let keys = self.json_rows(&[("k", Col::Key)], "keys");
+        let keys = self.json_rows(&[("k", Col::Key)], "wanted");
         let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
-        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = keys.k"))
+        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
     }
 }
 
 /// Distinct keys for [`Dialect::select_by_keys`].
 pub(crate) fn keys_json<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<String, StoreError> {
-    #[derive(Serialize)]
-    struct Key<'a> {
-        k: &'a str,
-    }
     let mut keys: Vec<&str> = keys.into_iter().collect();
     keys.sort_unstable();
     keys.dedup();
-    to_json(&keys.into_iter().map(|k| Key { k }).collect::<Vec<_>>())
+    to_json(&keys.into_iter().map(|k| (k,)).collect::<Vec<_>>())
 }
 
-/// Serialises rows for [`Dialect::json_rows`].
+/// Serialises rows for [`Dialect::json_rows`]: each row a tuple (a JSON
+/// array) with the columns in the order the statement names them.
 pub(crate) fn to_json<T: Serialize>(rows: &[T]) -> Result<String, StoreError> {
     serde_json::to_string(rows).map_err(|e| StoreError::Encode(e.to_string()))
 }
@@ -104,12 +108,14 @@ mod tests {
         let cols = [("id", Col::Key), ("n", Col::Int)];
         assert_eq!(
             Dialect::Postgres.json_rows(&cols, "i"),
-            "json_to_recordset(CAST(? AS json)) AS i(id text, n bigint)"
+            "(SELECT r->>0 AS id, CAST(r->>1 AS bigint) AS n FROM json_array_elements(CAST(? AS json)) AS r) AS i"
         );
         assert!(Dialect::MySql.json_rows(&cols, "i").starts_with("JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(255)"));
+        assert!(Dialect::MySql.json_rows(&cols, "i").contains("n BIGINT PATH '$[1]'"));
         assert_eq!(
             Dialect::Sqlite.json_rows(&cols, "i"),
-            "(SELECT value ->> '$.id' AS id, value ->> '$.n' AS n FROM json_each(?)) AS i"
+            "(SELECT value ->> 0 AS id, value ->> 1 AS n FROM json_each(?)) AS i"
         );
+        assert_eq!(to_json(&[("a", 1), ("b", 2)]).unwrap(), r#"[["a",1],["b",2]]"#);
     }
 }

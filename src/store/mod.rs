@@ -197,9 +197,39 @@ pub struct NewInboxMessage {
 }
 
 /// A fresh identifier: UUIDv7, so ids sort by creation time, are unique across
-/// instances without coordination, and do not reveal a count.
+/// instances without coordination, and do not reveal a count. The time in it
+/// is the database's (this machine's clock corrected by the skew the
+/// service's [`crate::clock::DbClock`] measured), so ids from an instance
+/// whose clock is wrong still sort, and age, with everyone else's.
 pub fn new_id() -> String {
-    uuid::Uuid::now_v7().to_string()
+    // A context keeps the ids this process makes in the same millisecond
+    // in order.
+    static CONTEXT: std::sync::Mutex<uuid::ContextV7> = std::sync::Mutex::new(uuid::ContextV7::new());
+    let (secs, nanos) = unix(crate::clock::id_time());
+    let context = CONTEXT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    uuid::Uuid::new_v7(uuid::Timestamp::from_unix(&*context, secs, nanos)).to_string()
+}
+
+/// [`new_id`] carrying the time `t`: for rows whose id range stands for
+/// their time range (the send log), the id is made from the same clock as
+/// the row's `created_at`, so the two agree exactly, under a test's clock
+/// too. (No ordering context: a context never goes back in time, and `t`
+/// may be any clock's.)
+pub fn new_id_at(t: Millis) -> String {
+    let (secs, nanos) = unix(t);
+    uuid::Uuid::new_v7(uuid::Timestamp::from_unix(uuid::NoContext, secs, nanos)).to_string()
+}
+
+fn unix(t: Millis) -> (u64, u32) {
+    let ms = t.0.max(0) as u64;
+    (ms / 1000, (ms % 1000) as u32 * 1_000_000)
+}
+
+/// The smallest id [`new_id`] can make at `t`: ids at or after it were made
+/// at `t` or later, so a time range of an id-keyed table is an id range.
+pub fn first_id_at(t: Millis) -> String {
+    let ms = t.0.max(0) as u64;
+    format!("{:08x}-{:04x}-7000-8000-000000000000", ms >> 16, ms & 0xffff)
 }
 
 /// The operations Herald needs from its database.
@@ -325,4 +355,18 @@ pub trait Store:
 
     /// A user's inbox, newest first.
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_falls_between_the_bounds_of_its_time() {
+        let before = first_id_at(crate::clock::id_time());
+        let id = new_id();
+        let after = first_id_at(Millis(crate::clock::id_time().0 + 2));
+        assert!(before <= id && id < after, "{before} <= {id} < {after}");
+        assert!(new_id() > id, "ids made later sort later");
+    }
 }

@@ -215,7 +215,7 @@ impl OperatorStore for SqlStore {
             .bind(op.email.clone())
             .bind(op.password_hash.clone())
             .bind(op.created_at.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await;
         match result {
             Ok(_) => Ok(true),
@@ -273,12 +273,12 @@ impl OperatorStore for SqlStore {
         let db = StoreError::db;
         sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE expires_at <= ?"))
             .bind(now.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(db("purge expired sessions"))?;
         sqlx::query(&d.sql("DELETE FROM engagement_login_attempts WHERE created_at < ?"))
             .bind(now.minus(LOGIN_ATTEMPT_RETENTION).0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(db("purge old login attempts"))?;
         let sql = d.sql(
@@ -291,7 +291,7 @@ impl OperatorStore for SqlStore {
             .bind(op.email.clone())
             .bind(now.0)
             .bind(expires_at.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(db("create session"))?;
         Ok(())
@@ -323,7 +323,7 @@ impl OperatorStore for SqlStore {
         let sql = self.dialect().sql("DELETE FROM engagement_operator_sessions WHERE token_hash = ?");
         let n = sqlx::query(&sql)
             .bind(token_hash.to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("delete session"))?
             .rows_affected();
@@ -340,7 +340,7 @@ impl OperatorStore for SqlStore {
             .bind(a.ip.clone())
             .bind(a.outcome.clone())
             .bind(a.created_at.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("record login attempt"))?;
         Ok(())

@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::events::NewEvent;
@@ -19,17 +18,11 @@ use super::{Dialect, NewInboxMessage, Record, RecordAction, SqlStore, Store, Sto
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
-/// What the fenced update writes for one row.
-#[derive(Serialize)]
-struct Change<'a> {
-    id: &'a str,
-    token: &'a str,
-    /// The new outbox status: terminal, or `scheduled` for a retry.
-    status: &'static str,
-    last_error: Option<&'a str>,
-    /// A retry's new due time; `None` keeps the row's.
-    due_at: Option<i64>,
-}
+/// What the fenced update writes for one row, in `CHANGE_COLUMNS` order:
+/// the row and its claim, the new status (terminal, or `scheduled` for a
+/// retry), the error to keep, and a retry's new due time (`None` keeps the
+/// row's).
+type Change<'a> = (&'a str, &'a str, &'static str, Option<&'a str>, Option<i64>);
 
 const CHANGE_COLUMNS: &[(&str, Col)] =
     &[("id", Col::Key), ("token", Col::Key), ("status", Col::Key), ("last_error", Col::Text), ("due_at", Col::Int)];
@@ -126,7 +119,7 @@ fn change(item: &Record) -> Change<'_> {
         }
         RecordAction::Reschedule { due_at, detail } => ("scheduled", Some(detail.as_str()), Some(due_at.0)),
     };
-    Change { id: &item.row.id, token: &item.token, status, last_error, due_at }
+    (&item.row.id, &item.token, status, last_error, due_at)
 }
 
 /// Applies the changes to the rows whose claim still holds (same token,

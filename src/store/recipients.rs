@@ -203,7 +203,7 @@ impl RecipientStore for SqlStore {
             .bind(k.prefix.clone())
             .bind(k.created_at.0)
             .bind(k.revoked_at.map(|t| t.0))
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("insert api key"))?;
         Ok(())
@@ -231,7 +231,7 @@ impl RecipientStore for SqlStore {
         let n = sqlx::query(&sql)
             .bind(now.0)
             .bind(id.to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("revoke api key"))?
             .rows_affected();

@@ -123,7 +123,7 @@ impl RuleStore for SqlStore {
             .bind(r.webhook_url.clone())
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("insert rule"))?;
         Ok(())
@@ -163,7 +163,7 @@ impl RuleStore for SqlStore {
             .bind(r.webhook_url.clone())
             .bind(r.updated_at.0)
             .bind(r.id.clone())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("update rule"))?
             .rows_affected();
@@ -174,7 +174,7 @@ impl RuleStore for SqlStore {
         let sql = self.dialect().sql("DELETE FROM engagement_rules WHERE id = ?");
         let n = sqlx::query(&sql)
             .bind(id.to_owned())
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("delete rule"))?
             .rows_affected();

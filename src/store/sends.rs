@@ -1,10 +1,9 @@
 //! Appending to `engagement_sends`, the send log, in sets.
 
-use serde::Serialize;
 use sqlx::AnyConnection;
 
 use super::json_rows::{Col, to_json};
-use super::{Dialect, StoreError, new_id};
+use super::{Dialect, StoreError, new_id_at};
 use crate::clock::Millis;
 
 /// Most rows one statement writes: keeps each JSON parameter to a few
@@ -12,7 +11,7 @@ use crate::clock::Millis;
 pub(crate) const CHUNK: usize = 1000;
 
 /// One send-log row to append.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub(crate) struct NewSend {
     pub outbox_id: String,
     pub rule_id: Option<String>,
@@ -24,13 +23,6 @@ pub(crate) struct NewSend {
     pub status: &'static str,
     pub detail: Option<String>,
     pub attempts: i64,
-}
-
-#[derive(Serialize)]
-struct Row<'a> {
-    id: String,
-    #[serde(flatten)]
-    send: &'a NewSend,
 }
 
 /// Appends the rows on the caller's connection (inside its transaction).
@@ -63,7 +55,26 @@ pub(crate) async fn insert(
          s.status, s.detail, s.attempts, ? FROM {from}"
     ));
     for chunk in sends.chunks(CHUNK) {
-        let rows: Vec<Row> = chunk.iter().map(|send| Row { id: new_id(), send }).collect();
+        let rows: Vec<_> = chunk
+            .iter()
+            .map(|s| {
+                // Made from `now`, like created_at: the id range is the time range.
+                let id = new_id_at(now);
+                (
+                    id,
+                    &s.outbox_id,
+                    &s.rule_id,
+                    &s.trigger_id,
+                    &s.user_id,
+                    &s.channel,
+                    &s.transport,
+                    &s.address_hash,
+                    s.status,
+                    &s.detail,
+                    s.attempts,
+                )
+            })
+            .collect();
         sqlx::query(&sql)
             .bind(now.0)
             .bind(to_json(&rows)?)

@@ -48,6 +48,7 @@ impl Default for ConnectOptions {
 #[derive(Clone)]
 pub struct SqlStore {
     pool: AnyPool,
+    writer: AnyPool,
     dialect: Dialect,
     url: String,
     enqueued: Arc<Notify>,
@@ -76,6 +77,13 @@ struct Queries {
 
 impl Queries {
     fn new(d: Dialect) -> Queries {
+        // The scheduled rows, in due order: the partial index. SQLite's
+        // planner, without statistics, prefers the (status, id) index and
+        // then sorts every scheduled row, on every claim; it is told.
+        let due_rows = match d {
+            Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due",
+            _ => "engagement_outbox",
+        };
         let claim = if d.has_update_returning() {
             // The subquery picks candidates; the outer `status='scheduled'`
             // is the compare-and-set. Two instances may pick the same ids:
@@ -85,7 +93,7 @@ impl Queries {
                 "UPDATE engagement_outbox \
                  SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1 \
                  WHERE status = 'scheduled' AND id IN (\
-                   SELECT id FROM engagement_outbox WHERE status = 'scheduled' AND due_at <= ? \
+                   SELECT id FROM {due_rows} WHERE status = 'scheduled' AND due_at <= ? \
                    ORDER BY due_at LIMIT ?) \
                  RETURNING {OUTBOX_COLUMNS}"
             )
@@ -122,12 +130,12 @@ impl Queries {
                 "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
                  last_error = ?, updated_at = ? WHERE status = 'sending' AND claimed_at < ?",
             ),
-            next_due: "SELECT MIN(due_at) FROM engagement_outbox WHERE status = 'scheduled'".to_owned(),
+            next_due: format!("SELECT MIN(due_at) FROM {due_rows} WHERE status = 'scheduled'"),
             counts: "SELECT status, COUNT(*) FROM engagement_outbox GROUP BY status".to_owned(),
-            oldest_due: d.sql(
-                "SELECT id, user_id, channel, due_at, attempts, last_error FROM engagement_outbox \
-                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1",
-            ),
+            oldest_due: d.sql(&format!(
+                "SELECT id, user_id, channel, due_at, attempts, last_error FROM {due_rows} \
+                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1"
+            )),
             get_outbox: d.sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE id = ?")),
             sends_for_user: d
                 .sql("SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
@@ -149,22 +157,34 @@ impl SqlStore {
         sqlx::any::install_default_drivers();
         let dialect = Dialect::from_url(url).ok_or_else(|| StoreError::UnsupportedUrl { url: url.to_owned() })?;
         let url = normalise_url(url, dialect);
-        let mut pool_opts =
-            AnyPoolOptions::new().max_connections(opts.max_connections).acquire_timeout(opts.acquire_timeout);
-        if dialect == Dialect::Sqlite {
-            pool_opts = pool_opts.after_connect(|conn, _meta| {
-                Box::pin(async move {
-                    // WAL lets readers run beside the one writer. busy_timeout
-                    // turns a momentary write lock into a wait, not an error.
-                    conn.execute("PRAGMA journal_mode = WAL").await?;
-                    conn.execute("PRAGMA busy_timeout = 10000").await?;
-                    Ok(())
-                })
-            });
-        }
-        let pool = pool_opts.connect(&url).await.map_err(StoreError::db("connect"))?;
+        let pool_opts = || AnyPoolOptions::new().acquire_timeout(opts.acquire_timeout);
+        let (pool, writer) = if dialect == Dialect::Sqlite {
+            // SQLite has one writer at a time, and a connection's page cache
+            // is thrown away whenever another connection has written since
+            // its last transaction. So every write goes through one
+            // connection, whose cache stays warm and which callers queue for
+            // in order, instead of several connections taking turns at the
+            // write lock through busy_timeout's sleeps; reads use the others.
+            let pool = sqlite_pool(pool_opts().max_connections(opts.max_connections), false)
+                .connect(&url)
+                .await
+                .map_err(StoreError::db("connect"))?;
+            let writer = sqlite_pool(pool_opts().max_connections(1), true)
+                .connect(&url)
+                .await
+                .map_err(StoreError::db("connect"))?;
+            (pool, writer)
+        } else {
+            let pool = pool_opts()
+                .max_connections(opts.max_connections)
+                .connect(&url)
+                .await
+                .map_err(StoreError::db("connect"))?;
+            (pool.clone(), pool)
+        };
         Ok(SqlStore {
             pool,
+            writer,
             dialect,
             url,
             enqueued: Arc::new(Notify::new()),
@@ -180,6 +200,12 @@ impl SqlStore {
         &self.pool
     }
 
+    /// Where writes go: the same pool as reads, except on SQLite (see
+    /// `connect`).
+    pub(crate) fn writer(&self) -> &AnyPool {
+        &self.writer
+    }
+
     /// The URL the pool was opened with (after normalisation).
     pub fn url(&self) -> &str {
         &self.url
@@ -187,6 +213,7 @@ impl SqlStore {
 
     pub async fn close(&self) {
         self.pool.close().await;
+        self.writer.close().await;
     }
 
     /// A transaction that will write. On SQLite it takes the write lock at
@@ -198,8 +225,8 @@ impl SqlStore {
     /// its turn within `busy_timeout` instead.
     pub(crate) async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
         match self.dialect {
-            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            _ => self.pool.begin().await,
+            Dialect::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await,
+            _ => self.writer.begin().await,
         }
     }
 
@@ -387,6 +414,24 @@ impl SqlStore {
     }
 }
 
+/// A SQLite pool's per-connection settings. WAL lets readers run beside the
+/// one writer; busy_timeout turns a momentary write lock (another process
+/// on the same file) into a wait, not an error; memory-mapped reads spare a
+/// copy of every page read. The writer also keeps a larger page cache.
+fn sqlite_pool(opts: AnyPoolOptions, writer: bool) -> AnyPoolOptions {
+    opts.after_connect(move |conn, _meta| {
+        Box::pin(async move {
+            conn.execute("PRAGMA journal_mode = WAL").await?;
+            conn.execute("PRAGMA busy_timeout = 10000").await?;
+            conn.execute("PRAGMA mmap_size = 268435456").await?;
+            if writer {
+                conn.execute("PRAGMA cache_size = -65536").await?;
+            }
+            Ok(())
+        })
+    })
+}
+
 /// Makes the URL say what Herald means by it: a SQLite path is created if
 /// missing (`mode=rwc`), and `mariadb://` is MySQL's wire protocol.
 fn normalise_url(url: &str, dialect: Dialect) -> String {
@@ -439,7 +484,7 @@ impl Store for SqlStore {
     async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError> {
         // All or nothing: `enqueue --count 1000` either schedules all of them
         // or reports the error with none scheduled.
-        let mut tx = self.pool.begin().await.map_err(StoreError::db("enqueue: begin"))?;
+        let mut tx = self.begin_write().await.map_err(StoreError::db("enqueue: begin"))?;
         let out = self.enqueue_on(&mut tx, rows, now).await?;
         tx.commit().await.map_err(StoreError::db("enqueue: commit"))?;
         if out.iter().any(|e| e.created) {
@@ -456,10 +501,10 @@ impl Store for SqlStore {
             .bind(now.0)
             .bind(i64::from(limit));
         if self.dialect.has_update_returning() {
-            let rows = claim.fetch_all(&self.pool).await.map_err(StoreError::db("claim due rows"))?;
+            let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
             return outbox_rows(&rows);
         }
-        let won = claim.execute(&self.pool).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
+        let won = claim.execute(&self.writer).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
         if won == 0 {
             return Ok(Vec::new());
         }
@@ -484,20 +529,14 @@ impl Store for SqlStore {
         if claims.is_empty() {
             return Ok(0);
         }
-        #[derive(serde::Serialize)]
-        struct Claim<'a> {
-            id: &'a str,
-            token: &'a str,
-        }
-        let claims: Vec<Claim> = claims.iter().map(|(id, token)| Claim { id, token }).collect();
-        let json = to_json(&claims)?;
+        let json = to_json(claims)?;
         let refund = i64::from(refund_attempt);
         let query = sqlx::query(&self.q.release);
         let query = match self.dialect {
             Dialect::MySql => query.bind(json).bind(refund).bind(now.0),
             _ => query.bind(refund).bind(now.0).bind(json),
         };
-        let n = query.execute(&self.pool).await.map_err(StoreError::db("release claims"))?.rows_affected();
+        let n = query.execute(&self.writer).await.map_err(StoreError::db("release claims"))?.rows_affected();
         Ok(n)
     }
 
@@ -508,7 +547,7 @@ impl Store for SqlStore {
             .bind(detail)
             .bind(now.0)
             .bind(cutoff.0)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await
             .map_err(StoreError::db("reclaim stale claims"))?
             .rows_affected();
@@ -609,11 +648,7 @@ impl Store for SqlStore {
         let written: std::collections::HashSet<String> = if d == Dialect::MySql {
             // No RETURNING: lock and read which outbox rows have a message,
             // then write the others.
-            #[derive(serde::Serialize)]
-            struct Key<'a> {
-                outbox_id: &'a str,
-            }
-            let keys: Vec<Key> = msgs.iter().map(|m| Key { outbox_id: &m.outbox_id }).collect();
+            let keys: Vec<_> = msgs.iter().map(|m| (&m.outbox_id,)).collect();
             let from = d.json_rows(&[("outbox_id", Col::Key)], "k");
             let existing = sqlx::query(&format!(
                 "SELECT i.outbox_id FROM {from} STRAIGHT_JOIN engagement_inbox i ON i.outbox_id = k.outbox_id FOR UPDATE"

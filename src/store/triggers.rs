@@ -144,7 +144,7 @@ impl TriggerStore for SqlStore {
             .bind(t.request_hash.clone())
             .bind(t.occurred_at.0)
             .bind(now.0)
-            .execute(self.pool())
+            .execute(self.writer())
             .await
             .map_err(StoreError::db("insert trigger"))?;
         let Some(key) = &t.idempotency_key else { return Ok(TriggerInsert::Created) };
