@@ -189,7 +189,10 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { worker.run(token).await });
     }
 
-    let planner = Planner::new(dyn_store.clone(), clock.clone(), config.planner.poll, config.planner.batch);
+    let rules = Arc::new(crate::planner::RuleBook::new(dyn_store.clone()));
+    let planner =
+        Planner::with_rules(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll, config.planner.batch);
+    let intake = crate::intake::Intake::new(dyn_store.clone(), clock.clone(), rules);
     if config.planner.enabled {
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });
@@ -209,6 +212,8 @@ pub async fn serve_with_clock(
         metrics,
         clock,
         planner,
+        intake,
+        api_keys: Default::default(),
         keys,
         providers: http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),

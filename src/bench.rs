@@ -219,7 +219,7 @@ const STALL: Duration = Duration::from_secs(60);
 
 /// PostgreSQL's count of committed transactions in this database (`None`
 /// on other databases).
-async fn pg_commits(store: &SqlStore) -> anyhow::Result<Option<i64>> {
+pub(crate) async fn pg_commits(store: &SqlStore) -> anyhow::Result<Option<i64>> {
     if store.dialect() != crate::store::Dialect::Postgres {
         return Ok(None);
     }

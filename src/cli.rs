@@ -213,6 +213,17 @@ pub struct BenchArgs {
     /// process (inbox channel only)
     #[arg(long, value_name = "N", conflicts_with_all = ["smtp_url", "no_pool"])]
     pub instances: Option<usize>,
+    /// Measure the whole path instead of the drain: the service in this
+    /// process, POST /v1/triggers from --connections clients for --duration
+    /// seconds, an inbox rule with a condition and a German variant
+    #[arg(long, conflicts_with_all = ["smtp_url", "no_pool", "instances"])]
+    pub pipeline: bool,
+    /// With --pipeline: seconds of load
+    #[arg(long, value_name = "SECS", default_value_t = 15, requires = "pipeline")]
+    pub duration: u64,
+    /// With --pipeline: concurrent HTTP connections sending triggers
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "pipeline")]
+    pub connections: usize,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -507,6 +518,9 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(instances) = args.instances {
         return bench_instances(args, instances).await;
     }
+    if args.pipeline {
+        return bench_pipeline(args).await;
+    }
     let opts = crate::bench::BenchOptions {
         rows: args.rows,
         database_url: args.database_url.clone(),
@@ -535,6 +549,47 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         if let (Some(c), Some(per_row)) = (report.pg_commits, report.pg_commits_per_row) {
             println!("  commits: {c} PostgreSQL transactions during the drain, {per_row:.3} per row");
         }
+    }
+    Ok(())
+}
+
+async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
+    let opts = crate::bench_pipeline::PipelineOptions {
+        duration: std::time::Duration::from_secs(args.duration),
+        connections: args.connections,
+        database_url: args.database_url.clone(),
+        ..Default::default()
+    };
+    let r = crate::bench_pipeline::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "herald bench --pipeline: {} ({} cores), {} connections, {:.1}s of load",
+        r.database, r.cores, r.connections, r.duration_seconds
+    );
+    println!(
+        "  accepted:  {:>8.0} triggers/s ({} triggers, {} errors), API p50 {:.1} ms, p99 {:.1} ms",
+        r.triggers_per_sec, r.triggers_accepted, r.errors, r.api_latency_ms.p50, r.api_latency_ms.p99
+    );
+    println!(
+        "  delivered: {:>8.0} messages/s while the load ran; backlog at the end {}, drained {:.1}s later",
+        r.delivered_per_sec, r.backlog_at_end, r.drain_after_load_seconds
+    );
+    println!(
+        "  trigger to delivery: p50 {:.0} ms, p99 {:.0} ms; one trigger into an idle service: p50 {:.0} ms, max {:.0} ms",
+        r.trigger_to_delivery_ms.p50,
+        r.trigger_to_delivery_ms.p99,
+        r.idle_trigger_to_delivery_ms.p50,
+        r.idle_trigger_to_delivery_ms.max
+    );
+    println!(
+        "  memory: RSS {:.0} MiB before the load, {:.0} MiB after, peak {:.0} MiB",
+        r.rss_start_mib, r.rss_end_mib, r.peak_rss_mib
+    );
+    if let Some(c) = r.pg_commits_per_message {
+        println!("  commits: {c:.3} PostgreSQL transactions per message");
     }
     Ok(())
 }

@@ -112,7 +112,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
         let row = store.get_trigger(&trigger.id).await?.expect("just inserted");
         let planned = planner.plan(&row).await?;
         let detail = store.get_trigger(&trigger.id).await?.and_then(|t| t.plan_detail).unwrap_or_default();
-        writeln!(out, "   {kind} {payload} → {} message(s): {detail}", planned.as_ref().map_or(0, |(e, _)| e.len()))?;
+        writeln!(out, "   {kind} {payload} → {} message(s): {detail}", planned.as_ref().map_or(0, |p| p.rows.len()))?;
     }
 
     // 4. The worker delivers what is due.

@@ -19,7 +19,8 @@
 //!   undefined) and rule conditions.
 //! - [`rule`], [`recipient`]: what the API accepts for rules and users,
 //!   validated once.
-//! - [`planner`]: triggers → outbox rows, one per enabled matching rule.
+//! - [`planner`]: triggers → outbox rows, one per enabled matching rule;
+//!   [`intake`]: API triggers recorded and planned in shared transactions.
 //! - [`compose`]: at delivery time, checks a planned row may still go out
 //!   (rule enabled, user not opted out) and renders it.
 //! - [`worker`]: claims due rows, delivers them through channels, records
@@ -41,7 +42,8 @@
 //!   fault tests, `herald bench --instances`).
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
 //! - [`bench`]: `herald bench`, the drain benchmark (one worker in
-//!   process; [`bench_instances`]: N `herald serve` processes); [`bench_stream`]:
+//!   process; [`bench_instances`]: N `herald serve` processes;
+//!   [`bench_pipeline`]: the API, planner and worker under load); [`bench_stream`]:
 //!   `herald bench-stream`, the inbox stream under many connections;
 //!   [`demo`]: `herald demo`.
 //! - [`cli`]: the command line; `main.rs` only calls it.
@@ -53,6 +55,7 @@ pub mod app;
 pub mod batch;
 pub mod bench;
 pub mod bench_instances;
+pub mod bench_pipeline;
 pub mod bench_stream;
 pub mod bounce;
 pub mod channel;
@@ -67,6 +70,7 @@ pub mod domain;
 pub mod fuzzing;
 pub mod http;
 pub mod ingest;
+pub mod intake;
 pub mod metrics;
 pub mod planner;
 pub mod providers;

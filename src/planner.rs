@@ -1,22 +1,33 @@
 //! The planner: turns triggers into outbox rows, one per enabled matching rule.
 //!
-//! Triggers arrive through the API (planned at once, in the request) or as
-//! rows a host application inserted in its own transaction (picked up by
-//! [`Planner::run`]'s sweep). Planning is idempotent twice over: a
-//! compare-and-set on `planned_at` decides which instance plans a trigger,
-//! and each row's dedupe key `trigger:rule:channel` means that even a replay
-//! never doubles a message.
+//! Triggers arrive through the API (planned as they are recorded, see
+//! [`crate::intake`]) or as rows a host application inserted in its own
+//! transaction (picked up by [`Planner::run`]'s sweep, a batch at a time).
+//! Planning is idempotent twice over: a compare-and-set on `planned_at`
+//! decides which instance plans a host's trigger, and each row's dedupe key
+//! `trigger:rule:channel` means that even a replay never doubles a message.
+//!
+//! The enabled rules are read from a [`RuleBook`], a copy refreshed at most
+//! [`RULES_STALENESS`] old, with each condition compiled once, instead of
+//! reading and compiling them for every trigger.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::domain::{ChannelName, UserId};
-use crate::store::{Enqueued, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerRow, new_id};
-use crate::template::Condition;
+use crate::store::{NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id};
+use crate::template::{Condition, TemplateError};
+
+/// How old the planner's copy of the enabled rules may be. A rule enabled,
+/// edited or disabled through this instance takes effect here at once; on
+/// the other instances within this time. (A row planned by a rule disabled
+/// meanwhile is cancelled at delivery, which checks the rule again.)
+pub const RULES_STALENESS: Duration = Duration::from_secs(1);
 
 /// What one rule made of one trigger.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -65,21 +76,46 @@ pub fn user_context(user_id: &str, recipient: Option<&RecipientRow>) -> serde_js
     }
 }
 
+/// An enabled rule as the planner holds it: the row and its condition,
+/// compiled once.
+pub struct PlanRule {
+    pub row: RuleRow,
+    condition: Option<Result<Condition, TemplateError>>,
+}
+
+impl PlanRule {
+    pub fn new(row: RuleRow) -> PlanRule {
+        let condition = row.condition.as_deref().map(Condition::compile);
+        PlanRule { row, condition }
+    }
+}
+
 /// Evaluates `rules` (already filtered to enabled rules of the trigger's
-/// type) against one trigger.
+/// type) against one trigger. For previews, which hold plain rows.
 pub fn evaluate(trigger: &TriggerRow, rules: &[RuleRow], recipient: Option<&RecipientRow>) -> Plan {
-    let ctx = context(trigger, recipient);
+    let rules: Vec<PlanRule> = rules.iter().cloned().map(PlanRule::new).collect();
+    evaluate_rules(trigger, rules.iter(), recipient)
+}
+
+/// [`evaluate`] with compiled rules.
+pub fn evaluate_rules<'a>(
+    trigger: &TriggerRow,
+    rules: impl IntoIterator<Item = &'a PlanRule>,
+    recipient: Option<&RecipientRow>,
+) -> Plan {
+    let mut ctx = None;
     let mut rows = Vec::new();
     let mut decisions = Vec::new();
-    for rule in rules {
+    for PlanRule { row: rule, condition } in rules {
         let decide = |planned, reason: String| RuleDecision {
             rule_id: rule.id.clone(),
             rule_name: rule.name.clone(),
             planned,
             reason,
         };
-        if let Some(source) = &rule.condition {
-            match Condition::compile(source).and_then(|c| c.eval(&ctx)) {
+        if let (Some(condition), Some(source)) = (condition, &rule.condition) {
+            let ctx = ctx.get_or_insert_with(|| context(trigger, recipient));
+            match condition.as_ref().map_err(Clone::clone).and_then(|c| c.eval(ctx)) {
                 Ok(true) => {}
                 Ok(false) => {
                     decisions.push(decide(false, format!("condition `{source}` is false")));
@@ -116,50 +152,156 @@ pub fn evaluate(trigger: &TriggerRow, rules: &[RuleRow], recipient: Option<&Reci
     Plan { rows, decisions }
 }
 
+/// The enabled rules, by trigger type, as of at most [`RULES_STALENESS`]
+/// ago. Shared by the API's intake and the planner's sweep.
+pub struct RuleBook {
+    store: Arc<dyn Store>,
+    copy: Mutex<Option<(Instant, Arc<Book>)>>,
+}
+
+/// One copy of the enabled rules.
+#[derive(Default)]
+pub struct Book {
+    by_type: HashMap<String, Vec<PlanRule>>,
+}
+
+impl Book {
+    pub fn rules_for(&self, trigger_type: &str) -> &[PlanRule] {
+        self.by_type.get(trigger_type).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether a trigger of this type needs its recipient read: only a
+    /// condition can look at the user.
+    pub fn needs_recipient(&self, trigger_type: &str) -> bool {
+        self.rules_for(trigger_type).iter().any(|r| r.condition.is_some())
+    }
+
+    /// Plans each trigger; `recipients` holds the users whose triggers have
+    /// a rule with a condition.
+    pub fn plan(&self, trigger: &TriggerRow, recipients: &HashMap<String, RecipientRow>) -> Plan {
+        evaluate_rules(trigger, self.rules_for(&trigger.trigger_type), recipients.get(&trigger.user_id))
+    }
+}
+
+impl RuleBook {
+    pub fn new(store: Arc<dyn Store>) -> RuleBook {
+        RuleBook { store, copy: Mutex::new(None) }
+    }
+
+    /// The current copy, read again if it is older than [`RULES_STALENESS`].
+    pub async fn current(&self) -> Result<Arc<Book>, StoreError> {
+        if let Some((read_at, book)) = &*self.copy.lock().unwrap_or_else(PoisonError::into_inner)
+            && read_at.elapsed() < RULES_STALENESS
+        {
+            return Ok(book.clone());
+        }
+        let read_at = Instant::now();
+        let mut book = Book::default();
+        for rule in self.store.enabled_rules().await? {
+            book.by_type.entry(rule.trigger_type.clone()).or_default().push(PlanRule::new(rule));
+        }
+        let book = Arc::new(book);
+        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = Some((read_at, book.clone()));
+        Ok(book)
+    }
+
+    /// Drops the copy: a rule changed through this instance.
+    pub fn invalidate(&self) {
+        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// The recipients the triggers' conditions need, in one query.
+    pub async fn recipients_for(
+        &self,
+        book: &Book,
+        triggers: &[&TriggerRow],
+    ) -> Result<HashMap<String, RecipientRow>, StoreError> {
+        let users: Vec<&str> =
+            triggers.iter().filter(|t| book.needs_recipient(&t.trigger_type)).map(|t| t.user_id.as_str()).collect();
+        Ok(self.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect())
+    }
+}
+
 #[derive(Clone)]
 pub struct Planner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
+    rules: Arc<RuleBook>,
     poll: Duration,
     batch: u32,
 }
 
 impl Planner {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, poll: Duration, batch: u32) -> Planner {
-        Planner { store, clock, poll, batch }
+        let rules = Arc::new(RuleBook::new(store.clone()));
+        Planner::with_rules(store, clock, rules, poll, batch)
+    }
+
+    /// A planner sharing a [`RuleBook`] (with the API's intake).
+    pub fn with_rules(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        rules: Arc<RuleBook>,
+        poll: Duration,
+        batch: u32,
+    ) -> Planner {
+        Planner { store, clock, rules, poll, batch }
+    }
+
+    pub fn rules(&self) -> &Arc<RuleBook> {
+        &self.rules
+    }
+
+    /// Plans these triggers (inserted unplanned), all in one transaction;
+    /// answers, per trigger, its plan if this planner planned it (`None` when
+    /// another planner had already).
+    pub async fn plan_all(&self, triggers: &[TriggerRow]) -> Result<Vec<Option<Plan>>, StoreError> {
+        let book = self.rules.current().await?;
+        let refs: Vec<&TriggerRow> = triggers.iter().collect();
+        let recipients = self.rules.recipients_for(&book, &refs).await?;
+        let plans: Vec<Plan> = triggers.iter().map(|t| book.plan(t, &recipients)).collect();
+        let writes: Vec<TriggerPlan> = triggers
+            .iter()
+            .zip(&plans)
+            .map(|(t, p)| TriggerPlan {
+                trigger_id: t.id.clone(),
+                rows: p.rows.clone(),
+                detail: p.detail(&t.trigger_type),
+            })
+            .collect();
+        let won = self.store.plan_triggers(&writes, self.clock.now()).await?;
+        Ok(plans.into_iter().zip(won).map(|(p, won)| won.then_some(p)).collect())
     }
 
     /// Plans one trigger. `None` when another planner had already planned it.
-    pub async fn plan(&self, trigger: &TriggerRow) -> Result<Option<(Vec<Enqueued>, Plan)>, StoreError> {
-        let rules = self.store.enabled_rules_for_type(&trigger.trigger_type).await?;
-        // The recipient only matters to conditions; skip the read otherwise.
-        let recipient = if rules.iter().any(|r| r.condition.is_some()) {
-            match UserId::parse("user_id", &trigger.user_id) {
-                Ok(u) => self.store.get_recipient(&u).await?,
-                Err(_) => None,
-            }
-        } else {
-            None
-        };
-        let plan = evaluate(trigger, &rules, recipient.as_ref());
-        let detail = plan.detail(&trigger.trigger_type);
-        let planned = self.store.plan_trigger(&trigger.id, &plan.rows, &detail, self.clock.now()).await?;
-        Ok(planned.map(|enqueued| (enqueued, plan)))
+    pub async fn plan(&self, trigger: &TriggerRow) -> Result<Option<Plan>, StoreError> {
+        Ok(self.plan_all(std::slice::from_ref(trigger)).await?.pop().flatten())
     }
 
     /// Plans up to a batch of unplanned triggers; returns how many it planned.
     pub async fn tick(&self) -> Result<usize, StoreError> {
         let pending = self.store.unplanned_triggers(self.batch).await?;
-        let mut planned = 0;
-        for trigger in &pending {
-            // One bad trigger must not stop the sweep.
-            match self.plan(trigger).await {
-                Ok(Some(_)) => planned += 1,
-                Ok(None) => {}
-                Err(e) => tracing::error!(trigger = %trigger.id, error = %e, "could not plan trigger"),
-            }
+        if pending.is_empty() {
+            return Ok(0);
         }
-        Ok(planned)
+        match self.plan_all(&pending).await {
+            Ok(plans) => Ok(plans.iter().filter(|p| p.is_some()).count()),
+            // One trigger the database refuses must not hold back the rest:
+            // plan them one at a time, and say which one failed.
+            Err(e) if pending.len() > 1 && !e.is_contention() => {
+                tracing::warn!(error = %e, "planning a batch of triggers failed; planning them one by one");
+                let mut planned = 0;
+                for trigger in &pending {
+                    match self.plan(trigger).await {
+                        Ok(Some(_)) => planned += 1,
+                        Ok(None) => {}
+                        Err(e) => tracing::error!(trigger = %trigger.id, error = %e, "could not plan trigger"),
+                    }
+                }
+                Ok(planned)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Sweeps for triggers a host application inserted itself.
@@ -168,6 +310,10 @@ impl Planner {
             let pause = match self.tick().await {
                 Ok(n) if n as u32 >= self.batch => Duration::ZERO,
                 Ok(_) => self.poll,
+                Err(e) if e.is_contention() => {
+                    tracing::debug!(error = %e, "planner sweep lost a race with another instance; trying again");
+                    Duration::from_millis(50)
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "planner sweep failed");
                     self.poll.max(Duration::from_secs(1))

@@ -5,6 +5,10 @@
 //! argon2 buys nothing here: the keys are 256 random bits, not guessable
 //! words, and a slow hash on every request would cost every request.)
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
@@ -49,6 +53,40 @@ pub struct Caller {
     pub key_name: String,
 }
 
+/// How long a key's lookup is reused. A key revoked (on any instance, or
+/// with `herald keys revoke`) stops working everywhere within this time.
+pub const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
+
+/// Keys seen recently, by hash, so a busy client costs one lookup every
+/// [`KEY_CACHE_TTL`] instead of one per request. Unknown keys are not
+/// remembered: a key created a moment ago works at once.
+#[derive(Clone, Default)]
+pub struct KeyCache {
+    seen: Arc<Mutex<HashMap<String, (Instant, ApiKeyRow)>>>,
+}
+
+/// Most keys remembered; past that the cache starts afresh.
+const KEY_CACHE_CAPACITY: usize = 10_000;
+
+impl KeyCache {
+    async fn lookup(&self, state: &AppState, hash: &str) -> Result<Option<ApiKeyRow>, ApiError> {
+        if let Some((at, row)) = self.seen.lock().unwrap_or_else(PoisonError::into_inner).get(hash)
+            && at.elapsed() < KEY_CACHE_TTL
+        {
+            return Ok(Some(row.clone()));
+        }
+        let found = state.store.api_key_by_hash(hash).await?;
+        if let Some(row) = &found {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            if seen.len() >= KEY_CACHE_CAPACITY {
+                seen.clear();
+            }
+            seen.insert(hash.to_owned(), (Instant::now(), row.clone()));
+        }
+        Ok(found)
+    }
+}
+
 pub async fn require_api_key(
     State(state): State<AppState>,
     mut req: Request,
@@ -60,7 +98,7 @@ pub async fn require_api_key(
             detail: "missing API key: send the header `Authorization: Bearer <key>` (create a key with `herald keys create --name NAME`)".into(),
         });
     };
-    let found = state.store.api_key_by_hash(&hash_key(key)).await?;
+    let found = state.api_keys.lookup(&state, &hash_key(key)).await?;
     match found {
         Some(k) if k.revoked_at.is_none() => {
             req.extensions_mut().insert(Caller { key_id: k.id, key_name: k.name });

@@ -41,6 +41,10 @@ pub struct AppState {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
+    /// Records and plans `POST /v1/triggers` in shared transactions.
+    pub intake: crate::intake::Intake,
+    /// API keys looked up recently.
+    pub api_keys: auth::KeyCache,
     /// Address hashes and unsubscribe tokens.
     pub keys: crate::address::AddressKeys,
     /// When soft bounces suppress an address.

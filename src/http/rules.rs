@@ -56,6 +56,7 @@ pub async fn create(
 pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, ApiError> {
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
     state.store.insert_rule(&row).await?;
+    state.planner.rules().invalidate();
     tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
     Ok(row)
 }
@@ -114,6 +115,7 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
     if !state.store.update_rule(&next).await? {
         return Err(ApiError::NotFound(format!("no rule with id {id:?}")));
     }
+    state.planner.rules().invalidate();
     let cancelled = if current.enabled && !next.enabled {
         state.store.cancel_scheduled(CancelScope::Rule(id), "rule disabled", now).await?
     } else {
@@ -143,6 +145,7 @@ pub async fn delete(
     let now = state.clock.now();
     let cancelled = state.store.cancel_scheduled(CancelScope::Rule(&id), "rule deleted", now).await?;
     state.store.delete_rule(&id).await?;
+    state.planner.rules().invalidate();
     tracing::info!(rule = %id, cancelled, "rule deleted");
     Ok(ApiJson(RuleDeleted { id, cancelled }))
 }

@@ -10,8 +10,9 @@ use super::AppState;
 use super::problem::{ApiError, ApiJson};
 use crate::clock::Millis;
 use crate::domain::UserId;
+use crate::intake::Accepted;
 use crate::rule::FieldError;
-use crate::store::{NewTrigger, OutboxRow, TriggerInsert, TriggerRow, new_id};
+use crate::store::{NewTrigger, OutboxRow, StoreError, TriggerRow, new_id};
 
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +50,17 @@ pub struct TriggerAccepted {
     pub planned: Vec<PlannedMessage>,
     /// Why it planned what it did, in words.
     pub detail: Option<String>,
+}
+
+fn planned_now(rows: &[crate::store::NewOutboxRow]) -> Vec<PlannedMessage> {
+    rows.iter()
+        .map(|r| PlannedMessage {
+            id: r.id.clone(),
+            rule_id: r.rule_id.clone(),
+            channel: r.channel.as_str().to_owned(),
+            due_at: r.due_at.to_rfc3339(),
+        })
+        .collect()
 }
 
 pub(super) fn planned(rows: &[OutboxRow]) -> Vec<PlannedMessage> {
@@ -143,23 +155,24 @@ pub async fn create(
 ) -> Result<(StatusCode, ApiJson<TriggerAccepted>), ApiError> {
     let now = state.clock.now();
     let trigger = validate(&input, now)?;
-    let (row, replayed) = match state.store.insert_trigger(&trigger, now).await? {
-        TriggerInsert::Created => {
-            let row = trigger.unplanned_row(now);
-            (row, false)
+    let (id, request_hash, trigger_type) =
+        (trigger.id.clone(), trigger.request_hash.clone(), trigger.trigger_type.clone());
+    let first = match state.intake.accept(trigger).await.map_err(StoreError::Shared)? {
+        Accepted::Created(plan) => {
+            let detail = Some(plan.detail(&trigger_type));
+            let body = TriggerAccepted { trigger_id: id, replayed: false, planned: planned_now(&plan.rows), detail };
+            return Ok((StatusCode::ACCEPTED, ApiJson(body)));
         }
-        TriggerInsert::Existing(first) => {
-            if first.request_hash != trigger.request_hash {
-                return Err(ApiError::Conflict(format!(
-                    "idempotency_key {:?} was already used for a different request (trigger {}); use a new key for a new event",
-                    first.idempotency_key.as_deref().unwrap_or_default(),
-                    first.id
-                )));
-            }
-            (*first, true)
-        }
+        Accepted::Existing(first) => first,
     };
-    let body = plan_and_describe(&state, &row, replayed).await?;
+    if first.request_hash != request_hash {
+        return Err(ApiError::Conflict(format!(
+            "idempotency_key {:?} was already used for a different request (trigger {}); use a new key for a new event",
+            first.idempotency_key.as_deref().unwrap_or_default(),
+            first.id
+        )));
+    }
+    let body = plan_and_describe(&state, &first, true).await?;
     Ok((StatusCode::ACCEPTED, ApiJson(body)))
 }
 
@@ -171,7 +184,7 @@ async fn plan_and_describe(state: &AppState, row: &TriggerRow, replayed: bool) -
         // A replay of a planned trigger carries its answer already.
         (Some(_), detail) => detail.clone(),
         (None, _) => match state.planner.plan(row).await? {
-            Some((_, plan)) => Some(plan.detail(&row.trigger_type)),
+            Some(plan) => Some(plan.detail(&row.trigger_type)),
             // Another planner got there first: read what it wrote.
             None => state.store.get_trigger(&row.id).await?.and_then(|t| t.plan_detail),
         },

@@ -30,6 +30,7 @@ mod json_rows;
 pub mod listen;
 mod migrate;
 mod operators;
+mod outbox;
 mod outcomes;
 mod positions;
 mod recipients;
@@ -63,7 +64,7 @@ pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, Stat
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
-pub use triggers::{NewTrigger, TriggerInsert, TriggerRow, TriggerStore};
+pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
 #[derive(Debug, thiserror::Error)]

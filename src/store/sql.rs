@@ -27,10 +27,6 @@ pub const INBOX_CHANNEL: &str = "herald_inbox";
 /// The PostgreSQL channel that says "events were appended".
 pub const EVENTS_CHANNEL: &str = "herald_events";
 
-/// How rows per multi-row INSERT: well under every dialect's parameter limit
-/// (SQLite's 32766 is the lowest) at 10 parameters a row.
-const INSERT_CHUNK: usize = 500;
-
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
     pub max_connections: u32,
@@ -262,6 +258,19 @@ impl SqlStore {
         Ok(())
     }
 
+    /// Tells other PostgreSQL instances' workers, from inside the writing
+    /// transaction (sent at commit, no transaction of its own), that rows
+    /// were enqueued.
+    pub(crate) async fn notify_enqueued_in(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
+        if self.dialect == Dialect::Postgres {
+            sqlx::query(&format!("SELECT pg_notify('{NOTIFY_CHANNEL}', '')"))
+                .execute(&mut *conn)
+                .await
+                .map_err(StoreError::db("notify other instances"))?;
+        }
+        Ok(())
+    }
+
     /// After a commit that appended events and inbox messages: wakes the
     /// followers and streams of this process.
     pub(crate) fn announce_committed(&self, inbox_users: &[String]) {
@@ -279,18 +288,14 @@ impl SqlStore {
     }
 
     /// Inserts rows on a connection the caller holds (inside its
-    /// transaction), in chunks, skipping existing dedupe keys.
+    /// transaction), skipping existing dedupe keys.
     pub(crate) async fn enqueue_on(
         &self,
         conn: &mut sqlx::AnyConnection,
         rows: &[NewOutboxRow],
         now: Millis,
     ) -> Result<Vec<Enqueued>, StoreError> {
-        let mut out = Vec::with_capacity(rows.len());
-        for chunk in rows.chunks(INSERT_CHUNK) {
-            out.extend(self.enqueue_chunk(&mut *conn, chunk, now).await?);
-        }
-        Ok(out)
+        super::outbox::insert(conn, self.dialect, rows, false, now).await
     }
 
     pub fn inbox_changed_sender(&self) -> &broadcast::Sender<String> {
@@ -338,79 +343,6 @@ impl SqlStore {
                 tracing::warn!(error = %e, "could not notify other instances of new rows");
             }
         }
-    }
-
-    async fn enqueue_chunk(
-        &self,
-        conn: &mut sqlx::AnyConnection,
-        rows: &[NewOutboxRow],
-        now: Millis,
-    ) -> Result<Vec<Enqueued>, StoreError> {
-        let d = self.dialect;
-        let mut sql = String::from(
-            "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-             due_at, expires_at, attempts, created_at, updated_at) VALUES ",
-        );
-        for i in 0..rows.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str("(?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, 0, ?, ?)");
-        }
-        sql.push_str(&d.on_conflict_do_nothing("dedupe_key"));
-        let sql = d.sql(&sql);
-        let mut query = sqlx::query(&sql);
-        for r in rows {
-            query = query
-                .bind(r.id.clone())
-                .bind(r.dedupe_key.clone())
-                .bind(r.rule_id.clone())
-                .bind(r.trigger_id.clone())
-                .bind(r.user_id.as_str().to_owned())
-                .bind(r.channel.as_str().to_owned())
-                .bind(r.payload.to_string())
-                .bind(r.due_at.0)
-                .bind(r.expires_at.map(|t| t.0))
-                .bind(now.0)
-                .bind(now.0);
-        }
-        let inserted = query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?.rows_affected();
-        // MySQL counts a duplicate that hit the no-op update as "affected"
-        // (sqlx connects with CLIENT_FOUND_ROWS), so there the count proves
-        // nothing and the lookup below always runs.
-        if self.dialect != Dialect::MySql && inserted as usize == rows.len() {
-            return Ok(rows
-                .iter()
-                .map(|r| Enqueued { id: r.id.clone(), dedupe_key: r.dedupe_key.clone(), created: true })
-                .collect());
-        }
-        // Some keys existed already. Ask which row holds each key: where it is
-        // the id we chose, this call created it. (Portable across dialects,
-        // unlike INSERT … RETURNING, which MySQL lacks.)
-        let mut lookup = String::from("SELECT id, dedupe_key FROM engagement_outbox WHERE dedupe_key IN (");
-        for i in 0..rows.len() {
-            lookup.push_str(if i == 0 { "?" } else { ", ?" });
-        }
-        lookup.push(')');
-        let lookup = d.sql(&lookup);
-        let mut query = sqlx::query(&lookup);
-        for r in rows {
-            query = query.bind(r.dedupe_key.clone());
-        }
-        let found = query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue: read existing"))?;
-        let mut holders = std::collections::HashMap::with_capacity(found.len());
-        for row in &found {
-            let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
-            let key = text(row, "dedupe_key").map_err(StoreError::db("enqueue: read existing"))?;
-            holders.insert(key, id);
-        }
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let id = holders.get(&r.dedupe_key).cloned().unwrap_or_else(|| r.id.clone());
-                Enqueued { created: id == r.id, id, dedupe_key: r.dedupe_key.clone() }
-            })
-            .collect())
     }
 }
 

@@ -6,9 +6,11 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::json_rows::keys_json;
+use std::collections::{HashMap, HashSet};
+
+use super::json_rows::{Col, keys_json, to_json};
 use super::rows::{OUTBOX_COLUMNS, opt_text, text};
-use super::{Enqueued, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
+use super::{Dialect, Enqueued, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::UserId;
 
@@ -93,12 +95,41 @@ pub enum TriggerInsert {
     Existing(Box<TriggerRow>),
 }
 
+/// A trigger to record already planned: the rows its rules planned and the
+/// detail that says why, written with it in one transaction.
+#[derive(Debug, Clone)]
+pub struct PlannedTrigger {
+    pub trigger: NewTrigger,
+    pub rows: Vec<NewOutboxRow>,
+    pub detail: String,
+}
+
+/// One planned trigger for [`TriggerStore::plan_triggers`]: a trigger a
+/// host inserted, and what to plan for it.
+#[derive(Debug, Clone)]
+pub struct TriggerPlan {
+    pub trigger_id: String,
+    pub rows: Vec<NewOutboxRow>,
+    pub detail: String,
+}
+
 const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at, \
      planned_at, planned_count, plan_detail";
 
 #[async_trait]
 pub trait TriggerStore: Send + Sync {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError>;
+    /// Records triggers with their plans, all in one transaction: each
+    /// trigger is inserted already planned and its rows with it. A trigger
+    /// whose idempotency key is taken (before, or earlier in `triggers`)
+    /// writes nothing and answers the trigger holding the key.
+    async fn accept_triggers(&self, triggers: &[PlannedTrigger], now: Millis)
+    -> Result<Vec<TriggerInsert>, StoreError>;
+    /// Marks host-inserted triggers planned and inserts their rows, all in
+    /// one transaction; a trigger another planner marked first is left alone
+    /// (false). A compare-and-set on `planned_at`, so each trigger is
+    /// planned once however many planners sweep.
+    async fn plan_triggers(&self, plans: &[TriggerPlan], now: Millis) -> Result<Vec<bool>, StoreError>;
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError>;
     /// When each of these triggers happened (those that exist), in one query.
     async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError>;
@@ -157,6 +188,189 @@ impl TriggerStore for SqlStore {
             .map_err(StoreError::db("insert trigger: read back"))?;
         let holder = TriggerRow::from_any(&row).map_err(StoreError::db("insert trigger: read back"))?;
         Ok(if holder.id == t.id { TriggerInsert::Created } else { TriggerInsert::Existing(Box::new(holder)) })
+    }
+
+    async fn accept_triggers(
+        &self,
+        triggers: &[PlannedTrigger],
+        now: Millis,
+    ) -> Result<Vec<TriggerInsert>, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        // Within the batch, the first trigger with a key is the one recorded.
+        let mut first_with_key: HashMap<&str, usize> = HashMap::new();
+        let mut candidates = Vec::with_capacity(triggers.len());
+        for (i, p) in triggers.iter().enumerate() {
+            match p.trigger.idempotency_key.as_deref() {
+                Some(key) if first_with_key.contains_key(key) => {}
+                Some(key) => {
+                    first_with_key.insert(key, i);
+                    candidates.push(i);
+                }
+                None => candidates.push(i),
+            }
+        }
+        let mut tx = self.begin_write().await.map_err(db("accept triggers: begin"))?;
+        let from = d.json_rows(
+            &[
+                ("id", Col::Key),
+                ("type", Col::Key),
+                ("user_id", Col::Key),
+                ("payload", Col::Text),
+                ("idempotency_key", Col::Key),
+                ("request_hash", Col::Key),
+                ("occurred_at", Col::Int),
+                ("planned_count", Col::Int),
+                ("plan_detail", Col::Text),
+            ],
+            "t",
+        );
+        let (filter, tail) = match d {
+            Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE idempotency_key = engagement_triggers.idempotency_key"),
+            Dialect::Postgres => ("", " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
+            Dialect::Sqlite => (" WHERE true", " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
+        };
+        let sql = d.sql(&format!(
+            "INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, \
+             created_at, planned_at, planned_count, plan_detail) \
+             SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?, \
+             t.planned_count, t.plan_detail FROM {from}{filter}{tail}"
+        ));
+        let json: Vec<_> = candidates
+            .iter()
+            .map(|&i| {
+                let p = &triggers[i];
+                let t = &p.trigger;
+                let (user, payload, planned) = (t.user_id.as_str(), t.payload.to_string(), p.rows.len() as i64);
+                let (key, hash, occurred) = (&t.idempotency_key, &t.request_hash, t.occurred_at.0);
+                (&t.id, &t.trigger_type, user, payload, key, hash, occurred, planned, &p.detail)
+            })
+            .collect();
+        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
+        let inserted: Option<HashSet<String>> = if d == Dialect::MySql {
+            query.execute(&mut *tx).await.map_err(db("accept triggers: insert"))?;
+            None
+        } else {
+            let rows = query.fetch_all(&mut *tx).await.map_err(db("accept triggers: insert"))?;
+            Some(rows.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("accept triggers: insert"))?)
+        };
+        // Who holds each key: this batch's first trigger, or one recorded
+        // before (by another request, or another instance just now).
+        let mut holders: HashMap<String, TriggerRow> = HashMap::new();
+        let keyed: Vec<&str> = first_with_key.keys().copied().collect();
+        let any_lost = inserted.as_ref().is_none_or(|ids| ids.len() < candidates.len());
+        if !keyed.is_empty() && any_lost {
+            let columns = TRIGGER_COLUMNS.split(", ").map(|c| format!("h.{c}")).collect::<Vec<_>>().join(", ");
+            let sql = d.select_by_keys(&columns, "engagement_triggers", "h", "idempotency_key");
+            let rows = sqlx::query(&sql)
+                .bind(keys_json(keyed)?)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db("accept triggers: read keys"))?;
+            for row in &rows {
+                let holder = TriggerRow::from_any(row).map_err(db("accept triggers: read keys"))?;
+                if let Some(key) = holder.idempotency_key.clone() {
+                    holders.insert(key, holder);
+                }
+            }
+        }
+        let created = |i: usize| {
+            let t = &triggers[i].trigger;
+            match (&inserted, &t.idempotency_key) {
+                (Some(ids), _) => ids.contains(&t.id),
+                (None, None) => true,
+                (None, Some(key)) => holders.get(key).is_some_and(|h| h.id == t.id),
+            }
+        };
+        let rows: Vec<NewOutboxRow> =
+            candidates.iter().filter(|&&i| created(i)).flat_map(|&i| triggers[i].rows.iter().cloned()).collect();
+        super::outbox::insert(&mut tx, d, &rows, true, now).await?;
+        if !rows.is_empty() {
+            self.notify_enqueued_in(&mut tx).await?;
+        }
+        tx.commit().await.map_err(db("accept triggers: commit"))?;
+        if !rows.is_empty() {
+            self.enqueued_signal().notify_one();
+        }
+        Ok(triggers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let key = p.trigger.idempotency_key.as_deref();
+                let first = key.and_then(|k| first_with_key.get(k).copied());
+                if first.is_none_or(|f| f == i) && created(i) {
+                    return TriggerInsert::Created;
+                }
+                // A key taken before this batch, or by this batch's first.
+                match key.and_then(|k| holders.get(k)) {
+                    Some(holder) => TriggerInsert::Existing(Box::new(holder.clone())),
+                    None => {
+                        let f = &triggers[first.expect("a trigger that was not created has a key")];
+                        let mut row = f.trigger.unplanned_row(now);
+                        (row.planned_at, row.planned_count, row.plan_detail) =
+                            (Some(now), Some(f.rows.len() as i64), Some(f.detail.clone()));
+                        TriggerInsert::Existing(Box::new(row))
+                    }
+                }
+            })
+            .collect())
+    }
+
+    async fn plan_triggers(&self, plans: &[TriggerPlan], now: Millis) -> Result<Vec<bool>, StoreError> {
+        if plans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = self.dialect();
+        let db = StoreError::db;
+        let json: Vec<_> = plans.iter().map(|p| (&p.trigger_id, p.rows.len() as i64, &p.detail)).collect();
+        let json = to_json(&json)?;
+        let from = d.json_rows(&[("id", Col::Key), ("planned_count", Col::Int), ("plan_detail", Col::Text)], "p");
+        let mut tx = self.begin_write().await.map_err(db("plan triggers: begin"))?;
+        // The compare-and-set on planned_at decides which planner owns each
+        // trigger; the loser writes nothing for it.
+        let won: Vec<AnyRow> = if d.has_update_returning() {
+            let id = if d == Dialect::Postgres { "t.id" } else { "id" };
+            let sql = d.sql(&format!(
+                "UPDATE engagement_triggers AS t SET planned_at = ?, planned_count = p.planned_count, \
+                 plan_detail = p.plan_detail FROM {from} WHERE t.id = p.id AND t.planned_at IS NULL RETURNING {id}"
+            ));
+            sqlx::query(&sql).bind(now.0).bind(json).fetch_all(&mut *tx).await.map_err(db("plan triggers: mark"))?
+        } else {
+            let rows = sqlx::query(&format!(
+                "SELECT t.id FROM {from} STRAIGHT_JOIN engagement_triggers t ON t.id = p.id \
+                 WHERE t.planned_at IS NULL FOR UPDATE"
+            ))
+            .bind(json.clone())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db("plan triggers: lock"))?;
+            sqlx::query(&format!(
+                "UPDATE {from} STRAIGHT_JOIN engagement_triggers t ON t.id = p.id SET t.planned_at = ?, \
+                 t.planned_count = p.planned_count, t.plan_detail = p.plan_detail WHERE t.planned_at IS NULL"
+            ))
+            .bind(json)
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("plan triggers: mark"))?;
+            rows
+        };
+        let won: HashSet<String> =
+            won.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("plan triggers: read ids"))?;
+        let rows: Vec<NewOutboxRow> =
+            plans.iter().filter(|p| won.contains(&p.trigger_id)).flat_map(|p| p.rows.iter().cloned()).collect();
+        // Not `fresh`: a host may reuse a trigger id, and the dedupe key
+        // then holds the earlier row.
+        let enqueued = super::outbox::insert(&mut tx, d, &rows, false, now).await?;
+        let any_created = enqueued.iter().any(|e| e.created);
+        if any_created {
+            self.notify_enqueued_in(&mut tx).await?;
+        }
+        tx.commit().await.map_err(db("plan triggers: commit"))?;
+        if any_created {
+            self.enqueued_signal().notify_one();
+        }
+        Ok(plans.iter().map(|p| won.contains(&p.trigger_id)).collect())
     }
 
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError> {

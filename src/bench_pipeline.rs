@@ -1,0 +1,331 @@
+//! `herald bench --pipeline`: the whole path at once, as a user runs it.
+//!
+//! Starts the service in this process on a scratch database, with an
+//! enabled inbox rule that has a condition and a German variant, and a
+//! thousand recipients (half of them German), then drives `POST
+//! /v1/triggers` over loopback HTTP from N connections for the duration
+//! while the worker delivers, and waits for the drain. It measures what a
+//! user would: triggers accepted per second and the API's latency, messages
+//! delivered per second while the load runs, each message's time from its
+//! trigger being recorded to its inbox message being committed, the backlog
+//! left when the load stops, and the process's memory. Before the load it
+//! sends single triggers into the idle service, spaced apart, for the
+//! latency of one message on its own. Every trigger accepted must end with
+//! exactly one inbox message, or the bench fails.
+//!
+//! The load generator shares the process (and the machine's cores) with
+//! the service, as a co-located client would; its cost is in the figures.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::Row;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::percentile;
+use crate::config::Config;
+use crate::store::{ConnectOptions, RecipientRow, RecipientStore, RuleStore, SqlStore, Store};
+
+#[derive(Debug, Clone)]
+pub struct PipelineOptions {
+    pub duration: Duration,
+    pub connections: usize,
+    /// A scratch database; a temporary SQLite file when `None`.
+    pub database_url: Option<String>,
+    /// Distinct recipients the triggers go to.
+    pub users: usize,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions { duration: Duration::from_secs(15), connections: 16, database_url: None, users: 1000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PipelineReport {
+    pub database: String,
+    pub connections: usize,
+    pub duration_seconds: f64,
+    /// Triggers answered 202, per second of load.
+    pub triggers_accepted: u64,
+    pub triggers_per_sec: f64,
+    /// Requests answered anything but 202 (the bench fails on any).
+    pub errors: u64,
+    pub api_latency_ms: Percentiles,
+    /// Inbox messages committed while the load ran, per second.
+    pub delivered_per_sec: f64,
+    /// From the trigger recorded to its inbox message committed, over every
+    /// message of the run (load and drain).
+    pub trigger_to_delivery_ms: Percentiles,
+    /// The same for single triggers sent into the idle service.
+    pub idle_trigger_to_delivery_ms: Percentiles,
+    /// Triggers accepted but not yet delivered when the load stopped.
+    pub backlog_at_end: u64,
+    /// Seconds from the load's end until every accepted trigger had its
+    /// message.
+    pub drain_after_load_seconds: f64,
+    pub rss_start_mib: f64,
+    pub rss_end_mib: f64,
+    pub peak_rss_mib: f64,
+    /// PostgreSQL only: transactions committed per delivered message.
+    pub pg_commits_per_message: Option<f64>,
+    pub cores: usize,
+}
+
+const KEY_NAME: &str = "bench-pipeline";
+const TRIGGER_TYPE: &str = "bench.pipeline";
+/// How long the drain after the load may take before the bench gives up.
+const DRAIN_LIMIT: Duration = Duration::from_secs(300);
+
+pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
+    anyhow::ensure!(opts.connections >= 1, "--connections: 0 is not accepted; expected 1 or more");
+    let dir = tempfile::tempdir()?;
+    let url = match &opts.database_url {
+        Some(u) => u.clone(),
+        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
+    };
+    let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
+    store.migrate().await?;
+    let key = setup(&store, opts.users).await?;
+
+    let config = Config {
+        database_url: url.clone(),
+        data_dir: dir.path().to_owned(),
+        migrate_on_start: false,
+        ..Config::default()
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let shutdown = CancellationToken::new();
+    let server = {
+        let (store, shutdown) = (SqlStore::connect(&url, &ConnectOptions::default()).await?, shutdown.clone());
+        tokio::spawn(async move { crate::app::serve_until(config, store, listener, shutdown).await })
+    };
+    let http = reqwest::Client::builder().pool_max_idle_per_host(opts.connections).build()?;
+    let started = Instant::now();
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(20), "the service did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // One message at a time into the idle service.
+    for n in 0..20 {
+        let status = post(&http, &base, &key, &format!("idle-{n}"), n).await?;
+        anyhow::ensure!(status == 202, "an idle trigger was answered {status}");
+        wait_for_inbox(&store, n as u64 + 1).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let idle = latencies(&store).await?;
+    let idle_delivered = count_inbox(&store).await?;
+
+    let commits_before = crate::bench::pg_commits(&store).await?;
+    let rss_start = rss_mib("VmRSS");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (accepted, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..opts.connections {
+        let (http, base, key, stop, accepted, errors) =
+            (http.clone(), base.clone(), key.clone(), stop.clone(), accepted.clone(), errors.clone());
+        let users = opts.users;
+        clients.spawn(async move {
+            let mut latencies = Vec::new();
+            let mut n = c;
+            while !stop.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                match post(&http, &base, &key, &format!("u{}", n % users), n).await {
+                    Ok(202) => {
+                        accepted.fetch_add(1, Ordering::Relaxed);
+                        latencies.push(sent.elapsed().as_micros() as i64);
+                    }
+                    Ok(status) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(status, "a trigger was refused");
+                    }
+                    Err(e) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(error = %e, "a trigger request failed");
+                    }
+                }
+                n += users * 1000 + 1;
+            }
+            latencies
+        });
+    }
+    let load_started = Instant::now();
+    tokio::time::sleep(opts.duration).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut api = Vec::new();
+    while let Some(done) = clients.join_next().await {
+        api.extend(done?);
+    }
+    let load = load_started.elapsed();
+    let delivered_in_load = count_inbox(&store).await? - idle_delivered;
+    let accepted = accepted.load(Ordering::Relaxed);
+    let rss_end = rss_mib("VmRSS");
+
+    let drain_started = Instant::now();
+    while count_inbox(&store).await? < idle_delivered + accepted {
+        anyhow::ensure!(
+            drain_started.elapsed() < DRAIN_LIMIT,
+            "the backlog was not delivered within {}s of the load's end",
+            DRAIN_LIMIT.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let drain_after = drain_started.elapsed();
+    let all = latencies(&store).await?;
+    verify(&store, idle_delivered + accepted).await?;
+    let commits = match commits_before {
+        Some(before) => crate::bench::pg_commits(&store).await?.map(|after| after - before),
+        None => None,
+    };
+    shutdown.cancel();
+    server.await??;
+    store.close().await;
+
+    api.sort_unstable();
+    let per_sec = |n: u64| n as f64 / load.as_secs_f64();
+    Ok(PipelineReport {
+        database: store.dialect().to_string(),
+        connections: opts.connections,
+        duration_seconds: load.as_secs_f64(),
+        triggers_accepted: accepted,
+        triggers_per_sec: per_sec(accepted),
+        errors: errors.load(Ordering::Relaxed),
+        api_latency_ms: ms(&api, 1000.0),
+        delivered_per_sec: per_sec(delivered_in_load),
+        trigger_to_delivery_ms: ms(&all, 1.0),
+        idle_trigger_to_delivery_ms: ms(&idle, 1.0),
+        backlog_at_end: accepted.saturating_sub(delivered_in_load),
+        drain_after_load_seconds: drain_after.as_secs_f64(),
+        rss_start_mib: rss_start,
+        rss_end_mib: rss_end,
+        peak_rss_mib: rss_mib("VmHWM"),
+        // Read while the service still held its connections open: a
+        // backend reports its counts as it goes, so this undercounts a
+        // little at most.
+        pg_commits_per_message: commits.map(|c| c as f64 / (accepted.max(1)) as f64),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    })
+}
+
+/// An API key, an enabled inbox rule with a condition and a German variant,
+/// and the recipients.
+async fn setup(store: &SqlStore, users: usize) -> anyhow::Result<String> {
+    use crate::clock::{Clock, SystemClock};
+    let now = SystemClock.now();
+    let (key, row) = crate::http::auth::generate(KEY_NAME, now);
+    store.insert_api_key(&row).await?;
+    let rule: crate::rule::RuleInput = serde_json::from_value(serde_json::json!({
+        "name": "Pipeline bench", "trigger_type": TRIGGER_TYPE, "channel": "inbox", "category": "bench",
+        "enabled": true, "condition": "payload.n >= 0",
+        "template": {"fallback_locale": "en", "locales": {
+            "en": {"subject": "Your export {{ payload.name }} is ready", "text": "Hello {{ user.name }}, {{ payload.n }} rows."},
+            "de": {"subject": "Dein Export {{ payload.name }} ist fertig", "text": "Hallo {{ user.name }}, {{ payload.n }} Zeilen."}
+        }}
+    }))?;
+    let rule = rule.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("bench rule: {e:?}"))?;
+    store.insert_rule(&rule).await?;
+    let idle = (0..20).map(|i| (format!("idle-{i}"), "en"));
+    let loaded = (0..users).map(|i| (format!("u{i}"), if i % 2 == 0 { "en" } else { "de" }));
+    for (user_id, locale) in idle.chain(loaded) {
+        let r = RecipientRow {
+            name: Some(format!("User {user_id}")),
+            user_id,
+            email: None,
+            locale: Some(locale.to_owned()),
+            timezone: None,
+            preferences: serde_json::json!({}),
+            created_at: now,
+            updated_at: now,
+        };
+        store.put_recipient(&r).await?;
+    }
+    Ok(key)
+}
+
+async fn post(http: &reqwest::Client, base: &str, key: &str, user: &str, n: usize) -> anyhow::Result<u16> {
+    let body = serde_json::json!({"type": TRIGGER_TYPE, "user_id": user, "payload": {"n": n, "name": format!("q{n}")}});
+    let resp = http.post(format!("{base}/v1/triggers")).bearer_auth(key).json(&body).send().await?;
+    let status = resp.status().as_u16();
+    resp.bytes().await?;
+    Ok(status)
+}
+
+async fn count_inbox(store: &SqlStore) -> anyhow::Result<u64> {
+    let row = sqlx::query("SELECT COUNT(*) FROM engagement_inbox").fetch_one(store.pool()).await?;
+    Ok(row.try_get::<i64, _>(0)? as u64)
+}
+
+async fn wait_for_inbox(store: &SqlStore, n: u64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    while count_inbox(store).await? < n {
+        anyhow::ensure!(started.elapsed() < Duration::from_secs(10), "an idle trigger was not delivered within 10 s");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(())
+}
+
+/// Each delivered message's time from its trigger recorded to its inbox
+/// message committed, in milliseconds, sorted.
+async fn latencies(store: &SqlStore) -> anyhow::Result<Vec<i64>> {
+    let rows = sqlx::query(
+        "SELECT i.created_at - t.created_at FROM engagement_inbox i \
+         JOIN engagement_outbox o ON o.id = i.outbox_id JOIN engagement_triggers t ON t.id = o.trigger_id",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    let mut out: Vec<i64> = rows.iter().map(|r| r.try_get::<i64, _>(0)).collect::<Result<_, _>>()?;
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Every trigger has exactly one inbox message, and nothing else is there.
+async fn verify(store: &SqlStore, expected: u64) -> anyhow::Result<()> {
+    let scalar = |sql: &'static str| async move {
+        let row = sqlx::query(sql).fetch_one(store.pool()).await?;
+        anyhow::Ok(row.try_get::<i64, _>(0)? as u64)
+    };
+    let triggers = scalar("SELECT COUNT(*) FROM engagement_triggers").await?;
+    let without = scalar(
+        "SELECT COUNT(*) FROM engagement_triggers t WHERE NOT EXISTS (SELECT 1 FROM engagement_outbox o \
+         JOIN engagement_inbox i ON i.outbox_id = o.id WHERE o.trigger_id = t.id)",
+    )
+    .await?;
+    let doubled = scalar(
+        "SELECT COUNT(*) FROM (SELECT o.trigger_id FROM engagement_outbox o JOIN engagement_inbox i \
+         ON i.outbox_id = o.id GROUP BY o.trigger_id HAVING COUNT(*) > 1) d",
+    )
+    .await?;
+    let inbox = count_inbox(store).await?;
+    anyhow::ensure!(
+        triggers == expected && without == 0 && doubled == 0 && inbox == expected,
+        "every accepted trigger must end with exactly one inbox message: {expected} accepted, {triggers} recorded, \
+         {inbox} messages, {without} triggers without one, {doubled} with more than one"
+    );
+    Ok(())
+}
+
+fn ms(sorted: &[i64], per_ms: f64) -> Percentiles {
+    let get = |p| percentile(sorted, p).unwrap_or(0) as f64 / per_ms;
+    Percentiles { p50: get(50.0), p99: get(99.0), max: sorted.last().copied().unwrap_or(0) as f64 / per_ms }
+}
+
+/// A figure from /proc/self/status, in MiB.
+fn rss_mib(field: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        .map_or(0.0, |kib| kib / 1024.0)
+}

@@ -1,0 +1,108 @@
+//! Putting rows into `engagement_outbox`, in sets.
+
+use std::collections::HashMap;
+
+use sqlx::AnyConnection;
+
+use super::json_rows::{Col, keys_json, to_json};
+use super::rows::text;
+use super::{Dialect, Enqueued, NewOutboxRow, StoreError};
+use crate::clock::Millis;
+
+/// Most rows one statement writes (see `sends::CHUNK`).
+const CHUNK: usize = super::sends::CHUNK;
+
+const COLUMNS: &[(&str, Col)] = &[
+    ("id", Col::Key),
+    ("dedupe_key", Col::Key),
+    ("rule_id", Col::Key),
+    ("trigger_id", Col::Key),
+    ("user_id", Col::Key),
+    ("channel", Col::Key),
+    ("payload", Col::Text),
+    ("due_at", Col::Int),
+    ("expires_at", Col::Int),
+];
+
+/// Inserts rows on the caller's connection, skipping any whose dedupe key
+/// exists already, and says what became of each: created, or the id of the
+/// row that holds the key. `fresh` promises that no key can exist yet (the
+/// rows of a trigger inserted in this same transaction), which spares the
+/// lookup MySQL otherwise needs.
+pub(crate) async fn insert(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    rows: &[NewOutboxRow],
+    fresh: bool,
+    now: Millis,
+) -> Result<Vec<Enqueued>, StoreError> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let from = d.json_rows(COLUMNS, "r");
+    let (filter, tail) = match d {
+        Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key"),
+        Dialect::Postgres => ("", " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"),
+        // SQLite reads ON after INSERT … SELECT as a join without a WHERE.
+        Dialect::Sqlite => (" WHERE true", " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"),
+    };
+    let sql = d.sql(&format!(
+        "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
+         due_at, expires_at, attempts, created_at, updated_at) \
+         SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled', \
+         r.due_at, r.expires_at, 0, ?, ? FROM {from}{filter}{tail}"
+    ));
+    let mut inserted: Option<std::collections::HashSet<String>> =
+        (d != Dialect::MySql).then(|| std::collections::HashSet::with_capacity(rows.len()));
+    for chunk in rows.chunks(CHUNK) {
+        let json: Vec<_> = chunk
+            .iter()
+            .map(|r| {
+                let (user, channel, payload) = (r.user_id.as_str(), r.channel.as_str(), r.payload.to_string());
+                let expires = r.expires_at.map(|t| t.0);
+                (&r.id, &r.dedupe_key, &r.rule_id, &r.trigger_id, user, channel, payload, r.due_at.0, expires)
+            })
+            .collect();
+        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
+        match &mut inserted {
+            Some(ids) => {
+                for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
+                    ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
+                }
+            }
+            None => {
+                query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?;
+            }
+        }
+    }
+    let created = |r: &NewOutboxRow| Enqueued { id: r.id.clone(), dedupe_key: r.dedupe_key.clone(), created: true };
+    if fresh {
+        return Ok(rows.iter().map(created).collect());
+    }
+    if let Some(ids) = &inserted
+        && ids.len() == rows.len()
+    {
+        return Ok(rows.iter().map(created).collect());
+    }
+    // Some keys existed (or, on MySQL, may have): ask which row holds each.
+    let mut holders = HashMap::with_capacity(rows.len());
+    for chunk in rows.chunks(CHUNK) {
+        let sql = d.select_by_keys("o.id, o.dedupe_key", "engagement_outbox", "o", "dedupe_key");
+        let found = sqlx::query(&sql)
+            .bind(keys_json(chunk.iter().map(|r| r.dedupe_key.as_str()))?)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(StoreError::db("enqueue: read existing"))?;
+        for row in &found {
+            let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
+            holders.insert(text(row, "dedupe_key").map_err(StoreError::db("enqueue: read existing"))?, id);
+        }
+    }
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let id = holders.get(&r.dedupe_key).cloned().unwrap_or_else(|| r.id.clone());
+            Enqueued { created: id == r.id, id, dedupe_key: r.dedupe_key.clone() }
+        })
+        .collect())
+}
