@@ -191,9 +191,13 @@ pub async fn serve_with_clock(
     let app = http::router(state, config.http.max_body_bytes, &cors);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
-    // With the peer's address, for the operator screen's per-address login limit.
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;
+    // Header-read timeout and connection bound; handlers get the peer's
+    // address (the operator screen's per-address login limit).
+    let limits = http::server::ServerLimits {
+        header_read_timeout: config.http.header_read_timeout,
+        max_connections: config.http.max_connections,
+    };
+    http::server::serve(listener, app, limits, http_shutdown).await;
     while tasks.join_next().await.is_some() {}
     store.close().await;
     tracing::info!("herald stopped");

@@ -15,6 +15,7 @@ mod openapi;
 pub mod outbox;
 pub mod problem;
 pub mod rules;
+pub mod server;
 pub mod suppressions;
 pub mod triggers;
 pub mod unsubscribe;
