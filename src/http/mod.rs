@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bounces;
 pub mod events;
 pub mod inbox;
+pub mod nul;
 mod openapi;
 pub mod outbox;
 pub mod problem;
@@ -118,6 +119,9 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .nest("/ui", crate::ui::router(state.clone()))
         .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        // Outermost: before routing, so every path and query (and the login
+        // form, which needs no session) is checked once.
+        .layer(middleware::from_fn(move |req, next| nul::reject_nul(max_body_bytes, req, next)))
         .with_state(state)
 }
 
