@@ -185,3 +185,64 @@ async fn nul_in_urls_and_forms_postgres() {
 async fn nul_in_urls_and_forms_mysql() {
     nul_in_ids_cursors_and_filters_is_a_4xx(Backend::MySql).await;
 }
+
+/// A login through the form from `local` (a loopback address: the server
+/// sees it as the client's), its status.
+async fn log_in(base: &str, local: std::net::IpAddr, email: &str, password: &str) -> u16 {
+    let http =
+        reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).local_address(local).build().unwrap();
+    let (cookie, csrf) = login_form(&http, base).await;
+    http.post(format!("{base}/ui/login"))
+        .header("cookie", cookie)
+        .form(&[("email", email), ("password", password), ("csrf", &csrf), ("next", "")])
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// 60 wrong passwords at once for one email: at most
+/// `ui.login_max_failures` (5) reach Argon2 (the review saw 59, and then
+/// the right password was accepted), the rest are refused at once (429, or
+/// 503 when every checking slot is busy); the right password from the same
+/// address is then refused too, while the operator, from the address they
+/// use, still gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_wrong_logins_are_counted_before_they_are_checked() {
+    use herald::clock::{Clock, SystemClock};
+    use herald::store::OperatorStore;
+    let app = App::start().await;
+    let password = "the operator's right password";
+    herald::ui::session::add_operator(&app.db.store, "ops@example.com", password, SystemClock.now()).await.unwrap();
+    let attacker: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let operator: std::net::IpAddr = "127.0.0.2".parse().unwrap();
+    let guesses: Vec<_> = (0..60)
+        .map(|i| {
+            let base = app.base.clone();
+            tokio::spawn(async move { log_in(&base, attacker, "ops@example.com", &format!("guess {i}")).await })
+        })
+        .collect();
+    let mut statuses = std::collections::BTreeMap::<u16, u32>::new();
+    for g in guesses {
+        *statuses.entry(g.await.unwrap()).or_default() += 1;
+    }
+    let attempts = app.db.store.recent_login_attempts(1000).await.unwrap();
+    let checked = attempts.iter().filter(|a| a.outcome == "wrong_password").count();
+    assert!(checked <= 5, "{checked} wrong passwords were checked; statuses {statuses:?}");
+    assert!(statuses.keys().all(|s| [401, 429, 503].contains(s)), "{statuses:?}");
+    assert!(!attempts.iter().any(|a| a.outcome == "pending"), "every checked attempt is finished");
+    // Keep guessing until the address is locked out (a 503 only means the
+    // slots were busy; it checked nothing).
+    let mut status = 0;
+    for _ in 0..20 {
+        status = log_in(&app.base, attacker, "ops@example.com", "another guess").await;
+        if status == 429 {
+            break;
+        }
+    }
+    assert_eq!(status, 429, "the guessing address is locked out");
+    assert_eq!(log_in(&app.base, attacker, "ops@example.com", password).await, 429, "even with the right password");
+    assert_eq!(log_in(&app.base, operator, "ops@example.com", password).await, 303, "the operator elsewhere gets in");
+    app.stop().await;
+}

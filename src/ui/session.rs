@@ -37,7 +37,7 @@ use subtle::ConstantTimeEq;
 use super::{Page, UiError, error_page};
 use crate::clock::Millis;
 use crate::http::AppState;
-use crate::store::{LoginAttempt, LoginOutcome, OperatorRow, Store, StoreError, new_id};
+use crate::store::{LoginAttempt, LoginFailures, LoginOutcome, OperatorRow, Store, StoreError, new_id};
 
 pub const SESSION_COOKIE: &str = "herald_session";
 /// The pre-login token behind the login form's CSRF field.
@@ -378,6 +378,9 @@ pub struct LoginForm {
 /// log only: the page must not tell a guesser which emails exist.
 const WRONG: &str = "Wrong email or password.";
 
+/// The message when every password-checking slot is taken.
+const BUSY: &str = "Too many logins are being checked right now. Try again in a moment.";
+
 pub async fn login(State(state): State<AppState>, req: Request) -> Response {
     let ip = req
         .extensions()
@@ -410,12 +413,30 @@ pub async fn login(State(state): State<AppState>, req: Request) -> Response {
             h.append(header::SET_COOKIE, clear_cookie(LOGIN_COOKIE));
             resp
         }
-        Ok(Err((status, message))) => login_page(&state, status, &email, Some(&form.next), None, Some(&message)),
+        Ok(Err((status, message))) => {
+            let mut page = login_page(&state, status, &email, Some(&form.next), None, Some(&message));
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                page.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            page
+        }
         Err(e) => UiError::Store(e).into_response(),
     }
 }
 
 /// The login decision: a session token, or the status and message to show.
+///
+/// The order is what makes the limits hold under concurrency and across
+/// instances: an attempt is recorded as `pending` *before* its password is
+/// checked, and the counts are read again with it included, so sixty
+/// simultaneous guesses cannot all pass a check that each made before any
+/// of them was counted (an outside review got 59 Argon2 checks through a
+/// limit of 5 that way). Each attempt sees at least every attempt recorded
+/// before its own, so at most the limit's worth proceed; a burst may refuse
+/// a little early, never late. The hashing itself is bounded per process
+/// (`ui.login_concurrency`): beyond it a login is answered 503 at once,
+/// because a queue of Argon2 checks (19 MiB each) is how a burst of 300
+/// requests took the process from 16 MB to 1.6 GB.
 async fn attempt_login(
     state: &AppState,
     email: &str,
@@ -430,45 +451,77 @@ async fn attempt_login(
         outcome: outcome.as_str().to_owned(),
         created_at: now,
     };
-    let failures = state.store.login_failures(email, ip, now.minus(ui.login_window)).await?;
-    let limited_until = [
-        (failures.by_email >= i64::from(ui.login_max_failures)).then_some(failures.email_oldest).flatten(),
-        (failures.by_ip >= i64::from(ui.login_max_failures_per_ip)).then_some(failures.ip_oldest).flatten(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|oldest| oldest.plus(ui.login_window))
-    .max();
-    if let Some(until) = limited_until {
-        state.store.record_login_attempt(&record(LoginOutcome::RateLimited)).await?;
+    let since = now.minus(ui.login_window);
+    let known_since = now.minus(crate::store::LOGIN_ATTEMPT_RETENTION);
+    // `slack` is 0 before this attempt is recorded and 1 after (its own
+    // pending row is then among the counted).
+    let limited_until = |f: &LoginFailures, slack: i64| {
+        [
+            (f.by_email_ip >= i64::from(ui.login_max_failures) + slack).then_some(f.email_ip_oldest).flatten(),
+            // The ceiling for guesses spread over many addresses; an
+            // address the operator logged in from before rides it out.
+            (!f.known_address && f.by_email >= i64::from(ui.login_max_failures_per_email) + slack)
+                .then_some(f.email_oldest)
+                .flatten(),
+            (f.by_ip >= i64::from(ui.login_max_failures_per_ip) + slack).then_some(f.ip_oldest).flatten(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|oldest| oldest.plus(ui.login_window))
+        .max()
+    };
+    let too_many = |f: &LoginFailures, until: Millis| {
         let minutes = until.since(now).as_secs().div_ceil(60).max(1);
         tracing::warn!(
             email,
             ip,
-            by_email = failures.by_email,
-            by_ip = failures.by_ip,
+            by_email = f.by_email,
+            by_email_and_address = f.by_email_ip,
+            by_ip = f.by_ip,
             "operator login refused: too many failed attempts"
         );
-        return Ok(Err((
+        (
             StatusCode::TOO_MANY_REQUESTS,
             format!("Too many attempts, try again in {minutes} minute{}.", if minutes == 1 { "" } else { "s" }),
-        )));
+        )
+    };
+    let failures = state.store.login_failures(email, ip, since, known_since).await?;
+    if let Some(until) = limited_until(&failures, 0) {
+        state.store.record_login_attempt(&record(LoginOutcome::RateLimited)).await?;
+        return Ok(Err(too_many(&failures, until)));
+    }
+    let Ok(slot) = state.login_checks.clone().try_acquire_owned() else {
+        tracing::warn!(email, ip, "operator login refused: ui.login_concurrency password checks already running");
+        return Ok(Err((StatusCode::SERVICE_UNAVAILABLE, BUSY.to_owned())));
+    };
+    let attempt = state.store.record_login_attempt(&record(LoginOutcome::Pending)).await?;
+    let failures = state.store.login_failures(email, ip, since, known_since).await?;
+    if let Some(until) = limited_until(&failures, 1) {
+        state.store.finish_login_attempt(&attempt, LoginOutcome::RateLimited).await?;
+        return Ok(Err(too_many(&failures, until)));
     }
     let operator = state.store.operator_by_email(email).await?;
     let exists = operator.is_some();
     let stored = operator.as_ref().map_or_else(|| DUMMY_HASH.clone(), |o| o.password_hash.clone());
     let password = password.to_owned();
-    // Argon2 is deliberately slow CPU work: off the async workers.
-    let matches = tokio::task::spawn_blocking(move || verify_password(&stored, &password)).await.unwrap_or(false);
+    // Argon2 is deliberately slow CPU work: off the async workers, holding
+    // one of the process's checking slots until it is done.
+    let matches = tokio::task::spawn_blocking(move || {
+        let matches = verify_password(&stored, &password);
+        drop(slot);
+        matches
+    })
+    .await
+    .unwrap_or(false);
     let Some(op) = operator.filter(|_| matches) else {
         let outcome = if exists { LoginOutcome::WrongPassword } else { LoginOutcome::UnknownEmail };
-        state.store.record_login_attempt(&record(outcome)).await?;
+        state.store.finish_login_attempt(&attempt, outcome).await?;
         tracing::warn!(email, ip, reason = outcome.as_str(), "operator login refused");
         return Ok(Err((StatusCode::UNAUTHORIZED, WRONG.to_owned())));
     };
     let token = random_token();
     state.store.create_session(&session_hash(&token), &op, now, now.plus(ui.session_ttl)).await?;
-    state.store.record_login_attempt(&record(LoginOutcome::Ok)).await?;
+    state.store.finish_login_attempt(&attempt, LoginOutcome::Ok).await?;
     let entry = crate::store::AuditEntry {
         operator_email: op.email.clone(),
         action: "login".into(),
