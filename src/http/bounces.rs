@@ -77,7 +77,11 @@ pub struct SesKeys {
     pub topics: Vec<String>,
     pub pinned: Option<rsa::RsaPublicKey>,
     pub confirm: bool,
-    fetched: tokio::sync::Mutex<std::collections::HashMap<String, rsa::RsaPublicKey>>,
+    /// A plain mutex, held only to read or insert: never across the fetch,
+    /// so one slow (or hanging) certificate download cannot stall every
+    /// other SES request behind it. Two requests for a new URL may both
+    /// fetch it; the second insert is harmless.
+    fetched: std::sync::Mutex<std::collections::HashMap<String, rsa::RsaPublicKey>>,
 }
 
 impl SesKeys {
@@ -88,18 +92,22 @@ impl SesKeys {
         if !crate::providers::ses::trusted_cert_url(url) {
             return Err(format!("SigningCertURL {url:?} is not an SNS certificate URL"));
         }
-        let mut cache = self.fetched.lock().await;
-        if let Some(k) = cache.get(url) {
-            return Ok(k.clone());
+        if let Some(k) = self.cached(url) {
+            return Ok(k);
         }
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .build()
+        let pem = crate::providers::ses::client()
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
             .map_err(|e| e.to_string())?;
-        let pem = client.get(url).send().await.and_then(|r| r.error_for_status()).map_err(|e| e.to_string())?;
         let key = crate::providers::ses::key_from_pem(&pem.text().await.map_err(|e| e.to_string())?)?;
-        cache.insert(url.to_owned(), key.clone());
+        self.fetched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(url.to_owned(), key.clone());
         Ok(key)
+    }
+
+    fn cached(&self, url: &str) -> Option<rsa::RsaPublicKey> {
+        self.fetched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(url).cloned()
     }
 }
 
@@ -256,7 +264,7 @@ pub async fn ses(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<I
         "SubscriptionConfirmation" => {
             let url = envelope.subscribe_url.clone().unwrap_or_default();
             if keys.confirm && ses::trusted_sns_url(&url) {
-                match reqwest::get(&url).await.and_then(|r| r.error_for_status()) {
+                match ses::client().get(&url).send().await.and_then(|r| r.error_for_status()) {
                     Ok(_) => tracing::info!(topic = %envelope.topic_arn, "confirmed the SNS subscription"),
                     Err(e) => {
                         tracing::error!(error = %e, url = %url, "could not confirm the SNS subscription; visit the URL")
