@@ -21,11 +21,53 @@ use crate::worker::Worker;
 
 /// Opens the configured database.
 pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
+    if let Some(path) = sqlite_file(&config.database_url) {
+        create_private(&path);
+    }
     let opts = ConnectOptions {
         max_connections: config.database.max_connections,
         acquire_timeout: config.database.acquire_timeout,
     };
     SqlStore::connect(&config.database_url, &opts).await
+}
+
+/// The file a `sqlite:` URL names, or `None` for an in-memory database or
+/// another dialect.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or("");
+    (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
+/// Creates the SQLite file, readable and writable by its owner only (0600),
+/// before SQLite does: SQLite creates it with the process's umask (0644
+/// usually), and it holds every recipient's address and the send log. Its
+/// `-wal` and `-shm` files take the database file's mode. An existing file
+/// is left as it is (it may be shared with a host application on purpose),
+/// with a warning when others can read it.
+fn create_private(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if let Ok(meta) = std::fs::metadata(path)
+                    && meta.permissions().mode() & 0o077 != 0
+                {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                        "the SQLite database can be read by other users; chmod 600 it unless that is intended"
+                    );
+                }
+            }
+            // A missing directory and the like: SQLite reports it in its own words.
+            Err(_) => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// The channels this build can deliver with, without email. Email (when no

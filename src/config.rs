@@ -716,21 +716,22 @@ impl Config {
 }
 
 /// `url` with its password (if it has one) replaced by `***`, for errors
-/// and logs. A string that does not parse as a URL is returned whole only
-/// when it has no `user:password@` part that could be one.
+/// and logs.
 pub fn redact_url_password(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
+    if let Ok(mut u) = url::Url::parse(url)
+        && u.password().is_some()
+    {
+        let _ = u.set_password(Some("***"));
+        return u.to_string();
+    }
+    // Not a URL with a password to the parser (`bob:secret@db` parses as
+    // scheme `bob`), but a `user:secret@` part all the same: hide it.
+    match url.rfind('@') {
+        Some(at) => {
+            let start = url.find("://").map_or(0, |i| i + 3);
+            if at >= start { format!("{}***@{}", &url[..start], &url[at + 1..]) } else { url.to_owned() }
         }
-        Ok(_) => url.to_owned(),
-        Err(_) => match (url.find("://"), url.rfind('@')) {
-            // Not a URL to the parser, but `scheme://user:secret@host`
-            // all the same: keep the scheme and host, hide the rest.
-            (Some(i), Some(at)) if at > i => format!("{}://***@{}", &url[..i], &url[at + 1..]),
-            _ => url.to_owned(),
-        },
+        None => url.to_owned(),
     }
 }
 
@@ -794,6 +795,18 @@ impl figment::Provider for EnvSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_database_scheme_is_refused_without_its_password() {
+        for url in ["postgresx://bob:hunter2@db.example/x", "foo://bob:hunter2@db/x", "bob:hunter2@db"] {
+            let c = Config { database_url: url.into(), ..Config::default() };
+            let e = c.validate().expect_err("refused").to_string();
+            assert!(e.contains("database_url"), "{e}");
+            assert!(!e.contains("hunter2"), "the password is shown: {e}");
+        }
+        assert_eq!(redact_url_password("postgres://bob:pw@h/db"), "postgres://bob:***@h/db");
+        assert_eq!(redact_url_password("sqlite://herald.db"), "sqlite://herald.db");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

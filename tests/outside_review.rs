@@ -246,3 +246,74 @@ async fn concurrent_wrong_logins_are_counted_before_they_are_checked() {
     assert_eq!(log_in(&app.base, operator, "ops@example.com", password).await, 303, "the operator elsewhere gets in");
     app.stop().await;
 }
+
+fn rule(category: &str) -> serde_json::Value {
+    serde_json::json!({
+        "name": "news", "trigger_type": "news.posted", "channel": "email", "category": category,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "S", "text": "T"}}}
+    })
+}
+
+/// A rule in category `*` put "every category" in each unsubscribe link it
+/// sent, so one click stopped transactional mail too. The name is reserved
+/// now, on create and on update, and a link that names it changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_all_categories_name_is_reserved() {
+    use herald::store::SuppressionStore;
+    let app = App::start().await;
+    let (status, body) = app.post("/v1/rules", rule("*")).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["errors"][0]["field"], "category", "{body}");
+    let (status, created) = app.post("/v1/rules", rule("news")).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (status, body) = app
+        .call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(serde_json::json!({"category": " * "})))
+        .await;
+    assert_eq!(status, 422, "{body}");
+
+    // A link a rule saved before the fix could have sent.
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let hash = keys.hash("ann@example.com").unwrap();
+    let token = keys.sign_unsubscribe(&herald::address::UnsubscribeToken {
+        address_hash: hash.clone(),
+        category: "*".into(),
+        user_id: "u-1".into(),
+    });
+    let resp = app
+        .http
+        .post(app.url(&format!("/u/{token}")))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    let now = herald::clock::Millis(i64::MAX / 2);
+    assert!(app.db.store.active_suppression(&hash, Some("transactional"), now).await.unwrap().is_none());
+    app.stop().await;
+}
+
+/// `herald.db` was created world-readable (the process umask); it holds
+/// every recipient's address.
+#[tokio::test]
+async fn the_sqlite_file_is_created_private() {
+    use herald::store::Store;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.db");
+    let config = herald::config::Config {
+        database_url: format!("sqlite://{}", path.display()),
+        ..herald::config::Config::default()
+    };
+    let store = herald::app::open_store(&config).await.unwrap();
+    store.migrate().await.unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "herald.db is {mode:o}");
+    for side in ["herald.db-wal", "herald.db-shm"] {
+        if let Ok(meta) = std::fs::metadata(dir.path().join(side)) {
+            assert_eq!(meta.permissions().mode() & 0o077, 0, "{side} is readable by others");
+        }
+    }
+    store.close().await;
+}

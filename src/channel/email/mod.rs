@@ -264,6 +264,11 @@ fn address<'a>(d: &'a Delivery, payload: &'a Option<EmailPayload>) -> Result<Add
         "email payload is not usable; expected a JSON object with \"to\", \"subject\", \"text\" and optional \
          \"html\", \"category\"",
     )?;
+    if p.category.as_deref().is_some_and(|c| c.trim() == ALL_CATEGORIES) {
+        return Err(
+            "the payload's category \"*\" is reserved (it means every category); name the kind of message".into()
+        );
+    }
     Ok(Addressed {
         address: p.to.clone(),
         name: None,
