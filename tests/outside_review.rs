@@ -317,3 +317,67 @@ async fn the_sqlite_file_is_created_private() {
     }
     store.close().await;
 }
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Whether `tool` runs; outside CI a missing tool skips the check (said so
+/// on stderr), under `CI=true` it fails the test.
+fn have(tool: &str, probe: &[&str]) -> bool {
+    let ok = std::process::Command::new(tool).args(probe).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(!in_ci(), "CI=true but {tool} is not installed (.ci/run installs it)");
+        eprintln!("SKIPPED: {tool} is not installed; this check did not run");
+    }
+    ok
+}
+
+/// `/metrics` answered OpenMetrics to everyone, and `promtool check
+/// metrics` (which reads the classic format) reported missing help text.
+/// Now the format follows `Accept`, and promtool passes the default one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_follow_accept_and_pass_promtool() {
+    let app = App::start().await;
+    // Something in every metric family that has samples.
+    app.deliver().await;
+    let get = |accept: Option<&'static str>| {
+        let mut req = app.http.get(app.url("/metrics"));
+        if let Some(a) = accept {
+            req = req.header("accept", a);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let ct = resp.headers()["content-type"].to_str().unwrap().to_owned();
+            (ct, resp.text().await.unwrap())
+        }
+    };
+    let (ct, text) = get(None).await;
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    assert!(!text.contains("# EOF"), "{text}");
+    let (ct, _) = get(Some("text/plain;version=0.0.4")).await;
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    let (ct, om) =
+        get(Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")).await;
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    if have("promtool", &["--version"]) {
+        use std::io::Write;
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}\n{text}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    app.stop().await;
+}

@@ -194,13 +194,19 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// Prometheus text format (0.0.4) unless the scraper asks for OpenMetrics
+/// in `Accept`: promtool and many agents read only the former.
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     // The outbox depth is read now; if the database is away the other
     // metrics are still worth serving.
     match state.store.status_summary(state.clock.now()).await {
         Ok(summary) => state.metrics.set_outbox(&summary),
         Err(e) => tracing::warn!(error = %e, "metrics: could not read outbox depth"),
     }
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-        .into_response()
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if crate::metrics::prefers_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, crate::metrics::TEXT_CONTENT_TYPE)], state.metrics.encode_text()).into_response()
+    }
 }
