@@ -17,7 +17,7 @@ pub const MAX_MAIL_BYTES: usize = crate::bounce::MAX_INPUT_BYTES;
 /// `complained` to the matched message's send log and suppresses hard-bounced
 /// and complaining addresses. Sending the same message again changes nothing.
 #[utoipa::path(post, path = "/v1/bounces/mail", tag = "bounces",
-    request_body(content = String, content_type = "text/plain", description = "The raw message (any content type is accepted; message/rfc822 is the usual one)"),
+    request_body(content = String, content_type = "application/octet-stream", description = "The raw message, as received on the return path (any content type is accepted; message/rfc822 is the usual one)"),
     responses(
         (status = 200, body = IngestReport),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -34,6 +34,7 @@ pub async fn mail(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct BounceQuery {
     /// 1 to 500 [default: 50]
@@ -238,7 +239,7 @@ pub async fn postmark(
 /// Amazon SES notifications through SNS (signature versions 1 and 2, topic
 /// pinned); subscription confirmations are verified and then confirmed.
 #[utoipa::path(post, path = "/v1/bounces/ses", tag = "bounces",
-    request_body(content = String, content_type = "text/plain", description = "The SNS message, as SNS posts it"),
+    request_body(content = Object, content_type = "application/json", description = "The SNS message (a JSON object), as SNS posts it (SNS sends it as text/plain; any content type is accepted)"),
     responses(
         (status = 200, body = IngestReport),
         (status = 401, description = "Unsigned, badly signed or from another topic: nothing changed", body = Problem, content_type = "application/problem+json"),
