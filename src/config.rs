@@ -693,6 +693,11 @@ impl Config {
                 "set together with email.dkim_private_key_file, or neither",
             ));
         }
+        if let Some(path) = &e.tls_ca_file {
+            crate::channel::email::transport::read_ca_file(path).map_err(|why| {
+                invalid("email.tls_ca_file", path.display(), format!("a PEM file of CA certificates: {why}"))
+            })?;
+        }
         let Some(url) = &e.transport else { return Ok(()) };
         let transport =
             TransportUrl::parse(url).map_err(|why| invalid("email.transport", TransportUrl::redacted(url), why))?;
