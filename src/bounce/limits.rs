@@ -88,16 +88,17 @@ fn measure(raw: &[u8], depth: usize, encoded_levels: usize, parts: &mut usize) -
             return Err(too_many_parts());
         }
         for part in &m.parts {
-            if encoded_levels > 0 && is_message(part) {
-                if let Some(decoded) = encoded_body(part, m.raw_message.as_ref()) {
-                    // mail-parser parses the decoded body as a message one
-                    // level down; so does this.
-                    if level + 1 > MAX_NESTING {
-                        return Err(too_deep());
-                    }
-                    measure(&decoded, level + 1, encoded_levels - 1, parts)?;
-                    continue;
+            if encoded_levels > 0
+                && is_message(part)
+                && let Some(decoded) = encoded_body(part, m.raw_message.as_ref())
+            {
+                // mail-parser parses the decoded body as a message one
+                // level down; so does this.
+                if level + 1 > MAX_NESTING {
+                    return Err(too_deep());
                 }
+                measure(&decoded, level + 1, encoded_levels - 1, parts)?;
+                continue;
             }
             if let PartType::Message(nested) = &part.body {
                 if level + 1 > MAX_NESTING {

@@ -93,11 +93,7 @@ pub fn trusted_sns_url(url: &str) -> bool {
     }
     let Some(url::Host::Domain(host)) = u.host() else { return false };
     let labels: Vec<&str> = host.split('.').collect();
-    let suffix_ok = match labels.as_slice() {
-        ["sns", _, "amazonaws", "com"] => true,
-        ["sns", _, "amazonaws", "com", "cn"] => true,
-        _ => false,
-    };
+    let suffix_ok = matches!(labels.as_slice(), ["sns", _, "amazonaws", "com"] | ["sns", _, "amazonaws", "com", "cn"]);
     suffix_ok && is_region(labels[1])
 }
 
