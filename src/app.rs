@@ -227,7 +227,7 @@ pub async fn serve_with_clock(
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         ui: config.ui.clone(),
-        login_checks: Arc::new(tokio::sync::Semaphore::new(config.ui.login_concurrency as usize)),
+        login_checks: Arc::new(crate::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         shutdown: shutdown.clone(),
     };
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

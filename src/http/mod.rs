@@ -56,8 +56,8 @@ pub struct AppState {
     pub token_ttl: std::time::Duration,
     /// The operator screen's session and login settings.
     pub ui: crate::config::UiSettings,
-    /// Password checks allowed to run at once (`ui.login_concurrency`).
-    pub login_checks: Arc<tokio::sync::Semaphore>,
+    /// The operator logins' password checks (`ui.login_concurrency`).
+    pub login_checks: Arc<crate::ui::session::PasswordChecks>,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
