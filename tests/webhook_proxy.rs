@@ -54,7 +54,9 @@ fn delivery(url: &str) -> Delivery {
         created_at: T0,
         updated_at: T0,
     };
-    Delivery { row, rule: Some(rule), recipient: None, message: None }
+    // `into`: a plain RuleRow here, an Arc<RuleRow> once the engine rewrite is merged.
+    #[allow(clippy::useless_conversion)]
+    Delivery { row, rule: Some(rule.into()), recipient: None, message: None }
 }
 
 #[test]
