@@ -51,6 +51,31 @@ pub fn normalize(address: &str) -> Option<String> {
     Some(format!("{}@{}", local.to_lowercase(), domain.to_lowercase()))
 }
 
+/// Makes an existing secret file private to its owner if others can read it.
+fn tighten(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+                    Ok(()) => {
+                        tracing::warn!(path = %path.display(), was = format!("{mode:o}"), "made the address secret file 0600")
+                    }
+                    Err(e) => tracing::warn!(
+                        path = %path.display(),
+                        error = %e,
+                        "the address secret file is readable by others and could not be made 0600"
+                    ),
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+}
+
 /// Keys derived from the deployment secret, one per purpose, so that an
 /// address hash can never double as a valid token signature.
 #[derive(Clone)]
@@ -87,14 +112,20 @@ impl AddressKeys {
         }
     }
 
-    /// Loads the configured secret, or the one in `data_dir` (creating it).
+    /// Loads the configured secret, or the one in `data_dir` (creating it,
+    /// mode 0600; an existing file others can read is made 0600, with a
+    /// warning: the secret forges unsubscribe links and un-hashes nothing,
+    /// but it is what makes the hashes unguessable).
     pub fn load(configured: Option<&str>, data_dir: &Path) -> std::io::Result<AddressKeys> {
         if let Some(s) = configured {
             return Ok(AddressKeys::from_secret(s.as_bytes()));
         }
         let path = data_dir.join(SECRET_FILE);
         match std::fs::read_to_string(&path) {
-            Ok(s) if !s.trim().is_empty() => return Ok(AddressKeys::from_secret(s.trim().as_bytes())),
+            Ok(s) if !s.trim().is_empty() => {
+                tighten(&path);
+                return Ok(AddressKeys::from_secret(s.trim().as_bytes()));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(std::io::Error::new(e.kind(), format!("reading {}: {e}", path.display()))),

@@ -21,11 +21,53 @@ use crate::worker::Worker;
 
 /// Opens the configured database.
 pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
+    if let Some(path) = sqlite_file(&config.database_url) {
+        create_private(&path);
+    }
     let opts = ConnectOptions {
         max_connections: config.database.max_connections,
         acquire_timeout: config.database.acquire_timeout,
     };
     SqlStore::connect(&config.database_url, &opts).await
+}
+
+/// The file a `sqlite:` URL names, or `None` for an in-memory database or
+/// another dialect.
+pub fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or("");
+    (!path.is_empty() && !path.contains(":memory:")).then(|| std::path::PathBuf::from(path))
+}
+
+/// Creates the SQLite file, readable and writable by its owner only (0600),
+/// before SQLite does: SQLite creates it with the process's umask (0644
+/// usually), and it holds every recipient's address and the send log. Its
+/// `-wal` and `-shm` files take the database file's mode. An existing file
+/// is left as it is (it may be shared with a host application on purpose),
+/// with a warning when others can read it.
+fn create_private(path: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if let Ok(meta) = std::fs::metadata(path)
+                    && meta.permissions().mode() & 0o077 != 0
+                {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                        "the SQLite database can be read by other users; chmod 600 it unless that is intended"
+                    );
+                }
+            }
+            // A missing directory and the like: SQLite reports it in its own words.
+            Err(_) => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// The channels this build can deliver with, without email. Email (when no
@@ -221,15 +263,20 @@ pub async fn serve_with_clock(
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         ui: config.ui.clone(),
+        login_checks: Arc::new(crate::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         shutdown: shutdown.clone(),
     };
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };
     let app = http::router(state, config.http.max_body_bytes, &cors);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
     let http_shutdown = shutdown.clone();
-    // With the peer's address, for the operator screen's per-address login limit.
-    let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(async move { http_shutdown.cancelled().await }).await?;
+    // Header-read timeout and connection bound; handlers get the peer's
+    // address (the operator screen's per-address login limit).
+    let limits = http::server::ServerLimits {
+        header_read_timeout: config.http.header_read_timeout,
+        max_connections: config.http.max_connections,
+    };
+    http::server::serve(listener, app, limits, http_shutdown).await;
     while tasks.join_next().await.is_some() {}
     store.close().await;
     tracing::info!("herald stopped");

@@ -64,9 +64,23 @@ pub struct UiSettings {
     /// `X-Forwarded-Proto` header: Herald cannot tell a trusted proxy's
     /// header from one a client made up. Default false.
     pub secure_cookies: bool,
-    /// Failed logins for one email within `login_window` after which logins
-    /// for it are refused until the window has passed. Default 5.
+    /// Failed logins for one email from one client address within
+    /// `login_window` after which that address's logins for it are refused
+    /// until the window has passed. Counted per email *and* address, so a
+    /// guesser elsewhere cannot lock the real operator out with five wrong
+    /// passwords. Default 5.
     pub login_max_failures: u32,
+    /// Failed logins for one email from all addresses together within
+    /// `login_window` after which logins for it are refused from every
+    /// address but those it logged in from successfully in the last 30
+    /// days: the ceiling on guessing spread over many addresses, which the
+    /// operator's own usual address rides out. Default 50.
+    pub login_max_failures_per_email: u32,
+    /// Password checks (Argon2id, 19 MiB and a few tens of milliseconds of
+    /// CPU each) running at once in this process (1 to 64). A login beyond
+    /// it is answered 503 at once instead of queueing, so a burst of logins
+    /// cannot take the memory or the CPU. Default 2.
+    pub login_concurrency: u32,
     /// Failed logins from one client address within `login_window` after
     /// which its logins are refused. Higher than the per-email limit because
     /// a team behind one NAT (or a load balancer that hides client
@@ -83,6 +97,8 @@ impl Default for UiSettings {
             session_ttl: Duration::from_secs(12 * 3600),
             secure_cookies: false,
             login_max_failures: 5,
+            login_max_failures_per_email: 50,
+            login_concurrency: 2,
             login_max_failures_per_ip: 20,
             login_window: Duration::from_secs(15 * 60),
         }
@@ -220,6 +236,12 @@ pub struct EmailSettings {
     /// A file holding the DKIM private key: PKCS#1 PEM RSA
     /// (`-----BEGIN RSA PRIVATE KEY-----`) or a base64 Ed25519 seed.
     pub dkim_private_key_file: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for the SMTP server's TLS
+    /// certificate (STARTTLS and `smtps://`), for a relay whose certificate
+    /// a private CA issued. Trusted in addition to the operating system's
+    /// store and the built-in (Mozilla) roots, which are always trusted.
+    /// `HERALD_EMAIL__TLS_CA_FILE`. Default unset.
+    pub tls_ca_file: Option<PathBuf>,
     /// Reuse SMTP connections between messages (a pool of up to
     /// `concurrency`). Off: one connection per message. Default true.
     pub pool: bool,
@@ -260,6 +282,7 @@ impl Default for EmailSettings {
             dkim_selector: None,
             dkim_domain: None,
             dkim_private_key_file: None,
+            tls_ca_file: None,
             pool: true,
             concurrency: 8,
             rate_per_second: 0,
@@ -306,6 +329,18 @@ pub struct HttpSettings {
     /// Largest request body accepted, in bytes (1 KiB to 64 MiB); larger
     /// ones get 413. Default 262144 (256 KiB).
     pub max_body_bytes: usize,
+    /// Longest a client may take to send a request's header block (the
+    /// first request's, and each later one's on a kept-alive connection);
+    /// then the connection is closed. Without it a client that sends half a
+    /// request holds its connection forever (slowloris). Default "10s"
+    /// (1s to 10m).
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
+    /// Most client connections open at once (1 to 1000000). Past it the
+    /// server stops accepting until one closes, so a flood of connections
+    /// costs the backlog, not memory or file descriptors; open inbox and
+    /// event streams count. Default 10000.
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -369,7 +404,12 @@ impl Default for DatabaseSettings {
 
 impl Default for HttpSettings {
     fn default() -> Self {
-        HttpSettings { listen: SocketAddr::from(([127, 0, 0, 1], 8080)), max_body_bytes: 256 * 1024 }
+        HttpSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            max_body_bytes: 256 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+        }
     }
 }
 
@@ -477,7 +517,7 @@ impl Config {
         if Dialect::from_url(&self.database_url).is_none() {
             return Err(invalid(
                 "database_url",
-                format!("{:?}", self.database_url),
+                format!("{:?}", redact_url_password(&self.database_url)),
                 "sqlite://PATH, postgres://USER@HOST/DB or mysql://USER@HOST/DB",
             ));
         }
@@ -487,6 +527,13 @@ impl Config {
         }
         if !(1024..=64 * 1024 * 1024).contains(&self.http.max_body_bytes) {
             return Err(invalid("http.max_body_bytes", self.http.max_body_bytes, "1024 to 67108864"));
+        }
+        let h = self.http.header_read_timeout;
+        if h < Duration::from_secs(1) || h > Duration::from_secs(600) {
+            return Err(invalid("http.header_read_timeout", humantime::format_duration(h), "1s to 10m"));
+        }
+        if !(1..=1_000_000).contains(&self.http.max_connections) {
+            return Err(invalid("http.max_connections", self.http.max_connections, "1 to 1000000"));
         }
         if !(1..=10_000).contains(&self.planner.batch) {
             return Err(invalid("planner.batch", self.planner.batch, "1 to 10000"));
@@ -554,6 +601,12 @@ impl Config {
         }
         if !(1..=1000).contains(&ui.login_max_failures) {
             return Err(invalid("ui.login_max_failures", ui.login_max_failures, "1 to 1000"));
+        }
+        if !(1..=100_000).contains(&ui.login_max_failures_per_email) {
+            return Err(invalid("ui.login_max_failures_per_email", ui.login_max_failures_per_email, "1 to 100000"));
+        }
+        if !(1..=64).contains(&ui.login_concurrency) {
+            return Err(invalid("ui.login_concurrency", ui.login_concurrency, "1 to 64"));
         }
         if !(1..=100_000).contains(&ui.login_max_failures_per_ip) {
             return Err(invalid("ui.login_max_failures_per_ip", ui.login_max_failures_per_ip, "1 to 100000"));
@@ -640,6 +693,11 @@ impl Config {
                 "set together with email.dkim_private_key_file, or neither",
             ));
         }
+        if let Some(path) = &e.tls_ca_file {
+            crate::channel::email::transport::read_ca_file(path).map_err(|why| {
+                invalid("email.tls_ca_file", path.display(), format!("a PEM file of CA certificates: {why}"))
+            })?;
+        }
         let Some(url) = &e.transport else { return Ok(()) };
         let transport =
             TransportUrl::parse(url).map_err(|why| invalid("email.transport", TransportUrl::redacted(url), why))?;
@@ -659,6 +717,26 @@ impl Config {
             ));
         }
         Ok(())
+    }
+}
+
+/// `url` with its password (if it has one) replaced by `***`, for errors
+/// and logs.
+pub fn redact_url_password(url: &str) -> String {
+    if let Ok(mut u) = url::Url::parse(url)
+        && u.password().is_some()
+    {
+        let _ = u.set_password(Some("***"));
+        return u.to_string();
+    }
+    // Not a URL with a password to the parser (`bob:secret@db` parses as
+    // scheme `bob`), but a `user:secret@` part all the same: hide it.
+    match url.rfind('@') {
+        Some(at) => {
+            let start = url.find("://").map_or(0, |i| i + 3);
+            if at >= start { format!("{}***@{}", &url[..start], &url[at + 1..]) } else { url.to_owned() }
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -722,6 +800,18 @@ impl figment::Provider for EnvSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_database_scheme_is_refused_without_its_password() {
+        for url in ["postgresx://bob:hunter2@db.example/x", "foo://bob:hunter2@db/x", "bob:hunter2@db"] {
+            let c = Config { database_url: url.into(), ..Config::default() };
+            let e = c.validate().expect_err("refused").to_string();
+            assert!(e.contains("database_url"), "{e}");
+            assert!(!e.contains("hunter2"), "the password is shown: {e}");
+        }
+        assert_eq!(redact_url_password("postgres://bob:pw@h/db"), "postgres://bob:***@h/db");
+        assert_eq!(redact_url_password("sqlite://herald.db"), "sqlite://herald.db");
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -26,13 +26,15 @@
 //! - [`worker`]: claims due rows, delivers them through channels, records
 //!   outcomes; `worker::policy` decides retry, give-up and expiry.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
-//!   `/v1` API).
+//!   `/v1` API); `http::server` is the accept loop (header-read timeout,
+//!   connection bound), `http::nul` refuses U+0000 at the edge.
 //! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
-//!   ARF, RFC 3834, and the free-text formats of common MTAs).
+//!   ARF, RFC 3834, and the free-text formats of common MTAs), after
+//!   `bounce::limits` has bounded the MIME nesting.
 //! - [`providers`]: provider bounce webhooks (SendGrid, Mailgun, Postmark),
 //!   verified and turned into the parser's shape.
 //! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.

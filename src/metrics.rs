@@ -142,11 +142,135 @@ impl Metrics {
         self.inner.oldest_due_age.set(summary.oldest_due.as_ref().map_or(0.0, |o| o.overdue_seconds));
     }
 
-    /// The Prometheus text exposition of everything registered.
+    /// The OpenMetrics 1.0 exposition of everything registered (what
+    /// prometheus-client writes).
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.inner.registry);
         out
+    }
+
+    /// The classic Prometheus text format (0.0.4), for scrapers and tools
+    /// that do not ask for OpenMetrics (promtool, older Prometheus, most
+    /// agents). See [`openmetrics_to_text`].
+    pub fn encode_text(&self) -> String {
+        openmetrics_to_text(&self.encode())
+    }
+}
+
+/// The content type of each format.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Whether a request's `Accept` header prefers OpenMetrics to the classic
+/// text format: an `application/openmetrics-text` range with a q-value
+/// above zero and at least that of any range the text format matches
+/// (`text/plain`, `text/*`, `*/*`). No header, or a plain `*/*` (curl):
+/// the text format, the one every scraper reads.
+pub fn prefers_openmetrics(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return false };
+    let (mut om, mut text) = (0.0f32, 0.0f32);
+    for range in accept.split(',') {
+        let mut params = range.split(';');
+        let media = params.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q = params
+            .filter_map(|p| p.trim().strip_prefix("q=").or_else(|| p.trim().strip_prefix("Q=")))
+            .find_map(|v| v.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match media.as_str() {
+            "application/openmetrics-text" => om = om.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    om > 0.0 && om >= text
+}
+
+/// OpenMetrics text to the classic format: a counter's metadata is named
+/// after its samples (`# TYPE x_total counter`, where OpenMetrics writes
+/// `# TYPE x counter` over `x_total` samples, which the classic parser reads
+/// as a metric without help or type: promtool's "no help text"), and the
+/// OpenMetrics-only lines (`# UNIT`, `# EOF`, `_created` samples) are left
+/// out.
+pub fn openmetrics_to_text(openmetrics: &str) -> String {
+    let mut counters = std::collections::HashSet::new();
+    for line in openmetrics.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ")
+            && let Some((name, kind)) = rest.split_once(' ')
+            && kind.trim() == "counter"
+        {
+            counters.insert(name.to_owned());
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("# HELP ", r))
+            .or(line.strip_prefix("# TYPE ").map(|r| ("# TYPE ", r)));
+        if let Some((prefix, rest)) = meta {
+            let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+            if counters.contains(name) {
+                out.push_str(&format!("{prefix}{name}_total {tail}\n"));
+                continue;
+            }
+        } else {
+            let name = line.split(['{', ' ']).next().unwrap_or("");
+            if name.strip_suffix("_created").is_some_and(|base| counters.contains(base)) {
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_named_after_their_samples_in_the_text_format() {
+        let m = Metrics::new();
+        m.delivery("inbox", "sent");
+        m.reclaimed(2);
+        let text = m.encode_text();
+        assert!(text.contains("# HELP herald_deliveries_total Delivery attempts"), "{text}");
+        assert!(text.contains("# TYPE herald_deliveries_total counter"), "{text}");
+        assert!(text.contains("herald_deliveries_total{channel=\"inbox\",outcome=\"sent\"} 1"), "{text}");
+        assert!(
+            text.contains("# TYPE herald_reclaimed_claims_total counter\nherald_reclaimed_claims_total 2"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        // Every sample has HELP and TYPE under its own family name.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().unwrap();
+            let family = ["_bucket", "_sum", "_count"].iter().find_map(|s| name.strip_suffix(s)).unwrap_or(name);
+            let family = if text.contains(&format!("# TYPE {name} ")) { name } else { family };
+            assert!(text.contains(&format!("# HELP {family} ")), "no help for {name}: {text}");
+            assert!(text.contains(&format!("# TYPE {family} ")), "no type for {name}: {text}");
+        }
+        assert!(m.encode().ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn accept_headers_pick_the_format() {
+        assert!(!prefers_openmetrics(None));
+        assert!(!prefers_openmetrics(Some("*/*")));
+        assert!(!prefers_openmetrics(Some("text/plain; version=0.0.4")));
+        assert!(!prefers_openmetrics(Some("text/plain;version=0.0.4;q=1,application/openmetrics-text;q=0.5")));
+        assert!(!prefers_openmetrics(Some("application/openmetrics-text;q=0")));
+        assert!(prefers_openmetrics(Some("application/openmetrics-text; version=1.0.0")));
+        // What Prometheus itself sends.
+        assert!(prefers_openmetrics(Some(
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,\
+             text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        )));
     }
 }

@@ -474,3 +474,112 @@ async fn refused_silent_and_tls_failures_are_retried() {
     }
     db.cleanup().await;
 }
+
+/// A private CA and a certificate it issued for 127.0.0.1, made with the
+/// openssl command line in `dir`: (ca.pem, server chain, server key).
+fn private_ca(dir: &std::path::Path) -> Option<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+    let openssl = |args: &[&str]| {
+        std::process::Command::new("openssl").args(args).current_dir(dir).output().is_ok_and(|o| o.status.success())
+    };
+    let ok = openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=Herald Test Private CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]) && openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]) && {
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ])
+    };
+    if !ok {
+        assert!(!common::in_ci(), "CI=true but the openssl command line could not make a test CA");
+        eprintln!("skipped: the openssl command line could not make a test CA");
+        return None;
+    }
+    Some((dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key")))
+}
+
+/// Issue 13, item 12: a relay whose certificate a private CA issued failed
+/// every handshake (`UnknownIssuer`) under `tls=required`, `tls=starttls`
+/// and `smtps://`. With the CA in `email.tls_ca_file` each delivers, pooled
+/// and not; without it, each still refuses (a retry, nothing sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_is_trusted_through_tls_ca_file() {
+    let certs = tempfile::tempdir().unwrap();
+    let Some((ca, chain, key)) = private_ca(certs.path()) else { return };
+    for (mode, scheme, query) in
+        [("starttls", "smtp", "?tls=required"), ("starttls", "smtp", "?tls=starttls"), ("implicit", "smtps", "")]
+    {
+        let Some(sink) = Sink::start_tls(mode, &chain, &key).await else { return };
+        for pool in [true, false] {
+            let db = TestDb::new(Backend::Sqlite).await.unwrap();
+            let store = db.arc();
+            let mut s = settings(&sink, pool);
+            s.transport = Some(format!("{scheme}://127.0.0.1:{}{query}", sink.port));
+            let what = format!("{scheme}://…{query} (pool {pool})");
+
+            // Without the CA: the handshake fails, the row waits for a retry.
+            let w = worker_with(store.clone(), &s, "https://herald.test", Metrics::new());
+            let id = enqueue(&*store, "ok@example.org", "news").await;
+            tokio::time::timeout(Duration::from_secs(60), w.tick()).await.unwrap().unwrap();
+            let row = store.get_outbox(&id).await.unwrap().unwrap();
+            assert_eq!(row.status, OutboxStatus::Scheduled, "{what}: {row:?}");
+            let err = row.last_error.clone().unwrap_or_default();
+            assert!(err.to_lowercase().contains("unknownissuer") || err.contains("certificate"), "{what}: {err}");
+
+            // With it: delivered over TLS.
+            s.tls_ca_file = Some(ca.clone());
+            let before = sink.messages().len();
+            let w = worker_with(store.clone(), &s, "https://herald.test", Metrics::new());
+            let id = enqueue(&*store, "ok@example.org", "news").await;
+            tokio::time::timeout(Duration::from_secs(60), w.tick()).await.unwrap().unwrap();
+            let (status, send) = last_send(&*store, &id).await;
+            assert_eq!(status, OutboxStatus::Sent, "{what}: {send:?}");
+            assert_eq!(sink.messages().len(), before + 1, "{what}: the server received it");
+            db.cleanup().await;
+        }
+    }
+}

@@ -711,19 +711,31 @@ async fn login_failures_count_per_email_since_its_last_success_and_per_address(d
     ] {
         s.record_login_attempt(&a).await.unwrap();
     }
-    let f = s.login_failures("a@x.org", "10.0.0.1", T0.minus(Duration::from_secs(1))).await.unwrap();
+    let f = s.login_failures("a@x.org", "10.0.0.1", T0.minus(Duration::from_secs(1)), T0).await.unwrap();
     let expected = LoginFailures {
         by_email: 2, // after the success at 10; the rate-limited refusal does not count
         email_oldest: Some(T0.plus(Duration::from_secs(20))),
+        by_email_ip: 1, // the failure at 20 only: the one at 30 came from another address
+        email_ip_oldest: Some(T0.plus(Duration::from_secs(20))),
         by_ip: 3, // every failure from the address, across emails, the success notwithstanding
         ip_oldest: Some(T0),
+        known_address: true, // the success at 10
     };
     assert_eq!(f, expected);
-    // Only failures after `since` count.
-    let f = s.login_failures("a@x.org", "10.0.0.1", T0.plus(Duration::from_secs(20))).await.unwrap();
-    assert_eq!((f.by_email, f.by_ip), (1, 1));
+    // Only failures after `since` count; a success before `known_since` is forgotten.
+    let later = T0.plus(Duration::from_secs(20));
+    let f = s.login_failures("a@x.org", "10.0.0.1", later, later).await.unwrap();
+    assert_eq!((f.by_email, f.by_email_ip, f.by_ip, f.known_address), (1, 0, 1, false));
+    // A pending attempt (its password still being checked) counts until it
+    // is finished, and then as what it turned out to be.
+    let pending = s.record_login_attempt(&at(60, "c@x.org", "10.0.0.3", "pending")).await.unwrap();
+    let f = s.login_failures("c@x.org", "10.0.0.3", T0, T0).await.unwrap();
+    assert_eq!((f.by_email, f.by_email_ip, f.by_ip), (1, 1, 1));
+    s.finish_login_attempt(&pending, herald::store::LoginOutcome::Ok).await.unwrap();
+    let f = s.login_failures("c@x.org", "10.0.0.3", T0, T0).await.unwrap();
+    assert_eq!((f.by_email, f.by_email_ip, f.by_ip, f.known_address), (0, 0, 0, true));
     let outcomes: Vec<String> = s.recent_login_attempts(2).await.unwrap().into_iter().map(|a| a.outcome).collect();
-    assert_eq!(outcomes, ["rate_limited", "unknown_email"]);
+    assert_eq!(outcomes, ["ok", "rate_limited"]);
 }
 
 async fn the_audit_log_pages_newest_first(db: &TestDb) {

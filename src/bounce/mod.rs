@@ -29,6 +29,7 @@ mod arf;
 mod autoreply;
 mod dsn;
 mod freetext;
+pub mod limits;
 mod original;
 mod ses;
 mod status;
@@ -124,6 +125,8 @@ pub enum ParseError {
     TooLarge { size: usize, limit: usize },
     #[error("the input is not an e-mail message: {0}")]
     NotAMessage(String),
+    #[error("the message is not read: {0}; keep it for manual review")]
+    TooComplex(String),
 }
 
 /// Parses one raw message received on the return path.
@@ -141,6 +144,9 @@ pub fn parse(raw: &[u8]) -> Result<BounceReport, ParseError> {
     if raw.iter().all(u8::is_ascii_whitespace) {
         return Err(ParseError::Empty);
     }
+    // Before mail-parser builds a tree that every later walk (and its drop)
+    // would recurse through: see `limits`.
+    limits::check(raw)?;
     let message = parse_mime(raw)?;
 
     let mut report = parse_message(&message, 0);

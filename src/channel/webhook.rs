@@ -49,7 +49,9 @@ pub fn is_non_public(ip: IpAddr) -> bool {
                 || o[0] >= 240
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
+            if let Some(v4) = embedded_ipv4(v6) {
+                // An address that reaches an IPv4 host (a translator, a
+                // tunnel, a mapped socket) is judged by that host.
                 return is_non_public(IpAddr::V4(v4));
             }
             let seg = v6.segments();
@@ -58,7 +60,34 @@ pub fn is_non_public(ip: IpAddr) -> bool {
                 || v6.is_multicast()
                 || (seg[0] & 0xfe00) == 0xfc00 // unique local
                 || (seg[0] & 0xffc0) == 0xfe80 // link local
+                || (seg[0] & 0xffc0) == 0xfec0 // site local (deprecated, still routed inward by some stacks)
+                || (seg[0] == 0x2001 && seg[1] == 0) // Teredo: the IPv4 inside is obfuscated; no receiver needs it
+                || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
+                || (seg[0] == 0x0064 && seg[1] == 0xff9b && seg[2] == 1) // local-use NAT64 (RFC 8215)
+                || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard-only
+                || seg[..6] == [0, 0, 0, 0, 0, 0] // the rest of the IPv4-compatible block (::/96)
         }
+    }
+}
+
+/// The IPv4 address an IPv6 address stands for, in the forms that reach an
+/// IPv4 host: IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`
+/// (deprecated, still accepted by some stacks), IPv4-translated
+/// `::ffff:0:a.b.c.d` (SIIT), the NAT64 well-known prefix `64:ff9b::/96`,
+/// and 6to4 `2002:AABB:CCDD::/48`. An outside review reached inward through
+/// each of these while only the mapped form was checked.
+fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
+    let seg = v6.segments();
+    let low = std::net::Ipv4Addr::new((seg[6] >> 8) as u8, seg[6] as u8, (seg[7] >> 8) as u8, seg[7] as u8);
+    match seg {
+        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(low),
+        // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0, _, _] => Some(low),
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(low),
+        [0x0064, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, hi, lo, ..] => Some(std::net::Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)),
+        _ => None,
     }
 }
 
@@ -175,6 +204,13 @@ pub struct WebhookChannel {
 impl WebhookChannel {
     pub fn new(secret: SigningSecret, policy: WebhookPolicy, timeout: Duration) -> WebhookChannel {
         let client = reqwest::Client::builder()
+            // Direct connections only. With a proxy from HTTP_PROXY or
+            // HTTPS_PROXY the guarded resolver below resolves only the
+            // proxy's name, and the proxy then reaches whatever the URL
+            // names, loopback included: an outside review reached a
+            // loopback service that way. A deployment that must leave
+            // through a proxy is not supported for webhooks.
+            .no_proxy()
             .timeout(timeout)
             // A redirect could lead anywhere, including inward; the receiver
             // should be configured with its final URL.
@@ -241,7 +277,13 @@ impl Channel for WebhookChannel {
                 address_hash: None,
             };
         }
-        let excerpt = excerpt(response).await;
+        // The body is kept (an excerpt) only from a receiver known to be
+        // public, or when the deployment allows internal receivers: an
+        // answer from anything else is recorded by its status line alone,
+        // so the send log can never carry an internal service's reply.
+        let public_peer = response.remote_addr().is_some_and(|a| !is_non_public(a.ip()));
+        let excerpt =
+            if public_peer || self.policy.allow_private_networks { excerpt(response).await } else { String::new() };
         let detail = format!("the receiver answered {status}{excerpt}");
         if status.as_u16() == 429 || status.is_server_error() {
             Outcome::retry(detail)
@@ -293,6 +335,16 @@ mod tests {
             "http://[::1]/",
             "http://[fd00::1]/",
             "http://[::ffff:10.0.0.1]/",
+            // Issue 13: IPv6 forms that embed an inward IPv4 address.
+            "http://[::127.0.0.1]/",
+            "http://[::ffff:0:127.0.0.1]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[2002:7f00:1::]/",
+            "http://[2002:a00:1::1]/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "http://[fec0::1]/",
+            "http://[64:ff9b:1::1]/",
             "http://localhost:8080/",
             "http://db.internal/",
             "http://100.64.0.1/",
@@ -303,6 +355,10 @@ mod tests {
         }
         assert!(p.check_url("https://hooks.example.com/herald").is_ok());
         assert!(p.check_url("https://93.184.216.34/x").is_ok());
+        // The same forms around a public IPv4 address, and ordinary global IPv6.
+        assert!(p.check_url("https://[64:ff9b::5db8:d822]/x").is_ok());
+        assert!(p.check_url("https://[2002:5db8:d822::1]/x").is_ok());
+        assert!(p.check_url("https://[2606:2800:220:1:248:1893:25c8:1946]/x").is_ok());
         let open = WebhookPolicy { allow_private_networks: true };
         assert!(open.check_url("http://127.0.0.1:9000/").is_ok());
     }

@@ -17,7 +17,7 @@ pub const MAX_MAIL_BYTES: usize = crate::bounce::MAX_INPUT_BYTES;
 /// `complained` to the matched message's send log and suppresses hard-bounced
 /// and complaining addresses. Sending the same message again changes nothing.
 #[utoipa::path(post, path = "/v1/bounces/mail", tag = "bounces",
-    request_body(content = String, content_type = "text/plain", description = "The raw message (any content type is accepted; message/rfc822 is the usual one)"),
+    request_body(content = String, content_type = "application/octet-stream", description = "The raw message, as received on the return path (any content type is accepted; message/rfc822 is the usual one)"),
     responses(
         (status = 200, body = IngestReport),
         (status = 401, body = Problem, content_type = "application/problem+json"),
@@ -34,6 +34,7 @@ pub async fn mail(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct BounceQuery {
     /// 1 to 500 [default: 50]
@@ -77,7 +78,11 @@ pub struct SesKeys {
     pub topics: Vec<String>,
     pub pinned: Option<rsa::RsaPublicKey>,
     pub confirm: bool,
-    fetched: tokio::sync::Mutex<std::collections::HashMap<String, rsa::RsaPublicKey>>,
+    /// A plain mutex, held only to read or insert: never across the fetch,
+    /// so one slow (or hanging) certificate download cannot stall every
+    /// other SES request behind it. Two requests for a new URL may both
+    /// fetch it; the second insert is harmless.
+    fetched: std::sync::Mutex<std::collections::HashMap<String, rsa::RsaPublicKey>>,
 }
 
 impl SesKeys {
@@ -88,18 +93,22 @@ impl SesKeys {
         if !crate::providers::ses::trusted_cert_url(url) {
             return Err(format!("SigningCertURL {url:?} is not an SNS certificate URL"));
         }
-        let mut cache = self.fetched.lock().await;
-        if let Some(k) = cache.get(url) {
-            return Ok(k.clone());
+        if let Some(k) = self.cached(url) {
+            return Ok(k);
         }
-        let client = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
-            .build()
+        let pem = crate::providers::ses::client()
+            .get(url)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
             .map_err(|e| e.to_string())?;
-        let pem = client.get(url).send().await.and_then(|r| r.error_for_status()).map_err(|e| e.to_string())?;
         let key = crate::providers::ses::key_from_pem(&pem.text().await.map_err(|e| e.to_string())?)?;
-        cache.insert(url.to_owned(), key.clone());
+        self.fetched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(url.to_owned(), key.clone());
         Ok(key)
+    }
+
+    fn cached(&self, url: &str) -> Option<rsa::RsaPublicKey> {
+        self.fetched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(url).cloned()
     }
 }
 
@@ -230,7 +239,7 @@ pub async fn postmark(
 /// Amazon SES notifications through SNS (signature versions 1 and 2, topic
 /// pinned); subscription confirmations are verified and then confirmed.
 #[utoipa::path(post, path = "/v1/bounces/ses", tag = "bounces",
-    request_body(content = String, content_type = "text/plain", description = "The SNS message, as SNS posts it"),
+    request_body(content = Object, content_type = "application/json", description = "The SNS message (a JSON object), as SNS posts it (SNS sends it as text/plain; any content type is accepted)"),
     responses(
         (status = 200, body = IngestReport),
         (status = 401, description = "Unsigned, badly signed or from another topic: nothing changed", body = Problem, content_type = "application/problem+json"),
@@ -256,7 +265,7 @@ pub async fn ses(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<I
         "SubscriptionConfirmation" => {
             let url = envelope.subscribe_url.clone().unwrap_or_default();
             if keys.confirm && ses::trusted_sns_url(&url) {
-                match reqwest::get(&url).await.and_then(|r| r.error_for_status()) {
+                match ses::client().get(&url).send().await.and_then(|r| r.error_for_status()) {
                     Ok(_) => tracing::info!(topic = %envelope.topic_arn, "confirmed the SNS subscription"),
                     Err(e) => {
                         tracing::error!(error = %e, url = %url, "could not confirm the SNS subscription; visit the URL")

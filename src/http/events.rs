@@ -23,6 +23,7 @@ use super::AppState;
 use super::problem::{ApiQuery, Problem};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Without `Last-Event-ID`: `now` (only new events; the default) or
@@ -32,6 +33,7 @@ pub struct EventsQuery {
 
 #[derive(Debug, Clone, Copy, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = EventsFrom)]
 pub enum From {
     Now,
     Start,

@@ -18,6 +18,7 @@ use super::user_auth::InboxUser;
 use crate::store::{InboxCounts, InboxFilter, InboxMark, InboxMessage};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct InboxQuery {
     /// inbox (not archived; the default), unread, archived or all

@@ -11,10 +11,12 @@ pub mod auth;
 pub mod bounces;
 pub mod events;
 pub mod inbox;
+pub mod nul;
 mod openapi;
 pub mod outbox;
 pub mod problem;
 pub mod rules;
+pub mod server;
 pub mod suppressions;
 pub mod triggers;
 pub mod unsubscribe;
@@ -58,6 +60,8 @@ pub struct AppState {
     pub token_ttl: std::time::Duration,
     /// The operator screen's session and login settings.
     pub ui: crate::config::UiSettings,
+    /// The operator logins' password checks (`ui.login_concurrency`).
+    pub login_checks: Arc<crate::ui::session::PasswordChecks>,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -121,6 +125,9 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .nest("/ui", crate::ui::router(state.clone()))
         .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        // Outermost: before routing, so every path and query (and the login
+        // form, which needs no session) is checked once.
+        .layer(middleware::from_fn(move |req, next| nul::reject_nul(max_body_bytes, req, next)))
         .with_state(state)
 }
 
@@ -191,13 +198,19 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// Prometheus text format (0.0.4) unless the scraper asks for OpenMetrics
+/// in `Accept`: promtool and many agents read only the former.
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
     // The outbox depth is read now; if the database is away the other
     // metrics are still worth serving.
     match state.store.status_summary(state.clock.now()).await {
         Ok(summary) => state.metrics.set_outbox(&summary),
         Err(e) => tracing::warn!(error = %e, "metrics: could not read outbox depth"),
     }
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.encode())
-        .into_response()
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if crate::metrics::prefers_openmetrics(accept) {
+        ([(header::CONTENT_TYPE, crate::metrics::OPENMETRICS_CONTENT_TYPE)], state.metrics.encode()).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, crate::metrics::TEXT_CONTENT_TYPE)], state.metrics.encode_text()).into_response()
+    }
 }

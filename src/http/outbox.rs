@@ -10,6 +10,7 @@ use crate::domain::OutboxStatus;
 use crate::store::{OutboxFilter, OutboxRow, RowAction};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OutboxQuery {
     /// scheduled, sending, sent, failed, suppressed, expired or cancelled

@@ -151,6 +151,7 @@ pub async fn delete(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PreviewQuery {
     /// Trigger type to look at [default: the rule's own]

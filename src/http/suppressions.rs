@@ -60,6 +60,7 @@ pub struct SuppressionInput {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressionQuery {
     /// An email address (hashed before lookup)

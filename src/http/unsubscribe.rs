@@ -96,6 +96,16 @@ pub async fn unsubscribe(
     if !(text.contains("List-Unsubscribe") && text.contains("One-Click")) {
         return Err(ApiError::BadRequest("expected the form body List-Unsubscribe=One-Click (RFC 8058)".into()));
     }
+    if t.category == crate::store::ALL_CATEGORIES {
+        // Only a rule saved before `*` was reserved can have issued this
+        // link; honouring it would stop transactional mail too.
+        tracing::warn!(address_hash = %t.address_hash, "an unsubscribe link for category \"*\" was refused");
+        return Err(ApiError::BadRequest(
+            "this unsubscribe link names no single category (a misconfigured rule issued it); nothing was changed, \
+             ask the sender to unsubscribe you"
+                .into(),
+        ));
+    }
     let row = SuppressionRow {
         address_hash: t.address_hash.clone(),
         category: t.category.clone(),

@@ -79,18 +79,53 @@ pub fn key_from_pem(pem: &str) -> Result<RsaPublicKey, String> {
     rsa::pkcs8::DecodePublicKey::from_public_key_der(&spki).map_err(|e| format!("not an RSA key: {e}"))
 }
 
-/// Whether a URL is https on an SNS endpoint (`sns.<region>.amazonaws.com`).
+/// Whether a URL is https on an SNS endpoint, by AWS's own rule (the one
+/// its SNS message validators apply): scheme `https`, port 443, no
+/// credentials, and a host of exactly `sns.<region>.amazonaws.com` (or
+/// `.amazonaws.com.cn`), the region being letters and digits in the
+/// `us-east-1` / `us-gov-west-1` shape. Anything looser was fetched from: an
+/// outside review had `https://sns.x.y.amazonaws.com:18099/x.pem` accepted.
 pub fn trusted_sns_url(url: &str) -> bool {
     let Ok(u) = reqwest::Url::parse(url) else { return false };
-    let host = u.host_str().unwrap_or("");
-    u.scheme() == "https"
-        && host.starts_with("sns.")
-        && (host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn"))
+    // The url crate drops a written default port, so `:443` reads as None.
+    if u.scheme() != "https" || u.port().is_some() || !u.username().is_empty() || u.password().is_some() {
+        return false;
+    }
+    let Some(url::Host::Domain(host)) = u.host() else { return false };
+    let labels: Vec<&str> = host.split('.').collect();
+    let suffix_ok = matches!(labels.as_slice(), ["sns", _, "amazonaws", "com"] | ["sns", _, "amazonaws", "com", "cn"]);
+    suffix_ok && is_region(labels[1])
+}
+
+/// `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1`: two letters,
+/// one or more words of letters, a number, joined by dashes.
+fn is_region(label: &str) -> bool {
+    let parts: Vec<&str> = label.split('-').collect();
+    parts.len() >= 3
+        && parts[0].len() == 2
+        && parts[0].bytes().all(|b| b.is_ascii_lowercase())
+        && parts[1..parts.len() - 1].iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && parts[parts.len() - 1].parse::<u8>().is_ok_and(|_| !parts[parts.len() - 1].starts_with('+'))
 }
 
 /// Whether a certificate URL is one SNS would use.
 pub fn trusted_cert_url(url: &str) -> bool {
-    trusted_sns_url(url) && reqwest::Url::parse(url).is_ok_and(|u| u.path().ends_with(".pem"))
+    trusted_sns_url(url) && reqwest::Url::parse(url).is_ok_and(|u| u.path().ends_with(".pem") && u.query().is_none())
+}
+
+/// The HTTP client for SNS (certificates, subscription confirmations):
+/// direct connections only. `HTTP_PROXY`/`HTTPS_PROXY` are ignored, as for
+/// webhooks, so an environment variable cannot route Herald's own requests
+/// somewhere the URL checks above did not look; no redirects (SNS sends
+/// none); a bounded wait.
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .https_only(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("a client with timeouts builds")
 }
 
 pub fn verify(e: &Envelope, key: &RsaPublicKey) -> Result<(), VerifyError> {
@@ -249,5 +284,19 @@ mod tests {
         assert!(!trusted_cert_url("http://sns.us-east-1.amazonaws.com/x.pem"));
         assert!(!trusted_cert_url("https://sns.us-east-1.amazonaws.com.evil.example/x.pem"));
         assert!(!trusted_cert_url("https://example.com/sns.pem"));
+        // Issue 13: any port and extra labels were accepted.
+        assert!(!trusted_cert_url("https://sns.x.y.amazonaws.com:18099/x.pem"));
+        assert!(!trusted_cert_url("https://sns.us-east-1.amazonaws.com:18099/x.pem"));
+        assert!(!trusted_cert_url("https://sns.x.y.amazonaws.com/x.pem"));
+        assert!(!trusted_cert_url("https://sns.evil.us-east-1.amazonaws.com/x.pem"));
+        assert!(!trusted_cert_url("https://user@sns.us-east-1.amazonaws.com/x.pem"));
+        assert!(!trusted_cert_url("https://sns.us-east-1.amazonaws.com/x.pem?x=1"));
+        assert!(!trusted_cert_url("https://sns.useast1.amazonaws.com/x.pem"));
+        assert!(trusted_cert_url("https://sns.us-east-1.amazonaws.com:443/SimpleNotificationService-abc.pem"));
+        assert!(trusted_cert_url("https://sns.us-gov-west-1.amazonaws.com/SimpleNotificationService-abc.pem"));
+        assert!(trusted_cert_url("https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-abc.pem"));
+        assert!(trusted_sns_url(
+            "https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=arn&Token=abc"
+        ));
     }
 }

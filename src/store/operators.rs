@@ -40,12 +40,18 @@ pub struct SessionRow {
     pub expires_at: Millis,
 }
 
-/// How a login attempt ended. Only the two failures count against the rate
-/// limit: refusing a rate-limited attempt must not extend the lockout, or an
-/// attacker could keep an operator out forever by trying once a minute.
+/// How a login attempt ended. Only the two failures (and attempts still
+/// being checked) count against the rate limit: refusing a rate-limited
+/// attempt must not extend the lockout, or an attacker could keep an
+/// operator out forever by trying once a minute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LoginOutcome {
+    /// Reserved before the password is checked, so concurrent attempts see
+    /// each other; becomes one of the others once the check is done. A
+    /// process that dies mid-check leaves it, and it counts as a failure
+    /// until the window passes.
+    Pending,
     Ok,
     WrongPassword,
     UnknownEmail,
@@ -55,6 +61,7 @@ pub enum LoginOutcome {
 impl LoginOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
+            LoginOutcome::Pending => "pending",
             LoginOutcome::Ok => "ok",
             LoginOutcome::WrongPassword => "wrong_password",
             LoginOutcome::UnknownEmail => "unknown_email",
@@ -73,14 +80,22 @@ pub struct LoginAttempt {
     pub created_at: Millis,
 }
 
-/// Failures that count against the limit, for one email and one address.
+/// Failures (and pending attempts) that count against the limits, for one
+/// email, one address, and the two together.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LoginFailures {
+    /// For the email from every address, since its last success.
     pub by_email: i64,
     /// The oldest counted failure for the email: the lockout ends a window after it.
     pub email_oldest: Option<Millis>,
+    /// For the email from this address, since the email's last success.
+    pub by_email_ip: i64,
+    pub email_ip_oldest: Option<Millis>,
+    /// From the address, for every email.
     pub by_ip: i64,
     pub ip_oldest: Option<Millis>,
+    /// The email logged in successfully from this address since `known_since`.
+    pub known_address: bool,
 }
 
 /// One operator action, to append to the audit log.
@@ -147,11 +162,22 @@ pub trait OperatorStore: Send + Sync {
     /// Logout; false when there was no such session.
     async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError>;
 
-    async fn record_login_attempt(&self, attempt: &LoginAttempt) -> Result<(), StoreError>;
-    /// Failures after `since` for `email` (only those after its last
-    /// successful login) and for `ip` (all of them: a success with one
-    /// account must not reset a guesser's budget for the others).
-    async fn login_failures(&self, email: &str, ip: &str, since: Millis) -> Result<LoginFailures, StoreError>;
+    /// Records an attempt; returns its id (for [`Self::finish_login_attempt`]).
+    async fn record_login_attempt(&self, attempt: &LoginAttempt) -> Result<String, StoreError>;
+    /// Sets the outcome of an attempt recorded as `pending`.
+    async fn finish_login_attempt(&self, id: &str, outcome: LoginOutcome) -> Result<(), StoreError>;
+    /// Failures (pending attempts included) after `since` for `email` and
+    /// for `email` from `ip` (only those after the email's last successful
+    /// login), and for `ip` (all of them: a success with one account must
+    /// not reset a guesser's budget for the others); and whether `email`
+    /// logged in from `ip` after `known_since`.
+    async fn login_failures(
+        &self,
+        email: &str,
+        ip: &str,
+        since: Millis,
+        known_since: Millis,
+    ) -> Result<LoginFailures, StoreError>;
     /// Newest first.
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError>;
 
@@ -202,7 +228,7 @@ fn operator(r: &AnyRow) -> Result<OperatorRow, sqlx::Error> {
     })
 }
 
-const FAILURES: &str = "('wrong_password', 'unknown_email')";
+const FAILURES: &str = "('wrong_password', 'unknown_email', 'pending')";
 
 #[async_trait]
 impl OperatorStore for SqlStore {
@@ -330,12 +356,13 @@ impl OperatorStore for SqlStore {
         Ok(n == 1)
     }
 
-    async fn record_login_attempt(&self, a: &LoginAttempt) -> Result<(), StoreError> {
+    async fn record_login_attempt(&self, a: &LoginAttempt) -> Result<String, StoreError> {
         let sql = self
             .dialect()
             .sql("INSERT INTO engagement_login_attempts (id, email, ip, outcome, created_at) VALUES (?, ?, ?, ?, ?)");
+        let id = new_id();
         sqlx::query(&sql)
-            .bind(new_id())
+            .bind(id.clone())
             .bind(a.email.chars().take(254).collect::<String>())
             .bind(a.ip.clone())
             .bind(a.outcome.clone())
@@ -343,10 +370,27 @@ impl OperatorStore for SqlStore {
             .execute(self.writer())
             .await
             .map_err(StoreError::db("record login attempt"))?;
+        Ok(id)
+    }
+
+    async fn finish_login_attempt(&self, id: &str, outcome: LoginOutcome) -> Result<(), StoreError> {
+        let sql = self.dialect().sql("UPDATE engagement_login_attempts SET outcome = ? WHERE id = ?");
+        sqlx::query(&sql)
+            .bind(outcome.as_str())
+            .bind(id.to_owned())
+            .execute(self.pool())
+            .await
+            .map_err(StoreError::db("finish login attempt"))?;
         Ok(())
     }
 
-    async fn login_failures(&self, email: &str, ip: &str, since: Millis) -> Result<LoginFailures, StoreError> {
+    async fn login_failures(
+        &self,
+        email: &str,
+        ip: &str,
+        since: Millis,
+        known_since: Millis,
+    ) -> Result<LoginFailures, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
         let last_ok = sqlx::query(&d.sql(
@@ -383,9 +427,31 @@ impl OperatorStore for SqlStore {
         let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
             Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
         };
+        let by_email_ip = sqlx::query(&d.sql(&format!(
+            "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
+             WHERE email = ? AND ip = ? AND created_at > ? AND outcome IN {FAILURES}"
+        )))
+        .bind(email.to_owned())
+        .bind(ip.to_owned())
+        .bind(email_since)
+        .fetch_one(self.pool())
+        .await
+        .map_err(db("login failures by email and address"))?;
+        let known = sqlx::query(&d.sql(
+            "SELECT COUNT(*) AS n FROM engagement_login_attempts \
+             WHERE email = ? AND ip = ? AND outcome = 'ok' AND created_at >= ?",
+        ))
+        .bind(email.to_owned())
+        .bind(ip.to_owned())
+        .bind(known_since.0)
+        .fetch_one(self.pool())
+        .await
+        .map_err(db("login failures: known address"))?;
         let (by_email, email_oldest) = read(&by_email).map_err(db("login failures by email"))?;
+        let (by_email_ip, email_ip_oldest) = read(&by_email_ip).map_err(db("login failures by email and address"))?;
         let (by_ip, ip_oldest) = read(&by_ip).map_err(db("login failures by address"))?;
-        Ok(LoginFailures { by_email, email_oldest, by_ip, ip_oldest })
+        let known_address = known.try_get::<i64, _>("n").map_err(db("login failures: known address"))? > 0;
+        Ok(LoginFailures { by_email, email_oldest, by_email_ip, email_ip_oldest, by_ip, ip_oldest, known_address })
     }
 
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {

@@ -36,7 +36,7 @@ pub struct TestDb {
     _dir: Option<tempfile::TempDir>,
 }
 
-fn in_ci() -> bool {
+pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 

@@ -23,6 +23,16 @@ impl SmtpSink {
     /// Starts the sink. Outside CI, `None` (with a notice) when python3 or
     /// aiosmtpd is missing; under `CI=true` that is a failure.
     pub async fn start() -> Option<SmtpSink> {
+        SmtpSink::start_with(&[]).await
+    }
+
+    /// A sink speaking TLS: `mode` is `starttls` or `implicit`, with the
+    /// certificate chain and key (PEM files) it presents.
+    pub async fn start_tls(mode: &str, cert: &Path, key: &Path) -> Option<SmtpSink> {
+        SmtpSink::start_with(&[mode, cert.to_str().unwrap(), key.to_str().unwrap()]).await
+    }
+
+    async fn start_with(extra: &[&str]) -> Option<SmtpSink> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp/server.py");
         let dir = tempfile::tempdir().unwrap();
         let port = {
@@ -33,6 +43,7 @@ impl SmtpSink {
             .arg(&script)
             .arg(port.to_string())
             .arg(dir.path())
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -1,6 +1,10 @@
 """A scriptable SMTP server for Herald's email tests (aiosmtpd).
 
-Usage: python3 server.py PORT DIR
+Usage: python3 server.py PORT DIR [starttls|implicit CERT KEY]
+
+With a TLS mode, the server offers STARTTLS (and refuses mail before it)
+or speaks TLS from the first byte (implicit TLS, as on port 465), with the
+certificate chain in CERT and its key in KEY (PEM).
 
 Listens on 127.0.0.1:PORT, prints "READY" on stdout once it accepts
 connections, and runs until killed or until its stdin closes.
@@ -20,6 +24,7 @@ prove that no connection was made.
 
 import asyncio
 import os
+import ssl
 import sys
 import threading
 
@@ -80,7 +85,18 @@ def main():
     port = int(sys.argv[1])
     out_dir = sys.argv[2]
     os.makedirs(out_dir, exist_ok=True)
-    controller = Controller(Handler(out_dir), hostname="127.0.0.1", port=port, decode_data=False)
+    kwargs = {}
+    if len(sys.argv) > 3:
+        mode, cert, key = sys.argv[3], sys.argv[4], sys.argv[5]
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        if mode == "starttls":
+            kwargs = {"tls_context": context, "require_starttls": True}
+        elif mode == "implicit":
+            kwargs = {"ssl_context": context}
+        else:
+            raise SystemExit(f"unknown TLS mode {mode!r}")
+    controller = Controller(Handler(out_dir), hostname="127.0.0.1", port=port, decode_data=False, **kwargs)
     controller.start()
     print("READY", flush=True)
     try:

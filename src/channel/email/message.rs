@@ -51,6 +51,24 @@ fn raw(name: &'static str, value: String) -> HeaderValue {
     HeaderValue::new(HeaderName::new_from_ascii_str(name), value)
 }
 
+/// The Subject header. lettre encodes (RFC 2047) only the words that are not
+/// plain ASCII, so a subject that contains a literal encoded word, e.g.
+/// `=?utf-8?q?=E2=9C=93?=`, went out as written and every mail reader
+/// decoded it: a template (or a payload rendered into one) could make the
+/// subject read differently from what was sent. Such a subject is encoded
+/// whole, so a reader shows exactly the characters the template produced.
+fn subject(subject: &str) -> Option<HeaderValue> {
+    if !subject.contains("=?") {
+        return None;
+    }
+    let mut encoded = String::new();
+    {
+        let mut w = email_encoding::headers::writer::EmailWriter::new(&mut encoded, "Subject: ".len(), 0, false);
+        email_encoding::headers::rfc2047::encode(subject, &mut w).ok()?;
+    }
+    Some(HeaderValue::dangerous_new_pre_encoded(HeaderName::new_from_ascii_str("Subject"), subject.to_owned(), encoded))
+}
+
 /// The headers a DKIM signature covers: the ones a reader trusts, and the
 /// unsubscribe pair, so a relay cannot swap the link (RFC 8058 §4 asks for
 /// both to be signed).
@@ -79,10 +97,12 @@ pub fn dkim_config(selector: &str, domain: &str, key: &str) -> Result<DkimConfig
 
 pub fn build(p: &Parts<'_>, dkim: Option<&DkimConfig>) -> Result<Built, String> {
     let message_id = message_id(p.outbox_id, p.from);
-    let mut b = Message::builder()
-        .from(p.from.clone())
-        .to(p.to.clone())
-        .subject(p.subject)
+    let b = Message::builder().from(p.from.clone()).to(p.to.clone());
+    let b = match subject(p.subject) {
+        Some(encoded) => b.raw_header(encoded),
+        None => b.subject(p.subject),
+    };
+    let mut b = b
         .date(p.date)
         .message_id(Some(message_id.clone()))
         .raw_header(raw("X-Herald-Outbox-Id", p.outbox_id.to_owned()));
@@ -175,5 +195,25 @@ mod tests {
         let from: Mailbox = "news@example.com".parse().unwrap();
         let text = String::from_utf8(build(&parts(&from, false), None).unwrap().bytes).unwrap();
         assert!(!text.contains("List-Unsubscribe"), "{text}");
+    }
+
+    /// A subject with a literal encoded word is sent encoded, so readers
+    /// show the characters the template produced, not what they decode to.
+    #[test]
+    fn a_literal_encoded_word_in_the_subject_is_encoded() {
+        let from: Mailbox = "news@example.com".parse().unwrap();
+        for subject in ["Code =?utf-8?q?=E2=9C=93?= ready", "=?UTF-8?B?8J+Riw==?=", "a=?b"] {
+            let mut p = parts(&from, false);
+            p.subject = subject;
+            let bytes = build(&p, None).unwrap().bytes;
+            let text = String::from_utf8(bytes.clone()).unwrap();
+            let header = text.split("\r\n\r\n").next().unwrap();
+            assert!(!header.contains(subject), "sent as written: {header}");
+            let parsed = mail_parser::MessageParser::new().parse(&bytes).unwrap();
+            assert_eq!(parsed.subject(), Some(subject), "{header}");
+        }
+        // An ordinary subject is left as lettre writes it.
+        let text = String::from_utf8(build(&parts(&from, false), None).unwrap().bytes).unwrap();
+        assert!(text.contains("Subject: Hello\r\n"), "{text}");
     }
 }

@@ -62,6 +62,8 @@ enum Sender {
     Unpooled {
         url: TransportUrl,
         timeout: Duration,
+        /// `email.tls_ca_file`.
+        ca_file: Option<std::path::PathBuf>,
     },
     File {
         dir: PathBuf,
@@ -151,19 +153,26 @@ impl EmailChannel {
                     }
                     _ => None,
                 };
+                let tls_params = match tls {
+                    transport::TlsMode::None => None,
+                    _ => Some(transport::tls_parameters(host, settings.tls_ca_file.as_deref())?),
+                };
                 Sender::NoDelay(pool::NoDelaySmtp::new(
                     host.clone(),
                     *port,
                     *tls,
+                    tls_params,
                     credentials,
                     settings.timeout,
                     settings.pool.then_some(settings.concurrency as usize),
                 ))
             }
-            TransportUrl::Smtp { .. } if settings.pool => {
-                Sender::Pooled { transport: url.smtp(settings.timeout, settings.concurrency)? }
+            TransportUrl::Smtp { .. } if settings.pool => Sender::Pooled {
+                transport: url.smtp(settings.timeout, settings.concurrency, settings.tls_ca_file.as_deref())?,
+            },
+            TransportUrl::Smtp { .. } => {
+                Sender::Unpooled { url: url.clone(), timeout: settings.timeout, ca_file: settings.tls_ca_file.clone() }
             }
-            TransportUrl::Smtp { .. } => Sender::Unpooled { url: url.clone(), timeout: settings.timeout },
         };
         let dkim = match (&settings.dkim_selector, &settings.dkim_private_key_file) {
             (Some(selector), Some(path)) => {
@@ -214,8 +223,9 @@ impl EmailChannel {
                 let r = transport.send_raw(&built.envelope, &built.bytes).await.map_err(SendFailure::Smtp)?;
                 Ok(Some(reply_text(&r)))
             }
-            Sender::Unpooled { url, timeout } => {
-                let r = transport::send_unpooled(url, *timeout, &built.envelope, &built.bytes).await?;
+            Sender::Unpooled { url, timeout, ca_file } => {
+                let r =
+                    transport::send_unpooled(url, *timeout, ca_file.as_deref(), &built.envelope, &built.bytes).await?;
                 Ok(Some(reply_text(&r)))
             }
             Sender::File { dir } => {
@@ -264,6 +274,11 @@ fn address<'a>(d: &'a Delivery, payload: &'a Option<EmailPayload>) -> Result<Add
         "email payload is not usable; expected a JSON object with \"to\", \"subject\", \"text\" and optional \
          \"html\", \"category\"",
     )?;
+    if p.category.as_deref().is_some_and(|c| c.trim() == ALL_CATEGORIES) {
+        return Err(
+            "the payload's category \"*\" is reserved (it means every category); name the kind of message".into()
+        );
+    }
     Ok(Addressed {
         address: p.to.clone(),
         name: None,

@@ -30,6 +30,9 @@ pub struct NoDelaySmtp {
     host: String,
     port: u16,
     tls: TlsMode,
+    /// Built once (the trust anchors are a few hundred certificates), used
+    /// for every connection's STARTTLS.
+    tls_params: Option<TlsParameters>,
     credentials: Option<Credentials>,
     timeout: Duration,
     hello: ClientId,
@@ -43,6 +46,7 @@ impl NoDelaySmtp {
         host: String,
         port: u16,
         tls: TlsMode,
+        tls_params: Option<TlsParameters>,
         credentials: Option<Credentials>,
         timeout: Duration,
         pool: Option<usize>,
@@ -51,6 +55,7 @@ impl NoDelaySmtp {
             host,
             port,
             tls,
+            tls_params,
             credentials,
             timeout,
             hello: ClientId::default(),
@@ -69,7 +74,7 @@ impl NoDelaySmtp {
             .await
             .map_err(SendFailure::Smtp)?;
         let params = || {
-            TlsParameters::new(self.host.clone()).map_err(|e| SendFailure::Setup(format!("TLS for {}: {e}", self.host)))
+            self.tls_params.clone().ok_or_else(|| SendFailure::Setup(format!("no TLS parameters for {}", self.host)))
         };
         match self.tls {
             TlsMode::Required => conn.starttls(params()?, &self.hello).await.map_err(SendFailure::Smtp)?,

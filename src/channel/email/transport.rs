@@ -1,10 +1,11 @@
 //! Where email goes, named by a URL, and the lettre transport built from it.
 
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::client::{Certificate, CertificateStore, Tls, TlsParameters};
 use lettre::transport::smtp::{AsyncSmtpTransport, PoolConfig};
 use lettre::{AsyncTransport, Tokio1Executor};
 
@@ -128,11 +129,17 @@ impl TransportUrl {
 
     /// An SMTP transport for this URL. `pool_size` 0 gives a pool of one
     /// that the caller shuts after each message (one connection per message).
-    pub fn smtp(&self, timeout: Duration, pool_size: u32) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
+    /// `ca_file` is `email.tls_ca_file`.
+    pub fn smtp(
+        &self,
+        timeout: Duration,
+        pool_size: u32,
+        ca_file: Option<&Path>,
+    ) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
         let TransportUrl::Smtp { host, port, tls, user, password } = self else {
             return Err("not an SMTP transport".into());
         };
-        let params = || TlsParameters::new(host.clone()).map_err(|e| format!("TLS setup for {host}: {e}"));
+        let params = || tls_parameters(host, ca_file);
         let tls = match tls {
             TlsMode::Required => Tls::Required(params()?),
             TlsMode::Opportunistic => Tls::Opportunistic(params()?),
@@ -151,15 +158,73 @@ impl TransportUrl {
     }
 }
 
+/// The certificates an SMTP server's may chain to: the built-in Mozilla
+/// roots (webpki-roots), the operating system's store (rustls-native-certs,
+/// which also reads `SSL_CERT_FILE` and `SSL_CERT_DIR`), and the PEM bundle
+/// of `email.tls_ca_file`. lettre's default with rustls was the built-in
+/// roots alone, so a relay whose certificate a private CA issued failed
+/// every handshake with `UnknownIssuer`, whatever the system trusted.
+pub fn tls_parameters(host: &str, ca_file: Option<&Path>) -> Result<TlsParameters, String> {
+    let mut b = TlsParameters::builder(host.to_owned()).certificate_store(CertificateStore::WebpkiRoots);
+    for der in system_roots() {
+        b = b.add_root_certificate(der.clone());
+    }
+    if let Some(path) = ca_file {
+        b = b.add_root_certificate(read_ca_file(path)?);
+    }
+    b.build().map_err(|e| format!("TLS setup for {host}: {e}"))
+}
+
+/// The CA certificates in a PEM file, checked: at least one certificate,
+/// each one usable as a trust anchor.
+pub fn read_ca_file(path: &Path) -> Result<Certificate, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    use rustls::pki_types::pem::PemObject;
+    let ders = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{} is not a PEM certificate bundle: {e:?}", path.display()))?;
+    if ders.is_empty() {
+        return Err(format!("{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path.display()));
+    }
+    let mut probe = rustls::RootCertStore::empty();
+    for der in &ders {
+        probe
+            .add(der.clone())
+            .map_err(|e| format!("{}: a certificate cannot be a trust anchor: {e}", path.display()))?;
+    }
+    Certificate::from_pem(&pem).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The operating system's trusted certificates, read once per process;
+/// ones rustls cannot use as trust anchors are skipped (one bad file in
+/// `/etc/ssl/certs` must not stop all mail).
+fn system_roots() -> &'static [Certificate] {
+    static ROOTS: std::sync::OnceLock<Vec<Certificate>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        for e in &found.errors {
+            tracing::debug!(error = %e, "a system certificate could not be loaded");
+        }
+        let mut probe = rustls::RootCertStore::empty();
+        found
+            .certs
+            .into_iter()
+            .filter(|der| probe.add(der.clone()).is_ok())
+            .filter_map(|der| Certificate::from_der(der.to_vec()).ok())
+            .collect()
+    })
+}
+
 /// One connection per message: a fresh single-connection transport, shut
 /// (QUIT) after the send.
 pub async fn send_unpooled(
     url: &TransportUrl,
     timeout: Duration,
+    ca_file: Option<&Path>,
     envelope: &lettre::address::Envelope,
     bytes: &[u8],
 ) -> Result<lettre::transport::smtp::response::Response, super::classify::SendFailure> {
-    let t = url.smtp(timeout, 1).map_err(super::classify::SendFailure::Setup)?;
+    let t = url.smtp(timeout, 1, ca_file).map_err(super::classify::SendFailure::Setup)?;
     let r = t.send_raw(envelope, bytes).await.map_err(super::classify::SendFailure::Smtp);
     t.shutdown().await;
     r
