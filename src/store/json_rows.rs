@@ -46,7 +46,9 @@ impl Dialect {
                         _ => format!("r->>{i} AS {name}"),
                     })
                     .collect();
-                format!("(SELECT {} FROM json_array_elements(CAST(? AS json)) AS r) AS {alias}", defs.join(", "))
+                // jsonb: parsed once; `->>` on `json` would lex each element
+                // again for every column it reads.
+                format!("(SELECT {} FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS {alias}", defs.join(", "))
             }
             Dialect::MySql => {
                 let defs: Vec<String> = cols
@@ -108,7 +110,7 @@ mod tests {
         let cols = [("id", Col::Key), ("n", Col::Int)];
         assert_eq!(
             Dialect::Postgres.json_rows(&cols, "i"),
-            "(SELECT r->>0 AS id, CAST(r->>1 AS bigint) AS n FROM json_array_elements(CAST(? AS json)) AS r) AS i"
+            "(SELECT r->>0 AS id, CAST(r->>1 AS bigint) AS n FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS i"
         );
         assert!(Dialect::MySql.json_rows(&cols, "i").starts_with("JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(255)"));
         assert!(Dialect::MySql.json_rows(&cols, "i").contains("n BIGINT PATH '$[1]'"));
