@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::address::AddressKeys;
 use crate::channel::Registry;
+use crate::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
 use crate::channel::email::EmailChannel;
 use crate::channel::inbox::InboxChannel;
 use crate::channel::webhook::{SigningSecret, WebhookChannel};
@@ -45,10 +46,10 @@ pub fn registry_with_email(store: Arc<dyn Store>, clock: Arc<dyn Clock>, email: 
             r.register("email", e);
         }
         None => {
-            r.declare_unavailable("email", "no email transport is configured (set email.transport)");
+            r.declare_unavailable("email", format!("{EMAIL_NOT_CONFIGURED} (set email.transport)"));
         }
     }
-    r.declare_unavailable("webhook", "no webhook.signing_secret is configured");
+    r.declare_unavailable("webhook", format!("{WEBHOOK_NOT_CONFIGURED} (set webhook.signing_secret)"));
     r
 }
 
@@ -158,6 +159,8 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { worker.run(token).await });
     }
 
+    log_channels(&Channels::from_config(&config), config.worker.enabled);
+
     let planner = Planner::new(dyn_store.clone(), clock.clone(), config.planner.poll, config.planner.batch);
     if config.planner.enabled {
         let (planner, token) = (planner.clone(), shutdown.clone());
@@ -182,6 +185,7 @@ pub async fn serve_with_clock(
         providers: http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
+        channels: Channels::from_config(&config),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         ui: config.ui.clone(),
@@ -198,6 +202,23 @@ pub async fn serve_with_clock(
     store.close().await;
     tracing::info!("herald stopped");
     Ok(())
+}
+
+/// One line per channel at start: what delivers here, and for what does
+/// not, the setting that would make it. An operator finds out now, not from
+/// the first `failed` row.
+fn log_channels(channels: &Channels, worker_enabled: bool) {
+    if !worker_enabled {
+        tracing::info!("worker.enabled is false: this instance delivers nothing (other instances may)");
+    }
+    for c in channels.all() {
+        match c.setting {
+            None => tracing::info!(channel = c.name, "channel live: {}", c.detail),
+            Some(setting) => {
+                tracing::info!(channel = c.name, setting, "channel off: {} (set {setting} to turn it on)", c.detail)
+            }
+        }
+    }
 }
 
 async fn shutdown_on_signal(shutdown: CancellationToken) {

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -321,6 +320,13 @@ async fn ready_store(config: &Config) -> anyhow::Result<crate::store::SqlStore> 
 }
 
 async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
+    // Checked here, like a rule's channel: a name Herald does not have, or
+    // a channel this configuration cannot deliver on, would only come back
+    // as `failed` rows.
+    crate::channel::catalog::check_known(&args.channel).map_err(|e| anyhow::anyhow!("--channel: {e}"))?;
+    if let Some(why) = crate::channel::catalog::Channels::from_config(config).not_live(&args.channel) {
+        anyhow::bail!("--channel: {why}; nothing was enqueued");
+    }
     let channel = ChannelName::parse("--channel", &args.channel)?;
     let user = UserId::parse("--user-id", &args.user_id)?;
     let payload: serde_json::Value = match &args.payload {
@@ -337,13 +343,6 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let now = clock.now();
     let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
     let expires_at = args.grace.map(|g| due_at.plus(std::time::Duration::from_secs(g)));
-    let registry = crate::app::registry(Arc::new(store.clone()), Arc::new(clock));
-    let email_configured = channel.as_str() == "email" && config.email.transport.is_some();
-    if !registry.is_ready(channel.as_str()) && !email_configured {
-        eprintln!(
-            "warning: channel \"{channel}\" cannot deliver in this build; the worker will record these rows as failed and say why"
-        );
-    }
     let rows: Vec<NewOutboxRow> = (0..args.count)
         .map(|_| {
             let id = new_id();

@@ -146,6 +146,57 @@ async fn bad_requests_name_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_must_name_a_channel_herald_has_and_is_turned_on_only_where_it_can_deliver() {
+    let app = App::start().await;
+    // A typo is refused when the rule is saved, listing the channels there are.
+    let mut typo = rule("x", false);
+    typo["channel"] = json!("emial");
+    let (status, p) = app.post("/v1/rules", typo).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "channel");
+    assert_eq!(p["errors"][0]["message"], "unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
+
+    // Webhooks without a signing secret: cannot be turned on, and the
+    // refusal names the setting that would change that.
+    let mut hook = rule("x", true);
+    hook["channel"] = json!("webhook");
+    hook["webhook_url"] = json!("https://hooks.example.com/h");
+    let (status, p) = app.post("/v1/rules", hook.clone()).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "channel");
+    let msg = p["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("not configured on this instance") && msg.contains("set webhook.signing_secret"), "{msg}");
+    // Saved off, it is kept, with a warning on every view of it.
+    hook["enabled"] = json!(false);
+    let (status, created) = app.post("/v1/rules", hook).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["warnings"][0].as_str().unwrap().contains("webhook.signing_secret"), "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (_, list) = app.get("/v1/rules").await;
+    assert!(list["rules"][0]["warnings"][0].as_str().unwrap().contains("cannot be turned on"), "{list}");
+    let (status, p) =
+        app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"enabled": true}))).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("channel")), "{p}");
+    // Moved to the inbox, which always delivers, it turns on and the warning goes.
+    let patch = json!({"enabled": true, "channel": "inbox", "webhook_url": null});
+    let (status, p) = app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(patch)).await;
+    assert_eq!(status, 200, "{p}");
+    assert!(p["rule"].get("warnings").is_none(), "{p}");
+    app.stop().await;
+
+    // With the secret set, the same webhook rule turns on.
+    let app =
+        App::start_with(|c| c.webhook.signing_secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into())).await;
+    let mut hook = rule("x", true);
+    hook["channel"] = json!("webhook");
+    hook["webhook_url"] = json!("https://hooks.example.com/h");
+    let (status, p) = app.post("/v1/rules", hook).await;
+    assert_eq!(status, 201, "{p}");
+    assert!(p.get("warnings").is_none(), "{p}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_that_does_not_compile_is_refused_with_line_and_column() {
     let app = App::start().await;
     let mut bad = rule("x", false);

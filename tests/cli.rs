@@ -89,7 +89,21 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
 
     let out = herald(dir.path(), &["enqueue", "--channel", "E mail", "--user-id", "u"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--channel: \"E mail\" is not accepted"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--channel: unknown channel \"E mail\""), "{}", stderr(&out));
+
+    // A typo is refused, naming the channels there are, and so is a channel
+    // this configuration cannot deliver on, naming the setting.
+    let out = herald(dir.path(), &["enqueue", "--channel", "emial", "--user-id", "u"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--channel: unknown channel \"emial\"; Herald's channels are email, inbox, webhook"),
+        "{}",
+        stderr(&out)
+    );
+    let out = herald(dir.path(), &["enqueue", "--channel", "webhook", "--user-id", "u"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("set webhook.signing_secret"), "{}", stderr(&out));
+    assert!(!dir.path().join("herald.db").exists() || count(&status_json(dir.path()), "scheduled") == 0);
 
     let out = herald(dir.path(), &["--database-url", "redis://x", "status"]);
     assert!(!out.status.success());
@@ -101,13 +115,17 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-7", "--count", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = herald(dir.path(), &["enqueue", "--channel", "email", "--user-id", "u-7"]);
+    // Enqueued while email was configured; `serve` then starts without it.
+    let mail = dir.path().join("mail");
+    let file_transport = format!("file://{}", mail.display());
+    let with_email = [("HERALD_EMAIL__TRANSPORT", file_transport.as_str()), ("HERALD_EMAIL__FROM", "a@b.c")];
+    let out = herald_env(dir.path(), &["enqueue", "--channel", "email", "--user-id", "u-7"], &with_email);
     assert!(out.status.success(), "{}", stderr(&out));
 
     let mut serve = Command::new(env!("CARGO_BIN_EXE_herald"))
         .current_dir(dir.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("HERALD_LOG", "warn")
+        .env("HERALD_LOG", "warn,herald::app=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,6 +152,12 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     };
     assert!(code.success(), "exit status {code}");
     assert_eq!(count(&status_json(dir.path()), "sending"), 0);
+    // At start, serve said which channels deliver and which setting the others need.
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("channel live: writes to the in-app inbox"), "{log}");
+    assert!(log.contains("channel off: no email transport is configured (set email.transport to turn it on)"), "{log}");
+    assert!(log.contains("set webhook.signing_secret to turn it on"), "{log}");
 
     let out = herald(dir.path(), &["sends", "--user-id", "u-7", "--json"]);
     let log: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -141,7 +165,10 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     assert_eq!(sends.len(), 6);
     let failed: Vec<_> = sends.iter().filter(|s| s["status"] == "failed").collect();
     assert_eq!(failed.len(), 1);
-    assert!(failed[0]["detail"].as_str().unwrap().contains("channel \"email\" has no delivery implementation yet"));
+    assert!(
+        failed[0]["detail"].as_str().unwrap().contains("channel \"email\" is not configured on this instance"),
+        "{failed:?}"
+    );
 
     let text = stdout(&herald(dir.path(), &["sends", "--user-id", "u-7"]));
     assert!(text.contains("send log for user u-7, newest first (6):"), "{text}");

@@ -188,6 +188,10 @@ async fn serve(db: &TestDb) -> Server {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut config = Config { database_url: db.url.clone(), ..Config::default() };
     config.email.address_secret = Some(SECRET.into());
+    // Email is configured (this server's worker is off; each test runs its
+    // own against the sink), so email rules can be turned on.
+    config.email.transport = Some("file:///nonexistent-herald-test-dir".into());
+    config.email.from = Some("Herald Tests <news@herald.test>".into());
     config.worker.enabled = false;
     config.planner.enabled = false;
     let shutdown = CancellationToken::new();

@@ -49,6 +49,9 @@ pub struct AppState {
     pub providers: bounces::ProviderKeys,
     /// What webhook URLs rules may name.
     pub webhooks: crate::channel::webhook::WebhookPolicy,
+    /// Which channels this instance's configuration lets deliver: a rule
+    /// cannot be turned on for one that cannot.
+    pub channels: crate::channel::catalog::Channels,
     /// Signs and checks the end users' inbox tokens.
     pub user_tokens: user_auth::TokenKey,
     pub token_ttl: std::time::Duration,

@@ -49,12 +49,15 @@ pub async fn create(
     ApiJson(input): ApiJson<RuleInput>,
 ) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
     let row = create_rule(&state, input).await?;
-    Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
+    Ok((StatusCode::CREATED, ApiJson(RuleView::new(&row, &state.channels))))
 }
 
 /// Validates and stores a new rule (the API and the operator screen).
 pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, ApiError> {
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
+    if row.enabled {
+        refuse_unconfigured_channel(state, &row.channel)?;
+    }
     state.store.insert_rule(&row).await?;
     tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
     Ok(row)
@@ -65,7 +68,7 @@ pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, 
     security(("api_key" = [])))]
 pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, ApiError> {
     let rules = state.store.list_rules().await?;
-    Ok(ApiJson(RuleList { rules: rules.iter().map(RuleView::from).collect() }))
+    Ok(ApiJson(RuleList { rules: rules.iter().map(|r| RuleView::new(r, &state.channels)).collect() }))
 }
 
 #[utoipa::path(get, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
@@ -76,7 +79,7 @@ pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, Ap
     ),
     security(("api_key" = [])))]
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<ApiJson<RuleView>, ApiError> {
-    Ok(ApiJson(RuleView::from(&load(&state, &id).await?)))
+    Ok(ApiJson(RuleView::new(&load(&state, &id).await?, &state.channels)))
 }
 
 /// Changes any subset of a rule's fields. Disabling it cancels its
@@ -109,6 +112,12 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
     input.apply(patch);
     let now = state.clock.now();
     let mut next = input.into_row(now, &state.webhooks).map_err(ApiError::Invalid)?;
+    // Only when turning it on (or moving an enabled rule to another
+    // channel): an enabled rule whose channel lost its setting can still be
+    // edited, and turned off.
+    if next.enabled && (!current.enabled || current.channel != next.channel) {
+        refuse_unconfigured_channel(state, &next.channel)?;
+    }
     next.id = current.id.clone();
     next.created_at = current.created_at;
     if !state.store.update_rule(&next).await? {
@@ -120,7 +129,18 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
         0
     };
     tracing::info!(rule = %id, enabled = next.enabled, cancelled, "rule updated");
-    Ok(RuleChanged { rule: RuleView::from(&next), cancelled })
+    Ok(RuleChanged { rule: RuleView::new(&next, &state.channels), cancelled })
+}
+
+/// A rule cannot be turned on for a channel this instance cannot deliver
+/// on: every message it planned would end `failed`. Saved off, it is kept
+/// (with a warning in its view), so rules can be prepared before the
+/// channel's setting is.
+fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), ApiError> {
+    match state.channels.not_live(channel) {
+        Some(why) => Err(ApiError::field("channel", format!("{why}; until then the rule can only be saved off"))),
+        None => Ok(()),
+    }
 }
 
 fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {

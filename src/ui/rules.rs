@@ -26,7 +26,8 @@ use crate::template::{Condition, LocaleTemplate, TemplateSet};
 const ACTIVE: &str = "/ui/rules";
 
 pub async fn list(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
-    let rules: Vec<RuleView> = state.store.list_rules().await?.iter().map(RuleView::from).collect();
+    let rules: Vec<RuleView> =
+        state.store.list_rules().await?.iter().map(|r| RuleView::new(r, &state.channels)).collect();
     Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
 }
 
@@ -313,7 +314,7 @@ async fn editor(
         None => "New rule".to_owned(),
     };
     let rule = match id {
-        Some(id) => Some(RuleView::from(&load(state, id).await?)),
+        Some(id) => Some(RuleView::new(&load(state, id).await?, &state.channels)),
         None => None,
     };
     Ok(Page::new(op, ACTIVE, "rule_edit.html", title)
@@ -459,7 +460,7 @@ pub async fn confirm_enable(
     let rule = load(&state, &id).await.map_err(not_found)?;
     let preview = dry_run(&state, &rule, None, 50).await?;
     Ok(Page::new(&op, ACTIVE, "rule_enable.html", format!("Turn on \"{}\"?", rule.name))
-        .with(serde_json::json!({ "rule": RuleView::from(&rule), "preview": preview }))
+        .with(serde_json::json!({ "rule": RuleView::new(&rule, &state.channels), "preview": preview }))
         .into_response())
 }
 
