@@ -120,12 +120,29 @@ async fn bad_requests_name_the_field() {
     let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
     assert_eq!(fields, vec!["type", "user_id", "payload", "occurred_at"]);
 
+    // JSON of the wrong shape is a 422 naming the field, like any other
+    // refusal, never a 400 with serde's position in the text.
     let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": 7})).await;
-    assert_eq!(status, 400);
-    assert!(p["detail"].as_str().unwrap().contains("user_id"), "{p}");
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "user_id", "{p}");
+    assert_eq!(p["errors"][0]["message"], "invalid type: integer `7`, expected a string", "{p}");
     let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": "u", "colour": "red"})).await;
-    assert_eq!(status, 400);
-    assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "colour", "{p}");
+    let mut no_category = rule("x", false);
+    no_category.as_object_mut().unwrap().remove("category");
+    let (status, p) = app.post("/v1/rules", no_category).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(
+        (p["errors"][0]["field"].as_str(), p["errors"][0]["message"].as_str()),
+        (Some("category"), Some("missing field `category`")),
+        "{p}"
+    );
+    assert_eq!(p["detail"], "invalid field(s): category");
+    let mut bad_subject = rule("x", false);
+    bad_subject["template"]["locales"]["en"]["subject"] = json!(["not", "text"]);
+    let (status, p) = app.post("/v1/rules", bad_subject).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("template.locales.en.subject")), "{p}");
 
     let resp = app
         .http
