@@ -412,17 +412,39 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     let store = ready_store(config).await?;
     let log = store.sends_for_user(&user, args.limit).await?;
     let pending = store.pending_for_user(&user, args.limit).await?;
+    // The API's answer, for what it adds to the log: each message's subject
+    // and the triggers that planned nothing, with why.
+    let timeline = crate::http::users::user_timeline(&store, &user, args.limit)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the user's messages: {e}"))?;
+    let subjects: std::collections::HashMap<&str, &str> =
+        timeline.messages.iter().filter_map(|m| Some((m.outbox_id.as_str(), m.subject.as_deref()?))).collect();
+    let subject = |id: &str| subjects.get(id).map(|s| format!(" \"{s}\"")).unwrap_or_default();
+    let quiet = &timeline.triggers_without_messages;
     let mut out = std::io::stdout().lock();
     if args.json {
+        let with_subject = |v: serde_json::Value, id: &str| {
+            let mut v = v;
+            if let Some(s) = subjects.get(id) {
+                v["subject"] = serde_json::Value::from(*s);
+            }
+            v
+        };
+        let sends: Vec<serde_json::Value> =
+            log.iter().map(|s| with_subject(serde_json::json!(s), &s.outbox_id)).collect();
+        let pending: Vec<serde_json::Value> =
+            pending.iter().map(|r| with_subject(serde_json::json!(r), &r.id)).collect();
         serde_json::to_writer_pretty(
             &mut out,
-            &serde_json::json!({ "user_id": user, "sends": log, "pending": pending }),
+            &serde_json::json!({
+                "user_id": user, "sends": sends, "pending": pending, "triggers_without_messages": quiet,
+            }),
         )?;
         writeln!(out)?;
         return Ok(());
     }
-    if log.is_empty() && pending.is_empty() {
-        writeln!(out, "nothing was ever scheduled for user {user}")?;
+    if log.is_empty() && pending.is_empty() && quiet.is_empty() {
+        writeln!(out, "nothing was ever scheduled for user {user}, and no trigger names them")?;
         return Ok(());
     }
     if !pending.is_empty() {
@@ -430,27 +452,39 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
         for r in &pending {
             writeln!(
                 out,
-                "  {}  {:<9} {:<8} due {}  attempts {}{}",
+                "  {}  {:<9} {:<8}{} due {}  attempts {}{}",
                 r.id,
                 r.status.as_str(),
                 r.channel,
+                subject(&r.id),
                 r.due_at,
                 r.attempts,
                 r.last_error.as_deref().map(|e| format!("  last error: {e}")).unwrap_or_default()
             )?;
         }
     }
-    writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
+    if log.is_empty() {
+        writeln!(out, "nothing was ever scheduled for user {user}")?;
+    } else {
+        writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
+    }
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8} outbox {}{}",
+            "  {}  {:<10} {:<8}{} outbox {}{}",
             s.created_at,
             s.status,
             s.channel,
+            subject(&s.outbox_id),
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
         )?;
+    }
+    if !quiet.is_empty() {
+        writeln!(out, "triggers that planned nothing, newest first ({}):", quiet.len())?;
+        for t in quiet {
+            writeln!(out, "  {}  {}  {}: {}", t.occurred_at, t.trigger_type, t.trigger_id, t.detail)?;
+        }
     }
     Ok(())
 }
@@ -463,12 +497,23 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
         .ok_or_else(|| anyhow::anyhow!("--address: {address:?} is not an email address (expected local@domain)"))?;
     let store = ready_store(config).await?;
     let log = store.sends_for_address(&hash, args.limit).await?;
+    let subjects = crate::headline::for_sends(&store, &log).await?;
     let suppressions = store.list_suppressions(Some(&hash), 100).await?;
     let mut out = std::io::stdout().lock();
     if args.json {
+        let sends: Vec<serde_json::Value> = log
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::json!(s);
+                if let Some(subject) = subjects.get(&s.outbox_id) {
+                    v["subject"] = subject.as_str().into();
+                }
+                v
+            })
+            .collect();
         serde_json::to_writer_pretty(
             &mut out,
-            &serde_json::json!({ "address_hash": hash, "sends": log, "suppressions": suppressions }),
+            &serde_json::json!({ "address_hash": hash, "sends": sends, "suppressions": suppressions }),
         )?;
         writeln!(out)?;
         return Ok(());
@@ -491,10 +536,11 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8} user {}  outbox {}{}",
+            "  {}  {:<10} {:<8}{} user {}  outbox {}{}",
             s.created_at,
             s.status,
             s.channel,
+            subjects.get(&s.outbox_id).map(|t| format!(" \"{t}\"")).unwrap_or_default(),
             s.user_id,
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()

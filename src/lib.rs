@@ -22,6 +22,8 @@
 //! - [`planner`]: triggers → outbox rows, one per enabled matching rule.
 //! - [`compose`]: at delivery time, checks a planned row may still go out
 //!   (rule enabled, user not opted out) and renders it.
+//! - [`headline`]: a message's subject or title for the outbox and send-log
+//!   lists.
 //! - [`worker`]: claims due rows, delivers them through channels, records
 //!   outcomes; `worker::policy` decides retry, give-up and expiry.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
@@ -65,6 +67,7 @@ pub mod demo;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod headline;
 pub mod http;
 pub mod ingest;
 pub mod metrics;

@@ -372,6 +372,29 @@ async fn outbox_lists_pages_retries_and_cancels() {
     assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("status")));
     let (_, by_rule) = app.get(&format!("/v1/outbox?rule_id={}", r["id"].as_str().unwrap())).await;
     assert_eq!(by_rule["items"].as_array().unwrap().len(), 5);
+    // Each row says what it is about: its rule's subject, rendered for it
+    // (the recipient p0 is unknown, so the fallback locale), and a row
+    // enqueued by hand its payload's title.
+    assert_eq!(by_rule["items"][0]["subject"], "Export n ready", "{by_rule}");
+    let hand = herald::store::NewOutboxRow {
+        id: herald::store::new_id(),
+        dedupe_key: "hand:1".into(),
+        rule_id: None,
+        trigger_id: None,
+        user_id: herald::domain::UserId::parse("user_id", "p0").unwrap(),
+        channel: herald::domain::ChannelName::parse("channel", "inbox").unwrap(),
+        payload: json!({"title": "Maintenance tonight\n at 22:00"}),
+        due_at: SystemClock.now().plus(Duration::from_secs(3600)),
+        expires_at: None,
+    };
+    app.db.store.enqueue(std::slice::from_ref(&hand), SystemClock.now()).await.unwrap();
+    let (_, mine) = app.get("/v1/outbox?user_id=p0").await;
+    let item = mine["items"].as_array().unwrap().iter().find(|i| i["id"] == hand.id.as_str()).unwrap();
+    assert_eq!(item["subject"], "Maintenance tonight at 22:00", "{mine}");
+    let (_, sends) = app.get("/v1/users/p0/sends").await;
+    let subjects: Vec<&str> =
+        sends["messages"].as_array().unwrap().iter().filter_map(|m| m["subject"].as_str()).collect();
+    assert_eq!(subjects, vec!["Maintenance tonight at 22:00", "Export n ready"], "{sends}");
 
     let (status, cancelled) = app.post(&format!("/v1/outbox/{}/cancel", ids[0]), json!({})).await;
     assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")));

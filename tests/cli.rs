@@ -202,6 +202,18 @@ fn demo_walks_a_trigger_to_the_send_log() {
     assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");
     assert!(text.contains("no enabled rule matches trigger type \"demo.unconfigured\""), "{text}");
     assert!(text.contains("\"Dein Export invoices-2026 ist fertig\""), "{text}");
+
+    // `herald sends` answers like the API: each message with its subject,
+    // and the triggers that planned nothing, with why.
+    let text = stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user"]));
+    assert!(text.contains("sent       inbox    \"Dein Export invoices-2026 ist fertig\" outbox "), "{text}");
+    assert!(text.contains("triggers that planned nothing, newest first (2):"), "{text}");
+    assert!(text.contains("demo.unconfigured"), "{text}");
+    assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user", "--json"]))).unwrap();
+    assert_eq!(json["sends"][0]["subject"], "Dein Export invoices-2026 ist fertig", "{json}");
+    assert_eq!(json["triggers_without_messages"].as_array().unwrap().len(), 2, "{json}");
 }
 
 #[test]

@@ -72,11 +72,13 @@ pub async fn list(
     };
     let rows = state.store.list_outbox(&filter).await?;
     let older = (rows.len() as u32 == PAGE_SIZE).then(|| rows.last().map(|r| r.id.clone())).flatten();
-    let items: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(OutboxItem::from(r)).unwrap_or_default();
-            v["rule_name"] = r.rule_id.as_deref().and_then(|id| rule_names.get(id)).copied().into();
+    let items: Vec<serde_json::Value> = OutboxItem::list(&*state.store, &rows)
+        .await?
+        .into_iter()
+        .map(|item| {
+            let rule_name = item.rule_id.as_deref().and_then(|id| rule_names.get(id)).copied();
+            let mut v = serde_json::to_value(item).unwrap_or_default();
+            v["rule_name"] = rule_name.into();
             v
         })
         .collect();
@@ -116,7 +118,7 @@ pub async fn detail(
     let can_cancel = row.status == OutboxStatus::Scheduled;
     Ok(Page::new(&op, ACTIVE, "outbox_row.html", format!("Outbox row {id}"))
         .with(serde_json::json!({
-            "row": OutboxItem::from(&row), "history": history, "payload": payload,
+            "row": OutboxItem::list(&*state.store, std::slice::from_ref(&row)).await?.pop(), "history": history, "payload": payload,
             "rule": rule.map(|r| serde_json::json!({"id": r.id, "name": r.name})),
             "trigger": trigger, "can_retry": can_retry, "can_cancel": can_cancel,
             "overdue": row.status == OutboxStatus::Scheduled && row.due_at <= state.clock.now(),
