@@ -13,20 +13,27 @@ use crate::channel::inbox::InboxChannel;
 use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::connect_error::OpenError;
 use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::planner::Planner;
-use crate::store::{ConnectOptions, Dialect, SqlStore, Store, StoreError};
+use crate::store::{ConnectOptions, Dialect, SqlStore, Store};
 use crate::worker::Worker;
 
-/// Opens the configured database.
-pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
+/// Opens the configured database. A database that cannot be opened is one
+/// error naming the file or the host and the cause, and a server that
+/// refuses the connection fails at once instead of after the pool's
+/// `acquire_timeout` (see [`crate::connect_error`]).
+pub async fn open_store(config: &Config) -> Result<SqlStore, OpenError> {
+    crate::connect_error::preflight(&config.database_url).await?;
     let opts = ConnectOptions {
         max_connections: config.database.max_connections,
         acquire_timeout: config.database.acquire_timeout,
     };
-    SqlStore::connect(&config.database_url, &opts).await
+    SqlStore::connect(&config.database_url, &opts)
+        .await
+        .map_err(|e| crate::connect_error::explain(&config.database_url, &e))
 }
 
 /// The channels this build can deliver with, without email. Email (when no

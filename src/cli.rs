@@ -135,6 +135,9 @@ pub struct ServeArgs {
     /// Do not apply migrations at start (run `herald migrate` yourself)
     #[arg(long)]
     pub no_migrate: bool,
+    /// Not an option (hidden): a `--port` answers with the `--listen` it meant.
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "8080", value_name = "PORT")]
+    pub port: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -250,6 +253,12 @@ fn init_tracing() {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut flags = FlagOverrides { database_url: cli.database_url.clone(), ..Default::default() };
     if let Command::Serve(args) = &cli.command {
+        if let Some(port) = &args.port {
+            anyhow::bail!(
+                "herald serve has no --port; give the address and port with --listen, e.g. --listen 127.0.0.1:{port} \
+                 (or http.listen in the configuration, HERALD_HTTP__LISTEN in the environment)"
+            );
+        }
         flags.http = args.listen.map(|listen| HttpFlags { listen });
         flags.migrate_on_start = args.no_migrate.then_some(false);
     }

@@ -32,6 +32,8 @@
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
+//! - [`connect_error`]: why the database could not be opened at start,
+//!   once, naming the file or host.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
 //!   ARF, RFC 3834, and the free-text formats of common MTAs).
 //! - [`providers`]: provider bounce webhooks (SendGrid, Mailgun, Postmark),
@@ -63,6 +65,7 @@ pub mod clock;
 pub mod cluster;
 pub mod compose;
 pub mod config;
+pub mod connect_error;
 pub mod demo;
 pub mod domain;
 #[doc(hidden)]

@@ -111,6 +111,37 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
 }
 
 #[test]
+fn a_database_that_cannot_be_opened_is_named_once_with_the_cause_and_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir/x.db");
+    let out = herald(dir.path(), &["--database-url", &format!("sqlite://{}", missing.display()), "status"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&format!("cannot open the SQLite database {}", missing.display())), "{err}");
+    assert!(err.contains(&format!("the directory {} does not exist", missing.parent().unwrap().display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "said once: {err}");
+
+    // A server that refuses the connection: at once, naming host and port,
+    // not "pool timed out" after database.acquire_timeout.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for (scheme, name) in [("postgres", "PostgreSQL"), ("mysql", "MariaDB/MySQL")] {
+        let started = Instant::now();
+        let url = format!("{scheme}://u@127.0.0.1:{port}/x");
+        let out = herald(dir.path(), &["--database-url", &url, "migrate"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(&format!("cannot open {name} at 127.0.0.1:{port}: connection refused")), "{err}");
+        assert!(!err.contains("pool timed out"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    }
+
+    // `serve --port` says what it meant.
+    let out = herald(dir.path(), &["serve", "--port", "9000"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--listen 127.0.0.1:9000"), "{}", stderr(&out));
+}
+
+#[test]
 fn serve_delivers_then_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-7", "--count", "5"]);
