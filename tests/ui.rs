@@ -578,3 +578,7 @@ async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb)
     assert!(page.body.contains("`payload.name` is undefined"), "{}", page.body);
     ui.stop().await;
 }
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
+}

@@ -304,3 +304,7 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     shutdown.cancel();
     running.await.unwrap();
 }
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
+}
