@@ -69,6 +69,39 @@ pub async fn subjects(store: &dyn Store, rows: &[OutboxRow]) -> Result<HashMap<S
     Ok(out)
 }
 
+/// The whole message of one rule row, rendered as [`subjects`] renders the
+/// subject (for the recipient's locale, with the rule as it is now), for the
+/// row's detail page: `None` for a row enqueued by hand (its payload is the
+/// message) or whose rule is gone; `Some(Err)` with the reason when it does
+/// not render.
+pub async fn render_row(
+    store: &dyn Store,
+    row: &OutboxRow,
+) -> Result<Option<Result<crate::template::Rendered, String>>, StoreError> {
+    let Some(rule_id) = row.rule_id.as_deref() else { return Ok(None) };
+    let Some(rule) = store.get_rule(rule_id).await? else { return Ok(None) };
+    let template = match serde_json::from_value::<TemplateSet>(rule.template.clone()) {
+        Ok(t) => t,
+        Err(e) => return Ok(Some(Err(format!("the rule's stored template is unreadable: {e}")))),
+    };
+    let recipient = match UserId::parse("user_id", &row.user_id) {
+        Ok(u) => store.get_recipient(&u).await?,
+        Err(_) => None,
+    };
+    let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
+    let occurred_at = match &row.trigger_id {
+        Some(id) => store.get_trigger(id).await?.map(|t| t.occurred_at.to_rfc3339()),
+        None => None,
+    };
+    let ctx = serde_json::json!({
+        "payload": payload,
+        "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at },
+        "user": user_context(&row.user_id, recipient.as_ref()),
+    });
+    let locale = recipient.as_ref().and_then(|r| r.locale.as_deref());
+    Ok(Some(template.render(locale, &ctx).map_err(|e| e.to_string())))
+}
+
 /// Subjects by outbox id for send-log rows (which keep no payload): one read
 /// of each distinct outbox row, then [`subjects`].
 pub async fn for_sends(

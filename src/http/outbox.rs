@@ -136,7 +136,9 @@ pub async fn retry(
 ) -> Result<ApiJson<OutboxItem>, ApiError> {
     let action = state.store.retry_outbox(&id, state.clock.now()).await?;
     tracing::info!(outbox = %id, key = %caller.key_name, "retry requested");
-    answer(&id, action, "retry")
+    let answered = answer(&id, action, "retry")?;
+    super::audit_api(&state, &caller, "outbox.retry", &id, Some("scheduled again, due now".into())).await;
+    Ok(answered)
 }
 
 /// Cancels a scheduled row; the send log says who cancelled it.
@@ -155,5 +157,7 @@ pub async fn cancel(
 ) -> Result<ApiJson<OutboxItem>, ApiError> {
     let detail = format!("cancelled through the API by key \"{}\"", caller.key_name);
     let action = state.store.cancel_outbox(&id, &detail, state.clock.now()).await?;
-    answer(&id, action, "cancel")
+    let answered = answer(&id, action, "cancel")?;
+    super::audit_api(&state, &caller, "outbox.cancel", &id, None).await;
+    Ok(answered)
 }

@@ -1,11 +1,12 @@
 //! `/v1/rules`: what operators switched on, and what switching on would do.
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
+use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::{AppState, audit_api};
 use crate::planner::{self, RuleDecision};
 use crate::rule::{RuleInput, RulePatch, RuleView};
 use crate::store::{CancelScope, RuleRow};
@@ -46,9 +47,13 @@ pub async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
     security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(input): ApiJson<RuleInput>,
 ) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
     let row = create_rule(&state, input).await?;
+    let detail =
+        format!("\"{}\" on {}, created {}", row.name, row.trigger_type, if row.enabled { "on" } else { "off" });
+    audit_api(&state, &caller, "rule.create", &row.id, Some(detail)).await;
     Ok((StatusCode::CREATED, ApiJson(RuleView::new(&row, &state.channels))))
 }
 
@@ -97,10 +102,24 @@ pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) ->
     security(("api_key" = [])))]
 pub async fn update(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiJson(patch): ApiJson<RulePatch>,
 ) -> Result<ApiJson<RuleChanged>, ApiError> {
-    Ok(ApiJson(update_rule(&state, &id, patch).await?))
+    let switched = patch.enabled;
+    let was_enabled = load(&state, &id).await?.enabled;
+    let changed = update_rule(&state, &id, patch).await?;
+    let name = &changed.rule.name;
+    // The same actions the screen records: a switch is its own entry.
+    let (action, detail) = match switched {
+        Some(true) if !was_enabled => ("rule.enable", format!("\"{name}\" turned on")),
+        Some(false) if was_enabled => {
+            ("rule.disable", format!("\"{name}\" turned off; {} scheduled message(s) cancelled", changed.cancelled))
+        }
+        _ => ("rule.update", format!("saved \"{name}\"")),
+    };
+    audit_api(&state, &caller, action, &id, Some(detail)).await;
+    Ok(ApiJson(changed))
 }
 
 /// Applies a patch to a stored rule and validates the result as a whole;
@@ -157,14 +176,25 @@ fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<ApiJson<RuleDeleted>, ApiError> {
-    load(&state, &id).await?;
-    let now = state.clock.now();
-    let cancelled = state.store.cancel_scheduled(CancelScope::Rule(&id), "rule deleted", now).await?;
-    state.store.delete_rule(&id).await?;
-    tracing::info!(rule = %id, cancelled, "rule deleted");
+    let (rule, cancelled) = delete_rule(&state, &id).await?;
+    let detail = format!("\"{}\" deleted; {cancelled} scheduled message(s) cancelled", rule.name);
+    audit_api(&state, &caller, "rule.delete", &id, Some(detail)).await;
     Ok(ApiJson(RuleDeleted { id, cancelled }))
+}
+
+/// Deletes a rule and cancels its still-scheduled messages ("rule deleted"):
+/// the rule as it was, and how many were cancelled. The API and the
+/// operator screen both come through here.
+pub async fn delete_rule(state: &AppState, id: &str) -> Result<(RuleRow, u64), ApiError> {
+    let rule = load(state, id).await?;
+    let now = state.clock.now();
+    let cancelled = state.store.cancel_scheduled(CancelScope::Rule(id), "rule deleted", now).await?;
+    state.store.delete_rule(id).await?;
+    tracing::info!(rule = %id, cancelled, "rule deleted");
+    Ok((rule, cancelled))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
