@@ -14,7 +14,9 @@
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
 //!   MariaDB/MySQL, with its migrations.
 //! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
-//!   `channel::inbox` writes the in-app inbox, `channel::email` sends mail.
+//!   `channel::catalog` says which channels exist and which this
+//!   configuration can deliver on; `channel::inbox` writes the in-app inbox,
+//!   `channel::email` sends mail.
 //! - [`template`]: minijinja templates (per-locale variants, strict
 //!   undefined) and rule conditions.
 //! - [`rule`], [`recipient`]: what the API accepts for rules and users,
