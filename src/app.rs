@@ -7,20 +7,26 @@ use tokio_util::sync::CancellationToken;
 
 use crate::address::AddressKeys;
 use crate::channel::Registry;
+use crate::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
 use crate::channel::email::EmailChannel;
 use crate::channel::inbox::InboxChannel;
 use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::connect_error::OpenError;
 use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::planner::Planner;
-use crate::store::{ConnectOptions, Dialect, SqlStore, Store, StoreError};
+use crate::store::{ConnectOptions, Dialect, SqlStore, Store};
 use crate::worker::Worker;
 
-/// Opens the configured database.
-pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
+/// Opens the configured database. A database that cannot be opened is one
+/// error naming the file or the host and the cause, and a server that
+/// refuses the connection fails at once instead of after the pool's
+/// `acquire_timeout` (see [`crate::connect_error`]).
+pub async fn open_store(config: &Config) -> Result<SqlStore, OpenError> {
+    crate::connect_error::preflight(&config.database_url).await?;
     if let Some(path) = sqlite_file(&config.database_url) {
         create_private(&path);
     }
@@ -28,7 +34,9 @@ pub async fn open_store(config: &Config) -> Result<SqlStore, StoreError> {
         max_connections: config.database.max_connections,
         acquire_timeout: config.database.acquire_timeout,
     };
-    SqlStore::connect(&config.database_url, &opts).await
+    SqlStore::connect(&config.database_url, &opts)
+        .await
+        .map_err(|e| crate::connect_error::explain(&config.database_url, &e))
 }
 
 /// The file a `sqlite:` URL names, or `None` for an in-memory database or
@@ -87,10 +95,10 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
             r.register("email", e);
         }
         None => {
-            r.declare_unavailable("email", "no email transport is configured (set email.transport)");
+            r.declare_unavailable("email", format!("{EMAIL_NOT_CONFIGURED} (set email.transport)"));
         }
     }
-    r.declare_unavailable("webhook", "no webhook.signing_secret is configured");
+    r.declare_unavailable("webhook", format!("{WEBHOOK_NOT_CONFIGURED} (set webhook.signing_secret)"));
     r
 }
 
@@ -231,6 +239,8 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { worker.run(token).await });
     }
 
+    log_channels(&Channels::from_config(&config), config.worker.enabled);
+
     let rules = Arc::new(crate::planner::RuleBook::new(dyn_store.clone()));
     let planner =
         Planner::with_rules(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll, config.planner.batch);
@@ -260,6 +270,7 @@ pub async fn serve_with_clock(
         providers: http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
+        channels: Channels::from_config(&config),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         ui: config.ui.clone(),
@@ -281,6 +292,23 @@ pub async fn serve_with_clock(
     store.close().await;
     tracing::info!("herald stopped");
     Ok(())
+}
+
+/// One line per channel at start: what delivers here, and for what does
+/// not, the setting that would make it. An operator finds out now, not from
+/// the first `failed` row.
+fn log_channels(channels: &Channels, worker_enabled: bool) {
+    if !worker_enabled {
+        tracing::info!("worker.enabled is false: this instance delivers nothing (other instances may)");
+    }
+    for c in channels.all() {
+        match c.setting {
+            None => tracing::info!(channel = c.name, "channel live: {}", c.detail),
+            Some(setting) => {
+                tracing::info!(channel = c.name, setting, "channel off: {} (set {setting} to turn it on)", c.detail)
+            }
+        }
+    }
 }
 
 async fn shutdown_on_signal(shutdown: CancellationToken) {

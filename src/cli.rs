@@ -135,6 +135,9 @@ pub struct ServeArgs {
     /// Do not apply migrations at start (run `herald migrate` yourself)
     #[arg(long)]
     pub no_migrate: bool,
+    /// Not an option (hidden): a `--port` answers with the `--listen` it meant.
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "8080", value_name = "PORT")]
+    pub port: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -261,6 +264,12 @@ fn init_tracing() {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut flags = FlagOverrides { database_url: cli.database_url.clone(), ..Default::default() };
     if let Command::Serve(args) = &cli.command {
+        if let Some(port) = &args.port {
+            anyhow::bail!(
+                "herald serve has no --port; give the address and port with --listen, e.g. --listen 127.0.0.1:{port} \
+                 (or http.listen in the configuration, HERALD_HTTP__LISTEN in the environment)"
+            );
+        }
         flags.http = args.listen.map(|listen| HttpFlags { listen });
         flags.migrate_on_start = args.no_migrate.then_some(false);
     }
@@ -331,6 +340,13 @@ async fn ready_store(config: &Config) -> anyhow::Result<crate::store::SqlStore> 
 }
 
 async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
+    // Checked here, like a rule's channel: a name Herald does not have, or
+    // a channel this configuration cannot deliver on, would only come back
+    // as `failed` rows.
+    crate::channel::catalog::check_known(&args.channel).map_err(|e| anyhow::anyhow!("--channel: {e}"))?;
+    if let Some(why) = crate::channel::catalog::Channels::from_config(config).not_live(&args.channel) {
+        anyhow::bail!("--channel: {why}; nothing was enqueued");
+    }
     let channel = ChannelName::parse("--channel", &args.channel)?;
     let user = UserId::parse("--user-id", &args.user_id)?;
     let payload: serde_json::Value = match &args.payload {
@@ -347,13 +363,6 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     let now = clock.now();
     let due_at = now.plus(std::time::Duration::from_secs(args.due_in));
     let expires_at = args.grace.map(|g| due_at.plus(std::time::Duration::from_secs(g)));
-    let registry = crate::app::registry();
-    let email_configured = channel.as_str() == "email" && config.email.transport.is_some();
-    if !registry.is_ready(channel.as_str()) && !email_configured {
-        eprintln!(
-            "warning: channel \"{channel}\" cannot deliver in this build; the worker will record these rows as failed and say why"
-        );
-    }
     let rows: Vec<NewOutboxRow> = (0..args.count)
         .map(|_| {
             let id = new_id();
@@ -423,17 +432,39 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     let store = ready_store(config).await?;
     let log = store.sends_for_user(&user, args.limit).await?;
     let pending = store.pending_for_user(&user, args.limit).await?;
+    // The API's answer, for what it adds to the log: each message's subject
+    // and the triggers that planned nothing, with why.
+    let timeline = crate::http::users::user_timeline(&store, &user, args.limit)
+        .await
+        .map_err(|e| anyhow::anyhow!("reading the user's messages: {e}"))?;
+    let subjects: std::collections::HashMap<&str, &str> =
+        timeline.messages.iter().filter_map(|m| Some((m.outbox_id.as_str(), m.subject.as_deref()?))).collect();
+    let subject = |id: &str| subjects.get(id).map(|s| format!(" \"{s}\"")).unwrap_or_default();
+    let quiet = &timeline.triggers_without_messages;
     let mut out = std::io::stdout().lock();
     if args.json {
+        let with_subject = |v: serde_json::Value, id: &str| {
+            let mut v = v;
+            if let Some(s) = subjects.get(id) {
+                v["subject"] = serde_json::Value::from(*s);
+            }
+            v
+        };
+        let sends: Vec<serde_json::Value> =
+            log.iter().map(|s| with_subject(serde_json::json!(s), &s.outbox_id)).collect();
+        let pending: Vec<serde_json::Value> =
+            pending.iter().map(|r| with_subject(serde_json::json!(r), &r.id)).collect();
         serde_json::to_writer_pretty(
             &mut out,
-            &serde_json::json!({ "user_id": user, "sends": log, "pending": pending }),
+            &serde_json::json!({
+                "user_id": user, "sends": sends, "pending": pending, "triggers_without_messages": quiet,
+            }),
         )?;
         writeln!(out)?;
         return Ok(());
     }
-    if log.is_empty() && pending.is_empty() {
-        writeln!(out, "nothing was ever scheduled for user {user}")?;
+    if log.is_empty() && pending.is_empty() && quiet.is_empty() {
+        writeln!(out, "nothing was ever scheduled for user {user}, and no trigger names them")?;
         return Ok(());
     }
     if !pending.is_empty() {
@@ -441,27 +472,39 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
         for r in &pending {
             writeln!(
                 out,
-                "  {}  {:<9} {:<8} due {}  attempts {}{}",
+                "  {}  {:<9} {:<8}{} due {}  attempts {}{}",
                 r.id,
                 r.status.as_str(),
                 r.channel,
+                subject(&r.id),
                 r.due_at,
                 r.attempts,
                 r.last_error.as_deref().map(|e| format!("  last error: {e}")).unwrap_or_default()
             )?;
         }
     }
-    writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
+    if log.is_empty() {
+        writeln!(out, "nothing was ever scheduled for user {user}")?;
+    } else {
+        writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
+    }
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8} outbox {}{}",
+            "  {}  {:<10} {:<8}{} outbox {}{}",
             s.created_at,
             s.status,
             s.channel,
+            subject(&s.outbox_id),
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
         )?;
+    }
+    if !quiet.is_empty() {
+        writeln!(out, "triggers that planned nothing, newest first ({}):", quiet.len())?;
+        for t in quiet {
+            writeln!(out, "  {}  {}  {}: {}", t.occurred_at, t.trigger_type, t.trigger_id, t.detail)?;
+        }
     }
     Ok(())
 }
@@ -474,12 +517,23 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
         .ok_or_else(|| anyhow::anyhow!("--address: {address:?} is not an email address (expected local@domain)"))?;
     let store = ready_store(config).await?;
     let log = store.sends_for_address(&hash, args.limit).await?;
+    let subjects = crate::headline::for_sends(&store, &log).await?;
     let suppressions = store.list_suppressions(Some(&hash), 100).await?;
     let mut out = std::io::stdout().lock();
     if args.json {
+        let sends: Vec<serde_json::Value> = log
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::json!(s);
+                if let Some(subject) = subjects.get(&s.outbox_id) {
+                    v["subject"] = subject.as_str().into();
+                }
+                v
+            })
+            .collect();
         serde_json::to_writer_pretty(
             &mut out,
-            &serde_json::json!({ "address_hash": hash, "sends": log, "suppressions": suppressions }),
+            &serde_json::json!({ "address_hash": hash, "sends": sends, "suppressions": suppressions }),
         )?;
         writeln!(out)?;
         return Ok(());
@@ -502,10 +556,11 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8} user {}  outbox {}{}",
+            "  {}  {:<10} {:<8}{} user {}  outbox {}{}",
             s.created_at,
             s.status,
             s.channel,
+            subjects.get(&s.outbox_id).map(|t| format!(" \"{t}\"")).unwrap_or_default(),
             s.user_id,
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()

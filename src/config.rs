@@ -919,6 +919,74 @@ mod tests {
         assert!(err.contains("ui.login_max_failures"), "{err}");
     }
 
+    /// `herald.example.toml` is checked against this module, so it cannot
+    /// drift: it loads, its active lines are exactly the defaults, and every
+    /// key of [`Config`] appears in it once, either active (with its
+    /// default) or commented out (`# key = example`, for settings that are
+    /// off by default), under its section and after a comment saying what
+    /// it does; each commented-out example is a value the key accepts.
+    #[test]
+    fn the_example_configuration_has_every_key_and_default() {
+        use std::collections::BTreeSet;
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("herald.example.toml");
+        let text = std::fs::read_to_string(&path).expect("herald.example.toml is in the repository");
+        let loaded = Config::load(Some(&path), env(&[]), &FlagOverrides::default()).expect("the example loads");
+        let defaults = serde_json::to_value(Config::default()).unwrap();
+        assert_eq!(serde_json::to_value(&loaded).unwrap(), defaults, "active lines must hold the defaults");
+
+        let mut expected = BTreeSet::new();
+        for (key, value) in defaults.as_object().unwrap() {
+            match value.as_object() {
+                // One level of sections; a map-valued key (worker.concurrency)
+                // is a leaf inside its section.
+                Some(section) => expected.extend(section.keys().map(|k| format!("{key}.{k}"))),
+                None => {
+                    expected.insert(key.clone());
+                }
+            }
+        }
+
+        let key_line = |line: &str| -> Option<(bool, String, String)> {
+            let (active, rest) = match line.strip_prefix("# ") {
+                Some(r) => (false, r),
+                None => (true, line),
+            };
+            let (k, v) = rest.split_once(" = ")?;
+            let k = k.trim();
+            (!k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+                .then(|| (active, k.to_owned(), v.to_owned()))
+        };
+        let mut found = BTreeSet::new();
+        let mut section = String::new();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.to_owned();
+                continue;
+            }
+            let Some((active, key, value)) = key_line(line) else { continue };
+            let full = if section.is_empty() { key.clone() } else { format!("{section}.{key}") };
+            assert!(expected.contains(&full), "herald.example.toml names `{full}`, which is not a configuration key");
+            // Documented: the nearest line above that is not a key line is a comment.
+            let doc = lines[..i].iter().rev().find(|l| key_line(l).is_none()).copied().unwrap_or("");
+            assert!(doc.starts_with('#'), "`{full}` in herald.example.toml has no comment above it");
+            if !active {
+                // Every commented-out example is a value of the right type.
+                let doc = if section.is_empty() {
+                    format!("{key} = {value}")
+                } else {
+                    format!("[{section}]\n{key} = {value}")
+                };
+                let parsed: Result<Config, _> =
+                    Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(&doc)).extract();
+                assert!(parsed.is_ok(), "the example for `{full}` is not accepted: {parsed:?}");
+            }
+            found.insert(full);
+        }
+        let missing: Vec<_> = expected.difference(&found).collect();
+        assert!(missing.is_empty(), "herald.example.toml lacks {missing:?}");
+    }
+
     #[test]
     fn test_suite_variables_are_not_configuration() {
         assert!(Config::load(None, env(&[("HERALD_TEST_POSTGRES_URL", "x")]), &FlagOverrides::default()).is_ok());

@@ -14,7 +14,9 @@
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
 //!   MariaDB/MySQL, with its migrations.
 //! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
-//!   `channel::inbox` writes the in-app inbox, `channel::email` sends mail.
+//!   `channel::catalog` says which channels exist and which this
+//!   configuration can deliver on; `channel::inbox` writes the in-app inbox,
+//!   `channel::email` sends mail.
 //! - [`template`]: minijinja templates (per-locale variants, strict
 //!   undefined) and rule conditions.
 //! - [`rule`], [`recipient`]: what the API accepts for rules and users,
@@ -23,6 +25,8 @@
 //!   [`intake`]: API triggers recorded and planned in shared transactions.
 //! - [`compose`]: at delivery time, checks a planned row may still go out
 //!   (rule enabled, user not opted out) and renders it.
+//! - [`headline`]: a message's subject or title for the outbox and send-log
+//!   lists.
 //! - [`worker`]: claims due rows, delivers them through channels, records
 //!   outcomes; `worker::policy` decides retry, give-up and expiry.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
@@ -32,6 +36,8 @@
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
+//! - [`connect_error`]: why the database could not be opened at start,
+//!   once, naming the file or host.
 //! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
 //!   ARF, RFC 3834, and the free-text formats of common MTAs), after
 //!   `bounce::limits` has bounded the MIME nesting.
@@ -66,10 +72,12 @@ pub mod clock;
 pub mod cluster;
 pub mod compose;
 pub mod config;
+pub mod connect_error;
 pub mod demo;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod headline;
 pub mod http;
 pub mod ingest;
 pub mod intake;

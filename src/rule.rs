@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
-use crate::domain::{ChannelName, InvalidValue, NUL_REFUSED};
+use crate::domain::{InvalidValue, NUL_REFUSED};
 use crate::store::{RuleRow, new_id};
 use crate::template::{Condition, TemplateError, TemplateSet};
 
@@ -21,7 +21,10 @@ pub struct RuleInput {
     /// e.g. `payload.amount > 100`. The rule plans nothing when it is false.
     #[serde(default)]
     pub condition: Option<String>,
-    /// `inbox`, `email` or `webhook`.
+    /// `inbox`, `email` or `webhook`; any other name is refused (422). A rule
+    /// on a channel this instance has not configured (email without
+    /// `email.transport`, webhook without `webhook.signing_secret`) can be
+    /// saved off but not turned on.
     pub channel: String,
     pub template: TemplateSet,
     /// Seconds from the trigger's `occurred_at` until the message is due.
@@ -126,8 +129,11 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
             "\"*\" is reserved (in suppressions it means every category); name the kind of message, e.g. \"newsletter\"",
         ));
     }
-    if let Err(e) = ChannelName::parse("channel", &input.channel) {
-        errors.push(e.into());
+    // A name Herald does not have is refused here, not when the first
+    // message falls due: `"emial"` would otherwise be saved, turned on, and
+    // fail every message it planned.
+    if let Err(e) = crate::channel::catalog::check_known(&input.channel) {
+        errors.push(FieldError::new("channel", e));
     }
     if !(0..=MAX_DELAY).contains(&input.delay) {
         errors.push(FieldError::new("delay", format!("must be 0 to {MAX_DELAY} seconds")));
@@ -255,6 +261,26 @@ pub struct RuleView {
     /// RFC 3339
     pub created_at: String,
     pub updated_at: String,
+    /// What stands in the way of this rule's messages on this instance, e.g.
+    /// its channel is not configured. Absent when nothing does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl RuleView {
+    /// The view, with a warning when its channel cannot deliver here.
+    pub fn new(row: &RuleRow, channels: &crate::channel::catalog::Channels) -> RuleView {
+        let mut view = RuleView::from(row);
+        if let Some(why) = channels.not_live(&row.channel) {
+            let consequence = if row.enabled {
+                "every message it plans ends failed until then"
+            } else {
+                "it cannot be turned on until then"
+            };
+            view.warnings.push(format!("{why}; {consequence}"));
+        }
+        view
+    }
 }
 
 impl From<&RuleRow> for RuleView {
@@ -273,6 +299,7 @@ impl From<&RuleRow> for RuleView {
             webhook_url: r.webhook_url.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
+            warnings: Vec::new(),
         }
     }
 }

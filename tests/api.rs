@@ -120,12 +120,29 @@ async fn bad_requests_name_the_field() {
     let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
     assert_eq!(fields, vec!["type", "user_id", "payload", "occurred_at"]);
 
+    // JSON of the wrong shape is a 422 naming the field, like any other
+    // refusal, never a 400 with serde's position in the text.
     let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": 7})).await;
-    assert_eq!(status, 400);
-    assert!(p["detail"].as_str().unwrap().contains("user_id"), "{p}");
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "user_id", "{p}");
+    assert_eq!(p["errors"][0]["message"], "invalid type: integer `7`, expected a string", "{p}");
     let (status, p) = app.post("/v1/triggers", json!({"type": "x", "user_id": "u", "colour": "red"})).await;
-    assert_eq!(status, 400);
-    assert!(p["detail"].as_str().unwrap().contains("colour"), "{p}");
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "colour", "{p}");
+    let mut no_category = rule("x", false);
+    no_category.as_object_mut().unwrap().remove("category");
+    let (status, p) = app.post("/v1/rules", no_category).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(
+        (p["errors"][0]["field"].as_str(), p["errors"][0]["message"].as_str()),
+        (Some("category"), Some("missing field `category`")),
+        "{p}"
+    );
+    assert_eq!(p["detail"], "invalid field(s): category");
+    let mut bad_subject = rule("x", false);
+    bad_subject["template"]["locales"]["en"]["subject"] = json!(["not", "text"]);
+    let (status, p) = app.post("/v1/rules", bad_subject).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("template.locales.en.subject")), "{p}");
 
     let resp = app
         .http
@@ -142,6 +159,57 @@ async fn bad_requests_name_the_field() {
     let big = json!({"type": "x", "user_id": "u", "payload": {"blob": "x".repeat(10_000)}});
     let resp = app.http.post(app.url("/v1/triggers")).bearer_auth(&app.key).json(&big).send().await.unwrap();
     assert_problem(resp, 413).await;
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_must_name_a_channel_herald_has_and_is_turned_on_only_where_it_can_deliver() {
+    let app = App::start().await;
+    // A typo is refused when the rule is saved, listing the channels there are.
+    let mut typo = rule("x", false);
+    typo["channel"] = json!("emial");
+    let (status, p) = app.post("/v1/rules", typo).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "channel");
+    assert_eq!(p["errors"][0]["message"], "unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
+
+    // Webhooks without a signing secret: cannot be turned on, and the
+    // refusal names the setting that would change that.
+    let mut hook = rule("x", true);
+    hook["channel"] = json!("webhook");
+    hook["webhook_url"] = json!("https://hooks.example.com/h");
+    let (status, p) = app.post("/v1/rules", hook.clone()).await;
+    assert_eq!(status, 422, "{p}");
+    assert_eq!(p["errors"][0]["field"], "channel");
+    let msg = p["errors"][0]["message"].as_str().unwrap();
+    assert!(msg.contains("not configured on this instance") && msg.contains("set webhook.signing_secret"), "{msg}");
+    // Saved off, it is kept, with a warning on every view of it.
+    hook["enabled"] = json!(false);
+    let (status, created) = app.post("/v1/rules", hook).await;
+    assert_eq!(status, 201, "{created}");
+    assert!(created["warnings"][0].as_str().unwrap().contains("webhook.signing_secret"), "{created}");
+    let id = created["id"].as_str().unwrap();
+    let (_, list) = app.get("/v1/rules").await;
+    assert!(list["rules"][0]["warnings"][0].as_str().unwrap().contains("cannot be turned on"), "{list}");
+    let (status, p) =
+        app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(json!({"enabled": true}))).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("channel")), "{p}");
+    // Moved to the inbox, which always delivers, it turns on and the warning goes.
+    let patch = json!({"enabled": true, "channel": "inbox", "webhook_url": null});
+    let (status, p) = app.call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(patch)).await;
+    assert_eq!(status, 200, "{p}");
+    assert!(p["rule"].get("warnings").is_none(), "{p}");
+    app.stop().await;
+
+    // With the secret set, the same webhook rule turns on.
+    let app =
+        App::start_with(|c| c.webhook.signing_secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into())).await;
+    let mut hook = rule("x", true);
+    hook["channel"] = json!("webhook");
+    hook["webhook_url"] = json!("https://hooks.example.com/h");
+    let (status, p) = app.post("/v1/rules", hook).await;
+    assert_eq!(status, 201, "{p}");
+    assert!(p.get("warnings").is_none(), "{p}");
     app.stop().await;
 }
 
@@ -304,6 +372,29 @@ async fn outbox_lists_pages_retries_and_cancels() {
     assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("status")));
     let (_, by_rule) = app.get(&format!("/v1/outbox?rule_id={}", r["id"].as_str().unwrap())).await;
     assert_eq!(by_rule["items"].as_array().unwrap().len(), 5);
+    // Each row says what it is about: its rule's subject, rendered for it
+    // (the recipient p0 is unknown, so the fallback locale), and a row
+    // enqueued by hand its payload's title.
+    assert_eq!(by_rule["items"][0]["subject"], "Export n ready", "{by_rule}");
+    let hand = herald::store::NewOutboxRow {
+        id: herald::store::new_id(),
+        dedupe_key: "hand:1".into(),
+        rule_id: None,
+        trigger_id: None,
+        user_id: herald::domain::UserId::parse("user_id", "p0").unwrap(),
+        channel: herald::domain::ChannelName::parse("channel", "inbox").unwrap(),
+        payload: json!({"title": "Maintenance tonight\n at 22:00"}),
+        due_at: SystemClock.now().plus(Duration::from_secs(3600)),
+        expires_at: None,
+    };
+    app.db.store.enqueue(std::slice::from_ref(&hand), SystemClock.now()).await.unwrap();
+    let (_, mine) = app.get("/v1/outbox?user_id=p0").await;
+    let item = mine["items"].as_array().unwrap().iter().find(|i| i["id"] == hand.id.as_str()).unwrap();
+    assert_eq!(item["subject"], "Maintenance tonight at 22:00", "{mine}");
+    let (_, sends) = app.get("/v1/users/p0/sends").await;
+    let subjects: Vec<&str> =
+        sends["messages"].as_array().unwrap().iter().filter_map(|m| m["subject"].as_str()).collect();
+    assert_eq!(subjects, vec!["Maintenance tonight at 22:00", "Export n ready"], "{sends}");
 
     let (status, cancelled) = app.post(&format!("/v1/outbox/{}/cancel", ids[0]), json!({})).await;
     assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")));

@@ -5,8 +5,9 @@
 //! matches it, exactly one inbox message per inbox row, and, for email, every
 //! sent row received by the SMTP sink, with duplicates bounded by the kills.
 //!
-//! `#[ignore]`d: each run takes tens of seconds. `.ci/run` runs the bounded
-//! form on PostgreSQL and MariaDB (the shared test servers, a fresh schema or
+//! Run only on request (`harness::on_request`, like `#[ignore]`): each run
+//! takes tens of seconds. `.ci/run` runs the bounded form on PostgreSQL and
+//! MariaDB (the shared test servers, a fresh schema or
 //! database each):
 //!
 //! ```sh
@@ -132,14 +133,7 @@ async fn chaos(db: &TestDb, channel: &str) {
     eprintln!("chaos {name}: seed {seed} (HERALD_TEST_CHAOS_SEED={seed} repeats the kill schedule), {rows} rows");
     let mut rng = StdRng::seed_from_u64(seed);
 
-    let sink = if channel == "email" {
-        match SmtpSink::start().await {
-            Some(s) => Some(s),
-            None => return,
-        }
-    } else {
-        None
-    };
+    let sink = if channel == "email" { Some(SmtpSink::start().await) } else { None };
     let mut extra = Vec::new();
     if let Some(s) = &sink {
         extra.push(("HERALD_EMAIL__TRANSPORT", s.url()));
@@ -251,31 +245,32 @@ async fn chaos(db: &TestDb, channel: &str) {
 }
 
 async fn run_on(backend: Backend, channel: &str) {
-    let Some(db) = TestDb::new(backend).await else { return };
+    let db = TestDb::new(backend).await;
     chaos(&db, channel).await;
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "tens of seconds; .ci/run runs it with --ignored"]
 async fn chaos_postgres_inbox() {
     run_on(Backend::Postgres, "inbox").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "tens of seconds; .ci/run runs it with --ignored"]
 async fn chaos_mariadb_inbox() {
     run_on(Backend::MySql, "inbox").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "tens of seconds; .ci/run runs it with --ignored"]
 async fn chaos_postgres_email() {
     run_on(Backend::Postgres, "email").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "tens of seconds; .ci/run runs it with --ignored"]
 async fn chaos_mariadb_email() {
     run_on(Backend::MySql, "email").await;
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::on_request("chaos_postgres_inbox", chaos_postgres_inbox),
+        common::harness::on_request("chaos_mariadb_inbox", chaos_mariadb_inbox),
+        common::harness::on_request("chaos_postgres_email", chaos_postgres_email),
+        common::harness::on_request("chaos_mariadb_email", chaos_mariadb_email),
+    ])
 }

@@ -89,7 +89,21 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
 
     let out = herald(dir.path(), &["enqueue", "--channel", "E mail", "--user-id", "u"]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("--channel: \"E mail\" is not accepted"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--channel: unknown channel \"E mail\""), "{}", stderr(&out));
+
+    // A typo is refused, naming the channels there are, and so is a channel
+    // this configuration cannot deliver on, naming the setting.
+    let out = herald(dir.path(), &["enqueue", "--channel", "emial", "--user-id", "u"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--channel: unknown channel \"emial\"; Herald's channels are email, inbox, webhook"),
+        "{}",
+        stderr(&out)
+    );
+    let out = herald(dir.path(), &["enqueue", "--channel", "webhook", "--user-id", "u"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("set webhook.signing_secret"), "{}", stderr(&out));
+    assert!(!dir.path().join("herald.db").exists() || count(&status_json(dir.path()), "scheduled") == 0);
 
     let out = herald(dir.path(), &["--database-url", "redis://x", "status"]);
     assert!(!out.status.success());
@@ -97,17 +111,52 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
 }
 
 #[test]
+fn a_database_that_cannot_be_opened_is_named_once_with_the_cause_and_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir/x.db");
+    let out = herald(dir.path(), &["--database-url", &format!("sqlite://{}", missing.display()), "status"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(&format!("cannot open the SQLite database {}", missing.display())), "{err}");
+    assert!(err.contains(&format!("the directory {} does not exist", missing.parent().unwrap().display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "said once: {err}");
+
+    // A server that refuses the connection: at once, naming host and port,
+    // not "pool timed out" after database.acquire_timeout.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for (scheme, name) in [("postgres", "PostgreSQL"), ("mysql", "MariaDB/MySQL")] {
+        let started = Instant::now();
+        let url = format!("{scheme}://u@127.0.0.1:{port}/x");
+        let out = herald(dir.path(), &["--database-url", &url, "migrate"]);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains(&format!("cannot open {name} at 127.0.0.1:{port}: connection refused")), "{err}");
+        assert!(!err.contains("pool timed out"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    }
+
+    // `serve --port` says what it meant.
+    let out = herald(dir.path(), &["serve", "--port", "9000"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--listen 127.0.0.1:9000"), "{}", stderr(&out));
+}
+
+#[test]
 fn serve_delivers_then_stops_cleanly_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald(dir.path(), &["enqueue", "--channel", "inbox", "--user-id", "u-7", "--count", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = herald(dir.path(), &["enqueue", "--channel", "email", "--user-id", "u-7"]);
+    // Enqueued while email was configured; `serve` then starts without it.
+    let mail = dir.path().join("mail");
+    let file_transport = format!("file://{}", mail.display());
+    let with_email = [("HERALD_EMAIL__TRANSPORT", file_transport.as_str()), ("HERALD_EMAIL__FROM", "a@b.c")];
+    let out = herald_env(dir.path(), &["enqueue", "--channel", "email", "--user-id", "u-7"], &with_email);
     assert!(out.status.success(), "{}", stderr(&out));
 
     let mut serve = Command::new(env!("CARGO_BIN_EXE_herald"))
         .current_dir(dir.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("HERALD_LOG", "warn")
+        .env("HERALD_LOG", "warn,herald::app=info")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,6 +183,12 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     };
     assert!(code.success(), "exit status {code}");
     assert_eq!(count(&status_json(dir.path()), "sending"), 0);
+    // At start, serve said which channels deliver and which setting the others need.
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("channel live: writes to the in-app inbox"), "{log}");
+    assert!(log.contains("channel off: no email transport is configured (set email.transport to turn it on)"), "{log}");
+    assert!(log.contains("set webhook.signing_secret to turn it on"), "{log}");
 
     let out = herald(dir.path(), &["sends", "--user-id", "u-7", "--json"]);
     let log: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -141,7 +196,10 @@ fn serve_delivers_then_stops_cleanly_on_sigterm() {
     assert_eq!(sends.len(), 6);
     let failed: Vec<_> = sends.iter().filter(|s| s["status"] == "failed").collect();
     assert_eq!(failed.len(), 1);
-    assert!(failed[0]["detail"].as_str().unwrap().contains("channel \"email\" has no delivery implementation yet"));
+    assert!(
+        failed[0]["detail"].as_str().unwrap().contains("channel \"email\" is not configured on this instance"),
+        "{failed:?}"
+    );
 
     let text = stdout(&herald(dir.path(), &["sends", "--user-id", "u-7"]));
     assert!(text.contains("send log for user u-7, newest first (6):"), "{text}");
@@ -175,6 +233,18 @@ fn demo_walks_a_trigger_to_the_send_log() {
     assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");
     assert!(text.contains("no enabled rule matches trigger type \"demo.unconfigured\""), "{text}");
     assert!(text.contains("\"Dein Export invoices-2026 ist fertig\""), "{text}");
+
+    // `herald sends` answers like the API: each message with its subject,
+    // and the triggers that planned nothing, with why.
+    let text = stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user"]));
+    assert!(text.contains("sent       inbox    \"Dein Export invoices-2026 ist fertig\" outbox "), "{text}");
+    assert!(text.contains("triggers that planned nothing, newest first (2):"), "{text}");
+    assert!(text.contains("demo.unconfigured"), "{text}");
+    assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user", "--json"]))).unwrap();
+    assert_eq!(json["sends"][0]["subject"], "Dein Export invoices-2026 ist fertig", "{json}");
+    assert_eq!(json["triggers_without_messages"].as_array().unwrap().len(), 2, "{json}");
 }
 
 #[test]

@@ -57,7 +57,6 @@ async fn audit_names_each_broken_invariant(db: &TestDb) {
 
 backend_tests!(audit_names_each_broken_invariant);
 
-#[test]
 fn bench_with_instances_drains_with_real_processes_and_reports_latency() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_herald"))
@@ -74,4 +73,13 @@ fn bench_with_instances_drains_with_real_processes_and_reports_latency() {
     assert_eq!(r["not_sent"], 0);
     assert!(r["drain_rows_per_sec"].as_f64().unwrap() > 0.0, "{r}");
     assert!(r["latency_p99_ms"].as_i64().unwrap() >= r["latency_p50_ms"].as_i64().unwrap(), "{r}");
+}
+
+fn main() -> std::process::ExitCode {
+    let mut trials = backend_trials();
+    trials.extend([common::harness::sync_test(
+        "bench_with_instances_drains_with_real_processes_and_reports_latency",
+        bench_with_instances_drains_with_real_processes_and_reports_latency,
+    )]);
+    common::harness::main(trials)
 }

@@ -6,8 +6,9 @@
 //! nothing doubled in the inbox.
 //!
 //! Each test runs its own PostgreSQL or MariaDB server (see
-//! `chaos_support`), never the shared ones. `#[ignore]`d because it takes
-//! about a minute; `.ci/run` runs it:
+//! `chaos_support`), never the shared ones. Run only on request
+//! (`harness::on_request`, like `#[ignore]`) because it takes about a
+//! minute; `.ci/run` runs it:
 //!
 //! ```sh
 //! cargo test --test db_faults -- --ignored --test-threads 1 --nocapture
@@ -17,6 +18,7 @@
 //! test might lose: whenever the fault comes, rows are still falling due.
 
 mod chaos_support;
+mod common;
 
 use std::time::{Duration, Instant};
 
@@ -208,16 +210,21 @@ async fn faults(mut server: Server, name: &str) {
     store.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about a minute, with a private PostgreSQL; .ci/run runs it with --ignored"]
 async fn postgres_restart_and_connection_cuts() {
-    let Some(pg) = PrivatePostgres::start() else { return };
+    let Some(pg) = PrivatePostgres::start() else {
+        common::harness::skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+    };
     faults(Server::Postgres(pg), "postgres").await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about a minute, with a private MariaDB; .ci/run runs it with --ignored"]
 async fn mariadb_restart_and_connection_cuts() {
-    let Some(db) = PrivateMariaDb::start().await else { return };
+    let Some(db) = PrivateMariaDb::start().await else { common::harness::skip("/usr/sbin/mariadbd is not installed") };
     faults(Server::MariaDb(db), "mariadb").await;
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::on_request("postgres_restart_and_connection_cuts", postgres_restart_and_connection_cuts),
+        common::harness::on_request("mariadb_restart_and_connection_cuts", mariadb_restart_and_connection_cuts),
+    ])
 }

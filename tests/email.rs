@@ -1,8 +1,9 @@
 //! The email channel against a real SMTP server: `tests/smtp/server.py`
 //! (aiosmtpd) on 127.0.0.1, started per test. Nothing about lettre is mocked.
 //!
-//! Without python3 + aiosmtpd these tests say so and pass, except under
-//! `CI=true`, where they fail (`.ci/run` installs aiosmtpd).
+//! Without python3 + aiosmtpd these tests end ignored, saying which is
+//! missing, except under `CI=true`, where they fail (`.ci/run` installs
+//! aiosmtpd).
 
 mod common;
 
@@ -79,10 +80,9 @@ async fn last_send(store: &dyn Store, id: &str) -> (OutboxStatus, herald::store:
     (row.status, sends.last().cloned().unwrap_or_else(|| panic!("no send log for {id}; row {row:?}")))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_replies_and_dropped_connections_are_retried() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let w = worker_with(store.clone(), &settings(&sink, true), "https://herald.test", Metrics::new());
     let defer = enqueue(&*store, "defer@example.org", "news").await;
@@ -101,10 +101,9 @@ async fn transient_replies_and_dropped_connections_are_retried() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hard_bounce_suppresses_and_the_next_message_makes_no_connection() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let metrics = Metrics::new();
     let w = worker_with(store.clone(), &settings(&sink, true), "https://herald.test", metrics.clone());
@@ -134,10 +133,9 @@ async fn a_hard_bounce_suppresses_and_the_next_message_makes_no_connection() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_rejection_is_terminal_without_suppression_and_counted() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let metrics = Metrics::new();
     let w = worker_with(store.clone(), &settings(&sink, true), "https://herald.test", metrics.clone());
@@ -153,10 +151,9 @@ async fn a_policy_rejection_is_terminal_without_suppression_and_counted() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_connection_per_message_also_delivers() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let w = worker_with(store.clone(), &settings(&sink, false), "https://herald.test", Metrics::new());
     for i in 0..3 {
@@ -188,6 +185,10 @@ async fn serve(db: &TestDb) -> Server {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let mut config = Config { database_url: db.url.clone(), ..Config::default() };
     config.email.address_secret = Some(SECRET.into());
+    // Email is configured (this server's worker is off; each test runs its
+    // own against the sink), so email rules can be turned on.
+    config.email.transport = Some("file:///nonexistent-herald-test-dir".into());
+    config.email.from = Some("Herald Tests <news@herald.test>".into());
     config.worker.enabled = false;
     config.planner.enabled = false;
     let shutdown = CancellationToken::new();
@@ -219,10 +220,9 @@ impl Server {
 
 /// Rule → trigger → SMTP → parsed back; then the message's own one-click
 /// unsubscribe link, and a tampered copy of it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let server = serve(&db).await;
     let store = db.arc();
     let mut st = settings(&sink, true);
@@ -346,10 +346,9 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_message_id_is_stable_per_row() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let channel = EmailChannel::from_settings(
@@ -380,9 +379,8 @@ async fn the_message_id_is_stable_per_row() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_transport_writes_one_eml_per_row() {
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let dir = tempfile::tempdir().unwrap();
     let st = EmailSettings {
@@ -405,10 +403,9 @@ async fn the_file_transport_writes_one_eml_per_row() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooled_connections_are_reused() {
-    let Some(sink) = Sink::start().await else { return };
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let sink = Sink::start().await;
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let mut st = settings(&sink, true);
     st.concurrency = 1;
@@ -425,9 +422,8 @@ async fn pooled_connections_are_reused() {
 
 /// No SMTP server process needed: a refused connection, a server that never
 /// answers, and STARTTLS required but not offered are all retried.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_silent_and_tls_failures_are_retried() {
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
     let store = db.arc();
     let base = |url: String| EmailSettings {
         transport: Some(url),
@@ -457,9 +453,7 @@ async fn refused_silent_and_tls_failures_are_retried() {
     ];
     // STARTTLS required (the default) against a server that does not offer it.
     let sink = Sink::start().await;
-    if let Some(s) = &sink {
-        cases.push((format!("smtp://127.0.0.1:{}", s.port), "STARTTLS"));
-    }
+    cases.push((format!("smtp://127.0.0.1:{}", sink.port), "STARTTLS"));
     for (url, expect) in cases {
         let w = worker_with(store.clone(), &base(url.clone()), "https://herald.test", Metrics::new());
         let id = enqueue(&*store, "ok@example.org", "news").await;
@@ -469,15 +463,13 @@ async fn refused_silent_and_tls_failures_are_retried() {
         let err = row.last_error.unwrap_or_default();
         assert!(err.contains(expect), "{url}: {err}");
     }
-    if let Some(s) = &sink {
-        assert!(s.messages().is_empty());
-    }
+    assert!(sink.messages().is_empty());
     db.cleanup().await;
 }
 
 /// A private CA and a certificate it issued for 127.0.0.1, made with the
 /// openssl command line in `dir`: (ca.pem, server chain, server key).
-fn private_ca(dir: &std::path::Path) -> Option<(std::path::PathBuf, std::path::PathBuf, std::path::PathBuf)> {
+fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
     let openssl = |args: &[&str]| {
         std::process::Command::new("openssl").args(args).current_dir(dir).output().is_ok_and(|o| o.status.success())
     };
@@ -536,26 +528,24 @@ fn private_ca(dir: &std::path::Path) -> Option<(std::path::PathBuf, std::path::P
     };
     if !ok {
         assert!(!common::in_ci(), "CI=true but the openssl command line could not make a test CA");
-        eprintln!("skipped: the openssl command line could not make a test CA");
-        return None;
+        common::harness::skip("the openssl command line could not make a test CA; install openssl");
     }
-    Some((dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key")))
+    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
 }
 
 /// Issue 13, item 12: a relay whose certificate a private CA issued failed
 /// every handshake (`UnknownIssuer`) under `tls=required`, `tls=starttls`
 /// and `smtps://`. With the CA in `email.tls_ca_file` each delivers, pooled
 /// and not; without it, each still refuses (a retry, nothing sent).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_through_tls_ca_file() {
     let certs = tempfile::tempdir().unwrap();
-    let Some((ca, chain, key)) = private_ca(certs.path()) else { return };
+    let (ca, chain, key) = private_ca(certs.path());
     for (mode, scheme, query) in
         [("starttls", "smtp", "?tls=required"), ("starttls", "smtp", "?tls=starttls"), ("implicit", "smtps", "")]
     {
-        let Some(sink) = Sink::start_tls(mode, &chain, &key).await else { return };
+        let sink = Sink::start_tls(mode, &chain, &key).await;
         for pool in [true, false] {
-            let db = TestDb::new(Backend::Sqlite).await.unwrap();
+            let db = TestDb::new(Backend::Sqlite).await;
             let store = db.arc();
             let mut s = settings(&sink, pool);
             s.transport = Some(format!("{scheme}://127.0.0.1:{}{query}", sink.port));
@@ -582,4 +572,37 @@ async fn a_private_ca_is_trusted_through_tls_ca_file() {
             db.cleanup().await;
         }
     }
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::test(
+            "transient_replies_and_dropped_connections_are_retried",
+            transient_replies_and_dropped_connections_are_retried,
+        ),
+        common::harness::test(
+            "a_hard_bounce_suppresses_and_the_next_message_makes_no_connection",
+            a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
+        ),
+        common::harness::test(
+            "a_policy_rejection_is_terminal_without_suppression_and_counted",
+            a_policy_rejection_is_terminal_without_suppression_and_counted,
+        ),
+        common::harness::test("one_connection_per_message_also_delivers", one_connection_per_message_also_delivers),
+        common::harness::test(
+            "a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click",
+            a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click,
+        ),
+        common::harness::test("the_message_id_is_stable_per_row", the_message_id_is_stable_per_row),
+        common::harness::test("the_file_transport_writes_one_eml_per_row", the_file_transport_writes_one_eml_per_row),
+        common::harness::test("pooled_connections_are_reused", pooled_connections_are_reused),
+        common::harness::test(
+            "refused_silent_and_tls_failures_are_retried",
+            refused_silent_and_tls_failures_are_retried,
+        ),
+        common::harness::test(
+            "a_private_ca_is_trusted_through_tls_ca_file",
+            a_private_ca_is_trusted_through_tls_ca_file,
+        ),
+    ])
 }

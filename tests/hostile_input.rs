@@ -185,3 +185,7 @@ backend_tests!(
     nul_in_a_payload_is_delivered_as_a_replacement_character,
     bounce_evidence_with_nul_is_recorded,
 );
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
+}

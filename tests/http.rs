@@ -29,7 +29,7 @@ async fn serve(db: &TestDb) -> Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics() {
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
     db.store
         .enqueue(&[row("u1", "inbox", SystemClock.now()), row("u1", "email", SystemClock.now())], SystemClock.now())
         .await
@@ -70,7 +70,7 @@ async fn health_readiness_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_reports_not_ready_while_the_database_is_away() {
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
     let app = serve(&db).await;
     let http = reqwest::Client::new();
     assert_eq!(http.get(format!("{}/readyz", app.base)).send().await.unwrap().status(), 200);

@@ -10,7 +10,6 @@ use common::app::App;
 /// 50,000 levels of `message/rfc822` (1.6 MB) once aborted the whole process
 /// with a stack overflow. Now the bounce is refused with a 422 naming why,
 /// and the server goes on answering.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deeply_nested_bounce_is_refused_and_the_server_survives() {
     let app = App::start().await;
     let mut body = b"From: MAILER-DAEMON@example.com\r\nSubject: Undelivered Mail Returned to Sender\r\n".to_vec();
@@ -37,7 +36,6 @@ async fn a_deeply_nested_bounce_is_refused_and_the_server_survives() {
 
 /// A connection that sends half a header block is closed once
 /// `http.header_read_timeout` has passed; before, it was held forever.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_sent_request_headers_are_timed_out() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let app = App::start_with(|c| c.http.header_read_timeout = std::time::Duration::from_secs(1)).await;
@@ -61,7 +59,6 @@ async fn half_sent_request_headers_are_timed_out() {
 
 /// At `http.max_connections` the server stops accepting: a further client
 /// waits until an open connection closes, then is served.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_connections_are_bounded() {
     use tokio::io::AsyncWriteExt;
     let app = App::start_with(|c| c.http.max_connections = 2).await;
@@ -110,7 +107,7 @@ async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
 async fn nul_in_ids_cursors_and_filters_is_a_4xx(backend: Backend) {
     use herald::clock::{Clock, Millis, SystemClock};
     use herald::store::OperatorStore;
-    let Some(app) = App::start_on(backend, |_| {}).await else { return };
+    let app = App::start_on(backend, |_| {}).await;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let now = SystemClock.now();
     let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
@@ -171,17 +168,14 @@ async fn nul_in_ids_cursors_and_filters_is_a_4xx(backend: Backend) {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_in_urls_and_forms_sqlite() {
     nul_in_ids_cursors_and_filters_is_a_4xx(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_in_urls_and_forms_postgres() {
     nul_in_ids_cursors_and_filters_is_a_4xx(Backend::Postgres).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_in_urls_and_forms_mysql() {
     nul_in_ids_cursors_and_filters_is_a_4xx(Backend::MySql).await;
 }
@@ -208,7 +202,6 @@ async fn log_in(base: &str, local: std::net::IpAddr, email: &str, password: &str
 /// 503 when every checking slot is busy); the right password from the same
 /// address is then refused too, while the operator, from the address they
 /// use, still gets in.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_wrong_logins_are_counted_before_they_are_checked() {
     use herald::clock::{Clock, SystemClock};
     use herald::store::OperatorStore;
@@ -257,7 +250,6 @@ fn rule(category: &str) -> serde_json::Value {
 /// A rule in category `*` put "every category" in each unsubscribe link it
 /// sent, so one click stopped transactional mail too. The name is reserved
 /// now, on create and on update, and a link that names it changes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_all_categories_name_is_reserved() {
     use herald::store::SuppressionStore;
     let app = App::start().await;
@@ -296,7 +288,6 @@ async fn the_all_categories_name_is_reserved() {
 
 /// `herald.db` was created world-readable (the process umask); it holds
 /// every recipient's address.
-#[tokio::test]
 async fn the_sqlite_file_is_created_private() {
     use herald::store::Store;
     use std::os::unix::fs::PermissionsExt;
@@ -322,13 +313,14 @@ fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-/// Whether `tool` runs; outside CI a missing tool skips the check (said so
-/// on stderr), under `CI=true` it fails the test.
+/// Whether `tool` runs. Outside CI a missing tool ends the test as ignored,
+/// naming the tool (the checks before it ran and passed; the rest did not);
+/// under `CI=true` it fails the test.
 fn have(tool: &str, probe: &[&str]) -> bool {
     let ok = std::process::Command::new(tool).args(probe).output().is_ok_and(|o| o.status.success());
     if !ok {
         assert!(!in_ci(), "CI=true but {tool} is not installed (.ci/run installs it)");
-        eprintln!("SKIPPED: {tool} is not installed; this check did not run");
+        common::harness::skip(format!("{tool} is not installed; the checks that need it did not run"));
     }
     ok
 }
@@ -336,7 +328,6 @@ fn have(tool: &str, probe: &[&str]) -> bool {
 /// `/metrics` answered OpenMetrics to everyone, and `promtool check
 /// metrics` (which reads the classic format) reported missing help text.
 /// Now the format follows `Accept`, and promtool passes the default one.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_follow_accept_and_pass_promtool() {
     let app = App::start().await;
     // Something in every metric family that has samples.
@@ -388,7 +379,6 @@ async fn metrics_follow_accept_and_pass_promtool() {
 /// structurally, then by openapi-spec-validator and by generating a Python
 /// client with openapi-python-client (both from PyPI; `.ci/run` installs
 /// them).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openapi_document_is_valid_and_generates_a_client() {
     let app = App::start().await;
     let doc: serde_json::Value = app.http.get(app.url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
@@ -451,4 +441,29 @@ async fn the_openapi_document_is_valid_and_generates_a_client() {
         );
         assert!(dir.path().join("client").join("pyproject.toml").exists(), "no client was generated");
     }
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::test(
+            "a_deeply_nested_bounce_is_refused_and_the_server_survives",
+            a_deeply_nested_bounce_is_refused_and_the_server_survives,
+        ),
+        common::harness::test("half_sent_request_headers_are_timed_out", half_sent_request_headers_are_timed_out),
+        common::harness::test("open_connections_are_bounded", open_connections_are_bounded),
+        common::harness::test("nul_in_urls_and_forms_sqlite", nul_in_urls_and_forms_sqlite),
+        common::harness::test("nul_in_urls_and_forms_postgres", nul_in_urls_and_forms_postgres),
+        common::harness::test("nul_in_urls_and_forms_mysql", nul_in_urls_and_forms_mysql),
+        common::harness::test(
+            "concurrent_wrong_logins_are_counted_before_they_are_checked",
+            concurrent_wrong_logins_are_counted_before_they_are_checked,
+        ),
+        common::harness::test("the_all_categories_name_is_reserved", the_all_categories_name_is_reserved),
+        common::harness::test("the_sqlite_file_is_created_private", the_sqlite_file_is_created_private),
+        common::harness::test("metrics_follow_accept_and_pass_promtool", metrics_follow_accept_and_pass_promtool),
+        common::harness::test(
+            "the_openapi_document_is_valid_and_generates_a_client",
+            the_openapi_document_is_valid_and_generates_a_client,
+        ),
+    ])
 }

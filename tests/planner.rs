@@ -89,3 +89,7 @@ async fn concurrent_planners_plan_each_trigger_once(db: &TestDb) {
     let summary = db.store.status_summary(SystemClock.now()).await.unwrap();
     assert_eq!(summary.count(herald::domain::OutboxStatus::Scheduled), 80, "two rules × 40 triggers, no doubles");
 }
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
+}

@@ -12,9 +12,8 @@ use herald::store::Store;
 use herald::worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
-    let Some(db) = TestDb::new(Backend::Postgres).await else { return };
+    let db = TestDb::new(Backend::Postgres).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let worker_store = db.another_instance().await;
     let worker_side: Arc<dyn Store> = Arc::new(worker_store.clone());
@@ -60,10 +59,9 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     db.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
     use herald::store::{InboxStore, NewInboxMessage};
-    let Some(db) = TestDb::new(Backend::Postgres).await else { return };
+    let db = TestDb::new(Backend::Postgres).await;
     let streaming_side = db.another_instance().await;
     let writing_side = db.another_instance().await;
     let shutdown = CancellationToken::new();
@@ -100,4 +98,17 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
     writing_side.close().await;
     streaming_side.close().await;
     db.cleanup().await;
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::test(
+            "an_enqueue_on_one_instance_wakes_the_worker_of_another",
+            an_enqueue_on_one_instance_wakes_the_worker_of_another,
+        ),
+        common::harness::test(
+            "an_inbox_change_on_one_instance_reaches_the_streams_of_another",
+            an_inbox_change_on_one_instance_reaches_the_streams_of_another,
+        ),
+    ])
 }

@@ -57,7 +57,6 @@ async fn start() -> App {
     App::start_with(|c| c.inbox.token_secret = Some(TOKEN_SECRET.into())).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_route_table_and_the_openapi_document_agree() {
     let app = start().await;
     let doc: Value = app.http.get(app.url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
@@ -92,7 +91,6 @@ async fn the_route_table_and_the_openapi_document_agree() {
     app.stop().await;
 }
 
-#[test]
 fn the_readme_lists_every_route_with_who_may_call_it() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for r in ROUTES {
@@ -101,7 +99,6 @@ fn the_readme_lists_every_route_with_who_may_call_it() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_key_routes_refuse_every_other_caller_and_change_nothing() {
     let app = start().await;
     let now = SystemClock.now();
@@ -144,7 +141,6 @@ fn base64_encode(s: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(s)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inbox_routes_take_only_a_genuine_token_and_reach_only_its_user() {
     let app = start().await;
     let now = SystemClock.now();
@@ -203,7 +199,6 @@ async fn inbox_routes_take_only_a_genuine_token_and_reach_only_its_user() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_webhooks_refuse_requests_without_the_providers_proof() {
     // Unconfigured: every provider route refuses everything.
     let app = start().await;
@@ -245,7 +240,6 @@ async fn provider_webhooks_refuse_requests_without_the_providers_proof() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsubscribe_links_refuse_forged_tokens_and_change_nothing() {
     let app = start().await;
     for route in routes(Access::SignedLink) {
@@ -266,7 +260,6 @@ async fn unsubscribe_links_refuse_forged_tokens_and_change_nothing() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_routes_answer_anyone_and_reveal_no_secret() {
     let app = start().await;
     for route in routes(Access::Public) {
@@ -305,7 +298,6 @@ async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
     (cookie, csrf)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token() {
     use herald::store::OperatorStore;
     let app = start().await;
@@ -410,9 +402,7 @@ async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_with
 /// A user id made of SQL syntax is stored and read back as the text it is,
 /// on every backend: the store binds values and never splices them into SQL.
 async fn hostile_text_is_data_not_sql(backend: Backend) {
-    let Some(app) = App::start_on(backend, |c| c.inbox.token_secret = Some(TOKEN_SECRET.into())).await else {
-        return;
-    };
+    let app = App::start_on(backend, |c| c.inbox.token_secret = Some(TOKEN_SECRET.into())).await;
     let hostile = "o'brien\"; DROP TABLE engagement_outbox; -- \\' OR '1'='1";
     let path = format!("/v1/users/{}", urlencode(hostile));
     let (status, body) = app
@@ -446,17 +436,14 @@ fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>().replace('+', "%20")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_text_is_data_not_sql_sqlite() {
     hostile_text_is_data_not_sql(Backend::Sqlite).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_text_is_data_not_sql_postgres() {
     hostile_text_is_data_not_sql(Backend::Postgres).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_text_is_data_not_sql_mysql() {
     hostile_text_is_data_not_sql(Backend::MySql).await;
 }
@@ -516,7 +503,6 @@ impl Served {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_given_to_the_server_never_reach_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let secrets = [
@@ -650,4 +636,48 @@ postmark_password = "{pm}"
     for secret in secrets.iter().copied().chain([key.as_str(), wrong_key, token.as_str(), webhook_secret.as_str()]) {
         assert!(!log.contains(secret), "the log contains the secret {secret:?}:\n{log}");
     }
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(vec![
+        common::harness::test(
+            "the_route_table_and_the_openapi_document_agree",
+            the_route_table_and_the_openapi_document_agree,
+        ),
+        common::harness::sync_test(
+            "the_readme_lists_every_route_with_who_may_call_it",
+            the_readme_lists_every_route_with_who_may_call_it,
+        ),
+        common::harness::test(
+            "api_key_routes_refuse_every_other_caller_and_change_nothing",
+            api_key_routes_refuse_every_other_caller_and_change_nothing,
+        ),
+        common::harness::test(
+            "inbox_routes_take_only_a_genuine_token_and_reach_only_its_user",
+            inbox_routes_take_only_a_genuine_token_and_reach_only_its_user,
+        ),
+        common::harness::test(
+            "provider_webhooks_refuse_requests_without_the_providers_proof",
+            provider_webhooks_refuse_requests_without_the_providers_proof,
+        ),
+        common::harness::test(
+            "unsubscribe_links_refuse_forged_tokens_and_change_nothing",
+            unsubscribe_links_refuse_forged_tokens_and_change_nothing,
+        ),
+        common::harness::test(
+            "public_routes_answer_anyone_and_reveal_no_secret",
+            public_routes_answer_anyone_and_reveal_no_secret,
+        ),
+        common::harness::test(
+            "operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token",
+            operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token,
+        ),
+        common::harness::test("hostile_text_is_data_not_sql_sqlite", hostile_text_is_data_not_sql_sqlite),
+        common::harness::test("hostile_text_is_data_not_sql_postgres", hostile_text_is_data_not_sql_postgres),
+        common::harness::test("hostile_text_is_data_not_sql_mysql", hostile_text_is_data_not_sql_mysql),
+        common::harness::test(
+            "secrets_given_to_the_server_never_reach_its_log",
+            secrets_given_to_the_server_never_reach_its_log,
+        ),
+    ])
 }

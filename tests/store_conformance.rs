@@ -834,3 +834,7 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     assert_eq!(evidence[0].bounce.reply_code, Some(550));
     assert!(s.bounces_for_address(&"e".repeat(64), 10).await.unwrap().is_empty());
 }
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
+}

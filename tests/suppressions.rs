@@ -77,7 +77,6 @@ async fn start() -> App {
     App::start_with(|c| c.email.address_secret = Some(SECRET.into())).await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
     let app = start().await;
     let hash = AddressKeys::from_secret(SECRET.as_bytes()).hash("carol@example.org").unwrap();
@@ -132,7 +131,6 @@ async fn the_suppressions_api_takes_addresses_and_keeps_hashes() {
     app.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body() {
     let app = start().await;
     let keys = AddressKeys::from_secret(SECRET.as_bytes());
@@ -178,4 +176,19 @@ async fn unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body() {
     assert_eq!(resp.status().as_u16(), 400);
     assert_eq!(resp.headers()["content-type"], "application/problem+json");
     app.stop().await;
+}
+
+fn main() -> std::process::ExitCode {
+    let mut trials = backend_trials();
+    trials.extend([
+        common::harness::test(
+            "the_suppressions_api_takes_addresses_and_keeps_hashes",
+            the_suppressions_api_takes_addresses_and_keeps_hashes,
+        ),
+        common::harness::test(
+            "unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body",
+            unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body,
+        ),
+    ]);
+    common::harness::main(trials)
 }

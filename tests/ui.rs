@@ -206,7 +206,118 @@ backend_tests!(
     every_operator_action_writes_an_audit_row,
     a_lift_keeps_its_reason_and_who_lifted,
     the_rule_editor_shows_template_errors_with_line_and_column,
+    changes_through_the_api_are_audited_with_the_keys_name,
+    failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted,
 );
+
+/// Issue 15: rules made and switched, rows retried and cancelled and
+/// suppressions added and lifted through `/v1` are in the audit log, with
+/// the key's name as who; the server's root leads to the screen.
+async fn changes_through_the_api_are_audited_with_the_keys_name(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let api = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
+        let mut req = ui.http.request(method, format!("{}{path}", ui.base)).bearer_auth(&ui.api_key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req
+    };
+    let root = ui.send(api(reqwest::Method::GET, "/", None)).await;
+    assert_eq!((root.status, root.location.as_deref()), (303, Some("/ui")));
+    let rule = serde_json::json!({
+        "name": "By the API", "trigger_type": "api.thing", "channel": "inbox", "category": "c",
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
+    });
+    let created = ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let on = serde_json::json!({"enabled": true});
+    assert_eq!(ui.send(api(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(on))).await.status, 200);
+    let rename = serde_json::json!({"name": "Renamed"});
+    assert_eq!(ui.send(api(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(rename))).await.status, 200);
+    let add = serde_json::json!({"email": "bob@example.com"});
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/suppressions", Some(add))).await.status, 201);
+    let lift = ui.send(api(reqwest::Method::DELETE, "/v1/suppressions?email=bob@example.com&reason=asked", None)).await;
+    assert_eq!(lift.status, 200, "{}", lift.body);
+    let rows = [row("u1", "inbox", T0)];
+    ui.store.enqueue(&rows, T0).await.unwrap();
+    let path = format!("/v1/outbox/{}/cancel", rows[0].id);
+    assert_eq!(ui.send(api(reqwest::Method::POST, &path, None)).await.status, 200);
+    let path = format!("/v1/outbox/{}/retry", rows[0].id);
+    assert_eq!(ui.send(api(reqwest::Method::POST, &path, None)).await.status, 200);
+    assert_eq!(ui.send(api(reqwest::Method::DELETE, &format!("/v1/rules/{id}"), None)).await.status, 200);
+    let audit: Vec<(String, String)> = {
+        let mut rows = ui.store.audit_log(None, 100).await.unwrap();
+        rows.reverse();
+        rows.into_iter().map(|r| (r.operator_email, r.action)).collect()
+    };
+    let who = "api key \"tests\"".to_owned();
+    let expected: Vec<(String, String)> = [
+        "rule.create",
+        "rule.enable",
+        "rule.update",
+        "suppression.add",
+        "suppression.lift",
+        "outbox.cancel",
+        "outbox.retry",
+        "rule.delete",
+    ]
+    .iter()
+    .map(|a| (who.clone(), (*a).to_owned()))
+    .collect();
+    assert_eq!(audit, expected);
+    ui.stop().await;
+}
+
+/// Issue 15: "retry all matching" schedules every failed row the filter
+/// shows again in one statement (and only those), and a rule is deleted from
+/// the screen after a confirmation that says what it cancels.
+async fn failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    // Three failed rows for u1, one for u2, one sent.
+    let rows: Vec<_> = ["u1", "u1", "u1", "u2", "u3"].iter().map(|u| row(u, "inbox", T0)).collect();
+    ui.store.enqueue(&rows, T0).await.unwrap();
+    let claimed = ui.store.claim_due(T0, 10, "tok").await.unwrap();
+    for c in &claimed {
+        let status =
+            if c.user_id == "u3" { herald::domain::SendStatus::Sent } else { herald::domain::SendStatus::Failed };
+        let finish =
+            herald::store::Finish { status, detail: Some("relay said no".into()), transport: None, address_hash: None };
+        ui.store.finish(c, "tok", &finish, T0).await.unwrap();
+    }
+    let page = ui.get("/ui/outbox?status=failed&user=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Retry all failed rows matching this filter"), "{}", page.body);
+    let r = ui.action(&s, "/ui/outbox/retry", &[("status", "failed"), ("rule", ""), ("user", "u1")]).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/outbox?status=failed&rule=&user=u1")));
+    let status_of = |id: String| {
+        let store = ui.store.clone();
+        async move { store.get_outbox(&id).await.unwrap().unwrap().status.as_str().to_owned() }
+    };
+    for (i, expected) in ["scheduled", "scheduled", "scheduled", "failed", "sent"].iter().enumerate() {
+        assert_eq!(status_of(rows[i].id.clone()).await, *expected, "row {i}");
+    }
+    // A sent row is never retried in bulk, whatever the form says.
+    let r = ui.action(&s, "/ui/outbox/retry", &[("status", "sent"), ("rule", ""), ("user", "")]).await;
+    assert_eq!(r.status, 303);
+    assert_eq!(status_of(rows[4].id.clone()).await, "sent");
+
+    // Deleting a rule: the confirmation counts what it cancels, then it goes.
+    let rule = disabled_rule("export.ready");
+    ui.store.insert_rule(&rule).await.unwrap();
+    let mut planned = row("u9", "inbox", T0.plus(std::time::Duration::from_secs(3600)));
+    planned.rule_id = Some(rule.id.clone());
+    ui.store.enqueue(std::slice::from_ref(&planned), T0).await.unwrap();
+    let confirm = ui.get(&format!("/ui/rules/{}/delete", rule.id), Some(&s.cookie)).await;
+    assert!(confirm.body.contains("<strong>1</strong> message(s) scheduled"), "{}", confirm.body);
+    let r = ui.action(&s, &format!("/ui/rules/{}/delete", rule.id), &[]).await;
+    assert_eq!((r.status, r.location.as_deref()), (303, Some("/ui/rules")));
+    assert!(ui.store.get_rule(&rule.id).await.unwrap().is_none());
+    assert_eq!(status_of(planned.id.clone()).await, "cancelled");
+    let actions = ui.audit_actions().await;
+    assert_eq!(actions, ["login", "outbox.retry_many", "rule.delete"], "a refused bulk retry is not audited");
+    ui.stop().await;
+}
 
 async fn pages_without_a_session_redirect_to_the_login(db: &TestDb) {
     let ui = Ui::start(db).await;
@@ -577,4 +688,8 @@ async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb)
     assert!(page.body.contains("does not render with this sample"), "{}", page.body);
     assert!(page.body.contains("`payload.name` is undefined"), "{}", page.body);
     ui.stop().await;
+}
+
+fn main() -> std::process::ExitCode {
+    common::harness::main(backend_trials())
 }

@@ -180,7 +180,7 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     use herald::clock::{Clock, SystemClock};
     use herald::store::RuleStore;
     let (base, seen) = receiver().await;
-    let db = TestDb::new(Backend::Sqlite).await.unwrap();
+    let db = TestDb::new(Backend::Sqlite).await;
     let mut config = herald::config::Config::default();
     config.webhook.signing_secret = Some(SECRET.into());
     config.webhook.allow_private_networks = true;

@@ -27,8 +27,24 @@
     li.unread .title { font-weight: 600; }
     li.unread .title::before { content: ""; display: inline-block; width: 8px; height: 8px; border-radius: 4px; background: #0969da; margin-right: 6px; }
     .body { color: #59636e; font-size: 13px; margin-top: 2px; }
+    time { display: block; color: #8c959f; font-size: 12px; margin-top: 2px; }
+    li.empty, li.error { cursor: default; }
+    li.empty:hover, li.error:hover { background: none; }
     .empty { padding: 16px 12px; color: #59636e; }
+    .error { padding: 16px 12px; color: #d1242f; }
   `;
+
+  // "5 min ago" in the page's language; the exact time is the tooltip.
+  const relative = (iso) => {
+    const then = Date.parse(iso);
+    if (Number.isNaN(then)) return "";
+    const s = Math.round((then - Date.now()) / 1000);
+    const fmt = new Intl.RelativeTimeFormat(document.documentElement.lang || navigator.language || "en", { numeric: "auto" });
+    for (const [unit, size] of [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]]) {
+      if (Math.abs(s) >= size) return fmt.format(Math.round(s / size), unit);
+    }
+    return fmt.format(0, "second");
+  };
 
   class HeraldInbox extends HTMLElement {
     static get observedAttributes() { return ["api", "token"]; }
@@ -51,50 +67,95 @@
       this.badge = this.root.querySelector(".badge");
       this.panel = this.root.querySelector(".panel");
       this.list = this.root.querySelector("ul");
+      this.readAll = this.root.querySelector(".read-all");
       this.bell.addEventListener("click", () => this.toggle());
-      this.root.querySelector(".read-all").addEventListener("click", () => this.post("/v1/inbox/read-all").then(() => {
+      this.list.innerHTML = `<li class="empty">Loading…</li>`;
+      this.readAll.addEventListener("click", () => this.post("/v1/inbox/read-all").then(() => {
         this.items.forEach((m) => { m.read_at = m.read_at || new Date().toISOString(); });
         this.render();
       }));
     }
 
-    connectedCallback() { this.start(); }
+    connectedCallback() { this.schedule(); }
     disconnectedCallback() { this.stop(); }
-    attributeChangedCallback() { if (this.isConnected) this.start(); }
+    attributeChangedCallback() { if (this.isConnected) this.schedule(); }
+
+    // One start for the attributes and the connection that arrive together
+    // (an element upgraded in place reports each attribute, then connects).
+    schedule() {
+      if (this.pending) return;
+      this.pending = true;
+      queueMicrotask(() => { this.pending = false; this.start(); });
+    }
 
     get api() { return (this.getAttribute("api") || "").replace(/\/$/, ""); }
     get token() { return this.getAttribute("token") || ""; }
 
     async request(path, method = "GET") {
       const resp = await fetch(this.api + path, { method, headers: { Authorization: `Bearer ${this.token}` } });
-      if (!resp.ok) throw new Error(`${method} ${path}: ${resp.status}`);
+      if (!resp.ok) {
+        const err = new Error(`${method} ${path}: ${resp.status}`);
+        err.status = resp.status;
+        throw err;
+      }
       return resp.json();
     }
     post(path) { return this.request(path, "POST"); }
 
     async start() {
       this.stop();
+      this.failure = null;
       if (!this.api || !this.token) return;
+      const generation = this.generation = (this.generation || 0) + 1;
       try {
         const page = await this.request("/v1/inbox?limit=20");
-        this.items = page.items;
         const counts = await this.request("/v1/inbox/count");
+        if (generation !== this.generation) return; // a newer token took over
+        this.items = page.items;
         this.setCount(counts.unseen);
         this.render();
       } catch (e) {
-        this.dispatchEvent(new CustomEvent("herald-error", { detail: String(e) }));
+        if (generation !== this.generation) return;
+        // A refused token will be refused again: say so once, and do not open
+        // a stream that would only be refused too. A fresh `token` attribute
+        // starts over.
+        this.fail(e.status === 401 || e.status === 403 ? "auth" : "unreachable", e);
+        if (this.failure === "auth") return;
       }
       this.source = new EventSource(`${this.api}/v1/inbox/stream?token=${encodeURIComponent(this.token)}`);
+      this.source.addEventListener("open", () => { if (this.failure) { this.failure = null; this.render(); } });
       this.source.addEventListener("count", (e) => this.setCount(JSON.parse(e.data).unseen));
       this.source.addEventListener("message", (e) => {
         const item = JSON.parse(e.data);
         if (!this.items.some((m) => m.id === item.id)) this.items.unshift(item);
         this.render();
-        this.dispatchEvent(new CustomEvent("herald-message", { detail: item }));
+        this.dispatchEvent(new CustomEvent("herald-message", { detail: item, bubbles: true }));
+      });
+      // The browser reconnects by itself after a dropped connection; it gives
+      // up (CLOSED) only when the server refuses, e.g. a token that expired
+      // since the page loaded.
+      this.source.addEventListener("error", () => {
+        if (this.source && this.source.readyState === EventSource.CLOSED) {
+          this.stop();
+          this.fail("auth", new Error("the inbox stream was refused"));
+        }
       });
     }
 
     stop() { if (this.source) { this.source.close(); this.source = null; } }
+
+    // Shows what went wrong in the panel and tells the page (`herald-error`,
+    // detail: { reason: "auth" | "unreachable", status, message }), so it can
+    // fetch a fresh token and set it on the `token` attribute.
+    fail(reason, e) {
+      this.failure = reason;
+      this.setCount(0);
+      this.render();
+      this.dispatchEvent(new CustomEvent("herald-error", {
+        detail: { reason, status: e.status ?? null, message: String(e.message || e) },
+        bubbles: true,
+      }));
+    }
 
     setCount(n) {
       this.badge.textContent = n > 99 ? "99+" : String(n);
@@ -106,8 +167,9 @@
       const open = this.panel.hidden;
       this.panel.hidden = !open;
       this.bell.setAttribute("aria-expanded", String(open));
+      if (open) this.render(); // fresh relative times
       // Opening the list is seeing what is in it.
-      if (open) this.items.filter((m) => !m.seen_at).forEach((m) => {
+      if (open && !this.failure) this.items.filter((m) => !m.seen_at).forEach((m) => {
         m.seen_at = new Date().toISOString();
         this.post(`/v1/inbox/${encodeURIComponent(m.id)}/seen`).catch(() => {});
       });
@@ -115,11 +177,24 @@
 
     render() {
       this.list.replaceChildren();
+      this.readAll.hidden = Boolean(this.failure) || !this.items.some((m) => !m.read_at);
+      const note = (cls, text) => {
+        const li = document.createElement("li");
+        li.className = cls;
+        li.textContent = text;
+        if (cls === "error") li.setAttribute("role", "alert");
+        this.list.append(li);
+      };
+      if (this.failure === "auth") {
+        note("error", "Your notifications could not be loaded: your session has expired. Reload the page to see them.");
+        return;
+      }
+      if (this.failure === "unreachable") {
+        note("error", "Notifications cannot be reached right now; they will appear when the connection is back.");
+        return;
+      }
       if (!this.items.length) {
-        const empty = document.createElement("li");
-        empty.className = "empty";
-        empty.textContent = "Nothing here yet.";
-        this.list.append(empty);
+        note("empty", "Nothing here yet.");
         return;
       }
       for (const m of this.items) {
@@ -134,6 +209,13 @@
           body.className = "body";
           body.textContent = m.body;
           li.append(body);
+        }
+        if (m.created_at) {
+          const time = document.createElement("time");
+          time.dateTime = m.created_at;
+          time.title = new Date(m.created_at).toLocaleString();
+          time.textContent = relative(m.created_at);
+          li.append(time);
         }
         li.addEventListener("click", async () => {
           if (!m.read_at) { m.read_at = new Date().toISOString(); this.render(); await this.post(`/v1/inbox/${encodeURIComponent(m.id)}/read`).catch(() => {}); }

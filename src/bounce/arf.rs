@@ -24,6 +24,12 @@ pub(crate) fn recipients(view: &MessageView, original: &OriginalHeaders) -> Vec<
     if addrs.is_empty() {
         addrs = addresses_of("removal-recipient");
     }
+    // Without a recipient field (many providers redact it), the copy of the
+    // message says who it reached: its envelope-recipient headers (the
+    // mailbox itself, even for a list or a Bcc), then its `To`.
+    if addrs.is_empty() {
+        addrs = original.delivered_to.clone();
+    }
     if addrs.is_empty() {
         addrs = original.to.clone();
     }

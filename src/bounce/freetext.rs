@@ -150,6 +150,9 @@ struct Candidate {
 
 /// Failed recipients of a free-text bounce.
 pub(crate) fn recipients(view: &MessageView, original: &OriginalHeaders) -> Vec<BounceRecipient> {
+    if is_success_notice(view) {
+        return Vec::new();
+    }
     let report = Report::new(view);
     let senders: HashSet<&str> =
         view.to.iter().chain(&view.from).chain(&original.senders).map(String::as_str).collect();
@@ -259,6 +262,11 @@ fn is_sender_context(line: &str, f: &Found) -> bool {
     tail.reverse();
     let tail = tail.into_iter().collect::<String>().to_ascii_lowercase();
     let tail = tail.trim_end_matches(|c: char| c.is_whitespace() || "<\"':=(".contains(c));
+    // Sendmail's "(expanded from: <addr>)" names the recipient an alias or a
+    // pipe was expanded from: the address the message was sent to.
+    if tail.ends_with("expanded from") {
+        return false;
+    }
     SENDER_CONTEXT.iter().any(|w| tail.ends_with(w))
 }
 
@@ -331,6 +339,46 @@ fn reason_lines(lines: &[&str], addr: &str) -> String {
 fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// A delivery (or relay) confirmation sent from a bounce address: the
+/// message arrived, so it is no bounce. Only when nothing in it speaks of a
+/// failure, since a report can confirm some recipients and fail others.
+fn is_success_notice(view: &MessageView) -> bool {
+    const SUBJECTS: &[&str] = &["delivered:", "(success)", "successful mail delivery", "delivery confirmation"];
+    const SUCCESS: &[&str] = &[
+        "successfully delivered",
+        "delivered successfully",
+        "successfully relayed",
+        "has been delivered to the following",
+        "was delivered to the following",
+        "delivery to the following recipient(s) was successful",
+        "delivery to the following recipients was successful",
+        "delivery to the following recipients succeeded",
+        "delivery has completed",
+        "relayed to the following",
+    ];
+    const FAILURE: &[&str] = &[
+        "could not be delivered",
+        "couldn't be delivered",
+        "not be delivered",
+        "not delivered",
+        "undeliverable",
+        "undelivered",
+        "delivery has failed",
+        "delivery failed",
+        "failed recipient",
+        "permanent error",
+        "fatal error",
+        "unable to deliver",
+        "rejected",
+        "returned mail",
+        "returning message",
+    ];
+    let subject = view.subject.to_ascii_lowercase();
+    let text = view.texts.iter().map(|t| t.to_ascii_lowercase()).collect::<Vec<_>>().join("\n");
+    let says_success = SUBJECTS.iter().any(|s| subject.contains(s)) || SUCCESS.iter().any(|s| text.contains(s));
+    says_success && !FAILURE.iter().any(|f| subject.contains(f) || text.contains(f))
 }
 
 fn is_delay_notice(text: &str) -> bool {

@@ -22,6 +22,11 @@ pub(crate) struct OriginalHeaders {
     pub herald_outbox_id: Option<String>,
     /// `To` addresses, lower-cased, in order.
     pub to: Vec<String>,
+    /// The mailbox the copy was delivered to, from the receiving side's
+    /// envelope headers (`Delivered-To`, `X-Original-To`, `Envelope-To`,
+    /// `X-Envelope-To`, `X-Rcpt-To`): present in a complaint's copy of the
+    /// message even when `To` is a list or the recipient was Bcc'd.
+    pub delivered_to: Vec<String>,
     /// Sender-side addresses (`From`, `Sender`, `Return-Path`, `Reply-To`):
     /// these appear in bounce texts but are never the failed recipient.
     pub senders: Vec<String>,
@@ -56,6 +61,13 @@ impl OriginalHeaders {
                     if name.eq_ignore_ascii_case("X-Herald-Outbox-Id") && out.herald_outbox_id.is_none() =>
                 {
                     out.herald_outbox_id = outbox_id(&raw_value);
+                }
+                HeaderName::Other(name) if ENVELOPE_TO.iter().any(|h| name.eq_ignore_ascii_case(h)) => {
+                    for a in address::find_all(&raw_value) {
+                        if !out.delivered_to.contains(&a.address) {
+                            out.delivered_to.push(a.address);
+                        }
+                    }
                 }
                 _ => {}
             }
@@ -93,6 +105,9 @@ impl OriginalHeaders {
         if self.to.is_empty() {
             self.to = other.to;
         }
+        if self.delivered_to.is_empty() {
+            self.delivered_to = other.delivered_to;
+        }
         for sender in other.senders {
             if !self.senders.contains(&sender) {
                 self.senders.push(sender);
@@ -100,6 +115,10 @@ impl OriginalHeaders {
         }
     }
 }
+
+/// The receiving side's envelope-recipient headers (see
+/// [`OriginalHeaders::delivered_to`]).
+const ENVELOPE_TO: &[&str] = &["Delivered-To", "X-Original-To", "Envelope-To", "X-Envelope-To", "X-Rcpt-To"];
 
 /// The header's value as written, unfolded; empty when the offsets do not
 /// fit the buffer (never trusted blindly: a panic here would take the worker

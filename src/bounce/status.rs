@@ -356,6 +356,18 @@ const NO_SUCH_HOST: &[&str] = &[
     "no smtp service",
     "null mx",
     "mail for this domain is not accepted",
+    // A failed DNS lookup of the recipient's domain or host, worded by the
+    // MTA rather than coded ("DNS lookup failed", qmail's "couldn't find
+    // any host named", Exchange's "domain name in the email address is
+    // incorrect"). A lookup that failed for a passing reason says so
+    // ("temporary failure in name resolution", SERVFAIL) and is soft.
+    "dns lookup fail",
+    "dns lookup error",
+    "couldn't find any host",
+    "could not find any host",
+    "no such host",
+    "domain name in the email address is incorrect",
+    "domain not reachable",
 ];
 
 /// Phrases saying the address moved away for good.
@@ -483,10 +495,12 @@ pub(crate) fn classify_in_context(
     // full, message too big for it): "user unknown" next to one is a filter
     // or a disabled account talking, unless it answered RCPT TO.
     let code_says_mailbox_exists = status.is_some_and(|s| s.get(1..4) == Some(".2."));
+    let local_agent = local_agent_unknown_user(own) || local_agent_unknown_user(context);
     match words(own).or_else(|| words(context)) {
         Some(Words::Soft) => BounceKind::Soft,
         _ if transient => BounceKind::Soft,
         Some(Words::DomainGone) => BounceKind::Hard,
+        Some(Words::UserGone | Words::UserNotFound) | None if local_agent => BounceKind::Hard,
         Some(Words::UserGone | Words::UserNotFound) if code_says_gone || stage == Some(Stage::Rcpt) => BounceKind::Hard,
         Some(Words::UserGone) => BounceKind::Soft,
         Some(Words::UserNotFound) if code_says_mailbox_exists => BounceKind::Soft,
@@ -517,7 +531,7 @@ fn words(text: &str) -> Option<Words> {
     let lower = text.to_ascii_lowercase();
     if contains_any(&lower, SOFT_DESPITE_CODE) {
         Some(Words::Soft)
-    } else if contains_any(&lower, NO_SUCH_HOST) || contains_any(&lower, MOVED) {
+    } else if contains_any(&lower, NO_SUCH_HOST) || contains_any(&lower, MOVED) || domain_unreachable(&lower) {
         Some(Words::DomainGone)
     } else if contains_any(&lower, NOT_FOUND) || bare_address_rejected(&lower) {
         Some(Words::UserNotFound)
@@ -526,6 +540,41 @@ fn words(text: &str) -> Option<Words> {
     } else {
         None
     }
+}
+
+/// Postfix's "domain example.com not reachable" (the domain named between the
+/// words), as opposed to a host that did not answer.
+fn domain_unreachable(lower: &str) -> bool {
+    lower.match_indices("not reachable").any(|(i, _)| {
+        let before = &lower[..i];
+        before.rfind("domain ").is_some_and(|d| before[d..].split_whitespace().count() <= 2)
+    })
+}
+
+/// A local delivery agent's own "unknown user" (sendmail's `mail.local`,
+/// procmail, Postfix's `local`/`virtual`, Dovecot's LDA, maildrop), quoted in
+/// the session transcript of a bounce. The final mailbox server looked the
+/// user up and found nobody: no content filter speaks through these.
+pub(crate) fn local_agent_unknown_user(text: &str) -> bool {
+    const AGENTS: &[&str] = &[
+        "mail.local: unknown user",
+        "mail.local: user unknown",
+        "procmail: unknown user",
+        "maildrop: unknown user",
+        "lda: unknown user",
+        "lda(",
+        "deliver: unknown user",
+        "local: unknown user",
+        "virtual: unknown user",
+        "local delivery failed: unknown user",
+    ];
+    let lower = text.to_ascii_lowercase();
+    AGENTS.iter().any(|a| {
+        lower.match_indices(a).any(|(i, m)| {
+            // `lda(user)` lines only count when they say the user is unknown.
+            *a != "lda(" || lower[i + m.len()..].lines().next().is_some_and(|l| l.contains("unknown user"))
+        })
+    })
 }
 
 /// "Address rejected" as the whole verdict. Postfix writes "Recipient

@@ -374,3 +374,70 @@ fn mail_parser_debug_assertion_does_not_escape() {
         "{result:?}"
     );
 }
+
+/// The cases of issue 15, item 9 (`tests/data/bounce-cases/`): each file, the
+/// recipient and kind it must give (`None`: not a bounce at all).
+/// A case: its name, the raw message, and the recipient and kind expected.
+type Case<'a> = (&'a str, &'a [u8], Option<(&'a str, BounceKind)>);
+
+#[test]
+fn issue_15_cases() {
+    let cases: &[Case] = &[
+        (
+            "dns-lookup-failed-5.4.1",
+            include_bytes!("../../tests/data/bounce-cases/dns-lookup-failed-5.4.1.eml"),
+            Some(("bob@no-such-domain.example", BounceKind::Hard)),
+        ),
+        (
+            "domain-not-reachable-no-code",
+            include_bytes!("../../tests/data/bounce-cases/domain-not-reachable-no-code.eml"),
+            Some(("bob@no-such-domain.example", BounceKind::Hard)),
+        ),
+        (
+            "host-not-found-no-code",
+            include_bytes!("../../tests/data/bounce-cases/host-not-found-no-code.eml"),
+            Some(("bob@no-such-domain.example", BounceKind::Hard)),
+        ),
+        (
+            "procmail-unknown-user-expanded",
+            include_bytes!("../../tests/data/bounce-cases/procmail-unknown-user-expanded.eml"),
+            Some(("carol@example.org", BounceKind::Hard)),
+        ),
+        (
+            "mail-local-unknown-user-no-code",
+            include_bytes!("../../tests/data/bounce-cases/mail-local-unknown-user-no-code.eml"),
+            Some(("carol@example.org", BounceKind::Hard)),
+        ),
+        (
+            "exchange-delivered-notice",
+            include_bytes!("../../tests/data/bounce-cases/exchange-delivered-notice.eml"),
+            None,
+        ),
+        ("gmail-relayed-success", include_bytes!("../../tests/data/bounce-cases/gmail-relayed-success.eml"), None),
+        (
+            "arf-recipient-from-delivered-to",
+            include_bytes!("../../tests/data/bounce-cases/arf-recipient-from-delivered-to.eml"),
+            Some(("ann@example.org", BounceKind::Complaint)),
+        ),
+    ];
+    for (name, raw, expected) in cases {
+        let report = parse(raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got: Vec<(&str, BounceKind)> = report.recipients.iter().map(|r| (r.recipient.as_str(), r.kind)).collect();
+        match expected {
+            Some(e) => assert_eq!(got, vec![*e], "{name}: {:?}", report.recipients),
+            None => assert!(got.is_empty(), "{name} is no bounce: {:?}", report.recipients),
+        }
+    }
+}
+
+#[test]
+fn a_passing_dns_failure_stays_soft() {
+    // SERVFAIL and "temporary failure in name resolution" are the resolver
+    // failing, not the domain missing; a 4.x.x code says "try again".
+    use super::status::classify;
+    assert_eq!(classify(None, None, "DNS lookup failed: SERVFAIL for example.org", None), BounceKind::Soft);
+    assert_eq!(classify(Some("4.4.3"), None, "Host or domain name not found", None), BounceKind::Soft);
+    assert_eq!(classify(None, None, "Host or domain name not found. Name service error", None), BounceKind::Hard);
+    assert_eq!(classify(None, None, "domain example.org not reachable", None), BounceKind::Hard);
+    assert_eq!(classify(None, None, "host mx.example.org not reachable", None), BounceKind::Soft);
+}

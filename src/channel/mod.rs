@@ -4,6 +4,7 @@
 //! `engagement_outbox.channel`. The worker never knows what a channel does; it
 //! only reads the [`Outcome`] back.
 
+pub mod catalog;
 pub mod email;
 pub mod inbox;
 pub mod webhook;
@@ -164,11 +165,17 @@ impl Registry {
     pub fn lookup(&self, name: &str) -> Lookup<'_> {
         match self.entries.get(name) {
             Some(Entry::Ready(c)) => Lookup::Ready(c),
-            // The seed's two missing-channel paths, in its words.
-            None => Lookup::Missing(format!("channel \"{name}\" is no longer registered")),
-            Some(Entry::Unavailable { reason }) => {
-                Lookup::Missing(format!("channel \"{name}\" has no delivery implementation yet: {reason}"))
-            }
+            // The seed's two missing-channel paths, worded for what happened:
+            // its "is no longer registered" blamed a removal for what was
+            // usually a typo, and "has no delivery implementation yet" blamed
+            // the build for a setting left unset.
+            None => Lookup::Missing(format!(
+                "channel \"{name}\" does not exist here (the channels are {}); nothing was sent",
+                self.names().collect::<Vec<_>>().join(", ")
+            )),
+            Some(Entry::Unavailable { reason }) => Lookup::Missing(format!(
+                "channel \"{name}\" is not configured on this instance: {reason}; nothing was sent"
+            )),
         }
     }
 }

@@ -71,6 +71,7 @@ use Access::*;
 
 /// Every route `herald serve` answers.
 pub const ROUTES: &[Route] = &[
+    r("GET", "/", Public),
     r("GET", "/healthz", Public),
     r("GET", "/readyz", Public),
     r("GET", "/metrics", Public),
@@ -126,7 +127,10 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/ui/rules/{id}/enable", OperatorSession),
     r("POST", "/ui/rules/{id}/enable", OperatorSession),
     r("POST", "/ui/rules/{id}/disable", OperatorSession),
+    r("GET", "/ui/rules/{id}/delete", OperatorSession),
+    r("POST", "/ui/rules/{id}/delete", OperatorSession),
     r("GET", "/ui/outbox", OperatorSession),
+    r("POST", "/ui/outbox/retry", OperatorSession),
     r("GET", "/ui/outbox/{id}", OperatorSession),
     r("POST", "/ui/outbox/{id}/retry", OperatorSession),
     r("POST", "/ui/outbox/{id}/cancel", OperatorSession),

@@ -87,6 +87,13 @@ impl KeyCache {
     }
 }
 
+impl Caller {
+    /// Who this caller is in the audit log and in send-log details.
+    pub fn audit_name(&self) -> String {
+        format!("api key \"{}\"", self.key_name)
+    }
+}
+
 pub async fn require_api_key(
     State(state): State<AppState>,
     mut req: Request,

@@ -55,6 +55,9 @@ pub struct AppState {
     pub providers: bounces::ProviderKeys,
     /// What webhook URLs rules may name.
     pub webhooks: crate::channel::webhook::WebhookPolicy,
+    /// Which channels this instance's configuration lets deliver: a rule
+    /// cannot be turned on for one that cannot.
+    pub channels: crate::channel::catalog::Channels,
     /// Signs and checks the end users' inbox tokens.
     pub user_tokens: user_auth::TokenKey,
     pub token_ttl: std::time::Duration,
@@ -124,11 +127,30 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         // Outside the API-key layer: the screen has its own operator login.
         .nest("/ui", crate::ui::router(state.clone()))
         .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
+        // A browser pointed at the server's root lands on the screen (its
+        // login), not on a blank 404.
+        .route("/", get(|| async { axum::response::Redirect::to("/ui") }))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         // Outermost: before routing, so every path and query (and the login
         // form, which needs no session) is checked once.
         .layer(middleware::from_fn(move |req, next| nul::reject_nul(max_body_bytes, req, next)))
         .with_state(state)
+}
+
+/// Records a change made through the API in the operator screen's audit
+/// log, as the screen records its own, with the API key's name as who did
+/// it (`api key "billing-service"`). Written after the change commits, like
+/// the screen's; a failure to write it is logged, not answered.
+pub async fn audit_api(state: &AppState, caller: &auth::Caller, action: &str, target: &str, detail: Option<String>) {
+    let entry = crate::store::AuditEntry {
+        operator_email: caller.audit_name(),
+        action: action.into(),
+        target: target.into(),
+        detail,
+    };
+    if let Err(e) = state.store.append_audit(&entry, state.clock.now()).await {
+        tracing::error!(error = %e, key = %caller.key_name, action, target, "could not write the audit log");
+    }
 }
 
 fn cors_layer(cors: &Cors) -> tower_http::cors::CorsLayer {

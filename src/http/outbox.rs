@@ -30,6 +30,11 @@ pub struct OutboxItem {
     pub trigger_id: Option<String>,
     pub user_id: String,
     pub channel: String,
+    /// What the message is about: its rule's subject rendered for the
+    /// recipient (with the rule as it is now), or a hand-enqueued payload's
+    /// `subject`/`title`. Absent when there is none. Lists only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     pub status: String,
     pub due_at: String,
     pub expires_at: Option<String>,
@@ -37,6 +42,14 @@ pub struct OutboxItem {
     pub last_error: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+impl OutboxItem {
+    /// Items for a list, each with its subject (see [`crate::headline`]).
+    pub async fn list(store: &dyn crate::store::Store, rows: &[OutboxRow]) -> Result<Vec<OutboxItem>, ApiError> {
+        let mut subjects = crate::headline::subjects(store, rows).await?;
+        Ok(rows.iter().map(|r| OutboxItem { subject: subjects.remove(&r.id), ..OutboxItem::from(r) }).collect())
+    }
 }
 
 impl From<&OutboxRow> for OutboxItem {
@@ -47,6 +60,7 @@ impl From<&OutboxRow> for OutboxItem {
             trigger_id: r.trigger_id.clone(),
             user_id: r.user_id.clone(),
             channel: r.channel.clone(),
+            subject: None,
             status: r.status.to_string(),
             due_at: r.due_at.to_rfc3339(),
             expires_at: r.expires_at.map(|t| t.to_rfc3339()),
@@ -87,7 +101,7 @@ pub async fn list(
     let filter = OutboxFilter { status, user_id: q.user_id, rule_id: q.rule_id, before: q.cursor, limit };
     let rows = state.store.list_outbox(&filter).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|r| r.id.clone()) } else { None };
-    Ok(ApiJson(OutboxPage { items: rows.iter().map(OutboxItem::from).collect(), next_cursor }))
+    Ok(ApiJson(OutboxPage { items: OutboxItem::list(&*state.store, &rows).await?, next_cursor }))
 }
 
 pub fn answer(id: &str, action: RowAction, verb: &str) -> Result<ApiJson<OutboxItem>, ApiError> {
@@ -123,7 +137,9 @@ pub async fn retry(
 ) -> Result<ApiJson<OutboxItem>, ApiError> {
     let action = state.store.retry_outbox(&id, state.clock.now()).await?;
     tracing::info!(outbox = %id, key = %caller.key_name, "retry requested");
-    answer(&id, action, "retry")
+    let answered = answer(&id, action, "retry")?;
+    super::audit_api(&state, &caller, "outbox.retry", &id, Some("scheduled again, due now".into())).await;
+    Ok(answered)
 }
 
 /// Cancels a scheduled row; the send log says who cancelled it.
@@ -142,5 +158,7 @@ pub async fn cancel(
 ) -> Result<ApiJson<OutboxItem>, ApiError> {
     let detail = format!("cancelled through the API by key \"{}\"", caller.key_name);
     let action = state.store.cancel_outbox(&id, &detail, state.clock.now()).await?;
-    answer(&id, action, "cancel")
+    let answered = answer(&id, action, "cancel")?;
+    super::audit_api(&state, &caller, "outbox.cancel", &id, None).await;
+    Ok(answered)
 }

@@ -1,11 +1,12 @@
 //! `/v1/rules`: what operators switched on, and what switching on would do.
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
-use super::AppState;
+use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::{AppState, audit_api};
 use crate::planner::{self, RuleDecision};
 use crate::rule::{RuleInput, RulePatch, RuleView};
 use crate::store::{CancelScope, RuleRow};
@@ -46,15 +47,22 @@ pub async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
     security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(input): ApiJson<RuleInput>,
 ) -> Result<(StatusCode, ApiJson<RuleView>), ApiError> {
     let row = create_rule(&state, input).await?;
-    Ok((StatusCode::CREATED, ApiJson(RuleView::from(&row))))
+    let detail =
+        format!("\"{}\" on {}, created {}", row.name, row.trigger_type, if row.enabled { "on" } else { "off" });
+    audit_api(&state, &caller, "rule.create", &row.id, Some(detail)).await;
+    Ok((StatusCode::CREATED, ApiJson(RuleView::new(&row, &state.channels))))
 }
 
 /// Validates and stores a new rule (the API and the operator screen).
 pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, ApiError> {
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
+    if row.enabled {
+        refuse_unconfigured_channel(state, &row.channel)?;
+    }
     state.store.insert_rule(&row).await?;
     state.planner.rules().invalidate();
     tracing::info!(rule = %row.id, name = %row.name, enabled = row.enabled, "rule created");
@@ -66,7 +74,7 @@ pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, 
     security(("api_key" = [])))]
 pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, ApiError> {
     let rules = state.store.list_rules().await?;
-    Ok(ApiJson(RuleList { rules: rules.iter().map(RuleView::from).collect() }))
+    Ok(ApiJson(RuleList { rules: rules.iter().map(|r| RuleView::new(r, &state.channels)).collect() }))
 }
 
 #[utoipa::path(get, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
@@ -77,7 +85,7 @@ pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, Ap
     ),
     security(("api_key" = [])))]
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<ApiJson<RuleView>, ApiError> {
-    Ok(ApiJson(RuleView::from(&load(&state, &id).await?)))
+    Ok(ApiJson(RuleView::new(&load(&state, &id).await?, &state.channels)))
 }
 
 /// Changes any subset of a rule's fields. Disabling it cancels its
@@ -95,10 +103,24 @@ pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) ->
     security(("api_key" = [])))]
 pub async fn update(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
     ApiJson(patch): ApiJson<RulePatch>,
 ) -> Result<ApiJson<RuleChanged>, ApiError> {
-    Ok(ApiJson(update_rule(&state, &id, patch).await?))
+    let switched = patch.enabled;
+    let was_enabled = load(&state, &id).await?.enabled;
+    let changed = update_rule(&state, &id, patch).await?;
+    let name = &changed.rule.name;
+    // The same actions the screen records: a switch is its own entry.
+    let (action, detail) = match switched {
+        Some(true) if !was_enabled => ("rule.enable", format!("\"{name}\" turned on")),
+        Some(false) if was_enabled => {
+            ("rule.disable", format!("\"{name}\" turned off; {} scheduled message(s) cancelled", changed.cancelled))
+        }
+        _ => ("rule.update", format!("saved \"{name}\"")),
+    };
+    audit_api(&state, &caller, action, &id, Some(detail)).await;
+    Ok(ApiJson(changed))
 }
 
 /// Applies a patch to a stored rule and validates the result as a whole;
@@ -110,6 +132,12 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
     input.apply(patch);
     let now = state.clock.now();
     let mut next = input.into_row(now, &state.webhooks).map_err(ApiError::Invalid)?;
+    // Only when turning it on (or moving an enabled rule to another
+    // channel): an enabled rule whose channel lost its setting can still be
+    // edited, and turned off.
+    if next.enabled && (!current.enabled || current.channel != next.channel) {
+        refuse_unconfigured_channel(state, &next.channel)?;
+    }
     next.id = current.id.clone();
     next.created_at = current.created_at;
     if !state.store.update_rule(&next).await? {
@@ -122,7 +150,18 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
         0
     };
     tracing::info!(rule = %id, enabled = next.enabled, cancelled, "rule updated");
-    Ok(RuleChanged { rule: RuleView::from(&next), cancelled })
+    Ok(RuleChanged { rule: RuleView::new(&next, &state.channels), cancelled })
+}
+
+/// A rule cannot be turned on for a channel this instance cannot deliver
+/// on: every message it planned would end `failed`. Saved off, it is kept
+/// (with a warning in its view), so rules can be prepared before the
+/// channel's setting is.
+fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), ApiError> {
+    match state.channels.not_live(channel) {
+        Some(why) => Err(ApiError::field("channel", format!("{why}; until then the rule can only be saved off"))),
+        None => Ok(()),
+    }
 }
 
 fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
@@ -139,15 +178,26 @@ fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(id): ApiPath<String>,
 ) -> Result<ApiJson<RuleDeleted>, ApiError> {
-    load(&state, &id).await?;
+    let (rule, cancelled) = delete_rule(&state, &id).await?;
+    let detail = format!("\"{}\" deleted; {cancelled} scheduled message(s) cancelled", rule.name);
+    audit_api(&state, &caller, "rule.delete", &id, Some(detail)).await;
+    Ok(ApiJson(RuleDeleted { id, cancelled }))
+}
+
+/// Deletes a rule and cancels its still-scheduled messages ("rule deleted"):
+/// the rule as it was, and how many were cancelled. The API and the
+/// operator screen both come through here.
+pub async fn delete_rule(state: &AppState, id: &str) -> Result<(RuleRow, u64), ApiError> {
+    let rule = load(state, id).await?;
     let now = state.clock.now();
-    let cancelled = state.store.cancel_scheduled(CancelScope::Rule(&id), "rule deleted", now).await?;
-    state.store.delete_rule(&id).await?;
+    let cancelled = state.store.cancel_scheduled(CancelScope::Rule(id), "rule deleted", now).await?;
+    state.store.delete_rule(id).await?;
     state.planner.rules().invalidate();
     tracing::info!(rule = %id, cancelled, "rule deleted");
-    Ok(ApiJson(RuleDeleted { id, cancelled }))
+    Ok((rule, cancelled))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

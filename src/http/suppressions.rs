@@ -184,9 +184,12 @@ pub async fn list(
     security(("api_key" = [])))]
 pub async fn create(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiJson(input): ApiJson<SuppressionInput>,
 ) -> Result<(StatusCode, ApiJson<SuppressionView>), ApiError> {
     let (created, view) = suppress(&state, input).await?;
+    let detail = format!("{} (category {}){}", view.reason, view.category, if created { "" } else { ", updated" });
+    super::audit_api(&state, &caller, "suppression.add", &view.address_hash, Some(detail)).await;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, ApiJson(view)))
 }
@@ -223,8 +226,8 @@ pub async fn delete(
     ApiQuery(q): ApiQuery<SuppressionQuery>,
 ) -> Result<ApiJson<Lifted>, ApiError> {
     let hash = address_of(&state, &q)?.ok_or_else(|| ApiError::field("email", "give email or address_hash"))?;
-    let by = format!("api key \"{}\"", caller.key_name);
-    let lifted = lift(&state, &hash, q.category.as_deref(), q.reason.as_deref(), &by, false).await?;
+    // Audited like the screen's lifts, in the lift's own transaction.
+    let lifted = lift(&state, &hash, q.category.as_deref(), q.reason.as_deref(), &caller.audit_name(), true).await?;
     Ok(ApiJson(Lifted { address_hash: hash, lifted }))
 }
 

@@ -97,6 +97,9 @@ pub struct MessageHistory {
     pub rule_id: Option<String>,
     pub trigger_id: Option<String>,
     pub channel: String,
+    /// What the message is about (see the outbox list's `subject`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// The outbox row's status now.
     pub status: String,
     pub due_at: String,
@@ -160,11 +163,18 @@ pub async fn sends(
 /// message with its history, and the triggers that planned nothing. The API
 /// and the operator screen's send-log page both show this.
 pub async fn timeline(state: &AppState, user: &UserId) -> Result<UserSends, ApiError> {
-    const LIMIT: u32 = 200;
+    user_timeline(&*state.store, user, 200).await
+}
+
+/// [`timeline`] on a store, for the command line (`herald sends --user-id`),
+/// which has no server state: the same answer as the API's, at most `limit`
+/// messages and triggers.
+pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit: u32) -> Result<UserSends, ApiError> {
     let user_id = user.as_str().to_owned();
-    let filter = OutboxFilter { user_id: Some(user_id.clone()), limit: LIMIT, ..Default::default() };
-    let rows = state.store.list_outbox(&filter).await?;
-    let log = state.store.sends_for_user(user, LIMIT * 2).await?;
+    let filter = OutboxFilter { user_id: Some(user_id.clone()), limit, ..Default::default() };
+    let rows = store.list_outbox(&filter).await?;
+    let log = store.sends_for_user(user, limit * 2).await?;
+    let mut subjects = crate::headline::subjects(store, &rows).await?;
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
@@ -174,6 +184,7 @@ pub async fn timeline(state: &AppState, user: &UserId) -> Result<UserSends, ApiE
             rule_id: r.rule_id.clone(),
             trigger_id: r.trigger_id.clone(),
             channel: r.channel.clone(),
+            subject: subjects.remove(&r.id),
             status: r.status.to_string(),
             due_at: r.due_at.to_rfc3339(),
             attempts: r.attempts,
@@ -182,7 +193,7 @@ pub async fn timeline(state: &AppState, user: &UserId) -> Result<UserSends, ApiE
             history,
         });
     }
-    let triggers = state.store.triggers_for_user(user, LIMIT).await?;
+    let triggers = store.triggers_for_user(user, limit).await?;
     let quiet = triggers
         .iter()
         .filter(|t| t.planned_count.unwrap_or(0) == 0)

@@ -36,6 +36,10 @@ pub trait OutboxAdmin: Send + Sync {
     /// `cancelled` or `suppressed` one is given a fresh start (the send log
     /// keeps its earlier outcome). `sent` and `sending` rows are refused.
     async fn retry_outbox(&self, id: &str, now: Millis) -> Result<RowAction, StoreError>;
+    /// [`retry_outbox`](OutboxAdmin::retry_outbox) for many rows in one
+    /// statement (the operator screen's "retry all matching"): how many were
+    /// scheduled again. Rows no longer in a retryable status are left alone.
+    async fn retry_many(&self, ids: &[String], now: Millis) -> Result<u64, StoreError>;
     /// Cancels a `scheduled` row with a send-log row saying `detail`.
     async fn cancel_outbox(&self, id: &str, detail: &str, now: Millis) -> Result<RowAction, StoreError>;
     /// Send-log rows written since `since`, by status: recent throughput.
@@ -96,6 +100,28 @@ impl OutboxAdmin for SqlStore {
             }
             (_, Some(row)) => RowAction::Refused(Box::new(row)),
         })
+    }
+
+    async fn retry_many(&self, ids: &[String], now: Millis) -> Result<u64, StoreError> {
+        let mut total = 0;
+        // Chunks keep the statement under every dialect's bind limit.
+        for chunk in ids.chunks(500) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let sql = self.dialect().sql(&format!(
+                "UPDATE engagement_outbox SET status = 'scheduled', due_at = ?, expires_at = NULL, attempts = 0, \
+                 claim_token = NULL, claimed_at = NULL, updated_at = ? \
+                 WHERE id IN ({marks}) AND status IN ('failed', 'expired', 'cancelled', 'suppressed')"
+            ));
+            let mut q = sqlx::query(&sql).bind(now.0).bind(now.0);
+            for id in chunk {
+                q = q.bind(id.clone());
+            }
+            total += q.execute(self.pool()).await.map_err(StoreError::db("retry outbox rows"))?.rows_affected();
+        }
+        if total > 0 {
+            self.signal_enqueued().await;
+        }
+        Ok(total)
     }
 
     async fn send_counts_since(&self, since: Millis) -> Result<Vec<(String, i64)>, StoreError> {

@@ -98,15 +98,17 @@ pub struct LoginFailures {
     pub known_address: bool,
 }
 
-/// One operator action, to append to the audit log.
+/// One operator action, to append to the audit log: from the screen, or
+/// through the API (then `operator_email` is `api key "NAME"`).
 #[derive(Debug, Clone)]
 pub struct AuditEntry {
     pub operator_email: String,
     /// `rule.create`, `rule.update`, `rule.enable`, `rule.disable`,
-    /// `outbox.retry`, `outbox.cancel`, `suppression.add`, `suppression.lift`,
-    /// `login`, `logout`.
+    /// `rule.delete`, `outbox.retry`, `outbox.retry_many`, `outbox.cancel`,
+    /// `suppression.add`, `suppression.lift`, `login`, `logout`.
     pub action: String,
-    /// What it was done to: a rule id, an outbox id, an address hash.
+    /// What it was done to: a rule id, an outbox id, an address hash (for
+    /// `outbox.retry_many`, the status retried).
     pub target: String,
     pub detail: Option<String>,
 }

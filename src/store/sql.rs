@@ -151,7 +151,8 @@ impl SqlStore {
     /// `herald status`.
     pub async fn connect(url: &str, opts: &ConnectOptions) -> Result<SqlStore, StoreError> {
         sqlx::any::install_default_drivers();
-        let dialect = Dialect::from_url(url).ok_or_else(|| StoreError::UnsupportedUrl { url: crate::config::redact_url_password(url) })?;
+        let dialect = Dialect::from_url(url)
+            .ok_or_else(|| StoreError::UnsupportedUrl { url: crate::config::redact_url_password(url) })?;
         let url = normalise_url(url, dialect);
         let pool_opts = || AnyPoolOptions::new().acquire_timeout(opts.acquire_timeout);
         let (pool, writer) = if dialect == Dialect::Sqlite {

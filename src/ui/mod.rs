@@ -52,7 +52,9 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/rules/{id}", get(rules::edit_form).post(rules::save))
         .route("/rules/{id}/enable", get(rules::confirm_enable).post(rules::enable))
         .route("/rules/{id}/disable", post(rules::disable))
+        .route("/rules/{id}/delete", get(rules::confirm_delete).post(rules::delete))
         .route("/outbox", get(outbox::list))
+        .route("/outbox/retry", post(outbox::retry_matching))
         .route("/outbox/{id}", get(outbox::detail))
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
@@ -125,6 +127,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("rules.html", include_str!("templates/rules.html")),
         ("rule_edit.html", include_str!("templates/rule_edit.html")),
         ("rule_enable.html", include_str!("templates/rule_enable.html")),
+        ("rule_delete.html", include_str!("templates/rule_delete.html")),
         ("outbox.html", include_str!("templates/outbox.html")),
         ("outbox_row.html", include_str!("templates/outbox_row.html")),
         ("sends.html", include_str!("templates/sends.html")),

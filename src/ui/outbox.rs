@@ -72,11 +72,13 @@ pub async fn list(
     };
     let rows = state.store.list_outbox(&filter).await?;
     let older = (rows.len() as u32 == PAGE_SIZE).then(|| rows.last().map(|r| r.id.clone())).flatten();
-    let items: Vec<serde_json::Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = serde_json::to_value(OutboxItem::from(r)).unwrap_or_default();
-            v["rule_name"] = r.rule_id.as_deref().and_then(|id| rule_names.get(id)).copied().into();
+    let items: Vec<serde_json::Value> = OutboxItem::list(&*state.store, &rows)
+        .await?
+        .into_iter()
+        .map(|item| {
+            let rule_name = item.rule_id.as_deref().and_then(|id| rule_names.get(id)).copied();
+            let mut v = serde_json::to_value(item).unwrap_or_default();
+            v["rule_name"] = rule_name.into();
             v
         })
         .collect();
@@ -85,12 +87,73 @@ pub async fn list(
         throughput(&state, "hour", Duration::from_secs(3600)).await?,
     ];
     let statuses: Vec<&str> = OutboxStatus::ALL.iter().map(|s| s.as_str()).collect();
+    let bulk_retry = status.is_some_and(|s| RETRYABLE.contains(&s)) && !rows.is_empty();
     Ok(Page::new(&op, ACTIVE, "outbox.html", "Outbox")
         .with(serde_json::json!({
             "summary": summary, "throughput": throughput, "rows": items, "q": q, "older": older,
-            "statuses": statuses, "rules": rules.iter().map(|r| serde_json::json!({"id": r.id, "name": r.name})).collect::<Vec<_>>(),
+            "statuses": statuses, "bulk_retry": bulk_retry, "bulk_limit": BULK_LIMIT, "rules": rules.iter().map(|r| serde_json::json!({"id": r.id, "name": r.name})).collect::<Vec<_>>(),
         }))
         .into_response())
+}
+
+/// The statuses "retry all matching" is offered for: the ends a retry can
+/// undo (a `sent` row would be delivered twice; a `sending` one is in
+/// flight; a `scheduled` one is already waiting).
+const RETRYABLE: [OutboxStatus; 4] =
+    [OutboxStatus::Failed, OutboxStatus::Expired, OutboxStatus::Cancelled, OutboxStatus::Suppressed];
+
+/// Most rows one "retry all matching" schedules again; the page says when
+/// more match, and the button can be pressed again.
+const BULK_LIMIT: u32 = 1000;
+
+/// Retries every row matching the list's filter (status, rule, user), up to
+/// [`BULK_LIMIT`]: after a relay outage, "retry the 300 failed email rows" is
+/// one click, not 300.
+pub async fn retry_matching(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    axum::Form(q): axum::Form<OutboxQuery>,
+) -> Result<Response, UiError> {
+    let back = format!("/ui/outbox?status={}&rule={}&user={}", enc(&q.status), enc(&q.rule), enc(&q.user));
+    let status = match q.status.parse::<OutboxStatus>() {
+        Ok(s) if RETRYABLE.contains(&s) => s,
+        _ => {
+            return Ok(redirect_with(
+                &state,
+                &back,
+                "Not retried: pick a status of failed, expired, cancelled or suppressed first.",
+            ));
+        }
+    };
+    let some = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+    let filter = OutboxFilter {
+        status: Some(status),
+        user_id: some(&q.user),
+        rule_id: some(&q.rule),
+        before: None,
+        limit: BULK_LIMIT,
+    };
+    let ids: Vec<String> = state.store.list_outbox(&filter).await?.into_iter().map(|r| r.id).collect();
+    let retried = state.store.retry_many(&ids, state.clock.now()).await?;
+    let scope = [("rule", &q.rule), ("user", &q.user)]
+        .iter()
+        .filter(|(_, v)| !v.trim().is_empty())
+        .map(|(k, v)| format!(", {k} {}", v.trim()))
+        .collect::<String>();
+    audit(
+        &state,
+        &op,
+        "outbox.retry_many",
+        status.as_str(),
+        Some(format!("{retried} {status} row(s){scope}, due now")),
+    )
+    .await;
+    let more = if ids.len() as u32 == BULK_LIMIT { " More may match: retry again for the next ones." } else { "" };
+    Ok(redirect_with(&state, &back, format!("Scheduled {retried} {status} row(s) again, due now.{more}")))
+}
+
+fn enc(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 pub async fn detail(
@@ -112,13 +175,21 @@ pub async fn detail(
     let payload = serde_json::from_str::<serde_json::Value>(&row.payload)
         .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
         .unwrap_or_else(|_| row.payload.clone());
+    // The message itself: a rule row's template rendered for it (the outbox
+    // keeps only the trigger's payload); a hand-enqueued row's payload is
+    // the message and is shown as such.
+    let message = match crate::headline::render_row(&*state.store, &row).await? {
+        Some(Ok(m)) => serde_json::json!({ "subject": m.subject, "text": m.text, "html": m.html, "locale": m.locale }),
+        Some(Err(e)) => serde_json::json!({ "error": e }),
+        None => serde_json::Value::Null,
+    };
     let can_retry = !matches!(row.status, OutboxStatus::Sent | OutboxStatus::Sending);
     let can_cancel = row.status == OutboxStatus::Scheduled;
     Ok(Page::new(&op, ACTIVE, "outbox_row.html", format!("Outbox row {id}"))
         .with(serde_json::json!({
-            "row": OutboxItem::from(&row), "history": history, "payload": payload,
+            "row": OutboxItem::list(&*state.store, std::slice::from_ref(&row)).await?.pop(), "history": history, "payload": payload,
             "rule": rule.map(|r| serde_json::json!({"id": r.id, "name": r.name})),
-            "trigger": trigger, "can_retry": can_retry, "can_cancel": can_cancel,
+            "trigger": trigger, "can_retry": can_retry, "can_cancel": can_cancel, "message": message,
             "overdue": row.status == OutboxStatus::Scheduled && row.due_at <= state.clock.now(),
         }))
         .into_response())

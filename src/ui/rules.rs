@@ -19,14 +19,15 @@ use super::{Page, UiError, audit, redirect_with};
 use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::problem::ApiError;
-use crate::http::rules::{create_rule, dry_run, load, update_rule};
+use crate::http::rules::{create_rule, delete_rule, dry_run, load, update_rule};
 use crate::rule::{FieldError, RuleInput, RulePatch, RuleView};
 use crate::template::{Condition, LocaleTemplate, TemplateSet};
 
 const ACTIVE: &str = "/ui/rules";
 
 pub async fn list(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
-    let rules: Vec<RuleView> = state.store.list_rules().await?.iter().map(RuleView::from).collect();
+    let rules: Vec<RuleView> =
+        state.store.list_rules().await?.iter().map(|r| RuleView::new(r, &state.channels)).collect();
     Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
 }
 
@@ -55,6 +56,8 @@ struct RuleForm {
     locales: Vec<LocaleForm>,
     sample_user: String,
     sample_payload: String,
+    /// Where the sample came from, or why there is none (shown under it).
+    sample_note: String,
 }
 
 impl RuleForm {
@@ -84,6 +87,7 @@ impl RuleForm {
             locales,
             sample_user: String::new(),
             sample_payload: String::new(),
+            sample_note: String::new(),
         }
     }
 
@@ -118,6 +122,7 @@ impl RuleForm {
             locales,
             sample_user: get("sample_user").trim().to_owned(),
             sample_payload: get("sample_payload"),
+            sample_note: String::new(),
         }
     }
 
@@ -260,19 +265,40 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
 }
 
 /// Fills in a sample from the newest trigger of the rule's type, so the
-/// preview shows a real payload without the operator typing one.
+/// preview shows a real payload without the operator typing one. An empty
+/// sample, or the `{}` a blank editor used to start with, counts as none:
+/// otherwise the first preview after typing the trigger type rendered with
+/// `{}` and failed on the first `payload.x`. Without a trigger of that type
+/// yet, the note under the sample says so.
 async fn with_sample(state: &AppState, mut form: RuleForm) -> Result<RuleForm, UiError> {
-    if form.sample_payload.trim().is_empty()
-        && !form.trigger_type.is_empty()
-        && let Some(t) = state.store.recent_triggers(&form.trigger_type, 1).await?.into_iter().next()
-    {
-        form.sample_payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
-        if form.sample_user.is_empty() {
-            form.sample_user = t.user_id;
-        }
+    let typed = form.sample_payload.trim();
+    if !(typed.is_empty() || typed == "{}") {
+        return Ok(form);
     }
-    if form.sample_payload.trim().is_empty() {
-        form.sample_payload = "{}".into();
+    let kind = form.trigger_type.trim().to_owned();
+    if kind.is_empty() {
+        form.sample_payload.clear();
+        form.sample_note =
+            "Give the trigger type and press Preview: the sample is filled from the newest trigger of that type."
+                .into();
+        return Ok(form);
+    }
+    match state.store.recent_triggers(&kind, 1).await?.into_iter().next() {
+        Some(t) => {
+            form.sample_payload = serde_json::to_string_pretty(&t.payload).unwrap_or_default();
+            if form.sample_user.is_empty() {
+                form.sample_user = t.user_id.clone();
+            }
+            form.sample_note =
+                format!("Filled from the newest {kind} trigger ({}, for {}).", t.occurred_at.to_rfc3339(), t.user_id);
+        }
+        None => {
+            form.sample_payload.clear();
+            form.sample_note = format!(
+                "No {kind} trigger has arrived yet, so there is no real payload to preview with: type a sample (JSON) \
+                 shaped like the ones your application will send."
+            );
+        }
     }
     Ok(form)
 }
@@ -313,7 +339,7 @@ async fn editor(
         None => "New rule".to_owned(),
     };
     let rule = match id {
-        Some(id) => Some(RuleView::from(&load(state, id).await?)),
+        Some(id) => Some(RuleView::new(&load(state, id).await?, &state.channels)),
         None => None,
     };
     Ok(Page::new(op, ACTIVE, "rule_edit.html", title)
@@ -459,8 +485,44 @@ pub async fn confirm_enable(
     let rule = load(&state, &id).await.map_err(not_found)?;
     let preview = dry_run(&state, &rule, None, 50).await?;
     Ok(Page::new(&op, ACTIVE, "rule_enable.html", format!("Turn on \"{}\"?", rule.name))
-        .with(serde_json::json!({ "rule": RuleView::from(&rule), "preview": preview }))
+        .with(serde_json::json!({ "rule": RuleView::new(&rule, &state.channels), "preview": preview }))
         .into_response())
+}
+
+/// What deleting would do, with the button that does it.
+pub async fn confirm_delete(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let rule = load(&state, &id).await.map_err(not_found)?;
+    let filter = crate::store::OutboxFilter {
+        status: Some(crate::domain::OutboxStatus::Scheduled),
+        rule_id: Some(id.clone()),
+        limit: 10_001,
+        ..Default::default()
+    };
+    let scheduled = state.store.list_outbox(&filter).await?.len();
+    Ok(Page::new(&op, ACTIVE, "rule_delete.html", format!("Delete \"{}\"?", rule.name))
+        .with(serde_json::json!({ "rule": RuleView::new(&rule, &state.channels), "scheduled": scheduled }))
+        .into_response())
+}
+
+/// Deletes the rule and cancels what it still had scheduled ("rule
+/// deleted"); the send log keeps everything it already sent.
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    Path(id): Path<String>,
+) -> Result<Response, UiError> {
+    let (rule, cancelled) = delete_rule(&state, &id).await.map_err(not_found)?;
+    let detail = format!("\"{}\" deleted; {cancelled} scheduled message(s) cancelled", rule.name);
+    audit(&state, &op, "rule.delete", &id, Some(detail)).await;
+    Ok(redirect_with(
+        &state,
+        "/ui/rules",
+        format!("Rule \"{}\" deleted; {cancelled} scheduled message(s) cancelled.", rule.name),
+    ))
 }
 
 pub async fn enable(

@@ -40,11 +40,12 @@ pub async fn search(
                 .into_response());
         };
         let sends = state.store.sends_for_address(&hash, LIMIT).await?;
+        let subjects = crate::headline::for_sends(&*state.store, &sends).await?;
         let suppressions = state.store.list_suppressions(Some(&hash), 100).await?;
         let lifts = state.store.suppression_lifts(Some(&hash), 20).await?;
         return Ok(page
             .with(serde_json::json!({
-                "q": q, "mode": "address", "address_hash": hash, "sends": sends,
+                "q": q, "mode": "address", "address_hash": hash, "sends": sends, "subjects": subjects,
                 "suppressions": suppressions, "lifts": lifts,
             }))
             .into_response());

@@ -3,8 +3,15 @@
 // enable a rule, fire a trigger through the API, see the delivery on the
 // send-log page, disable the rule, lift a suppression, log out; a page
 // without a session redirects to the login; a form posted without its CSRF
-// token is refused. Screenshots of every page go to test-output/ui-*.png at
-// the repository root.
+// token is refused. Also (issue 15): the server's root leads to the screen;
+// the editor's sample comes from the newest trigger of the type and each
+// field's error sits under that field; every list names each message by its
+// subject; a row's page shows the rendered message; failed rows are retried
+// all at once with the filter; a rule is deleted from the screen; changes
+// made through the API are in the audit log with the key's name; the outbox
+// and the other pages are readable at 390 px (nothing wider than the
+// screen). Screenshots of every page, at 1280 px and at 390 px, go to
+// test-output/ui-*.png at the repository root.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -32,7 +39,7 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
              "--no-first-run", "--disable-component-update", "--disable-sync"],
     });
-    const context = await browser.newContext({ viewport: { width: 1200, height: 860 } });
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
     page = await context.newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
@@ -41,6 +48,10 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     page.on("request", (r) => { if (!r.url().startsWith(base)) foreign.push(r.url()); });
     const shot = (name) => page.screenshot({ path: join(shots, `ui-${name}.png`), fullPage: true });
     const flash = () => page.textContent(".flash");
+
+    // The server's root is the screen (here: its login), not a blank 404.
+    await page.goto(`${base}/`);
+    assert.equal(new URL(page.url()).pathname, "/ui/login");
 
     // A page without a session redirects to the login.
     await page.goto(`${base}/ui/outbox`);
@@ -61,6 +72,33 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     assert.match(await page.textContent("header.top"), new RegExp(EMAIL));
     await page.goto(`${base}/ui/rules`);
     await shot("03-rules-empty");
+
+    // A new rule for a trigger type that has arrived before: the first
+    // preview uses the newest trigger's payload, not `{}`. A broken condition
+    // is reported under the condition.
+    await api("POST", "/v1/triggers", { type: "comment.created", user_id: "lin", payload: { author: "Grace", text: "Nice!" } });
+    await page.click("text=New rule");
+    assert.equal(await page.inputValue("textarea[name=sample_payload]"), "", "a blank editor has no made-up sample");
+    await page.fill("input[name=name]", "Comment");
+    await page.fill("input[name=trigger_type]", "comment.created");
+    await page.fill("input[name=category]", "comments");
+    await page.fill("input[name=loc0_subject]", "{{ payload.author }} commented");
+    await page.fill("textarea[name=loc0_text]", "{{ payload.text }}");
+    await page.fill("input[name=condition]", "payload.author ==");
+    await page.click("button[value=preview]");
+    assert.match(await page.inputValue("textarea[name=sample_payload]"), /"author": "Grace"/);
+    assert.match(await page.textContent(".hint:below(textarea[name=sample_payload])"), /Filled from the newest comment\.created trigger/);
+    const conditionError = await page.evaluate(() => {
+      const label = document.querySelector("input[name=condition]").closest("label");
+      const next = label.nextElementSibling;
+      return next && next.classList.contains("field-error") ? next.textContent : null;
+    });
+    assert.match(conditionError ?? "", /line 1, column \d+/, "the condition's error is right under the condition");
+    await shot("03b-rule-sample-and-condition-error");
+    await page.fill("input[name=condition]", "");
+    await page.click("button[value=preview]");
+    assert.equal(await page.textContent(".preview .subject"), "Grace commented");
+    await page.goto(`${base}/ui/rules`);
 
     // Create a rule; a template error is shown with its line and column first.
     await page.click("text=New rule");
@@ -127,10 +165,36 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
 
     await page.goto(`${base}/ui/outbox`);
     assert.match(await page.textContent(".cards"), /1\s*sent/);
+    // Each row is named by its message's subject, not only its id.
+    assert.match(await page.textContent("table.outbox tbody tr:first-child td:first-child"), /Export q4 ready/);
     await shot("10-outbox");
     await page.click("table a[href^='/ui/outbox/']");
     assert.match(await page.textContent("dl.facts"), /sent/);
+    // The row's page shows the message itself, rendered.
+    assert.equal(await page.textContent(".preview .subject"), "Export q4 ready");
+    assert.match(await page.textContent(".preview pre.body"), /your export has 3 rows\./);
     await shot("11-outbox-row");
+    const rowPath = new URL(page.url()).pathname;
+
+    // Rows that failed are retried at once, with the filter: three inbox
+    // rows enqueued by hand with a payload the inbox cannot use end failed.
+    execFileSync(bin, ["enqueue", "--channel", "inbox", "--user-id", "bo", "--count", "3", "--payload", '{"no_title": true}'], {
+      cwd: dir, stdio: ["ignore", "pipe", "inherit"],
+    });
+    await waitFor(async () => {
+      const failed = await api("GET", "/v1/outbox?status=failed");
+      return failed.items.length === 3;
+    }, 30_000, "the three unusable rows to end failed");
+    await page.goto(`${base}/ui/outbox?status=failed`);
+    await shot("11b-outbox-failed");
+    await page.click("form.bulk button");
+    assert.match(await flash(), /Scheduled 3 failed row\(s\) again, due now/);
+    await waitFor(async () => {
+      const failed = await api("GET", "/v1/outbox?user_id=bo");
+      return failed.items.every((r) => r.status === "failed" && r.attempts === 1) && failed.items;
+    }, 30_000, "the retried rows to be delivered (and fail) again");
+    const boLog = await api("GET", "/v1/users/bo/sends");
+    assert.ok(boLog.messages.every((m) => m.history.length === 2), "each row was tried again");
 
     // Turn the rule off again.
     await page.goto(`${base}/ui/rules`);
@@ -170,21 +234,53 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     await shot("15-suppression-lifted");
     assert.equal((await api("GET", `/v1/suppressions?address_hash=${bounced.address_hash}`)).suppressions.length, 0);
 
-    // Every action is in the audit log.
+    // A rule made and switched through the API, then deleted from the screen.
+    const viaApi = await api("POST", "/v1/rules", {
+      name: "Made by the API", trigger_type: "api.thing", channel: "inbox", category: "c",
+      template: { fallback_locale: "en", locales: { en: { subject: "s", text: "t" } } },
+    });
+    await api("PATCH", `/v1/rules/${viaApi.id}`, { enabled: true });
+    await page.goto(`${base}/ui/rules/${viaApi.id}`);
+    await page.click("text=Delete rule…");
+    assert.match(await page.textContent("main"), /Delete it\?/);
+    await shot("15b-rule-delete");
+    await page.click("form[action$='/delete'] button");
+    assert.match(await flash(), /Rule "Made by the API" deleted; 0 scheduled message\(s\) cancelled/);
+    assert.doesNotMatch(await page.textContent("table.rules"), /Made by the API/);
+
+    // Every action is in the audit log, the API's with the key's name.
     await page.goto(`${base}/ui/audit`);
     const log = await page.textContent("main table");
-    for (const action of ["login", "rule.create", "rule.enable", "rule.disable", "suppression.add", "suppression.lift"]) {
+    for (const action of ["login", "rule.create", "rule.enable", "rule.disable", "rule.delete", "suppression.add",
+                          "suppression.lift", "outbox.retry_many"]) {
       assert.match(log, new RegExp(action.replace(".", "\\.")), `audit log shows ${action}`);
     }
+    assert.match(log, /api key "browser-test"[\s\S]*rule\.(create|enable)/, "changes through the API name the key");
     await shot("16-audit");
 
-    // The same pages on a phone.
+    // The same pages on a phone: nothing is wider than the screen.
     await page.setViewportSize({ width: 390, height: 844 });
-    await page.goto(`${base}/ui/rules`);
+    const fits = async (path) => {
+      await page.goto(`${base}${path}`);
+      const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+      assert.ok(scroll <= width, `${path} is ${scroll}px wide on a ${width}px screen`);
+    };
+    await fits("/ui/rules");
     await shot("17-phone-rules");
-    await page.goto(`${base}/ui/sends?q=ada`);
+    await fits("/ui/sends?q=ada");
     await shot("18-phone-send-log");
-    await page.setViewportSize({ width: 1200, height: 860 });
+    await fits("/ui/outbox");
+    assert.match(await page.textContent("table.outbox tbody"), /Export q4 ready/);
+    await shot("18b-phone-outbox");
+    await fits(rowPath);
+    await shot("18c-phone-outbox-row");
+    await fits("/ui/outbox?status=failed");
+    await shot("18d-phone-outbox-failed");
+    await fits(`/ui/rules/${ruleId}`);
+    await shot("18e-phone-rule-editor");
+    await fits("/ui/audit");
+    await shot("18f-phone-audit");
+    await page.setViewportSize({ width: 1280, height: 860 });
 
     // Log out: the session ends, and the screen is closed again.
     await page.click("text=Log out");

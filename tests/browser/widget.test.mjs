@@ -1,7 +1,11 @@
 // The inbox widget in a real browser (Debian's Chromium, driven by
 // playwright-core): a host page on another origin embeds it with one script
-// tag; a trigger fired through the API moves the badge without a reload.
-// Screenshots go to test-output/ at the repository root.
+// tag; a trigger fired through the API moves the badge without a reload; an
+// empty inbox says so; each message shows its time and follows its
+// `payload.url` when clicked; a bad or expired token shows an error in the
+// panel and a `herald-error` event, once, instead of an empty panel and a
+// stream of 401s. Screenshots at 1280 px and 390 px go to test-output/ at
+// the repository root.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -12,7 +16,7 @@ import { chromium } from "playwright-core";
 
 import { freePort, shots, startHerald, waitFor } from "./support.mjs";
 
-test("the widget's badge follows a trigger fired through the API, without a reload", { timeout: 90_000 }, async () => {
+test("the widget follows the API live, shows times, links, an empty inbox and a refused token", { timeout: 120_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "herald-widget-"));
   writeFileSync(join(dir, "herald.toml"), `
 [inbox]
@@ -29,16 +33,28 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
     });
     const { token } = await call("POST", "/v1/users/ada/token");
 
-    // The host application's page, on its own origin.
+    // The host application's pages, on their own origin: `/?token=…` embeds
+    // the widget, `/thread/…` is where a message's link leads.
     const pagePort = await freePort();
-    page_server.on("request", (_req, res) => {
+    const hostBase = `http://127.0.0.1:${pagePort}`;
+    page_server.on("request", (req, res) => {
+      const url = new URL(req.url, hostBase);
       res.writeHead(200, { "content-type": "text/html" });
-      res.end(`<!doctype html><html><head><meta name="viewport" content="width=device-width"><title>Host app</title></head>
+      if (url.pathname.startsWith("/thread/")) {
+        res.end(`<!doctype html><title>Thread</title><h1>Thread ${url.pathname.slice(8)}</h1>`);
+        return;
+      }
+      res.end(`<!doctype html><html lang="en"><head><meta name="viewport" content="width=device-width"><title>Host app</title></head>
         <body style="font-family: system-ui; margin: 24px">
           <nav style="display:flex; justify-content:space-between; align-items:center; max-width:640px">
             <strong>Host app</strong>
-            <herald-inbox api="${api}" token="${token}"></herald-inbox>
+            <herald-inbox api="${api}" token="${url.searchParams.get("token")}"></herald-inbox>
           </nav>
+          <script>
+            // What a host page does with the widget's events (they bubble).
+            window.heraldErrors = [];
+            document.addEventListener("herald-error", (e) => window.heraldErrors.push(e.detail));
+          </script>
           <script src="${api}/widget/inbox.js"></script>
         </body></html>`);
     });
@@ -49,32 +65,81 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
              "--no-first-run", "--disable-component-update", "--disable-sync"],
     });
-    const page = await browser.newPage({ viewport: { width: 720, height: 520 } });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 560 } });
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
-    await page.goto(`http://127.0.0.1:${pagePort}/`);
-    const badge = () => page.evaluate(() => {
+    await page.goto(`${hostBase}/?token=${encodeURIComponent(token)}`);
+    const inShadow = (fn) => page.evaluate(fn);
+    const badge = () => inShadow(() => {
       const b = document.querySelector("herald-inbox")?.shadowRoot?.querySelector(".badge");
       return b ? { hidden: b.hidden, text: b.textContent } : null;
     });
+    const panelText = () => inShadow(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".panel").innerText);
+    const clickBell = () => inShadow(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".bell").click());
     await waitFor(async () => (await badge())?.hidden === true, 10_000, "the widget to load with an empty inbox");
     await page.screenshot({ path: join(shots, "widget-1-empty.png") });
 
+    // An empty inbox says so.
+    await clickBell();
+    await waitFor(async () => /Nothing here yet\./.test(await panelText()), 5_000, "the empty state");
+    await page.screenshot({ path: join(shots, "widget-1b-empty-open.png") });
+    await clickBell();
+
     let reloads = 0;
     page.on("load", () => reloads++);
-    await call("POST", "/v1/triggers", { type: "comment.created", user_id: "ada", payload: { author: "Grace", text: "Nice work!" } });
+    await call("POST", "/v1/triggers", {
+      type: "comment.created", user_id: "ada", payload: { author: "Grace", text: "Nice work!", url: `${hostBase}/thread/42` },
+    });
     const seen = await waitFor(async () => { const b = await badge(); return b && !b.hidden && b.text === "1" && b; }, 10_000, "the badge to show 1");
     assert.equal(seen.text, "1");
     assert.equal(reloads, 0, "no page reload");
     await page.screenshot({ path: join(shots, "widget-2-badge.png") });
 
-    await page.evaluate(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".bell").click());
-    const title = await waitFor(() => page.evaluate(() =>
-      document.querySelector("herald-inbox").shadowRoot.querySelector("li .title")?.textContent), 5_000, "the list");
-    assert.equal(title, "Grace commented");
+    await clickBell();
+    const item = await waitFor(() => inShadow(() => {
+      const li = document.querySelector("herald-inbox").shadowRoot.querySelector("li.unread");
+      const time = li?.querySelector("time");
+      return li && { title: li.querySelector(".title").textContent, time: time?.textContent, at: time?.dateTime };
+    }), 5_000, "the list");
+    assert.equal(item.title, "Grace commented");
+    // Each message shows when it arrived ("now", "2 minutes ago"), with the exact time in the markup.
+    assert.ok(item.time && item.time.length > 0, "a time is shown");
+    assert.ok(!Number.isNaN(Date.parse(item.at)), `a machine-readable time: ${item.at}`);
     // Opening the list marks it seen: the badge clears via the stream.
     await waitFor(async () => (await badge())?.hidden === true, 10_000, "the badge to clear once seen");
     await page.screenshot({ path: join(shots, "widget-3-open.png") });
+    await page.setViewportSize({ width: 390, height: 700 });
+    await page.screenshot({ path: join(shots, "widget-3b-open-phone.png") });
+
+    // Clicking a message marks it read and follows its payload's url.
+    await Promise.all([
+      page.waitForURL(`${hostBase}/thread/42`),
+      inShadow(() => document.querySelector("herald-inbox").shadowRoot.querySelector("li.unread").click()),
+    ]);
+    const read = await call("GET", "/v1/users/ada/sends");
+    assert.equal(read.messages.length, 1);
+
+    // A bad (or expired) token: the panel says what is wrong, the page gets one
+    // `herald-error`, and no stream is opened to be refused over and over.
+    const bad = await browser.newPage({ viewport: { width: 390, height: 700 } });
+    bad.on("pageerror", (e) => errors.push(String(e)));
+    const refused = [];
+    bad.on("response", (r) => { if (r.url().startsWith(`${api}/v1/inbox`) && r.status() === 401) refused.push(r.url()); });
+    await bad.goto(`${hostBase}/?token=not.a-token`);
+    const detail = await waitFor(() => bad.evaluate(() => window.heraldErrors[0]), 10_000, "a herald-error event");
+    assert.equal(detail.reason, "auth");
+    assert.equal(detail.status, 401);
+    await bad.evaluate(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".bell").click());
+    const text = await bad.evaluate(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".panel").innerText);
+    assert.match(text, /session has expired/);
+    await bad.screenshot({ path: join(shots, "widget-4-refused-token-phone.png") });
+    await bad.setViewportSize({ width: 1280, height: 560 });
+    await bad.screenshot({ path: join(shots, "widget-4b-refused-token.png") });
+    // Give a stream the chance to be tried, then count: one refused list read, no stream.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(refused.filter((u) => u.includes("/stream")).length, 0, `no stream opened: ${refused}`);
+    assert.ok(refused.length <= 2, `refused once, not repeatedly: ${refused}`);
+    assert.equal(await bad.evaluate(() => window.heraldErrors.length), 1, "one herald-error event");
     assert.deepEqual(errors, []);
   } finally {
     if (browser) await browser.close();

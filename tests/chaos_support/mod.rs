@@ -90,7 +90,6 @@ impl PrivatePostgres {
         });
         let Some(bin) = bin else {
             assert!(!in_ci(), "CI=true but no PostgreSQL server binaries under /usr/lib/postgresql/*/bin");
-            eprintln!("skipped: no PostgreSQL server binaries under /usr/lib/postgresql/*/bin");
             return None;
         };
         let dir = tempfile::Builder::new().prefix("herald-pg-").tempdir().unwrap();
@@ -197,7 +196,6 @@ impl PrivateMariaDb {
     pub async fn start() -> Option<PrivateMariaDb> {
         if !Path::new("/usr/sbin/mariadbd").exists() {
             assert!(!in_ci(), "CI=true but /usr/sbin/mariadbd is not installed");
-            eprintln!("skipped: /usr/sbin/mariadbd is not installed");
             return None;
         }
         let dir = tempfile::Builder::new().prefix("herald-mariadb-").tempdir().unwrap();

@@ -4,11 +4,14 @@
 //! in the database named by `HERALD_TEST_POSTGRES_URL`, MariaDB/MySQL its own
 //! database on the server named by `HERALD_TEST_MYSQL_URL`, so tests run in
 //! parallel without seeing each other's rows. Without those variables the
-//! PostgreSQL and MySQL cases are skipped with a notice, except under
-//! `CI=true`, where an unreachable backend fails the run.
+//! usual local servers are tried (`postgres://postgres@127.0.0.1:5432/test`,
+//! `mysql://root@127.0.0.1:3306/test`); when there is none, the PostgreSQL
+//! and MySQL cases end *ignored*, with the reason (see [`harness`]), except
+//! under `CI=true`, where a backend that cannot be reached fails the run.
 #![allow(dead_code)]
 
 pub mod app;
+pub mod harness;
 pub mod smtp;
 
 use std::sync::Arc;
@@ -40,16 +43,57 @@ pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
 }
 
-fn server_url(backend: Backend) -> Option<String> {
-    let var = match backend {
-        Backend::Sqlite => return None,
-        Backend::Postgres => "HERALD_TEST_POSTGRES_URL",
-        Backend::MySql => "HERALD_TEST_MYSQL_URL",
-    };
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if in_ci() => panic!("CI=true but {var} is not set: the {backend:?} backend must be tested in CI"),
-        _ => None,
+/// The usual local server for a backend, tried when its variable is unset.
+fn local_default(backend: Backend) -> (&'static str, &'static str, u16) {
+    match backend {
+        Backend::Postgres => ("HERALD_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test", 5432),
+        Backend::MySql => ("HERALD_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test", 3306),
+        Backend::Sqlite => unreachable!("SQLite needs no server"),
+    }
+}
+
+/// What to do about a server backend, decided from its variable, whether
+/// something answers on the usual local port, and `CI`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ServerChoice {
+    /// Test against this URL; `given` when the variable named it (a failure
+    /// to connect is then the test's failure, not a reason to skip).
+    Use { url: String, given: bool },
+    /// End the test as ignored, with this reason.
+    Skip(String),
+    /// Fail the test: under CI every backend must be tested.
+    Fail(String),
+}
+
+pub fn choose_server(backend: Backend, var_value: Option<&str>, listening: bool, ci: bool) -> ServerChoice {
+    let (var, default, port) = local_default(backend);
+    match (var_value.filter(|v| !v.is_empty()), listening, ci) {
+        (Some(url), _, _) => ServerChoice::Use { url: url.to_owned(), given: true },
+        (None, true, _) => ServerChoice::Use { url: default.to_owned(), given: false },
+        (None, false, true) => {
+            ServerChoice::Fail(format!("CI=true but {var} is not set and nothing answers on 127.0.0.1:{port}"))
+        }
+        (None, false, false) => {
+            ServerChoice::Skip(format!("{backend:?}: {var} is not set and nothing answers on 127.0.0.1:{port}"))
+        }
+    }
+}
+
+/// [`choose_server`] for this process: `(url, given)`, or the test ends
+/// ignored or failed. The port is probed once per process.
+fn server_url(backend: Backend) -> (String, bool) {
+    static PROBED: [std::sync::OnceLock<bool>; 2] = [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    let (var, _, port) = local_default(backend);
+    let value = std::env::var(var).ok();
+    let listening = value.as_deref().is_some_and(|v| !v.is_empty())
+        || *PROBED[usize::from(backend == Backend::MySql)].get_or_init(|| {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_millis(500)).is_ok()
+        });
+    match choose_server(backend, value.as_deref(), listening, in_ci()) {
+        ServerChoice::Use { url, given } => (url, given),
+        ServerChoice::Skip(reason) => harness::skip(reason),
+        ServerChoice::Fail(message) => panic!("{message}"),
     }
 }
 
@@ -58,9 +102,10 @@ fn unique_name() -> String {
 }
 
 impl TestDb {
-    /// A migrated, empty store on `backend`, or `None` when that backend is
-    /// not configured outside CI.
-    pub async fn new(backend: Backend) -> Option<TestDb> {
+    /// A migrated, empty store on `backend`. When that backend cannot be
+    /// reached the test ends ignored (outside CI) or fails (under CI, or
+    /// when its variable named a server).
+    pub async fn new(backend: Backend) -> TestDb {
         sqlx::any::install_default_drivers();
         let db = match backend {
             Backend::Sqlite => {
@@ -70,12 +115,9 @@ impl TestDb {
                 TestDb { store, url, backend, cleanup: None, _dir: Some(dir) }
             }
             Backend::Postgres => {
-                let Some(base) = server_url(backend) else {
-                    eprintln!("skipped on PostgreSQL: set HERALD_TEST_POSTGRES_URL to run it");
-                    return None;
-                };
+                let (base, given) = server_url(backend);
                 let name = unique_name();
-                let admin = connect_admin(&base).await;
+                let admin = connect_admin(&base, given).await;
                 admin.execute(format!("CREATE SCHEMA {name}").as_str()).await.unwrap();
                 admin.close().await;
                 let sep = if base.contains('?') { '&' } else { '?' };
@@ -84,12 +126,9 @@ impl TestDb {
                 TestDb { store, url, backend, cleanup: Some((base, name)), _dir: None }
             }
             Backend::MySql => {
-                let Some(base) = server_url(backend) else {
-                    eprintln!("skipped on MySQL: set HERALD_TEST_MYSQL_URL to run it");
-                    return None;
-                };
+                let (base, given) = server_url(backend);
                 let name = unique_name();
-                let admin = connect_admin(&base).await;
+                let admin = connect_admin(&base, given).await;
                 admin.execute(format!("CREATE DATABASE {name}").as_str()).await.unwrap();
                 admin.close().await;
                 let url = replace_database(&base, &name);
@@ -98,7 +137,7 @@ impl TestDb {
             }
         };
         db.store.migrate().await.expect("migrate");
-        Some(db)
+        db
     }
 
     pub fn backend(&self) -> Backend {
@@ -119,7 +158,7 @@ impl TestDb {
     pub async fn cleanup(self) {
         self.store.close().await;
         if let Some((base, name)) = &self.cleanup {
-            let admin = connect_admin(base).await;
+            let admin = connect_admin(base, true).await;
             let sql = match self.backend {
                 Backend::Postgres => format!("DROP SCHEMA {name} CASCADE"),
                 _ => format!("DROP DATABASE {name}"),
@@ -130,7 +169,10 @@ impl TestDb {
     }
 }
 
-async fn connect_admin(url: &str) -> sqlx::AnyPool {
+/// The admin connection that creates a test's schema or database. A server
+/// found on the usual port that will not take this login is a reason to
+/// skip (outside CI); one the variable named is a reason to fail.
+async fn connect_admin(url: &str, given: bool) -> sqlx::AnyPool {
     let attempt = sqlx::any::AnyPoolOptions::new()
         .max_connections(1)
         .acquire_timeout(std::time::Duration::from_secs(10))
@@ -138,6 +180,9 @@ async fn connect_admin(url: &str) -> sqlx::AnyPool {
         .await;
     match attempt {
         Ok(p) => p,
+        Err(e) if !given && !in_ci() => {
+            harness::skip(format!("a server answers for {url} but does not take the login ({e}); set the URL"))
+        }
         Err(e) => panic!("cannot reach the test database at {url}: {e}"),
     }
 }
@@ -157,40 +202,28 @@ fn replace_database(url: &str, name: &str) -> String {
     out
 }
 
-/// Instantiates each listed async test once per backend:
-/// `backend_tests!(name, ...)` expects `async fn name(db: &TestDb)`.
+/// Instantiates each listed async test once per backend, as
+/// `fn backend_trials() -> Vec<Trial>` for the suite's `main` (see
+/// [`harness`]): `backend_tests!(name, ...)` expects
+/// `async fn name(db: &TestDb)`, and names the cases `sqlite::name`,
+/// `postgres::name` and `mysql::name`, so `cargo test --test worker postgres::`
+/// runs one backend.
 #[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let db = $crate::common::TestDb::new($crate::common::Backend::Sqlite).await.unwrap();
-                    super::$name(&db).await;
-                    db.cleanup().await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = $crate::common::TestDb::new($crate::common::Backend::Postgres).await else { return };
-                    super::$name(&db).await;
-                    db.cleanup().await;
-                }
-            )*
-        }
-        mod mysql {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    let Some(db) = $crate::common::TestDb::new($crate::common::Backend::MySql).await else { return };
-                    super::$name(&db).await;
-                    db.cleanup().await;
-                }
-            )*
+        fn backend_trials() -> Vec<$crate::common::harness::Trial> {
+            use $crate::common::{Backend, TestDb, harness};
+            let mut trials = Vec::new();
+            for (prefix, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
+                $(
+                    trials.push(harness::test(format!("{prefix}::{}", stringify!($name)), move || async move {
+                        let db = TestDb::new(backend).await;
+                        $name(&db).await;
+                        db.cleanup().await;
+                    }));
+                )*
+            }
+            trials
         }
     };
 }

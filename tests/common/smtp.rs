@@ -20,19 +20,19 @@ pub struct SmtpSink {
 }
 
 impl SmtpSink {
-    /// Starts the sink. Outside CI, `None` (with a notice) when python3 or
-    /// aiosmtpd is missing; under `CI=true` that is a failure.
-    pub async fn start() -> Option<SmtpSink> {
+    /// Starts the sink. Outside CI, a test without python3 or aiosmtpd ends
+    /// ignored, saying which is missing; under `CI=true` that is a failure.
+    pub async fn start() -> SmtpSink {
         SmtpSink::start_with(&[]).await
     }
 
     /// A sink speaking TLS: `mode` is `starttls` or `implicit`, with the
     /// certificate chain and key (PEM files) it presents.
-    pub async fn start_tls(mode: &str, cert: &Path, key: &Path) -> Option<SmtpSink> {
+    pub async fn start_tls(mode: &str, cert: &Path, key: &Path) -> SmtpSink {
         SmtpSink::start_with(&[mode, cert.to_str().unwrap(), key.to_str().unwrap()]).await
     }
 
-    async fn start_with(extra: &[&str]) -> Option<SmtpSink> {
+    async fn start_with(extra: &[&str]) -> SmtpSink {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/smtp/server.py");
         let dir = tempfile::tempdir().unwrap();
         let port = {
@@ -52,17 +52,15 @@ impl SmtpSink {
         let mut child = match spawned {
             Ok(c) => c,
             Err(e) if !in_ci() => {
-                eprintln!("skipped: cannot run python3 ({e}); install python3 and aiosmtpd");
-                return None;
+                super::harness::skip(format!("cannot run python3 ({e}); install python3 and aiosmtpd"))
             }
             Err(e) => panic!("CI=true but python3 cannot be run: {e}"),
         };
         let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
         match tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await {
-            Ok(Ok(Some(l))) if l.trim() == "READY" => Some(SmtpSink { port, dir, _child: child }),
+            Ok(Ok(Some(l))) if l.trim() == "READY" => SmtpSink { port, dir, _child: child },
             other if !in_ci() => {
-                eprintln!("skipped: the SMTP sink did not start ({other:?}); pip install aiosmtpd");
-                None
+                super::harness::skip(format!("the SMTP sink did not start ({other:?}); pip install aiosmtpd"))
             }
             other => panic!("CI=true but the SMTP sink did not start: {other:?} (is aiosmtpd installed?)"),
         }

@@ -1,0 +1,164 @@
+//! Which channels exist, and which of them can deliver on this instance.
+//!
+//! A rule names its channel by a string, and the worker finds it in the
+//! [`Registry`](super::Registry) only when a message is due, possibly days
+//! later. Checking the name there alone meant a typo (`"emial"`) was accepted,
+//! could be turned on, and every message it planned ended `failed`; and a
+//! channel whose setting is missing (webhooks without a signing secret) looked
+//! like a gap in the build. So the name is checked where it is chosen (a rule
+//! saved through the API or the screen, `herald enqueue`), against this
+//! catalogue, built from the same configuration the worker's registry is.
+
+use serde::Serialize;
+
+use crate::config::Config;
+
+/// Every channel Herald has: the only names a rule or an enqueue may choose.
+pub const KNOWN: [&str; 3] = ["email", "inbox", "webhook"];
+
+/// `"email, inbox, webhook"`, for messages that list the choices.
+pub fn known_list() -> String {
+    KNOWN.join(", ")
+}
+
+/// Refuses a channel name Herald does not have, listing those it has.
+pub fn check_known(name: &str) -> Result<(), String> {
+    if KNOWN.contains(&name) {
+        Ok(())
+    } else {
+        Err(format!("unknown channel {name:?}; Herald's channels are {}", known_list()))
+    }
+}
+
+/// One channel's state on this instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ChannelState {
+    pub name: &'static str,
+    /// Configured: messages on it are delivered.
+    pub live: bool,
+    /// How it delivers, or why it cannot, in plain words.
+    pub detail: String,
+    /// The configuration key that turns it on, when it is not live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setting: Option<&'static str>,
+}
+
+impl ChannelState {
+    /// What an operator is told about a channel that is not live: why not
+    /// and which setting fixes it.
+    pub fn not_live_message(&self) -> String {
+        match self.setting {
+            Some(setting) => format!(
+                "channel \"{}\" is not configured on this instance: {}; set {setting} (or HERALD_{}) to turn it on",
+                self.name,
+                self.detail,
+                setting.to_ascii_uppercase().replace('.', "__")
+            ),
+            None => format!("channel \"{}\" is not configured on this instance: {}", self.name, self.detail),
+        }
+    }
+}
+
+/// The state of every known channel, from one configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channels {
+    states: Vec<ChannelState>,
+}
+
+/// Why email cannot deliver without a transport (the registry's reason too).
+pub const EMAIL_NOT_CONFIGURED: &str = "no email transport is configured";
+/// Why webhooks cannot deliver without a secret (the registry's reason too).
+pub const WEBHOOK_NOT_CONFIGURED: &str = "no webhook signing secret is configured";
+
+impl Channels {
+    pub fn from_config(config: &Config) -> Channels {
+        use crate::channel::email::transport::TransportUrl;
+        let email = match config.email.transport.as_deref() {
+            Some(url) => {
+                let how = match TransportUrl::parse(url) {
+                    Ok(t) if t.is_file() => {
+                        format!("writes .eml files ({}); nothing leaves this machine", t.describe())
+                    }
+                    Ok(t) => format!("sends through {}", t.describe()),
+                    Err(_) => format!("sends through {}", TransportUrl::redacted(url)),
+                };
+                ChannelState { name: "email", live: true, detail: how, setting: None }
+            }
+            None => ChannelState {
+                name: "email",
+                live: false,
+                detail: EMAIL_NOT_CONFIGURED.into(),
+                setting: Some("email.transport"),
+            },
+        };
+        let webhook = if config.webhook.signing_secret.is_some() {
+            ChannelState {
+                name: "webhook",
+                live: true,
+                detail: "posts signed events (webhook.signing_secret is set)".into(),
+                setting: None,
+            }
+        } else {
+            ChannelState {
+                name: "webhook",
+                live: false,
+                detail: WEBHOOK_NOT_CONFIGURED.into(),
+                setting: Some("webhook.signing_secret"),
+            }
+        };
+        let inbox = ChannelState {
+            name: "inbox",
+            live: true,
+            detail: "writes to the in-app inbox (always available)".into(),
+            setting: None,
+        };
+        Channels { states: vec![email, inbox, webhook] }
+    }
+
+    pub fn all(&self) -> &[ChannelState] {
+        &self.states
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ChannelState> {
+        self.states.iter().find(|s| s.name == name)
+    }
+
+    /// The message for a known channel that cannot deliver here; `None` for
+    /// a live channel or an unknown name (which [`check_known`] refuses).
+    pub fn not_live(&self, name: &str) -> Option<String> {
+        self.get(name).filter(|s| !s.live).map(ChannelState::not_live_message)
+    }
+}
+
+impl Default for Channels {
+    /// The defaults' channels: the inbox only.
+    fn default() -> Self {
+        Channels::from_config(&Config::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_names_are_refused_with_the_known_ones_listed() {
+        assert!(check_known("email").is_ok());
+        let err = check_known("emial").unwrap_err();
+        assert_eq!(err, "unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
+    }
+
+    #[test]
+    fn a_channel_without_its_setting_says_which_setting_turns_it_on() {
+        let channels = Channels::default();
+        assert_eq!(channels.not_live("inbox"), None);
+        let msg = channels.not_live("webhook").unwrap();
+        assert!(msg.contains("webhook.signing_secret") && msg.contains("HERALD_WEBHOOK__SIGNING_SECRET"), "{msg}");
+        let mut config = Config::default();
+        config.email.transport = Some("file:///tmp/x".into());
+        config.email.from = Some("a@b.c".into());
+        let channels = Channels::from_config(&config);
+        assert_eq!(channels.not_live("email"), None);
+        assert!(channels.get("email").unwrap().detail.contains("nothing leaves this machine"));
+    }
+}
