@@ -341,14 +341,19 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     let items = vec![
         Record {
             row: claimed[0].clone(),
-            token: "mine".into(),
+            token: Some("mine".into()),
             action: RecordAction::Finish(sent.clone()),
             inbox: None,
         },
-        Record { row: claimed[1].clone(), token: "not-mine".into(), action: RecordAction::Finish(sent), inbox: None },
+        Record {
+            row: claimed[1].clone(),
+            token: Some("not-mine".into()),
+            action: RecordAction::Finish(sent),
+            inbox: None,
+        },
         Record {
             row: claimed[2].clone(),
-            token: "mine".into(),
+            token: Some("mine".into()),
             action: RecordAction::Reschedule { due_at: T0.plus(Duration::from_secs(300)), detail: "421".into() },
             inbox: None,
         },

@@ -36,6 +36,7 @@ ALTER TABLE engagement_inbox MODIFY position BIGINT NOT NULL,
 -- scheduled rows now reads that rule's rows, an operator action, not a
 -- per-message one.
 ALTER TABLE engagement_outbox
+  ADD KEY engagement_outbox_due_channel (status, channel, due_at),
   DROP KEY engagement_outbox_claimed, ADD KEY engagement_outbox_status (status),
   DROP KEY engagement_outbox_user, ADD KEY engagement_outbox_user (user_id),
   DROP KEY engagement_outbox_rule, ADD KEY engagement_outbox_rule (rule_id);

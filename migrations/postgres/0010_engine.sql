@@ -43,6 +43,9 @@ CREATE INDEX engagement_inbox_archived ON engagement_inbox (archived_at) WHERE a
 -- millions of rows that are done.
 DROP INDEX engagement_outbox_due;
 CREATE INDEX engagement_outbox_due ON engagement_outbox (due_at) WHERE status = 'scheduled';
+-- each channel's queue (the worker's lanes: a backlog on one channel never
+-- stands in front of another's rows)
+CREATE INDEX engagement_outbox_due_channel ON engagement_outbox (channel, due_at) WHERE status = 'scheduled';
 -- the list screens (status filter, newest first) and the stale reclaim
 -- (few rows are ever 'sending')
 DROP INDEX engagement_outbox_claimed;

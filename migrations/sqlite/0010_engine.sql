@@ -39,6 +39,9 @@ CREATE INDEX engagement_inbox_archived ON engagement_inbox (archived_at) WHERE a
 
 DROP INDEX engagement_outbox_due;
 CREATE INDEX engagement_outbox_due ON engagement_outbox (due_at) WHERE status = 'scheduled';
+-- each channel's queue (the worker's lanes: a backlog on one channel never
+-- stands in front of another's rows)
+CREATE INDEX engagement_outbox_due_channel ON engagement_outbox (channel, due_at) WHERE status = 'scheduled';
 DROP INDEX engagement_outbox_claimed;
 CREATE INDEX engagement_outbox_status ON engagement_outbox (status, id);
 DROP INDEX engagement_outbox_user;

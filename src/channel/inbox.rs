@@ -89,4 +89,8 @@ impl Channel for InboxChannel {
             Err(detail) => Outcome::terminal(detail),
         }
     }
+
+    fn delivers_in_database(&self) -> bool {
+        true
+    }
 }

@@ -109,6 +109,13 @@ pub trait Channel: Send + Sync + 'static {
     /// expected failures: say what happened as an [`Outcome`]. (If it panics
     /// anyway, the worker records a retry rather than crashing the tick.)
     async fn deliver(&self, delivery: &Delivery) -> Outcome;
+
+    /// Whether delivering is only a write in Herald's own database (the
+    /// inbox): `deliver` then does no I/O and answers [`Outcome::Inbox`], and
+    /// the worker claims, delivers and records each row in one transaction.
+    fn delivers_in_database(&self) -> bool {
+        false
+    }
 }
 
 /// An entry in the registry: a channel Herald knows by name, with or without

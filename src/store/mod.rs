@@ -176,7 +176,14 @@ pub enum RecordAction {
 #[derive(Debug, Clone)]
 pub struct Record {
     pub row: OutboxRow,
-    pub token: String,
+    /// The claim this instance holds on the row, which every write is fenced
+    /// by. `None` for a row never claimed (read with
+    /// [`Store::peek_channel`]): its outcome is written only if the row is
+    /// still `scheduled` and unchanged since it was read (its `updated_at`),
+    /// and the write counts the attempt; claim and outcome are then one
+    /// compare-and-set in one transaction, and the row never sits in
+    /// `sending`.
+    pub token: Option<String>,
     pub action: RecordAction,
     /// The in-app message an inbox delivery produced. It is written in the
     /// same transaction as the `sent` outcome, fenced by the same claim, so
@@ -276,6 +283,42 @@ pub trait Store:
     /// under `token`, counts the attempt, and returns the rows this call won.
     async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError>;
 
+    /// [`Store::claim_due`] for one channel's rows only: each channel is its
+    /// own queue (served by its own index), so a backlog on a slow channel
+    /// never stands in front of another's rows.
+    async fn claim_channel(
+        &self,
+        channel: &str,
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// Claims due rows whose channel is none of `known`: rows for a channel
+    /// this instance does not have, to be ended with the reason.
+    async fn claim_unknown_channels(
+        &self,
+        known: &[&str],
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// One channel's due rows, oldest due first, without claiming them
+    /// (leaving out `exclude`, rows this instance is still recording): for
+    /// a channel whose delivery is a write in this database, claimed and
+    /// finished in one transaction (see [`Record::token`]).
+    async fn peek_channel(
+        &self,
+        channel: &str,
+        now: Millis,
+        limit: u32,
+        exclude: &[String],
+    ) -> Result<Vec<OutboxRow>, StoreError>;
+
+    /// The earliest `due_at` among one channel's scheduled rows.
+    async fn next_due_for(&self, channel: &str) -> Result<Option<Millis>, StoreError>;
+
     /// Writes the results of claimed rows, all in one transaction: each
     /// outcome with its send-log row, each retry with its new due time. Each
     /// write is fenced by its row's token; the result says, per item, whether
@@ -286,7 +329,7 @@ pub trait Store:
     async fn finish(&self, row: &OutboxRow, token: &str, outcome: &Finish, now: Millis) -> Result<bool, StoreError> {
         let item = Record {
             row: row.clone(),
-            token: token.to_owned(),
+            token: Some(token.to_owned()),
             action: RecordAction::Finish(outcome.clone()),
             inbox: None,
         };
@@ -303,7 +346,7 @@ pub trait Store:
         now: Millis,
     ) -> Result<bool, StoreError> {
         let action = RecordAction::Reschedule { due_at, detail: detail.to_owned() };
-        let item = Record { row: row.clone(), token: token.to_owned(), action, inbox: None };
+        let item = Record { row: row.clone(), token: Some(token.to_owned()), action, inbox: None };
         Ok(self.record_outcomes(&[item], now).await?[0])
     }
 

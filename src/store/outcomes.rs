@@ -19,21 +19,44 @@ use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
 /// What the fenced update writes for one row, in `CHANGE_COLUMNS` order:
-/// the row and its claim, the new status (terminal, or `scheduled` for a
-/// retry), the error to keep, and a retry's new due time (`None` keeps the
-/// row's).
-type Change<'a> = (&'a str, &'a str, &'static str, Option<&'a str>, Option<i64>);
+/// the row and its fence (the claim's token, or for a row never claimed the
+/// `updated_at` it was read with), the new status (terminal, or `scheduled`
+/// for a retry), the error to keep, a retry's new due time (`None` keeps
+/// the row's), and the attempts to add (1 for a row never claimed: its
+/// attempt was not counted at claim).
+type Change<'a> = (&'a str, Option<&'a str>, Option<i64>, &'static str, Option<&'a str>, Option<i64>, i64);
 
-const CHANGE_COLUMNS: &[(&str, Col)] =
-    &[("id", Col::Key), ("token", Col::Key), ("status", Col::Key), ("last_error", Col::Text), ("due_at", Col::Int)];
+const CHANGE_COLUMNS: &[(&str, Col)] = &[
+    ("id", Col::Key),
+    ("token", Col::Key),
+    ("version", Col::Int),
+    ("status", Col::Key),
+    ("last_error", Col::Text),
+    ("due_at", Col::Int),
+    ("add_attempt", Col::Int),
+];
 
 /// The SET list of the fenced update, `o` being the outbox and `c` the
 /// changes. `claimed_at` is cleared only for a retry: a finished row keeps
-/// when its last attempt started. (MySQL's copy below qualifies every
-/// column; it applies SET items left to right, so no item reads a column an
-/// earlier one wrote.)
+/// when its last attempt started. (MySQL's copy qualifies every column; it
+/// applies SET items left to right, so no item reads a column an earlier
+/// one wrote.)
 const SET_CHANGE: &str = "status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at), \
-     claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL, updated_at = ?";
+     claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL, \
+     attempts = o.attempts + c.add_attempt, updated_at = ?";
+const SET_CHANGE_MYSQL: &str = "o.status = c.status, o.last_error = c.last_error, \
+     o.due_at = COALESCE(c.due_at, o.due_at), \
+     o.claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, o.claim_token = NULL, \
+     o.attempts = o.attempts + c.add_attempt, o.updated_at = ?";
+
+/// Which rows a fenced update may change.
+#[derive(Clone, Copy)]
+enum Fence {
+    /// Still claimed under the same token, and still `sending`.
+    Claimed,
+    /// Never claimed: still `scheduled` and unchanged since it was read.
+    Unclaimed,
+}
 
 impl SqlStore {
     /// See [`super::Store::record_outcomes`].
@@ -43,10 +66,15 @@ impl SqlStore {
         }
         let d = self.dialect();
         let db = StoreError::db;
-        let changes: Vec<Change> = items.iter().map(change).collect();
-        let changes = to_json(&changes)?;
+        let (claimed, unclaimed): (Vec<&Record>, Vec<&Record>) = items.iter().partition(|i| i.token.is_some());
         let mut tx = self.begin_write().await.map_err(db("record outcomes: begin"))?;
-        let won = fenced_update(&mut tx, d, &changes, now).await?;
+        let mut won = HashSet::with_capacity(items.len());
+        for (fence, group) in [(Fence::Claimed, claimed), (Fence::Unclaimed, unclaimed)] {
+            if !group.is_empty() {
+                let changes: Vec<Change> = group.into_iter().map(change).collect();
+                won.extend(fenced_update(&mut tx, d, fence, &to_json(&changes)?, now).await?);
+            }
+        }
 
         let mut sends = Vec::new();
         let mut events = Vec::new();
@@ -119,7 +147,11 @@ fn change(item: &Record) -> Change<'_> {
         }
         RecordAction::Reschedule { due_at, detail } => ("scheduled", Some(detail.as_str()), Some(due_at.0)),
     };
-    (&item.row.id, &item.token, status, last_error, due_at)
+    let (version, add_attempt) = match &item.token {
+        Some(_) => (None, 0),
+        None => (Some(item.row.updated_at.0), 1),
+    };
+    (&item.row.id, item.token.as_deref(), version, status, last_error, due_at, add_attempt)
 }
 
 /// Applies the changes to the rows whose claim still holds (same token,
@@ -128,15 +160,19 @@ fn change(item: &Record) -> Change<'_> {
 async fn fenced_update(
     conn: &mut AnyConnection,
     d: Dialect,
+    fence: Fence,
     changes: &str,
     now: Millis,
 ) -> Result<HashSet<String>, StoreError> {
     let db = StoreError::db;
     let from = d.json_rows(CHANGE_COLUMNS, "c");
     // SQLite would otherwise walk the status index and scan the JSON once
-    // per 'sending' row; `+` keeps it on the primary key, driven by the JSON.
+    // per matching row; `+` keeps it on the primary key, driven by the JSON.
     let status = if d == Dialect::Sqlite { "+o.status" } else { "o.status" };
-    let fence = format!("o.id = c.id AND o.claim_token = c.token AND {status} = 'sending'");
+    let fence = match fence {
+        Fence::Claimed => format!("o.id = c.id AND o.claim_token = c.token AND {status} = 'sending'"),
+        Fence::Unclaimed => format!("o.id = c.id AND o.updated_at = c.version AND {status} = 'scheduled'"),
+    };
     let ids = if d.has_update_returning() {
         // RETURNING names the updated table's column: qualified on
         // PostgreSQL (`id` alone is ambiguous with the JSON's), bare on SQLite.
@@ -158,10 +194,7 @@ async fn fenced_update(
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(db("record outcomes: lock outbox rows"))?;
-        let set = "o.status = c.status, o.last_error = c.last_error, o.due_at = COALESCE(c.due_at, o.due_at), \
-             o.claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, o.claim_token = NULL, \
-             o.updated_at = ?";
-        sqlx::query(&format!("UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET {set}"))
+        sqlx::query(&format!("UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET {SET_CHANGE_MYSQL}"))
             .bind(changes.to_owned())
             .bind(now.0)
             .execute(&mut *conn)

@@ -8,7 +8,7 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::json_rows::{Col, to_json};
+use super::json_rows::{Col, keys_json, to_json};
 use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord,
@@ -58,6 +58,10 @@ pub struct SqlStore {
 /// Every fixed query, already in the dialect's placeholder form.
 struct Queries {
     claim: String,
+    claim_channel: String,
+    claim_unknown: String,
+    peek_channel: String,
+    next_due_channel: String,
     claimed_by_token: String,
     release: String,
     reclaim: String,
@@ -80,6 +84,44 @@ impl Queries {
             Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due",
             _ => "engagement_outbox",
         };
+        let due_channel_rows = match d {
+            Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due_channel",
+            _ => "engagement_outbox",
+        };
+        let set_claimed = "SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, \
+                           attempts = attempts + 1";
+        // One channel's due rows: its own queue, so a backlog on a slow
+        // channel never stands in front of a fast one's rows.
+        let claim_channel = if d.has_update_returning() {
+            format!(
+                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND id IN (\
+                   SELECT id FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
+                   ORDER BY due_at LIMIT ?) RETURNING {OUTBOX_COLUMNS}"
+            )
+        } else {
+            format!(
+                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
+                 ORDER BY due_at LIMIT ?"
+            )
+        };
+        let known = d.json_rows(&[("k", Col::Key)], "known");
+        let claim_unknown = if d.has_update_returning() {
+            format!(
+                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND id IN (\
+                   SELECT id FROM {due_rows} WHERE status = 'scheduled' AND due_at <= ? \
+                   AND channel NOT IN (SELECT known.k FROM {known}) ORDER BY due_at LIMIT ?) RETURNING {OUTBOX_COLUMNS}"
+            )
+        } else {
+            format!(
+                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND due_at <= ? \
+                 AND channel NOT IN (SELECT known.k FROM {known}) ORDER BY due_at LIMIT ?"
+            )
+        };
+        let taken = d.json_rows(&[("k", Col::Key)], "taken");
+        let peek_channel = format!(
+            "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
+             AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) ORDER BY due_at LIMIT ?"
+        );
         let claim = if d.has_update_returning() {
             // The subquery picks candidates; the outer `status='scheduled'`
             // is the compare-and-set. Two instances may pick the same ids:
@@ -104,6 +146,11 @@ impl Queries {
         };
         Queries {
             claim: d.sql(&claim),
+            claim_channel: d.sql(&claim_channel),
+            claim_unknown: d.sql(&claim_unknown),
+            peek_channel: d.sql(&peek_channel),
+            next_due_channel: d
+                .sql(&format!("SELECT MIN(due_at) FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ?")),
             claimed_by_token: d.sql(&format!(
                 "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE claim_token = ? AND status = 'sending'"
             )),
@@ -257,6 +304,43 @@ impl SqlStore {
         }
         query.execute(&mut *conn).await.map_err(StoreError::db("notify other instances"))?;
         Ok(())
+    }
+
+    /// Runs a claim statement (an `UPDATE` that marks rows `sending` under
+    /// `token`) and returns the rows it won.
+    async fn run_claim<'q>(
+        &self,
+        claim: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        if self.dialect == Dialect::Sqlite {
+            // A claim need not survive a power cut: lost, its rows are simply
+            // due again, as after a crash. So on SQLite it commits without
+            // waiting for the disk (`synchronous = NORMAL` in WAL mode); the
+            // next durable commit (an outcome, a trigger) flushes it with
+            // everything before it. It is the one write per batch that can
+            // skip a disk flush, and the writer connection spends most of its
+            // time in those.
+            let mut conn = self.writer.acquire().await.map_err(StoreError::db("claim due rows"))?;
+            conn.execute("PRAGMA synchronous = NORMAL").await.map_err(StoreError::db("claim due rows"))?;
+            let rows = claim.fetch_all(&mut *conn).await;
+            conn.execute("PRAGMA synchronous = FULL").await.map_err(StoreError::db("claim due rows"))?;
+            return outbox_rows(&rows.map_err(StoreError::db("claim due rows"))?);
+        }
+        if self.dialect.has_update_returning() {
+            let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
+            return outbox_rows(&rows);
+        }
+        let won = claim.execute(&self.writer).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
+        if won == 0 {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&self.q.claimed_by_token)
+            .bind(token.to_owned())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(StoreError::db("read claimed rows"))?;
+        outbox_rows(&rows)
     }
 
     /// Tells other PostgreSQL instances' workers, from inside the writing
@@ -437,34 +521,69 @@ impl Store for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(i64::from(limit));
-        if self.dialect == Dialect::Sqlite {
-            // A claim need not survive a power cut: lost, its rows are simply
-            // due again, as after a crash. So on SQLite it commits without
-            // waiting for the disk (`synchronous = NORMAL` in WAL mode); the
-            // next durable commit (an outcome, a trigger) flushes it with
-            // everything before it. It is the one write per batch that can
-            // skip a disk flush, and the writer connection spends most of its
-            // time in those.
-            let mut conn = self.writer.acquire().await.map_err(StoreError::db("claim due rows"))?;
-            conn.execute("PRAGMA synchronous = NORMAL").await.map_err(StoreError::db("claim due rows"))?;
-            let rows = claim.fetch_all(&mut *conn).await;
-            conn.execute("PRAGMA synchronous = FULL").await.map_err(StoreError::db("claim due rows"))?;
-            return outbox_rows(&rows.map_err(StoreError::db("claim due rows"))?);
-        }
-        if self.dialect.has_update_returning() {
-            let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
-            return outbox_rows(&rows);
-        }
-        let won = claim.execute(&self.writer).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
-        if won == 0 {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(&self.q.claimed_by_token)
+        self.run_claim(claim, token).await
+    }
+
+    async fn claim_channel(
+        &self,
+        channel: &str,
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let claim = sqlx::query(&self.q.claim_channel)
             .bind(token.to_owned())
+            .bind(now.0)
+            .bind(now.0)
+            .bind(channel.to_owned())
+            .bind(now.0)
+            .bind(i64::from(limit));
+        self.run_claim(claim, token).await
+    }
+
+    async fn claim_unknown_channels(
+        &self,
+        known: &[&str],
+        now: Millis,
+        limit: u32,
+        token: &str,
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let claim = sqlx::query(&self.q.claim_unknown)
+            .bind(token.to_owned())
+            .bind(now.0)
+            .bind(now.0)
+            .bind(now.0)
+            .bind(keys_json(known.iter().copied())?)
+            .bind(i64::from(limit));
+        self.run_claim(claim, token).await
+    }
+
+    async fn peek_channel(
+        &self,
+        channel: &str,
+        now: Millis,
+        limit: u32,
+        exclude: &[String],
+    ) -> Result<Vec<OutboxRow>, StoreError> {
+        let rows = sqlx::query(&self.q.peek_channel)
+            .bind(channel.to_owned())
+            .bind(now.0)
+            .bind(keys_json(exclude.iter().map(String::as_str))?)
+            .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await
-            .map_err(StoreError::db("read claimed rows"))?;
+            .map_err(StoreError::db("read due rows"))?;
         outbox_rows(&rows)
+    }
+
+    async fn next_due_for(&self, channel: &str) -> Result<Option<Millis>, StoreError> {
+        let row = sqlx::query(&self.q.next_due_channel)
+            .bind(channel.to_owned())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(StoreError::db("next due"))?;
+        let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
+        Ok(v.map(Millis))
     }
 
     async fn record_outcomes(&self, items: &[Record], now: Millis) -> Result<Vec<bool>, StoreError> {

@@ -7,38 +7,39 @@
 //! Kept from the seed: claiming is a compare-and-set, never a held lock or
 //! `SKIP LOCKED`; a missing channel ends the row `failed` and says so; a
 //! channel that errors or panics is a transient failure, not a crashed tick;
-//! the batch is a bound, not a target; retry is flat. Added: one statement
-//! claims a batch; every write after it is fenced by the claim's token; the
-//! outcome and its send-log row commit together, and outcomes from
-//! concurrent deliveries share transactions; a batch is composed with a
-//! fixed number of queries; rows past their grace window expire; deliveries
-//! run concurrently up to a per-channel limit; the next batch is claimed
-//! while the current one delivers; an enqueue wakes the worker at once;
-//! shutdown puts back what it did not finish.
+//! the batch is a bound, not a target; retry is flat. Added: each channel
+//! is a lane with its own queue (see `lane`); one statement claims a batch;
+//! every write after it is fenced by the claim's token; the outcome and its
+//! send-log row commit together, and outcomes from concurrent deliveries
+//! share transactions; a batch is composed with a fixed number of queries;
+//! rows past their grace window expire; deliveries run concurrently up to a
+//! per-channel limit; the next batch is claimed while the current one
+//! delivers; an inbox row is claimed, delivered and recorded in one
+//! transaction; an enqueue wakes the worker at once; shutdown puts back what
+//! it did not finish.
 
+mod lane;
 pub mod policy;
+mod record;
 
 use std::collections::{BTreeMap, HashMap};
-use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use futures::FutureExt;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::address::AddressKeys;
 use crate::batch::Batcher;
-use crate::channel::{Delivery, Lookup, Outcome, Registry};
+use crate::channel::{Lookup, Registry};
 use crate::clock::Clock;
-use crate::compose::{Composer, Prepared};
-use crate::domain::SendStatus;
+use crate::compose::Composer;
 use crate::metrics::Metrics;
-use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, Store, StoreError, new_id};
-use policy::{Decision, FinishSpec, RetryPolicy};
+use crate::store::{OutboxRow, Record, Store, StoreError, new_id};
+use lane::{Claimed, Lane};
+use record::InFlight;
 
 /// The worker's settings. Defaults are the seed's.
 #[derive(Debug, Clone)]
@@ -111,6 +112,21 @@ impl TickReport {
     fn is_empty(&self) -> bool {
         *self == TickReport::default()
     }
+
+    fn add(&mut self, other: &TickReport) {
+        self.reclaimed += other.reclaimed;
+        self.claimed += other.claimed;
+        self.sent += other.sent;
+        self.failed += other.failed;
+        self.suppressed += other.suppressed;
+        self.bounced += other.bounced;
+        self.expired += other.expired;
+        self.cancelled += other.cancelled;
+        self.retried += other.retried;
+        self.lost_claim += other.lost_claim;
+        self.released += other.released;
+        self.unrecorded += other.unrecorded;
+    }
 }
 
 /// Rows this worker has finished since it started, for `herald bench` and
@@ -123,54 +139,7 @@ pub struct Totals {
     pub sent: AtomicU64,
 }
 
-/// What became of one claimed row.
-enum RowResult {
-    Finished(SendStatus),
-    Retried,
-    LostClaim,
-    Unrecorded,
-}
-
-/// A batch this instance claimed: the rows and the token that fences them.
-struct Claimed {
-    token: String,
-    rows: Vec<OutboxRow>,
-}
-
-/// Row tasks in flight, with the claim each holds (to put it back if the
-/// task is abandoned at shutdown).
-struct InFlight {
-    set: JoinSet<RowResult>,
-    claims: HashMap<tokio::task::Id, (String, String)>,
-}
-
-impl InFlight {
-    fn new() -> InFlight {
-        InFlight { set: JoinSet::new(), claims: HashMap::new() }
-    }
-
-    fn spawn(&mut self, row_id: &str, token: &str, task: impl Future<Output = RowResult> + Send + 'static) {
-        let handle = self.set.spawn(task);
-        self.claims.insert(handle.id(), (row_id.to_owned(), token.to_owned()));
-    }
-
-    fn joined(
-        &mut self,
-        joined: Result<(tokio::task::Id, RowResult), tokio::task::JoinError>,
-        report: &mut TickReport,
-    ) {
-        match joined {
-            Ok((task, result)) => {
-                self.claims.remove(&task);
-                tally(report, result);
-            }
-            // A bug in our own code, not the channel's (those panics are
-            // caught). The row is put back at shutdown or reclaimed.
-            Err(e) => tracing::error!(error = %e, "row task failed"),
-        }
-    }
-}
-
+#[derive(Clone)]
 pub struct Worker {
     inner: Arc<Inner>,
 }
@@ -183,10 +152,14 @@ struct Inner {
     metrics: Metrics,
     limits: HashMap<String, Arc<Semaphore>>,
     default_limit: Arc<Semaphore>,
+    /// One per channel this instance can deliver on.
+    lanes: Vec<Arc<Lane>>,
     composer: Composer,
     /// Outcomes from concurrent deliveries, group-committed (see `batch`).
     recorder: Batcher<Record, Result<bool, Arc<StoreError>>>,
     totals: Totals,
+    /// What the run loop did since its last log line.
+    progress: Mutex<TickReport>,
 }
 
 /// Most outcomes written in one transaction.
@@ -214,7 +187,7 @@ impl Worker {
         metrics: Metrics,
         keys: Option<AddressKeys>,
     ) -> Worker {
-        let limits = registry
+        let limits: HashMap<String, Arc<Semaphore>> = registry
             .names()
             .map(|name| {
                 let n = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
@@ -222,19 +195,23 @@ impl Worker {
             })
             .collect();
         let default_limit = Arc::new(Semaphore::new(config.default_concurrency.max(1)));
+        let lanes = registry
+            .names()
+            .filter_map(|name| match registry.lookup(name) {
+                Lookup::Ready(handler) => Some(Arc::new(Lane {
+                    channel: name.to_owned(),
+                    direct: handler.delivers_in_database(),
+                    handler: handler.clone(),
+                    wake: tokio::sync::Notify::new(),
+                })),
+                Lookup::Missing(_) => None,
+            })
+            .collect();
         let recorder = {
             let (store, clock) = (store.clone(), clock.clone());
             Batcher::spawn(RECORD_GROUP, move |items: Vec<Record>| {
                 let (store, clock) = (store.clone(), clock.clone());
-                async move {
-                    match store.record_outcomes(&items, clock.now()).await {
-                        Ok(won) => won.into_iter().map(Ok).collect(),
-                        Err(e) => {
-                            let e = Arc::new(e);
-                            items.iter().map(|_| Err(e.clone())).collect()
-                        }
-                    }
-                }
+                async move { record_group(store.as_ref(), &items, clock.now()).await }
             })
         };
         let composer = Composer::new(store.clone(), keys);
@@ -247,9 +224,11 @@ impl Worker {
                 metrics,
                 limits,
                 default_limit,
+                lanes,
                 composer,
                 recorder,
                 totals: Totals::default(),
+                progress: Mutex::new(TickReport::default()),
             }),
         }
     }
@@ -268,8 +247,9 @@ impl Worker {
         self.tick_until(&CancellationToken::new()).await
     }
 
-    /// One sweep: take back stale claims, claim a batch, deliver it, record,
-    /// and wait for all of it.
+    /// One sweep: take back stale claims, then a batch from each channel's
+    /// lane (and the due rows of channels this instance does not have),
+    /// deliver them, record, and wait for all of it.
     ///
     /// If `shutdown` fires meanwhile, rows still waiting for a delivery slot
     /// are put back at once, in-flight deliveries get `shutdown_grace` to
@@ -280,113 +260,101 @@ impl Worker {
         if shutdown.is_cancelled() {
             return Ok(report);
         }
-        let claimed = self.claim().await?;
-        report.claimed = claimed.rows.len();
         let mut inflight = InFlight::new();
-        report.released += self.dispatch(claimed, shutdown, &mut inflight).await;
+        for lane in &self.inner.lanes {
+            if lane.direct {
+                if let Some(batch) = self.direct_batch(lane, &[]).await? {
+                    report.claimed += batch.ids.len();
+                    batch.finish(&mut report).await;
+                }
+            } else {
+                let claimed = self.claim_lane(lane).await?;
+                report.claimed += claimed.rows.len();
+                report.released += self.dispatch(claimed, shutdown, &mut inflight).await;
+            }
+        }
+        let unknown = self.claim_unknown().await?;
+        report.claimed += unknown.rows.len();
+        report.released += self.dispatch(unknown, shutdown, &mut inflight).await;
         self.finish_inflight(&mut inflight, shutdown, &mut report).await;
         Ok(report)
     }
 
-    /// Works until `shutdown` fires, claiming the next batch while the
-    /// current one delivers (so a batch's slowest row never holds up the
-    /// next), and sleeping, when nothing is due, until the earliest of: the
-    /// next row falling due, an enqueue in this process (or, on PostgreSQL,
-    /// in another instance), or `poll`.
+    /// Works until `shutdown` fires: every lane on its own, each sleeping,
+    /// when nothing is due, until the earliest of its next row falling due,
+    /// an enqueue in this process (or, on PostgreSQL, in another instance),
+    /// or `poll`; and, every few seconds, the stale claims and the rows of
+    /// channels this instance does not have.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
         tracing::info!(
             poll = ?inner.config.poll,
             batch = inner.config.batch,
             max_attempts = inner.config.max_attempts,
+            lanes = ?inner.lanes.iter().map(|l| l.channel.as_str()).collect::<Vec<_>>(),
             "outbox worker started"
         );
-        // At most one batch claimed ahead of the one being dispatched: the
-        // local queue of graphile-worker, bounded so that a slow channel
-        // does not leave hundreds of rows claimed and waiting.
-        let (ahead, mut claimed) = mpsc::channel::<Claimed>(1);
-        let claimer = tokio::spawn(Worker { inner: self.inner.clone() }.claim_loop(ahead, shutdown.clone()));
-        let mut inflight = InFlight::new();
-        let mut report = TickReport::default();
+        let mut tasks = tokio::task::JoinSet::new();
+        for lane in &inner.lanes {
+            let (worker, lane, shutdown) = (self.clone(), lane.clone(), shutdown.clone());
+            if lane.direct {
+                tasks.spawn(async move { worker.run_direct_lane(lane, shutdown).await });
+            } else {
+                tasks.spawn(async move { worker.run_claimed_lane(lane, shutdown).await });
+            }
+        }
+        {
+            let (worker, shutdown) = (self.clone(), shutdown.clone());
+            tasks.spawn(async move { worker.maintain(shutdown).await });
+        }
+        // One enqueue signal; every lane is woken by it.
+        let wake = inner.store.enqueued_signal();
         let mut summary = tokio::time::interval(SUMMARY_EVERY);
         summary.tick().await;
         loop {
             tokio::select! {
-                batch = claimed.recv() => match batch {
-                    Some(batch) => report.released += self.dispatch(batch, &shutdown, &mut inflight).await,
-                    None => break, // the claimer stopped: shutdown
-                },
-                Some(joined) = inflight.set.join_next_with_id(), if !inflight.set.is_empty() => {
-                    inflight.joined(joined, &mut report);
-                }
-                _ = summary.tick() => log_summary(&mut report),
+                _ = wake.notified() => inner.lanes.iter().for_each(|l| l.wake.notify_one()),
+                _ = summary.tick() => self.log_progress(),
                 _ = shutdown.cancelled() => break,
             }
         }
-        // Batches claimed ahead and never dispatched: no delivery started,
-        // so their attempts are refunded.
-        claimed.close();
-        while let Some(batch) = claimed.recv().await {
-            report.released += self.release_unstarted(&batch.token, &batch.rows).await;
-        }
-        let _ = claimer.await;
-        self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
-        log_summary(&mut report);
+        while tasks.join_next().await.is_some() {}
+        self.log_progress();
         tracing::info!("outbox worker stopped");
     }
 
-    /// Claims batches and hands them to `ahead` until shutdown.
-    async fn claim_loop(self, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
-        let inner = &self.inner;
-        let wake = inner.store.enqueued_signal();
-        let mut backoff = FIRST_BACKOFF;
-        let mut last_reclaim: Option<Instant> = None;
+    /// Every few seconds: stale claims taken back, and the rows of channels
+    /// this instance cannot deliver on ended with the reason.
+    async fn maintain(&self, shutdown: CancellationToken) {
+        let every = reclaim_every(self.inner.config.stale);
         while !shutdown.is_cancelled() {
-            // Stale claims are rare; looking for them every few seconds is
-            // plenty, and keeps a statement off every batch.
-            if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every(inner.config.stale)) {
-                self.reclaim().await;
-                last_reclaim = Some(Instant::now());
-            }
-            let pause = match self.claim().await {
-                Ok(batch) if batch.rows.is_empty() => self.pause_until_next_due(false).await,
-                Ok(batch) => {
-                    backoff = FIRST_BACKOFF;
-                    let full = batch.rows.len() as u32 >= inner.config.batch;
-                    let token = batch.token.clone();
-                    if let Err(unsent) = ahead.send(batch).await {
-                        // The dispatcher has stopped (shutdown) before taking
-                        // this batch: give it back untouched.
-                        self.release_unstarted(&token, &unsent.0.rows).await;
-                        return;
-                    }
-                    if full {
-                        continue; // a backlog: go straight on
-                    }
-                    self.pause_until_next_due(true).await
+            let mut report = TickReport { reclaimed: self.reclaim().await, ..TickReport::default() };
+            match self.claim_unknown().await {
+                Ok(unknown) => {
+                    let mut inflight = InFlight::new();
+                    report.released += self.dispatch(unknown, &shutdown, &mut inflight).await;
+                    self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
                 }
-                Err(e) => {
-                    // The database is away: back off, doubling up to a cap,
-                    // and try again; the pool reconnects by itself.
-                    if e.is_contention() {
-                        tracing::debug!(error = %e, "claim lost a race with another instance; trying again");
-                    } else {
-                        tracing::error!(error = %e, retry_in = ?backoff, "outbox claim failed");
-                    }
-                    let pause = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF.min(inner.config.poll));
-                    pause
-                }
-            };
-            if pause.is_zero() {
-                continue;
+                Err(e) => tracing::warn!(error = %e, "could not look for rows of channels this instance lacks"),
             }
+            self.progress(|r| r.add(&report));
             tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = wake.notified() => {}
+                _ = tokio::time::sleep(every) => {}
                 _ = shutdown.cancelled() => {}
             }
         }
+    }
+
+    /// Claims due rows of channels no lane serves, to end them with the
+    /// registry's reason.
+    async fn claim_unknown(&self) -> Result<Claimed, StoreError> {
+        let inner = &self.inner;
+        let token = new_id();
+        let known: Vec<&str> = inner.lanes.iter().map(|l| l.channel.as_str()).collect();
+        let (started, now) = (std::time::Instant::now(), inner.clock.now());
+        let rows = inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token).await?;
+        self.note_taken(&rows, started, now);
+        Ok(Claimed { token, rows })
     }
 
     /// Takes back claims older than the stale window; never fails the caller.
@@ -412,89 +380,6 @@ impl Worker {
         }
     }
 
-    async fn claim(&self) -> Result<Claimed, StoreError> {
-        let inner = &self.inner;
-        let token = new_id();
-        let started = Instant::now();
-        let now = inner.clock.now();
-        let rows = inner.store.claim_due(now, inner.config.batch, &token).await?;
-        inner.metrics.claim_duration(started.elapsed().as_secs_f64());
-        inner.totals.claimed.fetch_add(rows.len() as u64, Ordering::Relaxed);
-        for row in &rows {
-            inner.metrics.claim_latency(now.since(row.due_at).as_secs_f64());
-        }
-        if !rows.is_empty() {
-            tracing::debug!(rows = rows.len(), "claimed a batch");
-        }
-        Ok(Claimed { token, rows })
-    }
-
-    /// Composes a claimed batch and starts its deliveries, each when its
-    /// channel has a free slot. Returns how many rows it put back because
-    /// `shutdown` fired before their delivery could start.
-    async fn dispatch(&self, batch: Claimed, shutdown: &CancellationToken, inflight: &mut InFlight) -> usize {
-        let inner = &self.inner;
-        if batch.rows.is_empty() {
-            return 0;
-        }
-        let policy = self.policy();
-        let now = inner.clock.now();
-        // Expired rows and rows out of attempts need no composing.
-        let mut due = Vec::with_capacity(batch.rows.len());
-        for row in batch.rows {
-            match policy::before_delivery(&row, now, policy) {
-                Some(spec) => {
-                    let inner = self.inner.clone();
-                    let token = batch.token.clone();
-                    inflight.spawn(&row.id.clone(), &batch.token, async move {
-                        record(&inner, &row, &token, Decision::Finish(spec), None).await
-                    });
-                }
-                None => due.push(row),
-            }
-        }
-        let mut prepared = inner.composer.prepare(due).await.into_iter();
-        while let Some(p) = prepared.next() {
-            let token = batch.token.clone();
-            let (delivery, channel) = match p {
-                Prepared::Skip { row, outcome } => {
-                    let inner = self.inner.clone();
-                    inflight.spawn(&row.id.clone(), &token.clone(), async move {
-                        decide_and_record(&inner, &row, &token, outcome).await
-                    });
-                    continue;
-                }
-                Prepared::Deliver(d) => match inner.registry.lookup(&d.row.channel) {
-                    Lookup::Missing(detail) => {
-                        let inner = self.inner.clone();
-                        let row = d.row;
-                        inflight.spawn(&row.id.clone(), &token.clone(), async move {
-                            decide_and_record(&inner, &row, &token, Outcome::terminal(detail)).await
-                        });
-                        continue;
-                    }
-                    Lookup::Ready(channel) => (d, channel.clone()),
-                },
-            };
-            let limit = inner.limits.get(&delivery.row.channel).unwrap_or(&inner.default_limit).clone();
-            let permit = tokio::select! {
-                permit = limit.acquire_owned() => permit.expect("delivery semaphores are never closed"),
-                _ = shutdown.cancelled() => {
-                    // Never started: put this row and the rest of the batch
-                    // back without counting the attempt.
-                    let mut rows = vec![delivery.row];
-                    rows.extend(prepared.map(|p| p.row().clone()));
-                    return self.release_unstarted(&batch.token, &rows).await;
-                }
-            };
-            let inner = self.inner.clone();
-            inflight.spawn(&delivery.row.id.clone(), &token.clone(), async move {
-                deliver(inner, delivery, channel, token, permit).await
-            });
-        }
-        0
-    }
-
     /// Waits for the row tasks; on shutdown gives them `shutdown_grace`,
     /// then abandons the rest and puts their rows back (their attempt
     /// stands: the delivery may have reached the user).
@@ -518,7 +403,7 @@ impl Worker {
                     while let Some(joined) = inflight.set.join_next_with_id().await {
                         if let Ok((task, result)) = joined {
                             inflight.claims.remove(&task);
-                            tally(report, result);
+                            record::tally(report, result);
                         }
                     }
                     break;
@@ -550,29 +435,59 @@ impl Worker {
         }
     }
 
-    fn policy(&self) -> RetryPolicy {
-        RetryPolicy { max_attempts: self.inner.config.max_attempts, retry: self.inner.config.retry }
+    /// Adds to what the run loop reports in its next log line.
+    fn progress(&self, f: impl FnOnce(&mut TickReport)) {
+        f(&mut self.inner.progress.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
-    async fn pause_until_next_due(&self, claimed_some: bool) -> Duration {
-        let inner = &self.inner;
-        match inner.store.next_due_at().await {
-            Ok(Some(next)) => {
-                let now = inner.clock.now();
-                if next <= now {
-                    // Due rows remain: straight on if the last sweep made
-                    // progress; otherwise another instance is on them, so
-                    // do not spin.
-                    if claimed_some { Duration::ZERO } else { Duration::from_millis(100) }
-                } else {
-                    next.since(now).min(inner.config.poll)
-                }
+    /// One INFO line with what the worker did since the last one, as fields.
+    fn log_progress(&self) {
+        let r = std::mem::take(&mut *self.inner.progress.lock().unwrap_or_else(PoisonError::into_inner));
+        if r.is_empty() {
+            return;
+        }
+        tracing::info!(
+            sent = r.sent,
+            failed = r.failed,
+            suppressed = r.suppressed,
+            bounced = r.bounced,
+            expired = r.expired,
+            cancelled = r.cancelled,
+            retried = r.retried,
+            lost_claim = r.lost_claim,
+            reclaimed = r.reclaimed,
+            released = r.released,
+            unrecorded = r.unrecorded,
+            "outbox worker progress"
+        );
+    }
+}
+
+/// Writes a group of outcomes in one transaction. If the database refuses
+/// the group for something in one of its rows (not a lost race), the rows
+/// are written one by one, so that row fails alone instead of holding back
+/// every outcome flushed with it.
+async fn record_group(
+    store: &dyn Store,
+    items: &[Record],
+    now: crate::clock::Millis,
+) -> Vec<Result<bool, Arc<StoreError>>> {
+    match store.record_outcomes(items, now).await {
+        Ok(won) => won.into_iter().map(Ok).collect(),
+        Err(e) if items.len() > 1 && !e.is_contention() => {
+            tracing::warn!(error = %e, rows = items.len(), "recording a group of outcomes failed; recording them one by one");
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.push(match store.record_outcomes(std::slice::from_ref(item), now).await {
+                    Ok(mut won) => Ok(won.remove(0)),
+                    Err(e) => Err(Arc::new(e)),
+                });
             }
-            Ok(None) => inner.config.poll,
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the next due time");
-                inner.config.poll
-            }
+            out
+        }
+        Err(e) => {
+            let e = Arc::new(e);
+            items.iter().map(|_| Err(e.clone())).collect()
         }
     }
 }
@@ -587,161 +502,4 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// at most once a minute and at least once every five seconds.
 fn reclaim_every(stale: Duration) -> Duration {
     (stale / 4).clamp(Duration::from_secs(5), Duration::from_secs(60))
-}
-
-/// One INFO line with what the worker did since the last one, as fields.
-fn log_summary(report: &mut TickReport) {
-    if report.is_empty() {
-        return;
-    }
-    let r = std::mem::take(report);
-    tracing::info!(
-        sent = r.sent,
-        failed = r.failed,
-        suppressed = r.suppressed,
-        bounced = r.bounced,
-        expired = r.expired,
-        cancelled = r.cancelled,
-        retried = r.retried,
-        lost_claim = r.lost_claim,
-        released = r.released,
-        unrecorded = r.unrecorded,
-        "outbox worker progress"
-    );
-}
-
-fn tally(report: &mut TickReport, result: RowResult) {
-    use crate::domain::SendStatus as S;
-    match result {
-        RowResult::Finished(S::Sent) => report.sent += 1,
-        RowResult::Finished(S::Suppressed) => report.suppressed += 1,
-        RowResult::Finished(S::Bounced) => report.bounced += 1,
-        RowResult::Finished(S::Expired) => report.expired += 1,
-        RowResult::Finished(S::Cancelled) => report.cancelled += 1,
-        RowResult::Finished(_) => report.failed += 1,
-        RowResult::Retried => report.retried += 1,
-        RowResult::LostClaim => report.lost_claim += 1,
-        RowResult::Unrecorded => report.unrecorded += 1,
-    }
-}
-
-/// Calls the channel for one row (holding its delivery slot only for the
-/// call), then records what came of it.
-async fn deliver(
-    inner: Arc<Inner>,
-    delivery: Box<Delivery>,
-    channel: Arc<dyn crate::channel::Channel>,
-    token: String,
-    permit: OwnedSemaphorePermit,
-) -> RowResult {
-    let attempt = AssertUnwindSafe(channel.deliver(&delivery)).catch_unwind();
-    let outcome = match tokio::time::timeout(inner.config.deliver_timeout, attempt).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(panic)) => {
-            let msg = panic_message(&panic);
-            tracing::error!(outbox = %delivery.row.id, channel = %delivery.row.channel, panic = %msg, "channel panicked");
-            Outcome::retry(format!("channel \"{}\" panicked: {msg}", delivery.row.channel))
-        }
-        Err(_) => {
-            Outcome::retry(format!("delivery did not finish within {}s", inner.config.deliver_timeout.as_secs_f64()))
-        }
-    };
-    drop(permit);
-    decide_and_record(&inner, &delivery.row, &token, outcome).await
-}
-
-async fn decide_and_record(inner: &Inner, row: &OutboxRow, token: &str, outcome: Outcome) -> RowResult {
-    let policy = RetryPolicy { max_attempts: inner.config.max_attempts, retry: inner.config.retry };
-    // An inbox delivery hands over its message to be written with the
-    // outcome (see `Record::inbox`).
-    let (outcome, inbox) = match outcome {
-        Outcome::Inbox(message) => (Outcome::sent("inbox"), Some(*message)),
-        other => (other, None),
-    };
-    inner.metrics.delivery(&row.channel, outcome_label(&outcome, row, policy));
-    let decision = policy::decide(outcome, row, inner.clock.now(), policy);
-    record(inner, row, token, decision, inbox).await
-}
-
-fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'static str {
-    match outcome {
-        Outcome::Retry { .. } if row.attempts >= i64::from(policy.max_attempts) => "failed",
-        Outcome::Terminal { .. } => "failed",
-        other => other.label(),
-    }
-}
-
-/// Writes the decision, fenced by the claim token. A write that fails (the
-/// database blinked) is tried a few times before the row is left to the stale
-/// reclaim: giving up at once would turn a one-second outage into a duplicate
-/// delivery fifteen minutes later.
-async fn record(
-    inner: &Inner,
-    row: &OutboxRow,
-    token: &str,
-    decision: Decision,
-    inbox: Option<NewInboxMessage>,
-) -> RowResult {
-    let (action, spec) = match decision {
-        Decision::Finish(spec) => (RecordAction::Finish(spec.clone().into_finish()), Some(spec)),
-        Decision::Retry { due_at, detail } => {
-            tracing::warn!(outbox = %row.id, channel = %row.channel, attempt = row.attempts, retry_at = %due_at, reason = %detail, "delivery failed; will retry");
-            (RecordAction::Reschedule { due_at, detail }, None)
-        }
-    };
-    let item = Record { row: row.clone(), token: token.to_owned(), action, inbox };
-    let mut wait = Duration::from_millis(200);
-    for attempt in 1..=4 {
-        let result = match inner.recorder.submit(item.clone()).await {
-            Some(r) => r,
-            None => Err(Arc::new(StoreError::WriterGone)),
-        };
-        match result {
-            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec)),
-            Ok(false) => {
-                tracing::warn!(outbox = %row.id, "claim was taken back before the outcome was recorded; leaving it to the newer attempt");
-                inner.metrics.delivery(&row.channel, "lost_claim");
-                return RowResult::LostClaim;
-            }
-            Err(e) if attempt < 4 => {
-                tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying");
-                tokio::time::sleep(wait).await;
-                wait *= 4;
-            }
-            Err(e) => {
-                tracing::error!(outbox = %row.id, error = %e, "could not record outcome; the row will be reclaimed after the stale window");
-                return RowResult::Unrecorded;
-            }
-        }
-    }
-    RowResult::Unrecorded
-}
-
-fn finished(inner: &Inner, row: &OutboxRow, spec: &FinishSpec) -> RowResult {
-    inner.totals.finished.fetch_add(1, Ordering::Relaxed);
-    match spec.status {
-        SendStatus::Sent => {
-            inner.totals.sent.fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(outbox = %row.id, channel = %row.channel, "sent");
-        }
-        SendStatus::Failed | SendStatus::Bounced => {
-            let reason = spec.detail.as_deref().unwrap_or("");
-            tracing::warn!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "delivery failed");
-        }
-        _ => {
-            let reason = spec.detail.as_deref().unwrap_or("");
-            tracing::debug!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "not delivered");
-        }
-    }
-    RowResult::Finished(spec.status)
-}
-
-fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(no message)".to_owned()
-    }
 }

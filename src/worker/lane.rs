@@ -1,0 +1,359 @@
+//! Lanes: each channel's rows are a queue of their own.
+//!
+//! One queue for every channel would put a backlog of mail for a slow relay
+//! in front of the in-app inbox's rows; so each channel has a lane that
+//! claims only its own rows (through an index per channel) and delivers
+//! them under its own concurrency limit.
+//!
+//! A lane is one of two kinds. A channel that talks to the outside world
+//! (email, webhooks) has a *claimed* lane: rows are claimed (`sending`,
+//! under a token), delivered outside any transaction, and recorded fenced
+//! by the claim, as the seed does. A channel whose delivery is itself a
+//! write in Herald's database (the inbox) has a *direct* lane: rows are
+//! read without claiming them, rendered, and then claimed, delivered and
+//! recorded in one transaction by one compare-and-set on the row being
+//! still `scheduled` and unchanged. Nothing is ever in flight outside a
+//! transaction for such a row, so it cannot be left `sending` or delivered
+//! twice, and it costs one write of the outbox row instead of two.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, policy, record, tally};
+use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
+use crate::channel::{Channel, Lookup, Outcome};
+use crate::compose::Prepared;
+use crate::store::{OutboxRow, StoreError, new_id};
+
+/// One channel's queue.
+pub(super) struct Lane {
+    pub channel: String,
+    pub handler: Arc<dyn Channel>,
+    /// Delivered by a write in Herald's own database: see the module docs.
+    pub direct: bool,
+    /// Woken when rows are enqueued.
+    pub wake: Notify,
+}
+
+/// A batch this instance claimed: the rows and the token that fences them.
+pub(super) struct Claimed {
+    pub token: String,
+    pub rows: Vec<OutboxRow>,
+}
+
+/// A direct batch whose outcomes are being recorded.
+pub(super) struct Recording {
+    /// The rows' ids: read again while they are being recorded, they would
+    /// be delivered twice over (and lose the compare-and-set).
+    pub ids: Vec<String>,
+    pub results: JoinHandle<Vec<RowResult>>,
+}
+
+impl Recording {
+    pub async fn finish(self, report: &mut TickReport) {
+        match self.results.await {
+            Ok(results) => results.into_iter().for_each(|r| tally(report, r)),
+            Err(e) => tracing::error!(error = %e, "recording a batch failed"),
+        }
+    }
+}
+
+impl Worker {
+    /// Claims a batch of one claimed lane's rows.
+    pub(super) async fn claim_lane(&self, lane: &Lane) -> Result<Claimed, StoreError> {
+        let inner = &self.inner;
+        let token = new_id();
+        let started = Instant::now();
+        let now = inner.clock.now();
+        let rows = inner.store.claim_channel(&lane.channel, now, inner.config.batch, &token).await?;
+        self.note_taken(&rows, started, now);
+        Ok(Claimed { token, rows })
+    }
+
+    pub(super) fn note_taken(&self, rows: &[OutboxRow], started: Instant, now: crate::clock::Millis) {
+        let inner = &self.inner;
+        inner.metrics.claim_duration(started.elapsed().as_secs_f64());
+        inner.totals.claimed.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        for row in rows {
+            inner.metrics.claim_latency(now.since(row.due_at).as_secs_f64());
+        }
+        if !rows.is_empty() {
+            tracing::debug!(rows = rows.len(), "took a batch");
+        }
+    }
+
+    /// Composes a claimed batch and starts its deliveries, each when its
+    /// channel has a free slot. Returns how many rows it put back because
+    /// `shutdown` fired before their delivery could start.
+    pub(super) async fn dispatch(
+        &self,
+        batch: Claimed,
+        shutdown: &CancellationToken,
+        inflight: &mut InFlight,
+    ) -> usize {
+        let inner = &self.inner;
+        if batch.rows.is_empty() {
+            return 0;
+        }
+        let token = batch.token;
+        let now = inner.clock.now();
+        // Expired rows and rows out of attempts need no composing.
+        let mut due = Vec::with_capacity(batch.rows.len());
+        for row in batch.rows {
+            match super::policy::before_delivery(&row, now, policy(inner)) {
+                Some(spec) => {
+                    let (inner, token) = (self.inner.clone(), token.clone());
+                    inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                        record(&inner, &row, Some(&token), super::policy::Decision::Finish(spec), None).await
+                    });
+                }
+                None => due.push(row),
+            }
+        }
+        let mut prepared = inner.composer.prepare(due).await.into_iter();
+        while let Some(p) = prepared.next() {
+            let (delivery, channel) = match p {
+                Prepared::Skip { row, outcome } => {
+                    let (inner, token) = (self.inner.clone(), token.clone());
+                    inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                        decide_and_record(&inner, &row, Some(&token), outcome).await
+                    });
+                    continue;
+                }
+                Prepared::Deliver(d) => match inner.registry.lookup(&d.row.channel) {
+                    Lookup::Missing(detail) => {
+                        let (inner, token, row) = (self.inner.clone(), token.clone(), d.row);
+                        inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                            decide_and_record(&inner, &row, Some(&token), Outcome::terminal(detail)).await
+                        });
+                        continue;
+                    }
+                    Lookup::Ready(channel) => (d, channel.clone()),
+                },
+            };
+            let limit = inner.limits.get(&delivery.row.channel).unwrap_or(&inner.default_limit).clone();
+            let permit = tokio::select! {
+                permit = limit.acquire_owned() => permit.expect("delivery semaphores are never closed"),
+                _ = shutdown.cancelled() => {
+                    // Never started: put this row and the rest of the batch
+                    // back without counting the attempt.
+                    let mut rows = vec![delivery.row];
+                    rows.extend(prepared.map(|p| p.row().clone()));
+                    return self.release_unstarted(&token, &rows).await;
+                }
+            };
+            let (inner, token) = (self.inner.clone(), token.clone());
+            inflight.spawn(&delivery.row.id.clone(), Some(&token.clone()), async move {
+                deliver(inner, delivery, channel, token, permit).await
+            });
+        }
+        0
+    }
+
+    /// Reads, composes and delivers a batch of a direct lane's rows (leaving
+    /// out `exclude`, rows still being recorded), and starts recording them;
+    /// `None` when none is due.
+    pub(super) async fn direct_batch(&self, lane: &Lane, exclude: &[String]) -> Result<Option<Recording>, StoreError> {
+        let inner = &self.inner;
+        let started = Instant::now();
+        let now = inner.clock.now();
+        let mut rows = inner.store.peek_channel(&lane.channel, now, inner.config.batch, exclude).await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        self.note_taken(&rows, started, now);
+        // The attempt this is: counted when it is recorded (see `Record::token`).
+        rows.iter_mut().for_each(|r| r.attempts += 1);
+        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let mut decided = Vec::with_capacity(rows.len());
+        let mut due = Vec::with_capacity(rows.len());
+        for row in rows {
+            match super::policy::before_delivery(&row, now, policy(inner)) {
+                Some(spec) => decided.push((row, super::policy::Decision::Finish(spec), None)),
+                None => due.push(row),
+            }
+        }
+        for p in inner.composer.prepare(due).await {
+            match p {
+                Prepared::Skip { row, outcome } => {
+                    let (decision, inbox) = decide(inner, &row, outcome);
+                    decided.push((*row, decision, inbox));
+                }
+                // The channel only builds the message: no slot to wait for,
+                // no task to start.
+                Prepared::Deliver(d) => {
+                    let outcome = ask(inner, lane.handler.as_ref(), &d).await;
+                    let (decision, inbox) = decide(inner, &d.row, outcome);
+                    decided.push((d.row, decision, inbox));
+                }
+            }
+        }
+        let worker = self.inner.clone();
+        let results = tokio::spawn(async move {
+            let records = decided
+                .iter()
+                .map(|(row, decision, inbox)| record(&worker, row, None, decision.clone(), inbox.clone()));
+            futures::future::join_all(records).await
+        });
+        Ok(Some(Recording { ids, results }))
+    }
+
+    /// A claimed lane until `shutdown`: claims the next batch while the
+    /// current one delivers (so a batch's slowest row never holds up the
+    /// next), at most one batch ahead.
+    pub(super) async fn run_claimed_lane(&self, lane: Arc<Lane>, shutdown: CancellationToken) {
+        let (ahead, mut claimed) = mpsc::channel::<Claimed>(1);
+        let claimer = {
+            let (worker, lane, shutdown) = (self.clone(), lane.clone(), shutdown.clone());
+            tokio::spawn(async move { worker.lane_claimer(&lane, ahead, shutdown).await })
+        };
+        let mut inflight = InFlight::new();
+        loop {
+            tokio::select! {
+                batch = claimed.recv() => match batch {
+                    Some(batch) => {
+                        let released = self.dispatch(batch, &shutdown, &mut inflight).await;
+                        self.progress(|r| r.released += released);
+                    }
+                    None => break, // the claimer stopped: shutdown
+                },
+                Some(joined) = inflight.set.join_next_with_id(), if !inflight.set.is_empty() => {
+                    self.progress(|r| inflight.joined(joined, r));
+                }
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        // Batches claimed ahead and never dispatched: no delivery started,
+        // so their attempts are refunded.
+        claimed.close();
+        while let Some(batch) = claimed.recv().await {
+            let released = self.release_unstarted(&batch.token, &batch.rows).await;
+            self.progress(|r| r.released += released);
+        }
+        let _ = claimer.await;
+        let mut report = TickReport::default();
+        self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
+        self.progress(|r| r.add(&report));
+    }
+
+    /// Claims a claimed lane's batches and hands them to `ahead`.
+    async fn lane_claimer(&self, lane: &Lane, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
+        let mut backoff = FIRST_BACKOFF;
+        while !shutdown.is_cancelled() {
+            let pause = match self.claim_lane(lane).await {
+                Ok(batch) if batch.rows.is_empty() => self.pause_lane(lane, false).await,
+                Ok(batch) => {
+                    backoff = FIRST_BACKOFF;
+                    let full = batch.rows.len() as u32 >= self.inner.config.batch;
+                    let token = batch.token.clone();
+                    if let Err(unsent) = ahead.send(batch).await {
+                        // The dispatcher stopped (shutdown) before taking it.
+                        self.release_unstarted(&token, &unsent.0.rows).await;
+                        return;
+                    }
+                    if full {
+                        continue; // a backlog: go straight on
+                    }
+                    self.pause_lane(lane, true).await
+                }
+                Err(e) => self.failed_sweep(&e, &mut backoff),
+            };
+            self.wait(lane, pause, &shutdown).await;
+        }
+    }
+
+    /// A direct lane until `shutdown`: reads the next batch while the
+    /// current one is recorded (leaving its rows out), at most one ahead.
+    pub(super) async fn run_direct_lane(&self, lane: Arc<Lane>, shutdown: CancellationToken) {
+        let mut recording: Option<Recording> = None;
+        let mut backoff = FIRST_BACKOFF;
+        while !shutdown.is_cancelled() {
+            let exclude = recording.as_ref().map_or(&[][..], |r| r.ids.as_slice());
+            let pause = match self.direct_batch(&lane, exclude).await {
+                Ok(Some(batch)) => {
+                    backoff = FIRST_BACKOFF;
+                    let full = batch.ids.len() as u32 >= self.inner.config.batch;
+                    if let Some(previous) = recording.replace(batch) {
+                        self.finish_recording(previous).await;
+                    }
+                    if full {
+                        continue;
+                    }
+                    self.pause_lane(&lane, true).await
+                }
+                Ok(None) => match recording.take() {
+                    // Everything due is being recorded: wait for it, then look again.
+                    Some(previous) => {
+                        self.finish_recording(previous).await;
+                        continue;
+                    }
+                    None => self.pause_lane(&lane, false).await,
+                },
+                Err(e) => self.failed_sweep(&e, &mut backoff),
+            };
+            self.wait(&lane, pause, &shutdown).await;
+        }
+        if let Some(previous) = recording {
+            self.finish_recording(previous).await;
+        }
+    }
+
+    async fn finish_recording(&self, recording: Recording) {
+        let mut report = TickReport::default();
+        recording.finish(&mut report).await;
+        self.progress(|r| r.add(&report));
+    }
+
+    /// A failed claim or read: the database is away. Back off, doubling up
+    /// to a cap, and try again; the pool reconnects by itself.
+    fn failed_sweep(&self, e: &StoreError, backoff: &mut Duration) -> Duration {
+        if e.is_contention() {
+            tracing::debug!(error = %e, "claim lost a race with another instance; trying again");
+        } else {
+            tracing::error!(error = %e, retry_in = ?backoff, "outbox claim failed");
+        }
+        let pause = *backoff;
+        *backoff = (*backoff * 2).min(MAX_BACKOFF.min(self.inner.config.poll));
+        pause
+    }
+
+    /// Sleeps `pause`, or until rows are enqueued or `shutdown`.
+    async fn wait(&self, lane: &Lane, pause: Duration, shutdown: &CancellationToken) {
+        if pause.is_zero() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = lane.wake.notified() => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+
+    /// How long a lane sleeps: until its next row falls due, at most `poll`.
+    async fn pause_lane(&self, lane: &Lane, took_some: bool) -> Duration {
+        let inner = &self.inner;
+        match inner.store.next_due_for(&lane.channel).await {
+            Ok(Some(next)) => {
+                let now = inner.clock.now();
+                if next <= now {
+                    // Due rows remain: straight on if the last batch made
+                    // progress; otherwise another instance is on them, so
+                    // do not spin.
+                    if took_some { Duration::ZERO } else { Duration::from_millis(100) }
+                } else {
+                    next.since(now).min(inner.config.poll)
+                }
+            }
+            Ok(None) => inner.config.poll,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the next due time");
+                inner.config.poll
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! One row, from its channel's answer to its recorded outcome; and the set
+//! of row tasks in flight.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinSet;
+
+use super::policy::{self, Decision, FinishSpec, RetryPolicy};
+use super::{Inner, TickReport};
+use crate::channel::{Channel, Delivery, Outcome};
+use crate::domain::SendStatus;
+use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, StoreError};
+
+/// What became of one row.
+pub(super) enum RowResult {
+    Finished(SendStatus),
+    Retried,
+    LostClaim,
+    Unrecorded,
+}
+
+pub(super) fn tally(report: &mut TickReport, result: RowResult) {
+    use crate::domain::SendStatus as S;
+    match result {
+        RowResult::Finished(S::Sent) => report.sent += 1,
+        RowResult::Finished(S::Suppressed) => report.suppressed += 1,
+        RowResult::Finished(S::Bounced) => report.bounced += 1,
+        RowResult::Finished(S::Expired) => report.expired += 1,
+        RowResult::Finished(S::Cancelled) => report.cancelled += 1,
+        RowResult::Finished(_) => report.failed += 1,
+        RowResult::Retried => report.retried += 1,
+        RowResult::LostClaim => report.lost_claim += 1,
+        RowResult::Unrecorded => report.unrecorded += 1,
+    }
+}
+
+/// Row tasks in flight, with the claim each holds (to put it back if the
+/// task is abandoned at shutdown).
+pub(super) struct InFlight {
+    pub set: JoinSet<RowResult>,
+    pub claims: HashMap<tokio::task::Id, (String, String)>,
+}
+
+impl InFlight {
+    pub fn new() -> InFlight {
+        InFlight { set: JoinSet::new(), claims: HashMap::new() }
+    }
+
+    /// Starts a task for a claimed row (`token`), or for a row never claimed
+    /// (`None`: nothing to put back if it is abandoned).
+    pub fn spawn(&mut self, row_id: &str, token: Option<&str>, task: impl Future<Output = RowResult> + Send + 'static) {
+        let handle = self.set.spawn(task);
+        if let Some(token) = token {
+            self.claims.insert(handle.id(), (row_id.to_owned(), token.to_owned()));
+        }
+    }
+
+    pub fn joined(
+        &mut self,
+        joined: Result<(tokio::task::Id, RowResult), tokio::task::JoinError>,
+        report: &mut TickReport,
+    ) {
+        match joined {
+            Ok((task, result)) => {
+                self.claims.remove(&task);
+                tally(report, result);
+            }
+            // A bug in our own code, not the channel's (those panics are
+            // caught). The row is put back at shutdown or reclaimed.
+            Err(e) => tracing::error!(error = %e, "row task failed"),
+        }
+    }
+}
+
+/// Asks the channel, catching a panic and bounding the time; what it said,
+/// as an outcome.
+pub(super) async fn ask(inner: &Inner, channel: &dyn Channel, delivery: &Delivery) -> Outcome {
+    let attempt = AssertUnwindSafe(channel.deliver(delivery)).catch_unwind();
+    match tokio::time::timeout(inner.config.deliver_timeout, attempt).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(panic)) => {
+            let msg = panic_message(&panic);
+            tracing::error!(outbox = %delivery.row.id, channel = %delivery.row.channel, panic = %msg, "channel panicked");
+            Outcome::retry(format!("channel \"{}\" panicked: {msg}", delivery.row.channel))
+        }
+        Err(_) => {
+            Outcome::retry(format!("delivery did not finish within {}s", inner.config.deliver_timeout.as_secs_f64()))
+        }
+    }
+}
+
+/// Calls the channel for one claimed row (holding its delivery slot only for
+/// the call), then records what came of it.
+pub(super) async fn deliver(
+    inner: Arc<Inner>,
+    delivery: Box<Delivery>,
+    channel: Arc<dyn Channel>,
+    token: String,
+    permit: OwnedSemaphorePermit,
+) -> RowResult {
+    let outcome = ask(&inner, channel.as_ref(), &delivery).await;
+    drop(permit);
+    decide_and_record(&inner, &delivery.row, Some(&token), outcome).await
+}
+
+/// Decides what an outcome means for the row and records it. `token` is the
+/// claim the row is held under (`None`: a row never claimed, see
+/// [`Record::token`]).
+pub(super) async fn decide_and_record(
+    inner: &Inner,
+    row: &OutboxRow,
+    token: Option<&str>,
+    outcome: Outcome,
+) -> RowResult {
+    let (decision, inbox) = decide(inner, row, outcome);
+    record(inner, row, token, decision, inbox).await
+}
+
+/// What an outcome means for the row (and the inbox message an inbox
+/// delivery hands over, to be written with it: see [`Record::inbox`]).
+pub(super) fn decide(inner: &Inner, row: &OutboxRow, outcome: Outcome) -> (Decision, Option<NewInboxMessage>) {
+    let policy = policy(inner);
+    let (outcome, inbox) = match outcome {
+        Outcome::Inbox(message) => (Outcome::sent("inbox"), Some(*message)),
+        other => (other, None),
+    };
+    inner.metrics.delivery(&row.channel, outcome_label(&outcome, row, policy));
+    (policy::decide(outcome, row, inner.clock.now(), policy), inbox)
+}
+
+pub(super) fn policy(inner: &Inner) -> RetryPolicy {
+    RetryPolicy { max_attempts: inner.config.max_attempts, retry: inner.config.retry }
+}
+
+fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'static str {
+    match outcome {
+        Outcome::Retry { .. } if row.attempts >= i64::from(policy.max_attempts) => "failed",
+        Outcome::Terminal { .. } => "failed",
+        other => other.label(),
+    }
+}
+
+/// The record of a decision, ready for the recorder.
+pub(super) fn to_record(
+    row: &OutboxRow,
+    token: Option<&str>,
+    decision: Decision,
+    inbox: Option<NewInboxMessage>,
+) -> (Record, Option<FinishSpec>) {
+    let (action, spec) = match decision {
+        Decision::Finish(spec) => (RecordAction::Finish(spec.clone().into_finish()), Some(spec)),
+        Decision::Retry { due_at, detail } => {
+            tracing::warn!(outbox = %row.id, channel = %row.channel, attempt = row.attempts, retry_at = %due_at, reason = %detail, "delivery failed; will retry");
+            (RecordAction::Reschedule { due_at, detail }, None)
+        }
+    };
+    (Record { row: row.clone(), token: token.map(str::to_owned), action, inbox }, spec)
+}
+
+/// Writes the decision, fenced by the claim. A write that fails (the
+/// database blinked) is tried a few times before the row is left to the
+/// stale reclaim: giving up at once would turn a one-second outage into a
+/// duplicate delivery fifteen minutes later. (A row never claimed is just
+/// due again.)
+pub(super) async fn record(
+    inner: &Inner,
+    row: &OutboxRow,
+    token: Option<&str>,
+    decision: Decision,
+    inbox: Option<NewInboxMessage>,
+) -> RowResult {
+    let (item, spec) = to_record(row, token, decision, inbox);
+    let mut wait = Duration::from_millis(200);
+    for attempt in 1..=4 {
+        let result = match inner.recorder.submit(item.clone()).await {
+            Some(r) => r,
+            None => Err(Arc::new(StoreError::WriterGone)),
+        };
+        match result {
+            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec)),
+            Ok(false) => {
+                if token.is_some() {
+                    tracing::warn!(outbox = %row.id, "claim was taken back before the outcome was recorded; leaving it to the newer attempt");
+                } else {
+                    tracing::debug!(outbox = %row.id, "another instance delivered this row first");
+                }
+                inner.metrics.delivery(&row.channel, "lost_claim");
+                return RowResult::LostClaim;
+            }
+            Err(e) if attempt < 4 => {
+                tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying");
+                tokio::time::sleep(wait).await;
+                wait *= 4;
+            }
+            Err(e) => {
+                tracing::error!(outbox = %row.id, error = %e, "could not record outcome; the row will be reclaimed after the stale window");
+                return RowResult::Unrecorded;
+            }
+        }
+    }
+    RowResult::Unrecorded
+}
+
+pub(super) fn finished(inner: &Inner, row: &OutboxRow, spec: &FinishSpec) -> RowResult {
+    inner.totals.finished.fetch_add(1, Ordering::Relaxed);
+    match spec.status {
+        SendStatus::Sent => {
+            inner.totals.sent.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(outbox = %row.id, channel = %row.channel, "sent");
+        }
+        SendStatus::Failed | SendStatus::Bounced => {
+            let reason = spec.detail.as_deref().unwrap_or("");
+            tracing::warn!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "delivery failed");
+        }
+        _ => {
+            let reason = spec.detail.as_deref().unwrap_or("");
+            tracing::debug!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "not delivered");
+        }
+    }
+    RowResult::Finished(spec.status)
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_owned()
+    }
+}
