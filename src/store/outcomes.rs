@@ -166,9 +166,16 @@ async fn fenced_update(
 ) -> Result<HashSet<String>, StoreError> {
     let db = StoreError::db;
     let from = d.json_rows(CHANGE_COLUMNS, "c");
-    // SQLite would otherwise walk the status index and scan the JSON once
-    // per matching row; `+` keeps it on the primary key, driven by the JSON.
-    let status = if d == Dialect::Sqlite { "+o.status" } else { "o.status" };
+    // The rows are found by primary key, driven by the JSON. Left alone,
+    // SQLite walks the status index and scans the JSON once per matching
+    // row, and PostgreSQL hashes every scheduled row (the partial index) on
+    // every flush; an expression on `status` that no index can serve keeps
+    // both on the primary key.
+    let status = match d {
+        Dialect::Sqlite => "+o.status",
+        Dialect::Postgres => "(o.status || '')",
+        Dialect::MySql => "o.status",
+    };
     let fence = match fence {
         Fence::Claimed => format!("o.id = c.id AND o.claim_token = c.token AND {status} = 'sending'"),
         Fence::Unclaimed => format!("o.id = c.id AND o.updated_at = c.version AND {status} = 'scheduled'"),

@@ -158,7 +158,11 @@ impl Queries {
                 let from = d.json_rows(&[("id", Col::Key), ("token", Col::Key)], "c");
                 let set = "status = 'scheduled', attempts = attempts - ?, claim_token = NULL, claimed_at = NULL, \
                            updated_at = ?";
-                let fence = "o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'";
+                // (`|| ''`: keeps PostgreSQL on the primary key; see `outcomes`.)
+                let fence = match d {
+                    Dialect::Postgres => "o.id = c.id AND o.claim_token = c.token AND (o.status || '') = 'sending'",
+                    _ => "o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'",
+                };
                 d.sql(&match d {
                     // The JSON comes first in MySQL's text; `release` binds accordingly.
                     Dialect::MySql => format!(

@@ -261,7 +261,7 @@ impl Worker {
                     }
                     self.pause_lane(lane, true).await
                 }
-                Err(e) => self.failed_sweep(&e, &mut backoff),
+                Err(e) => self.failed_sweep(lane, &e, &mut backoff),
             };
             self.wait(lane, pause, &shutdown).await;
         }
@@ -294,7 +294,7 @@ impl Worker {
                     }
                     None => self.pause_lane(&lane, false).await,
                 },
-                Err(e) => self.failed_sweep(&e, &mut backoff),
+                Err(e) => self.failed_sweep(&lane, &e, &mut backoff),
             };
             self.wait(&lane, pause, &shutdown).await;
         }
@@ -311,11 +311,11 @@ impl Worker {
 
     /// A failed claim or read: the database is away. Back off, doubling up
     /// to a cap, and try again; the pool reconnects by itself.
-    fn failed_sweep(&self, e: &StoreError, backoff: &mut Duration) -> Duration {
+    fn failed_sweep(&self, lane: &Lane, e: &StoreError, backoff: &mut Duration) -> Duration {
         if e.is_contention() {
             tracing::debug!(error = %e, "claim lost a race with another instance; trying again");
         } else {
-            tracing::error!(error = %e, retry_in = ?backoff, "outbox claim failed");
+            tracing::error!(error = %e, retry_in = ?backoff, channel = %lane.channel, "outbox sweep failed");
         }
         let pause = *backoff;
         *backoff = (*backoff * 2).min(MAX_BACKOFF.min(self.inner.config.poll));
