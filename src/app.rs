@@ -240,6 +240,12 @@ pub async fn serve_with_clock(
     }
 
     log_channels(&Channels::from_config(&config), config.worker.enabled);
+    if config.retention.enabled {
+        let retention =
+            crate::retention::Retention::new(store.clone(), clock.clone(), config.retention.clone(), metrics.clone());
+        let token = shutdown.clone();
+        tasks.spawn(async move { retention.run(token).await });
+    }
 
     let rules = Arc::new(crate::planner::RuleBook::new(dyn_store.clone()));
     let planner =

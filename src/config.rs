@@ -47,6 +47,76 @@ pub struct Config {
     pub email: EmailSettings,
     pub bounces: BounceSettings,
     pub ui: UiSettings,
+    pub retention: RetentionSettings,
+}
+
+/// How long each table keeps its rows (`"0s"`: for ever). Pruned in small
+/// batches by every `serve` instance (see [`crate::retention`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Prune in `serve`. Default true.
+    pub enabled: bool,
+    /// Outbox rows in a terminal status (sent, failed, suppressed, expired,
+    /// cancelled), counted from their last change. Default "90days".
+    #[serde(with = "humantime_serde")]
+    pub outbox: Duration,
+    /// The send log, which answers "did user X get it". Default "180days".
+    #[serde(with = "humantime_serde")]
+    pub sends: Duration,
+    /// Outcome events (`GET /v1/events`). Default "90days".
+    #[serde(with = "humantime_serde")]
+    pub events: Duration,
+    /// Inbox messages the user archived, counted from the archiving.
+    /// Default "90days".
+    #[serde(with = "humantime_serde")]
+    pub archived_inbox: Duration,
+    /// Bounce and complaint evidence (never the suppressions it caused).
+    /// Default "180days".
+    #[serde(with = "humantime_serde")]
+    pub bounces: Duration,
+    /// Planned triggers, once none of their messages is still to be
+    /// delivered; their idempotency keys go with them. Default "90days".
+    #[serde(with = "humantime_serde")]
+    pub triggers: Duration,
+    /// How often each instance looks for rows to prune. Default "1m".
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Most rows deleted per statement (10 to 100000). Default 1000.
+    pub batch: u32,
+}
+
+impl Default for RetentionSettings {
+    fn default() -> Self {
+        const DAY: u64 = 86_400;
+        RetentionSettings {
+            enabled: true,
+            outbox: Duration::from_secs(90 * DAY),
+            sends: Duration::from_secs(180 * DAY),
+            events: Duration::from_secs(90 * DAY),
+            archived_inbox: Duration::from_secs(90 * DAY),
+            bounces: Duration::from_secs(180 * DAY),
+            triggers: Duration::from_secs(90 * DAY),
+            interval: Duration::from_secs(60),
+            batch: 1000,
+        }
+    }
+}
+
+impl RetentionSettings {
+    /// How long `table` keeps its rows; `None`: for ever.
+    pub fn period(&self, table: crate::store::Prunable) -> Option<Duration> {
+        use crate::store::Prunable::*;
+        let d = match table {
+            Outbox => self.outbox,
+            Sends => self.sends,
+            Events => self.events,
+            ArchivedInbox => self.archived_inbox,
+            Bounces => self.bounces,
+            Triggers => self.triggers,
+        };
+        (!d.is_zero()).then_some(d)
+    }
 }
 
 /// The operator screen under `/ui` (accounts: `herald operators add`).
@@ -392,6 +462,7 @@ impl Default for Config {
             email: EmailSettings::default(),
             bounces: BounceSettings::default(),
             ui: UiSettings::default(),
+            retention: RetentionSettings::default(),
         }
     }
 }
@@ -534,6 +605,24 @@ impl Config {
         }
         if !(1..=1_000_000).contains(&self.http.max_connections) {
             return Err(invalid("http.max_connections", self.http.max_connections, "1 to 1000000"));
+        }
+        let r = &self.retention;
+        if !(10..=100_000).contains(&r.batch) {
+            return Err(invalid("retention.batch", r.batch, "10 to 100000"));
+        }
+        if r.interval < Duration::from_secs(1) {
+            return Err(invalid("retention.interval", humantime::format_duration(r.interval), "at least 1s"));
+        }
+        for table in crate::store::Prunable::ALL {
+            if let Some(p) = r.period(table)
+                && p < Duration::from_secs(3600)
+            {
+                return Err(invalid(
+                    table.retention_key(),
+                    humantime::format_duration(p),
+                    "\"0s\" (keep for ever) or at least 1h",
+                ));
+            }
         }
         if !(1..=10_000).contains(&self.planner.batch) {
             return Err(invalid("planner.batch", self.planner.batch, "1 to 10000"));
@@ -870,6 +959,19 @@ mod tests {
             .to_string();
         assert!(err.contains("webhook.signing_secret") && err.contains("whsec_"), "{err}");
         assert!(!err.contains("hunter2"), "secrets are never printed: {err}");
+    }
+
+    #[test]
+    fn retention_periods_are_kept_for_ever_at_zero_and_refused_below_an_hour() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+        let c = load(&[("HERALD_RETENTION__SENDS", "0s"), ("HERALD_RETENTION__OUTBOX", "30days")]).unwrap();
+        assert_eq!(c.retention.period(crate::store::Prunable::Sends), None, "0s keeps for ever");
+        assert_eq!(c.retention.period(crate::store::Prunable::Outbox), Some(Duration::from_secs(30 * 86_400)));
+        assert_eq!(c.retention.period(crate::store::Prunable::Events), Some(Duration::from_secs(90 * 86_400)));
+        let err = load(&[("HERALD_RETENTION__EVENTS", "10m")]).unwrap_err().to_string();
+        assert!(err.contains("retention.events") && err.contains("at least 1h"), "{err}");
+        let err = load(&[("HERALD_RETENTION__BATCH", "5")]).unwrap_err().to_string();
+        assert!(err.contains("retention.batch") && err.contains("10 to 100000"), "{err}");
     }
 
     #[test]

@@ -85,6 +85,7 @@ pub mod metrics;
 pub mod planner;
 pub mod providers;
 pub mod recipient;
+pub mod retention;
 pub mod rule;
 pub mod store;
 pub mod template;

@@ -23,6 +23,12 @@ pub struct DeliveryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabels {
+    /// the `retention.*` key: outbox, sends, events, archived_inbox, bounces, triggers
+    pub table: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
     pub status: String,
 }
@@ -42,6 +48,7 @@ struct Inner {
     oldest_due_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     reclaimed: Counter,
     email_policy_rejections: Counter,
+    pruned: Family<TableLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -97,6 +104,8 @@ impl Metrics {
             "Messages an SMTP server refused by policy (5.7.x): usually our own SPF, DKIM or reputation, not the recipient",
             email_policy_rejections.clone(),
         );
+        let pruned = Family::<TableLabels, Counter>::default();
+        registry.register("pruned_rows", "Rows deleted by retention, by table (the retention.* key)", pruned.clone());
         Metrics {
             inner: Arc::new(Inner {
                 registry,
@@ -107,6 +116,7 @@ impl Metrics {
                 oldest_due_age,
                 reclaimed,
                 email_policy_rejections,
+                pruned,
             }),
         }
     }
@@ -128,6 +138,10 @@ impl Metrics {
 
     pub fn email_policy_rejection(&self) {
         self.inner.email_policy_rejections.inc();
+    }
+
+    pub fn pruned(&self, table: &str, n: u64) {
+        self.inner.pruned.get_or_create(&TableLabels { table: table.to_owned() }).inc_by(n);
     }
 
     pub fn reclaimed(&self, n: u64) {

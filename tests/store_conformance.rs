@@ -44,6 +44,8 @@ backend_tests!(
     the_audit_log_pages_newest_first,
     a_lift_records_reason_who_and_audit_in_its_transaction,
     send_counts_and_bounce_evidence_are_read_back,
+    retention_prunes_only_old_finished_rows_in_bounded_batches,
+    a_retention_pass_prunes_each_table_by_its_own_period,
 );
 
 /// Two connections that each hold what the other wants: a real deadlock on
@@ -838,6 +840,165 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     assert_eq!(evidence[0].raw_excerpt.as_deref(), Some("Final-Recipient: rfc822; x@example.com"));
     assert_eq!(evidence[0].bounce.reply_code, Some(550));
     assert!(s.bounces_for_address(&"e".repeat(64), 10).await.unwrap().is_empty());
+}
+
+/// Retention (issue 12, item 7): what is older than the cutoff and done
+/// goes, in batches no larger than asked; what is recent, or still to be
+/// delivered, or referenced by a message still to be delivered, stays.
+async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb) {
+    use herald::store::{
+        BounceStore, EventStore, InboxMark, InboxStore, NewBounce, NewTrigger, Prunable, SuppressionReason,
+        SuppressionRow, SuppressionStore, TriggerStore, new_id_at,
+    };
+    const DAY: Duration = Duration::from_secs(86_400);
+    let store = &db.store;
+    let late = T0.plus(100 * DAY);
+    let cutoff = T0.plus(50 * DAY);
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    // A row made at `made` (its id's time) and due at `due`.
+    let made_at = |user: &str, made: Millis, due: Millis| {
+        let mut r = row(user, "inbox", due);
+        r.id = new_id_at(made);
+        r
+    };
+
+    // Outbox and send log: three old rows finished long ago, one old row
+    // finished recently (a long delay), one still scheduled, one new.
+    let old: Vec<_> = (0..3).map(|i| made_at(&format!("old{i}"), T0, T0)).collect();
+    store.enqueue(&old, T0).await.unwrap();
+    for r in store.claim_due(T0, 3, "t-old").await.unwrap() {
+        assert!(store.finish(&r, "t-old", &sent, T0).await.unwrap());
+    }
+    let delayed = made_at("delayed", T0, late);
+    let waiting = made_at("waiting", T0, late.plus(DAY));
+    let recent = made_at("recent", late, late);
+    store.enqueue(&[delayed.clone(), waiting.clone(), recent.clone()], late).await.unwrap();
+    for r in store.claim_due(late, 10, "t-late").await.unwrap() {
+        assert!(store.finish(&r, "t-late", &sent, late).await.unwrap());
+    }
+    let events_before = store.events_after(0, 100).await.unwrap();
+    assert_eq!(events_before.len(), 5, "one outcome event per finished row");
+
+    // At most `limit` rows per call, then the rest.
+    assert_eq!(store.prune(Prunable::Outbox, cutoff, 2).await.unwrap(), 2);
+    assert_eq!(store.prune(Prunable::Outbox, cutoff, 2).await.unwrap(), 1);
+    assert_eq!(store.prune(Prunable::Outbox, cutoff, 2).await.unwrap(), 0);
+    for r in &old {
+        assert!(store.get_outbox(&r.id).await.unwrap().is_none(), "an old sent row goes");
+    }
+    for (r, why) in [(&delayed, "finished after the cutoff"), (&waiting, "still scheduled"), (&recent, "recent")] {
+        assert!(store.get_outbox(&r.id).await.unwrap().is_some(), "a row {why} stays");
+    }
+    assert_eq!(store.prune(Prunable::Sends, cutoff, 1000).await.unwrap(), 3);
+    assert!(store.sends_for_outbox(&old[0].id).await.unwrap().is_empty());
+    assert_eq!(store.sends_for_outbox(&recent.id).await.unwrap().len(), 1, "recent send-log rows stay");
+    assert_eq!(store.prune(Prunable::Events, cutoff, 1000).await.unwrap(), 3);
+    let kept: Vec<i64> = store.events_after(0, 100).await.unwrap().iter().map(|e| e.position).collect();
+    let expected: Vec<i64> = events_before[3..].iter().map(|e| e.position).collect();
+    assert_eq!(kept, expected, "the newest events stay, positions unchanged");
+    assert_eq!(store.prune(Prunable::Events, cutoff, 1000).await.unwrap(), 0);
+
+    // Inbox: archived long ago goes; unarchived, however old, stays.
+    let ada = user("ada");
+    for title in ["archived", "kept"] {
+        let msg = NewInboxMessage {
+            outbox_id: new_id(),
+            user_id: "ada".into(),
+            title: title.into(),
+            body: None,
+            url: None,
+            data: None,
+        };
+        store.insert_inbox(&msg, T0).await.unwrap();
+    }
+    let page = store.inbox_for_user(&ada, 10).await.unwrap();
+    let archived = page.iter().find(|m| m.title == "archived").unwrap();
+    store.inbox_mark(&ada, &archived.id, InboxMark::Archive, T0).await.unwrap();
+    assert_eq!(store.prune(Prunable::ArchivedInbox, cutoff, 1000).await.unwrap(), 1);
+    let titles: Vec<String> = store.inbox_for_user(&ada, 10).await.unwrap().into_iter().map(|m| m.title).collect();
+    assert_eq!(titles, vec!["kept".to_owned()]);
+
+    // Bounce evidence goes; the suppression it caused stays.
+    let hash = "b".repeat(64);
+    let bounce = NewBounce {
+        fingerprint: "f".repeat(64),
+        provider: "mail".into(),
+        kind: "hard".into(),
+        address_hash: Some(hash.clone()),
+        status: Some("5.1.1".into()),
+        reply_code: Some(550),
+        detail: "550 5.1.1 user unknown".into(),
+        raw_excerpt: "Subject: Undelivered".into(),
+        matched: None,
+        send_status: None,
+        suppress: Some(SuppressionRow {
+            address_hash: hash.clone(),
+            category: "*".into(),
+            reason: SuppressionReason::HardBounce,
+            detail: None,
+            created_at: T0,
+            expires_at: None,
+        }),
+    };
+    assert!(store.record_bounce(&bounce, T0).await.unwrap());
+    assert_eq!(store.prune(Prunable::Bounces, cutoff, 1000).await.unwrap(), 1);
+    assert!(store.list_bounces(10).await.unwrap().is_empty());
+    assert!(store.active_suppression(&hash, Some("x"), late).await.unwrap().is_some(), "the suppression stays");
+
+    // Triggers: planned and done goes; unplanned, or with a message still
+    // to deliver, stays.
+    let trigger = |id: &str| NewTrigger {
+        id: id.into(),
+        trigger_type: "x".into(),
+        user_id: user("u"),
+        payload: serde_json::json!({}),
+        idempotency_key: None,
+        request_hash: None,
+        occurred_at: T0,
+    };
+    for id in ["done", "pending", "unplanned"] {
+        store.insert_trigger(&trigger(id), T0).await.unwrap();
+    }
+    store.plan_trigger("done", &[], "nothing to plan", T0).await.unwrap().unwrap();
+    let mut pending_row = made_at("u", T0, late.plus(DAY));
+    pending_row.trigger_id = Some("pending".into());
+    store.plan_trigger("pending", &[pending_row], "one row", T0).await.unwrap().unwrap();
+    assert_eq!(store.prune(Prunable::Triggers, cutoff, 1000).await.unwrap(), 1);
+    assert!(store.get_trigger("done").await.unwrap().is_none());
+    assert!(store.get_trigger("pending").await.unwrap().is_some(), "its message is still scheduled");
+    assert!(store.get_trigger("unplanned").await.unwrap().is_some(), "not planned yet");
+}
+
+/// The loop's pass: each table by its own period, "0s" keeps for ever, the
+/// age measured on the service's clock, and the metric counts what went.
+async fn a_retention_pass_prunes_each_table_by_its_own_period(db: &TestDb) {
+    use herald::config::RetentionSettings;
+    use herald::retention::Retention;
+    use herald::store::{Prunable, new_id_at};
+    let mut r = row("u1", "inbox", T0);
+    r.id = new_id_at(T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
+    assert!(db.store.finish(&claimed, "t", &sent, T0).await.unwrap());
+
+    let settings = RetentionSettings {
+        outbox: Duration::from_secs(3600),
+        sends: Duration::ZERO,
+        events: Duration::from_secs(7200),
+        ..RetentionSettings::default()
+    };
+    let clock = std::sync::Arc::new(herald::clock::ManualClock::at(T0.plus(Duration::from_secs(3599))));
+    let metrics = herald::metrics::Metrics::new();
+    let retention = Retention::new(db.store.clone(), clock.clone(), settings, metrics.clone());
+    let none = tokio_util::sync::CancellationToken::new();
+    assert_eq!(retention.pass(&none).await.total(), 0, "nothing is an hour old yet");
+    clock.advance(Duration::from_secs(2));
+    let report = retention.pass(&none).await;
+    assert_eq!((report.of(Prunable::Outbox), report.of(Prunable::Events)), (1, 0), "{report:?}");
+    assert!(db.store.get_outbox(&r.id).await.unwrap().is_none());
+    assert_eq!(db.store.sends_for_outbox(&r.id).await.unwrap().len(), 1, "sends = \"0s\" keeps the send log");
+    assert!(metrics.encode().contains("herald_pruned_rows_total{table=\"outbox\"} 1"), "{}", metrics.encode());
 }
 
 fn main() -> std::process::ExitCode {

@@ -34,6 +34,7 @@ mod outbox;
 mod outcomes;
 mod positions;
 mod recipients;
+mod retention;
 mod rows;
 mod rules;
 mod sends;
@@ -60,6 +61,7 @@ pub use operators::{
     OperatorStore, SessionRow, SuppressionLiftRow,
 };
 pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
+pub use retention::Prunable;
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};

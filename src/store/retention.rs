@@ -1,0 +1,209 @@
+//! Pruning old rows: the deletes behind [`crate::retention`].
+//!
+//! Every delete takes at most `limit` rows and walks an index from its
+//! oldest end, so one call costs the same on a table of a thousand rows or
+//! of a hundred million, and a long backlog is worked off in small steps
+//! that never hold a lock for long (on SQLite, never hold the single writer
+//! for long). Two instances pruning at once delete the same rows or
+//! neighbouring ones; either way nothing but old rows goes, so no
+//! coordination is needed beyond treating a lost race as "try next time".
+//!
+//! Time ranges of the id-keyed tables (outbox, send log) are id ranges:
+//! their ids are UUIDv7 made at insert time (see [`super::first_id_at`]).
+
+use sqlx::Row;
+
+use super::{Dialect, SqlStore, Store, StoreError, first_id_at};
+use crate::clock::Millis;
+use crate::domain::OutboxStatus;
+
+/// A table that retention prunes, and which of its rows are old enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Prunable {
+    /// Outbox rows in a terminal status whose last change is older than
+    /// the cutoff. Scheduled and sending rows are never pruned.
+    Outbox,
+    /// The send log ("did user X get it").
+    Sends,
+    /// Outcome events (`GET /v1/events`): a follower further behind than
+    /// this resumes from the oldest event kept.
+    Events,
+    /// Inbox messages the user archived (unarchived messages stay).
+    ArchivedInbox,
+    /// Bounce and complaint evidence (the suppressions it led to stay).
+    Bounces,
+    /// Planned triggers none of whose messages is still scheduled or
+    /// sending. Their idempotency keys go with them.
+    Triggers,
+}
+
+impl Prunable {
+    pub const ALL: [Prunable; 6] = [
+        Prunable::Outbox,
+        Prunable::Sends,
+        Prunable::Events,
+        Prunable::ArchivedInbox,
+        Prunable::Bounces,
+        Prunable::Triggers,
+    ];
+
+    /// The full configuration key that sets it.
+    pub fn retention_key(self) -> &'static str {
+        match self {
+            Prunable::Outbox => "retention.outbox",
+            Prunable::Sends => "retention.sends",
+            Prunable::Events => "retention.events",
+            Prunable::ArchivedInbox => "retention.archived_inbox",
+            Prunable::Bounces => "retention.bounces",
+            Prunable::Triggers => "retention.triggers",
+        }
+    }
+
+    /// The `retention.*` key that sets it, without the section: its metric label.
+    pub fn key(self) -> &'static str {
+        match self {
+            Prunable::Outbox => "outbox",
+            Prunable::Sends => "sends",
+            Prunable::Events => "events",
+            Prunable::ArchivedInbox => "archived_inbox",
+            Prunable::Bounces => "bounces",
+            Prunable::Triggers => "triggers",
+        }
+    }
+}
+
+impl SqlStore {
+    /// Deletes at most `limit` rows of `table` older than `cutoff`; returns
+    /// how many went. Fewer than `limit`: nothing older is left (for now).
+    pub async fn prune(&self, table: Prunable, cutoff: Millis, limit: u32) -> Result<u64, StoreError> {
+        let d = self.dialect();
+        let limit = i64::from(limit.max(1));
+        let deleted = match table {
+            Prunable::Outbox => {
+                // One status at a time, so each delete is a range of the
+                // (status, id) index; the updated_at test keeps a row that
+                // was made long ago but finished recently (a long delay, a
+                // long retry) for the whole period.
+                let mut total = 0;
+                for status in OutboxStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
+                    let sql =
+                        limited_delete(d, "engagement_outbox", "id", "status = ? AND id < ? AND updated_at < ?", "id");
+                    total += sqlx::query(&sql)
+                        .bind(status.as_str())
+                        .bind(first_id_at(cutoff))
+                        .bind(cutoff.0)
+                        .bind(limit - total as i64)
+                        .execute(self.writer())
+                        .await
+                        .map_err(StoreError::db("prune outbox"))?
+                        .rows_affected();
+                    if total as i64 >= limit {
+                        break;
+                    }
+                }
+                total
+            }
+            Prunable::Sends => {
+                let sql = limited_delete(d, "engagement_sends", "id", "id < ?", "id");
+                sqlx::query(&sql)
+                    .bind(first_id_at(cutoff))
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await
+                    .map_err(StoreError::db("prune send log"))?
+                    .rows_affected()
+            }
+            Prunable::Events => return self.prune_events(cutoff, limit).await,
+            Prunable::ArchivedInbox => {
+                let sql = limited_delete(
+                    d,
+                    "engagement_inbox",
+                    "id",
+                    "archived_at IS NOT NULL AND archived_at < ?",
+                    "archived_at",
+                );
+                sqlx::query(&sql)
+                    .bind(cutoff.0)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await
+                    .map_err(StoreError::db("prune archived inbox"))?
+                    .rows_affected()
+            }
+            Prunable::Bounces => {
+                let sql = limited_delete(d, "engagement_bounces", "id", "created_at < ?", "created_at");
+                sqlx::query(&sql)
+                    .bind(cutoff.0)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await
+                    .map_err(StoreError::db("prune bounces"))?
+                    .rows_affected()
+            }
+            Prunable::Triggers => {
+                // A trigger whose message is still to be delivered is read
+                // when it is composed: it stays until that message is done.
+                let sql = limited_delete(
+                    d,
+                    "engagement_triggers",
+                    "id",
+                    "created_at < ? AND planned_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM engagement_outbox o \
+                     WHERE o.trigger_id = engagement_triggers.id AND o.status IN ('scheduled', 'sending'))",
+                    "created_at",
+                );
+                sqlx::query(&sql)
+                    .bind(cutoff.0)
+                    .bind(limit)
+                    .execute(self.writer())
+                    .await
+                    .map_err(StoreError::db("prune triggers"))?
+                    .rows_affected()
+            }
+        };
+        Ok(deleted)
+    }
+
+    /// Events are keyed by position, appended in (nearly) time order: read
+    /// the positions and times of the oldest `limit` events, and delete the
+    /// run of them older than the cutoff by a range of the primary key. A
+    /// plain "created_at < cutoff ORDER BY position" would, once nothing
+    /// is old enough, walk the whole table to find that out.
+    async fn prune_events(&self, cutoff: Millis, limit: i64) -> Result<u64, StoreError> {
+        let d = self.dialect();
+        let oldest =
+            sqlx::query(&d.sql("SELECT position, created_at FROM engagement_events ORDER BY position LIMIT ?"))
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await
+                .map_err(StoreError::db("prune events: read the oldest"))?;
+        let mut last = None;
+        for row in &oldest {
+            let created_at: i64 = row.try_get("created_at").map_err(StoreError::db("prune events: created_at"))?;
+            if created_at >= cutoff.0 {
+                break;
+            }
+            last = Some(row.try_get::<i64, _>("position").map_err(StoreError::db("prune events: position"))?);
+        }
+        let Some(last) = last else { return Ok(0) };
+        let deleted = sqlx::query(&d.sql("DELETE FROM engagement_events WHERE position <= ?"))
+            .bind(last)
+            .execute(self.writer())
+            .await
+            .map_err(StoreError::db("prune events"))?
+            .rows_affected();
+        Ok(deleted)
+    }
+}
+
+/// `DELETE` of at most `?` (the last parameter) rows of `table` matching
+/// `condition`, oldest by `order` first. MySQL and MariaDB take `LIMIT` on a
+/// single-table delete but not in an `IN (SELECT …)`; the others take the
+/// subquery.
+fn limited_delete(d: Dialect, table: &str, key: &str, condition: &str, order: &str) -> String {
+    d.sql(&match d {
+        Dialect::MySql => format!("DELETE FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?"),
+        Dialect::Postgres | Dialect::Sqlite => format!(
+            "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?)"
+        ),
+    })
+}
