@@ -27,6 +27,7 @@ backend_tests!(
     shutdown_puts_back_everything_it_did_not_finish,
     a_hung_delivery_times_out_as_a_retry,
     an_enqueue_wakes_the_running_worker_at_once,
+    a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it,
 );
 
 fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
@@ -303,6 +304,69 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     }
     shutdown.cancel();
     running.await.unwrap();
+}
+
+/// Issue 12: rows are composed a batch at a time, right after the claim;
+/// a row that then waits for a delivery slot (the channel is busy) is
+/// composed again before it goes, so a rule disabled after the claim and
+/// before the delivery still cancels it, as it would have when every row
+/// read its rule just before sending.
+async fn a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it(db: &TestDb) {
+    use herald::store::{RuleRow, RuleStore, new_id};
+    let clock = ManualClock::at(T0);
+    let mut rule = RuleRow {
+        id: new_id(),
+        name: "Digest".into(),
+        trigger_type: "thing.happened".into(),
+        condition: None,
+        channel: "gated".into(),
+        template: serde_json::json!({"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}),
+        delay_seconds: 0,
+        grace_seconds: None,
+        category: "updates".into(),
+        enabled: true,
+        webhook_url: None,
+        created_at: T0,
+        updated_at: T0,
+    };
+    db.store.insert_rule(&rule).await.unwrap();
+    let rows: Vec<_> = (0..2)
+        .map(|_| {
+            let mut r = row("u1", "gated", T0);
+            r.rule_id = Some(rule.id.clone());
+            r
+        })
+        .collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let gate =
+        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::sent("gated") });
+    let mut config = WorkerConfig::default();
+    config.concurrency.insert("gated".into(), 1);
+    let w = worker(db.arc(), registry_with("gated", gate.clone()), &clock, config);
+    let tick = tokio::spawn(async move { w.tick().await.unwrap() });
+
+    // Both rows claimed and composed; the first is delivering, the second
+    // waits for the one slot. Now the operator disables the rule.
+    gate.started.notified().await;
+    rule.enabled = false;
+    rule.updated_at = T0.plus(Duration::from_secs(2));
+    assert!(db.store.update_rule(&rule).await.unwrap());
+    clock.advance(Duration::from_secs(2));
+    gate.release.notify_one();
+    let report = tick.await.unwrap();
+    assert_eq!((report.claimed, report.sent), (2, 1), "{report:?}");
+
+    let mut statuses = Vec::new();
+    for r in &rows {
+        let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+        statuses.push((log[0].status.clone(), log[0].detail.clone()));
+    }
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        vec![("cancelled".to_owned(), Some("rule disabled".to_owned())), ("sent".to_owned(), None)],
+        "the row still waiting when the rule was disabled is cancelled, not sent"
+    );
 }
 
 fn main() -> std::process::ExitCode {

@@ -26,6 +26,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, policy, record, tally};
 use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
+
+/// How long a composed row may wait for a delivery slot before it is
+/// composed again (see `dispatch`).
+const RECOMPOSE_AFTER: Duration = Duration::from_secs(1);
 use crate::channel::{Channel, Lookup, Outcome};
 use crate::compose::Prepared;
 use crate::store::{OutboxRow, StoreError, new_id};
@@ -116,41 +120,65 @@ impl Worker {
             }
         }
         let mut prepared = inner.composer.prepare(due).await.into_iter();
-        while let Some(p) = prepared.next() {
-            let (delivery, channel) = match p {
+        let mut composed_at = inner.clock.now();
+        while let Some(mut p) = prepared.next() {
+            // A slot on the row's channel first, when it is to be delivered.
+            let mut permit = None;
+            if let Prepared::Deliver(d) = &p
+                && let Lookup::Ready(_) = inner.registry.lookup(&d.row.channel)
+            {
+                let limit = inner.limits.get(&d.row.channel).unwrap_or(&inner.default_limit).clone();
+                permit = Some(tokio::select! {
+                    permit = limit.acquire_owned() => permit.expect("delivery semaphores are never closed"),
+                    _ = shutdown.cancelled() => {
+                        // Never started: put this row and the rest of the
+                        // batch back without counting the attempt.
+                        let mut rows = vec![p.row().clone()];
+                        rows.extend(prepared.map(|p| p.row().clone()));
+                        return self.release_unstarted(&token, &rows).await;
+                    }
+                });
+                // A row that waited for its slot RECOMPOSE_AFTER or longer
+                // (a saturated channel: email 4 at a time works through a
+                // batch of 100 for many seconds) is composed again, with
+                // the rest of the batch, before it goes: a rule disabled or
+                // edited while it waited still cancels or re-renders it.
+                // At most once a second per batch; before every row it
+                // would cost four queries a row.
+                if d.rule.is_some() && inner.clock.now().since(composed_at) >= RECOMPOSE_AFTER {
+                    let mut rows = vec![p.row().clone()];
+                    rows.extend(prepared.map(|p| p.row().clone()));
+                    prepared = inner.composer.prepare(rows).await.into_iter();
+                    composed_at = inner.clock.now();
+                    p = prepared.next().expect("the row just composed again");
+                }
+            }
+            match p {
                 Prepared::Skip { row, outcome } => {
                     let (inner, token) = (self.inner.clone(), token.clone());
                     inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
                         decide_and_record(&inner, &row, Some(&token), outcome).await
                     });
-                    continue;
                 }
-                Prepared::Deliver(d) => match inner.registry.lookup(&d.row.channel) {
-                    Lookup::Missing(detail) => {
-                        let (inner, token, row) = (self.inner.clone(), token.clone(), d.row);
+                Prepared::Deliver(delivery) => match (inner.registry.lookup(&delivery.row.channel), permit) {
+                    (Lookup::Ready(channel), Some(permit)) => {
+                        let (inner, token, channel) = (self.inner.clone(), token.clone(), channel.clone());
+                        inflight.spawn(&delivery.row.id.clone(), Some(&token.clone()), async move {
+                            deliver(inner, delivery, channel, token, permit).await
+                        });
+                    }
+                    (lookup, _) => {
+                        let detail = match lookup {
+                            Lookup::Missing(detail) => detail,
+                            Lookup::Ready(_) => unreachable!("a slot is taken for every ready channel"),
+                        };
+                        let (inner, token, row) = (self.inner.clone(), token.clone(), delivery.row);
                         inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
                             decide_and_record(&inner, &row, Some(&token), Outcome::terminal(detail)).await
                         });
-                        continue;
                     }
-                    Lookup::Ready(channel) => (d, channel.clone()),
                 },
-            };
-            let limit = inner.limits.get(&delivery.row.channel).unwrap_or(&inner.default_limit).clone();
-            let permit = tokio::select! {
-                permit = limit.acquire_owned() => permit.expect("delivery semaphores are never closed"),
-                _ = shutdown.cancelled() => {
-                    // Never started: put this row and the rest of the batch
-                    // back without counting the attempt.
-                    let mut rows = vec![delivery.row];
-                    rows.extend(prepared.map(|p| p.row().clone()));
-                    return self.release_unstarted(&token, &rows).await;
-                }
-            };
-            let (inner, token) = (self.inner.clone(), token.clone());
-            inflight.spawn(&delivery.row.id.clone(), Some(&token.clone()), async move {
-                deliver(inner, delivery, channel, token, permit).await
-            });
+            }
         }
         0
     }
