@@ -202,7 +202,13 @@ impl SqlStore {
 fn limited_delete(d: Dialect, table: &str, key: &str, condition: &str, order: &str) -> String {
     d.sql(&match d {
         Dialect::MySql => format!("DELETE FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?"),
-        Dialect::Postgres | Dialect::Sqlite => format!(
+        // An array computed once: see `Queries::new` for the nested loop
+        // PostgreSQL may otherwise choose.
+        Dialect::Postgres => format!(
+            "DELETE FROM {table} WHERE {key} = ANY(ARRAY(SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} \
+             LIMIT ?))"
+        ),
+        Dialect::Sqlite => format!(
             "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?)"
         ),
     })
