@@ -45,6 +45,7 @@
 //!   verified and turned into the parser's shape.
 //! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
+//! - [`retention`]: old rows pruned, table by table, by every instance.
 //! - [`cluster`]: several `herald serve` processes on one database, killed
 //!   and restarted at will, and the SQL audit of what they did (chaos and
 //!   fault tests, `herald bench --instances`).
