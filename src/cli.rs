@@ -277,8 +277,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         return bench(args).await;
     }
     if let Command::BenchStream { connections, rounds, json } = &cli.command {
-        let opts = crate::bench_stream::StreamBenchOptions { connections: *connections, rounds: *rounds };
-        let r = crate::bench_stream::run(&opts).await?;
+        let opts = crate::tooling::bench_stream::StreamBenchOptions { connections: *connections, rounds: *rounds };
+        let r = crate::tooling::bench_stream::run(&opts).await?;
         if *json {
             println!("{}", serde_json::to_string_pretty(&r)?);
         } else {
@@ -324,7 +324,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
             let store = ready_store(&config).await?;
-            crate::demo::run(&store, &mut std::io::stdout().lock()).await
+            crate::tooling::demo::run(&store, &mut std::io::stdout().lock()).await
         }
     }
 }
@@ -576,7 +576,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if args.pipeline {
         return bench_pipeline(args).await;
     }
-    let opts = crate::bench::BenchOptions {
+    let opts = crate::tooling::bench::BenchOptions {
         rows: args.rows,
         database_url: args.database_url.clone(),
         batch: args.batch,
@@ -585,7 +585,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         smtp_url: args.smtp_url.clone(),
         pool: !args.no_pool,
     };
-    let report = crate::bench::run(&opts).await?;
+    let report = crate::tooling::bench::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -609,13 +609,13 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
-    let opts = crate::bench_pipeline::PipelineOptions {
+    let opts = crate::tooling::bench_pipeline::PipelineOptions {
         duration: std::time::Duration::from_secs(args.duration),
         connections: args.connections,
         database_url: args.database_url.clone(),
         ..Default::default()
     };
-    let r = crate::bench_pipeline::run(&opts).await?;
+    let r = crate::tooling::bench_pipeline::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -653,7 +653,7 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
     if args.channel != "inbox" {
         anyhow::bail!("--instances: only --channel inbox is measured with several instances");
     }
-    let opts = crate::bench_instances::InstancesOptions {
+    let opts = crate::tooling::bench_instances::InstancesOptions {
         rows: args.rows,
         instances,
         database_url: args.database_url.clone(),
@@ -662,7 +662,7 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
         binary: None,
         timeout: std::time::Duration::from_secs(1800),
     };
-    let r = crate::bench_instances::run(&opts).await?;
+    let r = crate::tooling::bench_instances::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -773,7 +773,7 @@ fn bounce_parse(files: &[PathBuf], json: bool) -> anyhow::Result<()> {
         let name = file.display().to_string();
         let parsed = std::fs::read(file)
             .map_err(|e| format!("cannot read: {e}"))
-            .and_then(|raw| crate::bounce::parse(&raw).map_err(|e| e.to_string()));
+            .and_then(|raw| crate::feedback::bounce::parse(&raw).map_err(|e| e.to_string()));
         let report = match parsed {
             Ok(r) => r,
             Err(e) => {
@@ -853,7 +853,7 @@ async fn bounce_import(config: &Config, paths: &[PathBuf]) -> anyhow::Result<()>
             }
         };
         let policy = config.bounces.soft_bounce_policy();
-        match crate::ingest::ingest_mail(&store, &keys, policy, &raw, "mail", SystemClock.now()).await {
+        match crate::feedback::ingest::ingest_mail(&store, &keys, policy, &raw, "mail", SystemClock.now()).await {
             Ok(r) => {
                 recorded += r.recorded;
                 duplicates += r.duplicates;
@@ -862,11 +862,11 @@ async fn bounce_import(config: &Config, paths: &[PathBuf]) -> anyhow::Result<()>
                     println!("{}\t{}\t{}", file.display(), item.kind, item.action);
                 }
             }
-            Err(crate::ingest::IngestError::Parse(e)) => {
+            Err(crate::feedback::ingest::IngestError::Parse(e)) => {
                 eprintln!("{}: {e}", file.display());
                 failures += 1;
             }
-            Err(crate::ingest::IngestError::Store(e)) => return Err(e.into()),
+            Err(crate::feedback::ingest::IngestError::Store(e)) => return Err(e.into()),
         }
     }
     eprintln!(

@@ -223,8 +223,8 @@ impl Default for BounceSettings {
 }
 
 impl BounceSettings {
-    pub fn soft_bounce_policy(&self) -> crate::ingest::SoftBouncePolicy {
-        crate::ingest::SoftBouncePolicy { limit: self.soft_bounce_limit, window: self.soft_bounce_window }
+    pub fn soft_bounce_policy(&self) -> crate::feedback::ingest::SoftBouncePolicy {
+        crate::feedback::ingest::SoftBouncePolicy { limit: self.soft_bounce_limit, window: self.soft_bounce_window }
     }
 }
 
@@ -665,7 +665,7 @@ impl Config {
             ));
         }
         if let Some(k) = &self.bounces.sendgrid_public_key
-            && let Err(e) = crate::providers::sendgrid::SendGridKey::parse(k)
+            && let Err(e) = crate::feedback::providers::sendgrid::SendGridKey::parse(k)
         {
             return Err(invalid(
                 "bounces.sendgrid_public_key",
@@ -677,7 +677,7 @@ impl Config {
             let pem = std::fs::read_to_string(path).map_err(|e| {
                 invalid("bounces.ses_certificate_file", path.display(), format!("a readable PEM certificate ({e})"))
             })?;
-            crate::providers::ses::key_from_pem(&pem).map_err(|e| {
+            crate::feedback::providers::ses::key_from_pem(&pem).map_err(|e| {
                 invalid("bounces.ses_certificate_file", path.display(), format!("an RSA certificate: {e}"))
             })?;
         }

@@ -38,57 +38,43 @@
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`connect_error`]: why the database could not be opened at start,
 //!   once, naming the file or host.
-//! - [`bounce`]: parses bounces, complaints and auto-replies (RFC 3464 DSNs,
-//!   ARF, RFC 3834, and the free-text formats of common MTAs), after
-//!   `bounce::limits` has bounded the MIME nesting.
-//! - [`providers`]: provider bounce webhooks (SendGrid, Mailgun, Postmark),
-//!   verified and turned into the parser's shape.
-//! - [`ingest`]: bounce ingestion: evidence, send-log rows, suppressions.
+//! - [`feedback`]: what comes back: `feedback::bounce` parses bounces,
+//!   complaints and auto-replies (after `bounce::limits` has bounded the MIME
+//!   nesting), `feedback::providers` verifies provider webhooks (SES,
+//!   SendGrid, Mailgun, Postmark), `feedback::ingest` records the evidence,
+//!   send-log rows and suppressions.
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`retention`]: old rows pruned, table by table, by every instance.
-//! - [`cluster`]: several `herald serve` processes on one database, killed
-//!   and restarted at will, and the SQL audit of what they did (chaos and
-//!   fault tests, `herald bench --instances`).
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
-//! - [`bench`]: `herald bench`, the drain benchmark (one worker in
-//!   process; [`bench_instances`]: N `herald serve` processes;
-//!   [`bench_pipeline`]: the API, planner and worker under load); [`bench_stream`]:
-//!   `herald bench-stream`, the inbox stream under many connections;
-//!   [`demo`]: `herald demo`.
+//! - [`tooling`]: what measures and tortures Herald rather than runs it:
+//!   the benchmarks behind `herald bench` (`tooling::bench`,
+//!   `bench_instances`, `bench_pipeline`, `bench_stream`),
+//!   `tooling::cluster` (several `herald serve` processes on one database,
+//!   killed at will, and the SQL audit of what they did), `herald demo`, and
+//!   the fuzz targets' shared entry points.
 //! - [`cli`]: the command line; `main.rs` only calls it.
-//! - `fuzzing` (hidden): the entry points the fuzz targets in `fuzz/` and
-//!   `tests/fuzz_regressions.rs` share.
 
 pub mod address;
 pub mod app;
 pub mod batch;
-pub mod bench;
-pub mod bench_instances;
-pub mod bench_pipeline;
-pub mod bench_stream;
-pub mod bounce;
 pub mod channel;
 pub mod cli;
 pub mod clock;
-pub mod cluster;
 pub mod compose;
 pub mod config;
 pub mod connect_error;
-pub mod demo;
 pub mod domain;
-#[doc(hidden)]
-pub mod fuzzing;
+pub mod feedback;
 pub mod headline;
 pub mod http;
-pub mod ingest;
 pub mod intake;
 pub mod metrics;
 pub mod planner;
-pub mod providers;
 pub mod recipient;
 pub mod retention;
 pub mod rule;
 pub mod store;
 pub mod template;
+pub mod tooling;
 pub mod ui;
 pub mod worker;

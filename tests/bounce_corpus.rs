@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use herald::bounce::{BounceKind, BounceRecipient, BounceReport, parse};
+use herald::feedback::bounce::{BounceKind, BounceRecipient, BounceReport, parse};
 
 struct Row {
     file: String,

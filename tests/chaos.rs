@@ -37,9 +37,9 @@ use chaos_support::{knob, output_dir};
 use common::smtp::SmtpSink;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
-use herald::cluster::{self, Cluster, ClusterOptions};
 use herald::domain::{ChannelName, UserId};
 use herald::store::{NewOutboxRow, Store, new_id};
+use herald::tooling::cluster::{self, Cluster, ClusterOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -7,8 +7,8 @@ mod common;
 use std::process::Command;
 
 use common::{T0, TestDb, row};
-use herald::cluster::audit;
 use herald::store::{NewInboxMessage, Store, new_id};
+use herald::tooling::cluster::audit;
 
 async fn audit_names_each_broken_invariant(db: &TestDb) {
     let store = &db.store;

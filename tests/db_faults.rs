@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 
 use chaos_support::{PrivateMariaDb, PrivatePostgres, knob, output_dir, wait_for};
 use herald::clock::{Clock, SystemClock};
-use herald::cluster::{self, Cluster, ClusterOptions};
 use herald::domain::{ChannelName, UserId};
 use herald::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
+use herald::tooling::cluster::{self, Cluster, ClusterOptions};
 
 const SPREAD: Duration = Duration::from_secs(20);
 

@@ -1,5 +1,5 @@
 //! Replays the fuzz targets' kept inputs through the same entry points the
-//! fuzzers call (`herald::fuzzing`), without a sanitizer build, so `cargo
+//! fuzzers call (`herald::tooling::fuzzing`), without a sanitizer build, so `cargo
 //! test` keeps every crash a fuzzer found fixed and exercises each target.
 //!
 //! `tests/data/fuzz/<target>/` holds `crash-*` files (inputs that once
@@ -61,19 +61,19 @@ fn replay(target: &str, entry: fn(&[u8])) -> usize {
 
 #[test]
 fn bounce_parse_inputs_replay() {
-    let n = replay("bounce_parse", herald::fuzzing::bounce_parse);
+    let n = replay("bounce_parse", herald::tooling::fuzzing::bounce_parse);
     println!("bounce_parse: {n} inputs");
 }
 
 #[test]
 fn template_render_inputs_replay() {
-    let n = replay("template_render", herald::fuzzing::template_render);
+    let n = replay("template_render", herald::tooling::fuzzing::template_render);
     println!("template_render: {n} inputs");
 }
 
 #[test]
 fn json_body_inputs_replay() {
-    let n = replay("json_body", herald::fuzzing::json_body);
+    let n = replay("json_body", herald::tooling::fuzzing::json_body);
     println!("json_body: {n} inputs");
 }
 

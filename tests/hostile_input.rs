@@ -5,7 +5,7 @@
 //! same requests now get the same answer on all three.
 //!
 //! Found while writing the `json_body` fuzz target's storage invariants
-//! (`herald::fuzzing`, "check_column"); the pure halves of these cases are
+//! (`herald::tooling::fuzzing`, "check_column"); the pure halves of these cases are
 //! replayed by `tests/fuzz_regressions.rs`.
 
 mod common;

@@ -17,9 +17,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::{Backend, TestDb, row};
-use herald::cluster::{Cluster, ClusterOptions};
 use herald::domain::OutboxStatus;
 use herald::store::{RecipientStore, Store};
+use herald::tooling::cluster::{Cluster, ClusterOptions};
 
 const EACH: usize = 30;
 

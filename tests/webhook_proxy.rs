@@ -98,7 +98,7 @@ fn webhook_and_sns_requests_do_not_go_through_an_environment_proxy() {
         // never resolved here at all.
         let outcome = channel.deliver(&delivery("http://hooks.example.test/x")).await;
         assert!(!matches!(outcome, Outcome::Sent { .. }), "delivered through the proxy: {outcome:?}");
-        let fetched = herald::providers::ses::client()
+        let fetched = herald::feedback::providers::ses::client()
             .get("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem")
             .send()
             .await;

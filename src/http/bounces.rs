@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
-use crate::ingest::{IngestError, IngestReport, ingest_mail};
+use crate::feedback::ingest::{IngestError, IngestReport, ingest_mail};
 use crate::store::BounceRow;
 
 /// Raw messages can be large (some bounces attach the whole original).
-pub const MAX_MAIL_BYTES: usize = crate::bounce::MAX_INPUT_BYTES;
+pub const MAX_MAIL_BYTES: usize = crate::feedback::bounce::MAX_INPUT_BYTES;
 
 /// Takes one raw message as received on the return path (for a mailbox
 /// forwarder): records each recipient it reports on, appends `bounced` or
@@ -66,7 +66,7 @@ pub async fn list(
 /// The provider credentials this deployment configured.
 #[derive(Clone, Default)]
 pub struct ProviderKeys {
-    pub sendgrid: Option<crate::providers::sendgrid::SendGridKey>,
+    pub sendgrid: Option<crate::feedback::providers::sendgrid::SendGridKey>,
     pub mailgun: Option<String>,
     pub postmark: Option<(String, String)>,
     pub ses: Option<std::sync::Arc<SesKeys>>,
@@ -90,19 +90,19 @@ impl SesKeys {
         if let Some(k) = &self.pinned {
             return Ok(k.clone());
         }
-        if !crate::providers::ses::trusted_cert_url(url) {
+        if !crate::feedback::providers::ses::trusted_cert_url(url) {
             return Err(format!("SigningCertURL {url:?} is not an SNS certificate URL"));
         }
         if let Some(k) = self.cached(url) {
             return Ok(k);
         }
-        let pem = crate::providers::ses::client()
+        let pem = crate::feedback::providers::ses::client()
             .get(url)
             .send()
             .await
             .and_then(|r| r.error_for_status())
             .map_err(|e| e.to_string())?;
-        let key = crate::providers::ses::key_from_pem(&pem.text().await.map_err(|e| e.to_string())?)?;
+        let key = crate::feedback::providers::ses::key_from_pem(&pem.text().await.map_err(|e| e.to_string())?)?;
         self.fetched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(url.to_owned(), key.clone());
         Ok(key)
     }
@@ -119,14 +119,16 @@ impl ProviderKeys {
             sendgrid: c
                 .sendgrid_public_key
                 .as_deref()
-                .and_then(|k| crate::providers::sendgrid::SendGridKey::parse(k).ok()),
+                .and_then(|k| crate::feedback::providers::sendgrid::SendGridKey::parse(k).ok()),
             mailgun: c.mailgun_signing_key.clone(),
             postmark: c.postmark_user.clone().zip(c.postmark_password.clone()),
             ses: (!c.ses_topic_arns.is_empty()).then(|| {
                 std::sync::Arc::new(SesKeys {
                     topics: c.ses_topic_arns.clone(),
                     pinned: c.ses_certificate_file.as_ref().and_then(|p| {
-                        std::fs::read_to_string(p).ok().and_then(|pem| crate::providers::ses::key_from_pem(&pem).ok())
+                        std::fs::read_to_string(p)
+                            .ok()
+                            .and_then(|pem| crate::feedback::providers::ses::key_from_pem(&pem).ok())
                     }),
                     confirm: c.ses_confirm_subscriptions,
                     fetched: Default::default(),
@@ -136,7 +138,7 @@ impl ProviderKeys {
     }
 }
 
-fn refused(provider: &str, e: crate::providers::VerifyError) -> ApiError {
+fn refused(provider: &str, e: crate::feedback::providers::VerifyError) -> ApiError {
     tracing::warn!(provider, reason = %e, "refused a bounce webhook");
     ApiError::Unauthorized { detail: format!("{provider} webhook refused: {e}") }
 }
@@ -144,11 +146,11 @@ fn refused(provider: &str, e: crate::providers::VerifyError) -> ApiError {
 async fn record(
     state: &AppState,
     provider: &str,
-    recipients: Result<Vec<crate::bounce::BounceRecipient>, String>,
+    recipients: Result<Vec<crate::feedback::bounce::BounceRecipient>, String>,
     body: &[u8],
 ) -> Result<ApiJson<IngestReport>, ApiError> {
     let recipients = recipients.map_err(|e| ApiError::field("body", e))?;
-    let report = crate::ingest::record(
+    let report = crate::feedback::ingest::record(
         state.store.as_ref(),
         &state.keys,
         state.soft_bounces,
@@ -177,7 +179,7 @@ pub async fn sendgrid(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<ApiJson<IngestReport>, ApiError> {
-    use crate::providers::{VerifyError, sendgrid};
+    use crate::feedback::providers::{VerifyError, sendgrid};
     let key =
         state.providers.sendgrid.as_ref().ok_or_else(|| refused("sendgrid", VerifyError::NotConfigured("SendGrid")))?;
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -203,7 +205,7 @@ pub async fn sendgrid(
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn mailgun(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
-    use crate::providers::{VerifyError, mailgun};
+    use crate::feedback::providers::{VerifyError, mailgun};
     let key =
         state.providers.mailgun.as_ref().ok_or_else(|| refused("mailgun", VerifyError::NotConfigured("Mailgun")))?;
     let payload = mailgun::parse(&body).map_err(|_| refused("mailgun", VerifyError::Missing("a signature block")))?;
@@ -228,7 +230,7 @@ pub async fn postmark(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<ApiJson<IngestReport>, ApiError> {
-    use crate::providers::{VerifyError, postmark};
+    use crate::feedback::providers::{VerifyError, postmark};
     let (user, pass) =
         state.providers.postmark.as_ref().ok_or_else(|| refused("postmark", VerifyError::NotConfigured("Postmark")))?;
     let auth = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
@@ -247,7 +249,7 @@ pub async fn postmark(
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn ses(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
-    use crate::providers::{VerifyError, ses};
+    use crate::feedback::providers::{VerifyError, ses};
     let keys = state.providers.ses.clone().ok_or_else(|| refused("ses", VerifyError::NotConfigured("SES")))?;
     let envelope = ses::parse(&body).map_err(|_| refused("ses", VerifyError::Missing("an SNS envelope")))?;
     if !keys.topics.iter().any(|t| t == &envelope.topic_arn) {

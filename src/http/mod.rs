@@ -50,7 +50,7 @@ pub struct AppState {
     /// Address hashes and unsubscribe tokens.
     pub keys: crate::address::AddressKeys,
     /// When soft bounces suppress an address.
-    pub soft_bounces: crate::ingest::SoftBouncePolicy,
+    pub soft_bounces: crate::feedback::ingest::SoftBouncePolicy,
     /// Provider webhook credentials (SendGrid, Mailgun, Postmark).
     pub providers: bounces::ProviderKeys,
     /// What webhook URLs rules may name.

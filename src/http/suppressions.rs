@@ -95,7 +95,7 @@ fn hash_with(keys: &AddressKeys, field: &str, email: &str) -> Result<String, Api
 }
 
 /// Everything `POST /v1/suppressions` checks, and the row it would store.
-/// Public so the fuzz targets ([`crate::fuzzing`]) run exactly the
+/// Public so the fuzz targets ([`crate::tooling::fuzzing`]) run exactly the
 /// handler's checks, not a copy.
 pub fn validate(keys: &AddressKeys, input: SuppressionInput, now: Millis) -> Result<SuppressionRow, ApiError> {
     let hash = hash_with(keys, "email", &input.email)?;

@@ -82,7 +82,7 @@ fn valid_type(s: &str) -> bool {
 
 /// Everything `POST /v1/triggers` checks before it touches the database,
 /// reporting every field at fault at once. Public so the fuzz targets
-/// ([`crate::fuzzing`]) run exactly the handler's checks, not a copy.
+/// ([`crate::tooling::fuzzing`]) run exactly the handler's checks, not a copy.
 pub fn validate(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiError> {
     let mut errors = Vec::new();
     if !valid_type(&input.trigger_type) {

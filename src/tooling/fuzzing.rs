@@ -19,12 +19,12 @@ use std::sync::LazyLock;
 use serde::Deserialize;
 
 use crate::address::AddressKeys;
-use crate::bounce;
 use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
 use crate::domain::UserId;
+use crate::feedback::bounce;
+use crate::feedback::providers::{mailgun, postmark, sendgrid, ses};
 use crate::planner;
-use crate::providers::{mailgun, postmark, sendgrid, ses};
 use crate::recipient::{Preferences, RecipientInput, RecipientView};
 use crate::rule::{RuleInput, RulePatch, RuleView};
 use crate::store::{RecipientRow, RuleRow};
@@ -55,7 +55,7 @@ fn text(bytes: &[u8]) -> String {
 /// `POST /v1/bounces/mail` and `herald bounce import`: the parser and the
 /// VERP lookup, on arbitrary bytes.
 pub fn bounce_parse(data: &[u8]) {
-    let _ = crate::ingest::verp_outbox_id(data);
+    let _ = crate::feedback::ingest::verp_outbox_id(data);
     if let Ok(report) = bounce::parse(data) {
         // Cheap invariants that hold for every report.
         for r in &report.recipients {
@@ -413,7 +413,7 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 
 /// The throwaway certificate the SES test envelopes are signed with.
 static SES_KEY: LazyLock<rsa::RsaPublicKey> = LazyLock::new(|| {
-    ses::key_from_pem(include_str!("../tests/data/webhooks/ses/test-sns-signing-cert.pem")).expect("the test cert")
+    ses::key_from_pem(include_str!("../../tests/data/webhooks/ses/test-sns-signing-cert.pem")).expect("the test cert")
 });
 
 fn ses_body(body: &[u8]) {

@@ -13,8 +13,8 @@ pub mod postmark;
 pub mod sendgrid;
 pub mod ses;
 
-use crate::bounce::{BounceKind, BounceRecipient};
 use crate::clock::Millis;
+use crate::feedback::bounce::{BounceKind, BounceRecipient};
 
 /// How far a signed timestamp may be from now before the request is treated
 /// as a replay.
@@ -62,7 +62,7 @@ pub(crate) fn recipient(
         status: status.as_deref().and_then(enhanced_status),
         reply_code,
         kind,
-        reason: reason.chars().take(crate::bounce::MAX_REASON_CHARS).collect(),
+        reason: reason.chars().take(crate::feedback::bounce::MAX_REASON_CHARS).collect(),
         original_message_id: message_id.map(|m| m.trim_matches(|c| c == '<' || c == '>').to_owned()),
         herald_outbox_id: None,
         feedback_type: None,

@@ -12,9 +12,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::address::AddressKeys;
-use crate::bounce::{self, BounceKind};
 use crate::clock::Millis;
 use crate::domain::storable_text;
+use crate::feedback::bounce::{self, BounceKind};
 use crate::store::{
     ALL_CATEGORIES, MatchedSend, NewBounce, OutboxRow, Store, StoreError, SuppressionReason, SuppressionRow,
 };
@@ -72,7 +72,7 @@ pub struct IngestItem {
 
 /// The outbox id in a VERP return path (`bounce+ID@domain`) among the
 /// bounce's own recipient headers. Public for the fuzz targets
-/// ([`crate::fuzzing`]), which feed it the same hostile bytes as the parser.
+/// ([`crate::tooling::fuzzing`]), which feed it the same hostile bytes as the parser.
 pub fn verp_outbox_id(raw: &[u8]) -> Option<String> {
     let head = &raw[..raw.len().min(64 * 1024)];
     let text = String::from_utf8_lossy(head).to_ascii_lowercase();

@@ -18,7 +18,7 @@ use x509_cert::Certificate;
 use x509_cert::der::{DecodePem, Encode};
 
 use super::{VerifyError, recipient};
-use crate::bounce::{BounceKind, BounceRecipient};
+use crate::feedback::bounce::{BounceKind, BounceRecipient};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -247,17 +247,20 @@ mod tests {
     use super::*;
 
     fn key() -> RsaPublicKey {
-        key_from_pem(include_str!("../../tests/data/webhooks/ses/test-sns-signing-cert.pem")).unwrap()
+        key_from_pem(include_str!("../../../tests/data/webhooks/ses/test-sns-signing-cert.pem")).unwrap()
     }
 
     #[test]
     fn version_1_and_2_signatures_verify_and_the_tampered_one_does_not() {
         for (file, expect_ok) in [
-            (&include_bytes!("../../tests/data/webhooks/ses/sns-bounce-signed-v1.json")[..], true),
-            (&include_bytes!("../../tests/data/webhooks/ses/sns-bounce-signed-v2.json")[..], true),
-            (&include_bytes!("../../tests/data/webhooks/ses/sns-complaint-signed-v2-with-subject.json")[..], true),
-            (&include_bytes!("../../tests/data/webhooks/ses/sns-subscription-confirmation-signed-v1.json")[..], true),
-            (&include_bytes!("../../tests/data/webhooks/ses/sns-bounce-signed-v2-TAMPERED.json")[..], false),
+            (&include_bytes!("../../../tests/data/webhooks/ses/sns-bounce-signed-v1.json")[..], true),
+            (&include_bytes!("../../../tests/data/webhooks/ses/sns-bounce-signed-v2.json")[..], true),
+            (&include_bytes!("../../../tests/data/webhooks/ses/sns-complaint-signed-v2-with-subject.json")[..], true),
+            (
+                &include_bytes!("../../../tests/data/webhooks/ses/sns-subscription-confirmation-signed-v1.json")[..],
+                true,
+            ),
+            (&include_bytes!("../../../tests/data/webhooks/ses/sns-bounce-signed-v2-TAMPERED.json")[..], false),
         ] {
             let e = parse(file).unwrap();
             assert_eq!(verify(&e, &key()).is_ok(), expect_ok, "{} {}", e.kind, e.message_id);
@@ -266,15 +269,15 @@ mod tests {
 
     #[test]
     fn bounces_and_complaints_become_recipients() {
-        let e = parse(include_bytes!("../../tests/data/webhooks/ses/sns-bounce-signed-v1.json")).unwrap();
+        let e = parse(include_bytes!("../../../tests/data/webhooks/ses/sns-bounce-signed-v1.json")).unwrap();
         let r = recipients(&e).unwrap();
         assert_eq!(
             (r[0].recipient.as_str(), r[0].kind, r[0].status.as_deref()),
             ("jane@example.com", BounceKind::Hard, Some("5.1.1"))
         );
         assert_eq!(r[0].original_message_id.as_deref(), Some("custom-message-ID"));
-        let e =
-            parse(include_bytes!("../../tests/data/webhooks/ses/sns-complaint-signed-v2-with-subject.json")).unwrap();
+        let e = parse(include_bytes!("../../../tests/data/webhooks/ses/sns-complaint-signed-v2-with-subject.json"))
+            .unwrap();
         assert_eq!(recipients(&e).unwrap()[0].kind, BounceKind::Complaint);
     }
 

@@ -10,8 +10,8 @@ use p256::pkcs8::DecodePublicKey;
 use serde::Deserialize;
 
 use super::{VerifyError, enhanced_status, fresh, kind_for_status, recipient};
-use crate::bounce::{BounceKind, BounceRecipient};
 use crate::clock::Millis;
+use crate::feedback::bounce::{BounceKind, BounceRecipient};
 
 #[derive(Clone)]
 pub struct SendGridKey(VerifyingKey);
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn the_official_test_vector_verifies_and_a_changed_timestamp_does_not() {
         let v: serde_json::Value = serde_json::from_str(include_str!(
-            "../../tests/data/webhooks/sendgrid/signed-webhook-official-test-vector.json"
+            "../../../tests/data/webhooks/sendgrid/signed-webhook-official-test-vector.json"
         ))
         .unwrap();
         let key = SendGridKey::parse(v["public_key"].as_str().unwrap()).unwrap();
@@ -115,12 +115,12 @@ mod tests {
 
     #[test]
     fn bounces_and_spam_reports_become_recipients() {
-        let r = recipients(include_bytes!("../../tests/data/webhooks/sendgrid/bounce.json")).unwrap();
+        let r = recipients(include_bytes!("../../../tests/data/webhooks/sendgrid/bounce.json")).unwrap();
         assert_eq!(
             (r[0].recipient.as_str(), r[0].kind, r[0].status.as_deref()),
             ("alex@example.com", BounceKind::Hard, Some("5.0.0"))
         );
-        let r = recipients(include_bytes!("../../tests/data/webhooks/sendgrid/spamreport.json")).unwrap();
+        let r = recipients(include_bytes!("../../../tests/data/webhooks/sendgrid/spamreport.json")).unwrap();
         assert_eq!(r[0].kind, BounceKind::Complaint);
         assert!(recipients(b"not json").is_err());
     }

@@ -7,7 +7,7 @@ use hmac::{KeyInit, Mac};
 use serde::Deserialize;
 
 use super::{VerifyError, enhanced_status, recipient};
-use crate::bounce::{BounceKind, BounceRecipient};
+use crate::feedback::bounce::{BounceKind, BounceRecipient};
 
 /// Compares `Authorization: Basic …` with the configured credentials, in
 /// constant time (through an HMAC of both sides).
@@ -67,9 +67,9 @@ mod tests {
 
     #[test]
     fn bounces_and_complaints_become_recipients() {
-        let r = recipients(include_bytes!("../../tests/data/webhooks/postmark/bounce.json")).unwrap();
+        let r = recipients(include_bytes!("../../../tests/data/webhooks/postmark/bounce.json")).unwrap();
         assert_eq!((r[0].recipient.as_str(), r[0].kind), ("john@example.com", BounceKind::Hard));
-        let r = recipients(include_bytes!("../../tests/data/webhooks/postmark/spam-complaint.json")).unwrap();
+        let r = recipients(include_bytes!("../../../tests/data/webhooks/postmark/spam-complaint.json")).unwrap();
         assert_eq!(r[0].kind, BounceKind::Complaint);
     }
 }

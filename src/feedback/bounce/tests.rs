@@ -385,38 +385,38 @@ fn issue_15_cases() {
     let cases: &[Case] = &[
         (
             "dns-lookup-failed-5.4.1",
-            include_bytes!("../../tests/data/bounce-cases/dns-lookup-failed-5.4.1.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/dns-lookup-failed-5.4.1.eml"),
             Some(("bob@no-such-domain.example", BounceKind::Hard)),
         ),
         (
             "domain-not-reachable-no-code",
-            include_bytes!("../../tests/data/bounce-cases/domain-not-reachable-no-code.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/domain-not-reachable-no-code.eml"),
             Some(("bob@no-such-domain.example", BounceKind::Hard)),
         ),
         (
             "host-not-found-no-code",
-            include_bytes!("../../tests/data/bounce-cases/host-not-found-no-code.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/host-not-found-no-code.eml"),
             Some(("bob@no-such-domain.example", BounceKind::Hard)),
         ),
         (
             "procmail-unknown-user-expanded",
-            include_bytes!("../../tests/data/bounce-cases/procmail-unknown-user-expanded.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/procmail-unknown-user-expanded.eml"),
             Some(("carol@example.org", BounceKind::Hard)),
         ),
         (
             "mail-local-unknown-user-no-code",
-            include_bytes!("../../tests/data/bounce-cases/mail-local-unknown-user-no-code.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/mail-local-unknown-user-no-code.eml"),
             Some(("carol@example.org", BounceKind::Hard)),
         ),
         (
             "exchange-delivered-notice",
-            include_bytes!("../../tests/data/bounce-cases/exchange-delivered-notice.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/exchange-delivered-notice.eml"),
             None,
         ),
-        ("gmail-relayed-success", include_bytes!("../../tests/data/bounce-cases/gmail-relayed-success.eml"), None),
+        ("gmail-relayed-success", include_bytes!("../../../tests/data/bounce-cases/gmail-relayed-success.eml"), None),
         (
             "arf-recipient-from-delivered-to",
-            include_bytes!("../../tests/data/bounce-cases/arf-recipient-from-delivered-to.eml"),
+            include_bytes!("../../../tests/data/bounce-cases/arf-recipient-from-delivered-to.eml"),
             Some(("ann@example.org", BounceKind::Complaint)),
         ),
     ];

@@ -7,8 +7,8 @@ use serde::Deserialize;
 use sha2::Sha256;
 
 use super::{VerifyError, enhanced_status, fresh, recipient};
-use crate::bounce::{BounceKind, BounceRecipient};
 use crate::clock::Millis;
+use crate::feedback::bounce::{BounceKind, BounceRecipient};
 
 #[derive(Debug, Deserialize)]
 pub struct Payload {
@@ -110,7 +110,8 @@ mod tests {
     #[test]
     fn the_test_vector_verifies_and_a_changed_token_does_not() {
         let v: serde_json::Value =
-            serde_json::from_str(include_str!("../../tests/data/webhooks/mailgun/signature-test-vector.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/data/webhooks/mailgun/signature-test-vector.json"))
+                .unwrap();
         let key = v["signing_key"].as_str().unwrap();
         let mut sig = Signature {
             timestamp: v["timestamp"].as_str().unwrap().into(),
@@ -125,10 +126,10 @@ mod tests {
 
     #[test]
     fn permanent_failures_and_complaints_become_recipients() {
-        let p = parse(include_bytes!("../../tests/data/webhooks/mailgun/failed-permanent.json")).unwrap();
+        let p = parse(include_bytes!("../../../tests/data/webhooks/mailgun/failed-permanent.json")).unwrap();
         let r = recipients(&p);
         assert_eq!((r[0].recipient.as_str(), r[0].kind), ("alice@example.com", BounceKind::Hard));
-        let p = parse(include_bytes!("../../tests/data/webhooks/mailgun/complained.json")).unwrap();
+        let p = parse(include_bytes!("../../../tests/data/webhooks/mailgun/complained.json")).unwrap();
         assert_eq!(recipients(&p)[0].kind, BounceKind::Complaint);
     }
 }

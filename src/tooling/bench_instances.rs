@@ -1,7 +1,7 @@
 //! `herald bench --instances N`: the drain rate of N `herald serve`
 //! processes sharing one database, and each row's delivery latency.
 //!
-//! The in-process bench ([`crate::bench`]) measures the engine: one worker,
+//! The in-process bench ([`crate::tooling::bench`]) measures the engine: one worker,
 //! its sweep driven directly. This one measures the deployment: N real
 //! processes (this same binary), each with its own pool and HTTP server,
 //! contending for one SQLite file, PostgreSQL or MariaDB through the
@@ -25,9 +25,9 @@ use serde::Serialize;
 use sqlx::Row;
 
 use crate::clock::{Clock, Millis, SystemClock};
-use crate::cluster::{Cluster, ClusterOptions, percentile};
 use crate::domain::{ChannelName, UserId};
 use crate::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, StoreError, new_id};
+use crate::tooling::cluster::{Cluster, ClusterOptions, percentile};
 
 #[derive(Debug, Clone)]
 pub struct InstancesOptions {

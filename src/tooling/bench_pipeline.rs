@@ -24,9 +24,9 @@ use serde::Serialize;
 use sqlx::Row;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::percentile;
 use crate::config::Config;
 use crate::store::{ConnectOptions, RecipientRow, RecipientStore, RuleStore, SqlStore, Store};
+use crate::tooling::cluster::percentile;
 
 #[derive(Debug, Clone)]
 pub struct PipelineOptions {
@@ -128,7 +128,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
     let idle = latencies(&store).await?;
     let idle_delivered = count_inbox(&store).await?;
 
-    let commits_before = crate::bench::pg_commits(&store).await?;
+    let commits_before = crate::tooling::bench::pg_commits(&store).await?;
     let rss_start = rss_mib("VmRSS");
     let stop = Arc::new(AtomicBool::new(false));
     let (accepted, errors) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -186,7 +186,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
     let all = latencies(&store).await?;
     verify(&store, idle_delivered + accepted).await?;
     let commits = match commits_before {
-        Some(before) => crate::bench::pg_commits(&store).await?.map(|after| after - before),
+        Some(before) => crate::tooling::bench::pg_commits(&store).await?.map(|after| after - before),
         None => None,
     };
     shutdown.cancel();
