@@ -375,11 +375,12 @@ pub struct WorkerSettings {
     pub default_concurrency: usize,
     /// Concurrent deliveries per channel, e.g. `{ email = 4, inbox = 32 }`.
     pub concurrency: BTreeMap<String, usize>,
-    /// This instance's lease in the database, renewed every third of it.
-    /// An instance that cannot renew starts no new delivery; the rows of
-    /// one whose lease lapsed are taken back after the lease plus
-    /// `deliver_timeout` (a killed instance's rows wait about that long,
-    /// not `stale`). At least "3s". Default "30s".
+    /// This instance's lease in the database, renewed every third of it
+    /// (at least every 5 s). An instance that cannot renew starts no new
+    /// delivery; the rows of one whose lease lapsed are taken back after
+    /// the lease plus `deliver_timeout` (a killed instance's rows wait
+    /// about that long, 80 s by default, not `stale`). At least "3s".
+    /// Default "20s".
     #[serde(with = "humantime_serde")]
     pub lease: Duration,
 }

@@ -2,9 +2,9 @@
 //! default worker settings on one PostgreSQL drain inbox rows and emails to
 //! an SMTP server that takes 2 s to accept each message, so that emails are
 //! in flight; one instance is SIGKILLed while it holds claims. Its rows must
-//! be delivered by the other within 120 s (the lease, 30 s, plus
-//! `worker.deliver_timeout`, 60 s, plus a heartbeat: not the 15-minute
-//! stale window), with no inbox message doubled. An email the killed
+//! be delivered by the other within 120 s (the lease, 20 s, plus
+//! `worker.deliver_timeout`, 60 s, plus a heartbeat of at most 5 s: not
+//! the 15-minute stale window), with no inbox message doubled. An email the killed
 //! instance had handed to the SMTP server but not yet recorded goes again:
 //! the audit counts those, bounded by the claims it held.
 //!

@@ -329,7 +329,7 @@ fn leased_worker(
 }
 
 /// No lease, no delivery: before the first renewal, and once the lease
-/// (30 s by default) has run out without one.
+/// (20 s by default) has run out without one.
 async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb) {
     let clock = ManualClock::at(T0);
     let channel = sent_channel();
@@ -339,7 +339,7 @@ async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb)
     w.heartbeat().await.unwrap();
     assert_eq!(w.tick().await.unwrap().sent, 1);
 
-    clock.advance(Duration::from_secs(28)); // past 30 s less a tenth, unrenewed
+    clock.advance(Duration::from_secs(19)); // past 20 s less a tenth, unrenewed
     db.store.enqueue(&[row("u1", "relay", clock.now())], clock.now()).await.unwrap();
     assert_eq!(w.tick().await.unwrap().claimed, 0, "the lease ran out: nothing new starts");
     assert_eq!(channel.calls(), 1);
@@ -350,7 +350,7 @@ async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb)
 
 /// Instance A claims a row and is lost (no more heartbeats, no outcome).
 /// Instance B takes the row back once A's lease has been lapsed for longer
-/// than deliver_timeout (30 s + 60 s by default: not the 15-minute stale
+/// than deliver_timeout (20 s + 60 s by default: not the 15-minute stale
 /// window), counts the rescue with its reason and delivers it; A's late
 /// outcome is refused.
 async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(db: &TestDb) {
@@ -387,9 +387,9 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
         metrics.clone(),
         who,
     );
-    clock.advance(Duration::from_secs(85));
-    assert_eq!(b.heartbeat().await.unwrap(), 0, "A's lease lapsed at 30 s; its delivery may run until 90 s");
-    clock.advance(Duration::from_secs(6));
+    clock.advance(Duration::from_secs(79));
+    assert_eq!(b.heartbeat().await.unwrap(), 0, "A's lease lapsed at 20 s; its delivery may run until 80 s");
+    clock.advance(Duration::from_secs(2));
     assert_eq!(b.heartbeat().await.unwrap(), 1, "taken back at lease + deliver_timeout");
     assert_eq!(metrics.rescued_count("lease_lapsed"), 1);
     assert!(metrics.encode_text().contains("herald_rescued_claims_total{reason=\"lease_lapsed\"} 1"));

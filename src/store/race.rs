@@ -76,6 +76,38 @@ where
         .await
 }
 
+/// How long a read the delivery of a row depends on (the suppression list,
+/// the row's rule and recipient) waits for a database that is away before
+/// the row is retried the slow way (`worker.retry`, 5 minutes by default):
+/// a failover takes seconds to a few tens of seconds, and a row that waits
+/// it out is delivered then, not minutes later. Below the default
+/// `worker.deliver_timeout`, which bounds the whole delivery.
+pub const AWAY_WAIT: Duration = Duration::from_secs(45);
+
+/// Runs `f`, and again while the database is away or the race is lost
+/// (from 250 ms, doubling to 2 s), for at most `wait`.
+pub async fn retry_while_away<T, F, Fut>(op: &'static str, wait: Duration, mut f: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match f().await {
+            Err(e) if (e.is_unavailable() || e.is_lost_race()) && tokio::time::Instant::now() + pause < deadline => {
+                if e.is_lost_race() {
+                    count(op);
+                }
+                tracing::debug!(op, error = %e, retry_in = ?pause, "the database is away; waiting for it");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -97,6 +129,29 @@ mod tests {
         assert_eq!(out.unwrap(), 7);
         assert_eq!(calls.load(Ordering::SeqCst), 3);
         assert_eq!(lost("test: two races") - before, 2);
+    }
+
+    #[tokio::test]
+    async fn a_read_waits_for_the_database_within_its_bound() {
+        let calls = AtomicUsize::new(0);
+        let away = || StoreError::Injected { what: "away", lost_race: false };
+        let out = retry_while_away("test: away", Duration::from_secs(2), || async {
+            if calls.fetch_add(1, Ordering::SeqCst) < 2 { Err(away()) } else { Ok(1) }
+        })
+        .await;
+        assert_eq!(out.unwrap(), 1);
+        let calls = AtomicUsize::new(0);
+        let started = tokio::time::Instant::now();
+        let out: Result<(), _> = retry_while_away("test: away", Duration::from_secs(1), || async {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(away())
+        })
+        .await;
+        assert!(out.is_err());
+        assert!(started.elapsed() <= Duration::from_secs(1), "{:?}", started.elapsed());
+        // Tried at 0, 0.25 and 0.75 s: the next pause (1 s) would pass the
+        // bound.
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     #[tokio::test]

@@ -50,10 +50,12 @@ impl Lease {
         Ok(())
     }
 
-    /// How often the heartbeat renews: a third of the lease, so two
-    /// renewals in a row can fail (a database failover) before it lapses.
+    /// How often the heartbeat renews (and looks for lapsed instances'
+    /// rows): a third of the lease, so two renewals in a row can fail
+    /// before it lapses, and at least every 5 s, so a lapsed instance's
+    /// rows wait at most that long past lease + deliver_timeout.
     pub fn renew_every(&self) -> Duration {
-        self.duration / 3
+        (self.duration / 3).min(Duration::from_secs(5))
     }
 }
 

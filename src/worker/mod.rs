@@ -86,7 +86,7 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             concurrency: BTreeMap::new(),
             default_concurrency: 16,
-            lease: Duration::from_secs(30),
+            lease: Duration::from_secs(20),
         }
     }
 }
