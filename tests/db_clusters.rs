@@ -114,7 +114,18 @@ async fn post_email_triggers(store: &SqlStore, herald: &Cluster, emails: usize) 
         "delay": 0, "enabled": true,
         "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Hello", "text": "Hello from the cluster"}}}
     });
-    assert_eq!(call(0, reqwest::Method::POST, "/v1/rules".into(), rule).await, 201);
+    // The key was written through one connection (one Galera node); the
+    // instance may read it on another node that has not applied it yet
+    // (Galera's reads are not causal by default): ask again for a moment.
+    let mut status = 0;
+    for _ in 0..50 {
+        status = call(0, reqwest::Method::POST, "/v1/rules".into(), rule.clone()).await;
+        if status != 401 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 201);
     for i in 0..emails {
         let user = serde_json::json!({ "email": format!("slow{i}@cluster.test") });
         let status = call(i, reqwest::Method::PUT, format!("/v1/users/u{i}"), user).await;

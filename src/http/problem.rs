@@ -82,6 +82,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let lost_race = matches!(&self, ApiError::Store(e) if e.is_lost_race());
         let (detail, errors) = match self {
             ApiError::Store(e) if status == StatusCode::SERVICE_UNAVAILABLE => {
                 tracing::warn!(error = %e, "request not completed: the database is unavailable");
@@ -113,6 +114,10 @@ impl IntoResponse for ApiError {
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if lost_race {
+            // `http::retry` runs the request again before answering this.
+            resp.extensions_mut().insert(super::retry::LostRace);
         }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));

@@ -351,13 +351,19 @@ impl SqlStore {
             let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
             return outbox_rows(&rows);
         }
-        let won = claim.execute(&self.writer).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
+        // The rows are read back on the connection that claimed them: on
+        // Galera behind HAProxy another pooled connection can be on another
+        // node, which may not have applied the claim yet (reads are not
+        // causal by default), and rows claimed but not read back would sit
+        // in `sending` under a live instance's lease until `stale`.
+        let mut conn = self.writer.acquire().await.map_err(StoreError::db("claim due rows"))?;
+        let won = claim.execute(&mut *conn).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
         if won == 0 {
             return Ok(Vec::new());
         }
         let rows = sqlx::query(&self.q.claimed_by_token)
             .bind(token.to_owned())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(StoreError::db("read claimed rows"))?;
         outbox_rows(&rows)
