@@ -445,6 +445,23 @@ async fn status(config: &Config, json: bool) -> anyhow::Result<()> {
     if let Some(next) = summary.next_due_at.filter(|n| *n > now) {
         writeln!(out, "next due:   {next}")?;
     }
+    // The `herald serve` instances and their leases (see `worker.lease`):
+    // which are alive, and which lost theirs (their rows are taken back
+    // after the lease plus worker.deliver_timeout).
+    let instances = crate::store::InstanceStore::instances(&store).await?;
+    if instances.is_empty() {
+        writeln!(out, "instances: none holds a lease")?;
+    } else {
+        writeln!(out, "instances:")?;
+        for i in &instances {
+            let lease = if i.expires_at > now {
+                format!("lease held, {:.0}s left", i.expires_at.since(now).as_secs_f64())
+            } else {
+                format!("lease lapsed {:.0}s ago", now.since(i.expires_at).as_secs_f64())
+            };
+            writeln!(out, "  {} on {} (pid {}), started {}: {lease}", i.id, i.host, i.pid, i.started_at)?;
+        }
+    }
     Ok(())
 }
 
