@@ -149,7 +149,10 @@ pub fn email_channel(
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let store = open_store(&config).await?;
     if config.migrate_on_start {
-        let applied = store.migrate().await?;
+        let applied = migrate_waiting(&store, MIGRATE_WAIT, |e, left| {
+            tracing::warn!(error = %e, left = ?left, "cannot migrate yet (a standby, or the database is away); waiting for a primary")
+        })
+        .await?;
         for m in &applied {
             tracing::info!(version = m.version, name = m.name, "applied migration");
         }
@@ -160,6 +163,53 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(shutdown_on_signal(shutdown.clone()));
     serve_until(config, store, listener, shutdown).await
+}
+
+/// How long `serve` and `herald migrate` (unless told otherwise with
+/// `--wait`) wait for a primary that takes the migration.
+pub const MIGRATE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Migrates, waiting up to `wait` for a server that can: just after a
+/// failover HAProxy may still route to a standby ("cannot execute CREATE
+/// TABLE in a read-only transaction"), or the database may be away for the
+/// seconds a failover takes. `waiting` is told each error and the time
+/// left before it is tried again (every second).
+pub async fn migrate_waiting(
+    store: &SqlStore,
+    wait: std::time::Duration,
+    waiting: impl FnMut(&crate::store::StoreError, std::time::Duration),
+) -> Result<Vec<crate::store::AppliedMigration>, crate::store::StoreError> {
+    until_primary(wait, std::time::Duration::from_secs(1), || store.migrate(), waiting).await
+}
+
+/// Runs `attempt` until it succeeds, fails for a reason other than a
+/// standby or an absent database, or `wait` has passed (pausing `every`
+/// between tries).
+pub async fn until_primary<T, F, Fut>(
+    wait: std::time::Duration,
+    every: std::time::Duration,
+    mut attempt: F,
+    mut waiting: impl FnMut(&crate::store::StoreError, std::time::Duration),
+) -> Result<T, crate::store::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_read_only() || e.is_unavailable() || e.is_lost_race() => {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return Err(e);
+                }
+                waiting(&e, left);
+                tokio::time::sleep(every.min(left)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The body of `serve`, with the listener and the shutdown signal supplied
@@ -228,12 +278,18 @@ pub async fn serve_with_clock(
     }
     if config.worker.enabled {
         let email = email_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), metrics.clone())?;
-        let worker = Worker::new(
-            dyn_store.clone(),
+        // This process's lease: its claims name it, so if it dies (or
+        // loses the database) its rows are taken back after the lease plus
+        // deliver_timeout, not after worker.stale.
+        let who = crate::worker::lease::identity(clock.now());
+        tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
+        let worker = Worker::leased(
+            Arc::new(store.for_instance(&who.id)),
             configured_registry(&config, email),
             clock.clone(),
             config.worker.to_worker_config(),
             metrics.clone(),
+            who,
         );
         let token = shutdown.clone();
         tasks.spawn(async move { worker.run(token).await });

@@ -34,7 +34,7 @@ pub enum Command {
     /// Run the worker and the HTTP server (/healthz, /readyz, /metrics) until SIGINT/SIGTERM.
     Serve(ServeArgs),
     /// Apply pending database migrations and exit.
-    Migrate,
+    Migrate(MigrateArgs),
     /// Schedule messages by hand (for trying Herald out and for tests).
     Enqueue(EnqueueArgs),
     /// Outbox counts by status and the oldest due row.
@@ -160,6 +160,15 @@ pub struct EnqueueArgs {
     /// Message payload as JSON [default: {"title": "Test message from herald enqueue"}]
     #[arg(long, value_name = "JSON")]
     pub payload: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// How long to wait for a server that takes the migration: through
+    /// HAProxy just after a failover the first answer can come from a
+    /// standby (read-only) or from nobody. Each wait is printed.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub wait: std::time::Duration,
 }
 
 #[derive(Debug, Args)]
@@ -298,9 +307,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref(), std::env::vars(), &flags)?;
     match cli.command {
         Command::Serve(_) => crate::app::serve(config).await,
-        Command::Migrate => {
+        Command::Migrate(args) => {
             let store = crate::app::open_store(&config).await?;
-            let applied = store.migrate().await?;
+            let wait = args.wait;
+            let applied = crate::app::migrate_waiting(&store, wait, |e, left| {
+                eprintln!(
+                    "cannot migrate yet: {e}\n  waiting for a primary that takes writes ({}s of --wait {} left)",
+                    left.as_secs(),
+                    humantime::format_duration(wait)
+                );
+            })
+            .await
+            .map_err(|e| match e.is_read_only() || e.is_unavailable() || e.is_lost_race() {
+                true => anyhow::anyhow!(
+                    "{e} (no primary took the migration within --wait {})",
+                    humantime::format_duration(wait)
+                ),
+                false => e.into(),
+            })?;
             if applied.is_empty() {
                 println!("{}: schema is up to date", store.dialect());
             }
@@ -420,6 +444,23 @@ async fn status(config: &Config, json: bool) -> anyhow::Result<()> {
     }
     if let Some(next) = summary.next_due_at.filter(|n| *n > now) {
         writeln!(out, "next due:   {next}")?;
+    }
+    // The `herald serve` instances and their leases (see `worker.lease`):
+    // which are alive, and which lost theirs (their rows are taken back
+    // after the lease plus worker.deliver_timeout).
+    let instances = crate::store::InstanceStore::instances(&store).await?;
+    if instances.is_empty() {
+        writeln!(out, "instances: none holds a lease")?;
+    } else {
+        writeln!(out, "instances:")?;
+        for i in &instances {
+            let lease = if i.expires_at > now {
+                format!("lease held, {:.0}s left", i.expires_at.since(now).as_secs_f64())
+            } else {
+                format!("lease lapsed {:.0}s ago", now.since(i.expires_at).as_secs_f64())
+            };
+            writeln!(out, "  {} on {} (pid {}), started {}: {lease}", i.id, i.host, i.pid, i.started_at)?;
+        }
     }
     Ok(())
 }

@@ -82,7 +82,9 @@ impl Composer {
         if rows.iter().all(|r| r.rule_id.is_none()) {
             return rows.into_iter().map(|row| Prepared::Deliver(Box::new(Delivery::bare(row)))).collect();
         }
-        match self.load(&rows).await {
+        let loaded =
+            crate::store::race::retry_while_away("compose", crate::store::race::AWAY_WAIT, || self.load(&rows)).await;
+        match loaded {
             Ok(loaded) => rows.into_iter().map(|row| self.prepare_row(row, &loaded)).collect(),
             // The database blinked: try these rows again later.
             Err(e) => rows

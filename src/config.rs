@@ -445,6 +445,14 @@ pub struct WorkerSettings {
     pub default_concurrency: usize,
     /// Concurrent deliveries per channel, e.g. `{ email = 4, inbox = 32 }`.
     pub concurrency: BTreeMap<String, usize>,
+    /// This instance's lease in the database, renewed every third of it
+    /// (at least every 5 s). An instance that cannot renew starts no new
+    /// delivery; the rows of one whose lease lapsed are taken back after
+    /// the lease plus `deliver_timeout` (a killed instance's rows wait
+    /// about that long, 80 s by default, not `stale`). At least "3s".
+    /// Default "20s".
+    #[serde(with = "humantime_serde")]
+    pub lease: Duration,
 }
 
 impl Default for Config {
@@ -498,6 +506,7 @@ impl Default for WorkerSettings {
             shutdown_grace: w.shutdown_grace,
             default_concurrency: w.default_concurrency,
             concurrency: w.concurrency,
+            lease: w.lease,
         }
     }
 }
@@ -514,6 +523,7 @@ impl WorkerSettings {
             shutdown_grace: self.shutdown_grace,
             concurrency: self.concurrency.clone(),
             default_concurrency: self.default_concurrency,
+            lease: self.lease,
         }
     }
 }
@@ -725,6 +735,9 @@ impl Config {
                     humantime::format_duration(w.deliver_timeout)
                 ),
             ));
+        }
+        if w.lease < Duration::from_secs(3) {
+            return Err(invalid("worker.lease", humantime::format_duration(w.lease), "at least 3s"));
         }
         if w.default_concurrency == 0 {
             return Err(invalid("worker.default_concurrency", 0, "1 or more"));

@@ -20,10 +20,15 @@ use crate::store::{NewTrigger, PlannedTrigger, Store, StoreError, TriggerInsert,
 /// Most triggers recorded in one transaction.
 const GROUP: usize = 500;
 
-/// How often a batch that lost a race (a deadlock or a serialization
-/// failure, when several instances take the same idempotency key) is tried
-/// again before its requests are answered with the error.
-const CONTENTION_RETRIES: u32 = 3;
+/// How long a batch whose commit went unanswered (the connection was lost,
+/// the database failed over) may take to find out whether it committed,
+/// and to commit again if it did not, before its requests are answered
+/// 503. The answer must tell the truth: a trigger that is recorded is
+/// acknowledged, and one answered with an error left nothing behind.
+const IN_DOUBT_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+/// The first pause while the database is away, doubled up to the cap.
+const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What became of one trigger handed to [`Intake::accept`].
 pub enum Accepted {
@@ -58,7 +63,7 @@ impl Intake {
 
 async fn record(store: &dyn Store, clock: &dyn Clock, rules: &RuleBook, triggers: Vec<NewTrigger>) -> Vec<Answer> {
     let answers = match record_batch(store, clock, rules, &triggers).await {
-        Err(e) if triggers.len() > 1 && !e.is_contention() => {
+        Err(e) if triggers.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
             // One trigger the database refuses must not fail the others:
             // record them one by one, so only that request gets the error.
             tracing::warn!(error = %e, triggers = triggers.len(), "recording a batch of triggers failed; recording them one by one");
@@ -88,39 +93,96 @@ async fn record_batch(
     rules: &RuleBook,
     triggers: &[NewTrigger],
 ) -> Result<Vec<Accepted>, StoreError> {
-    let mut attempt = 1;
+    let started = tokio::time::Instant::now();
+    let mut pause = FIRST_PAUSE;
     loop {
-        let now = clock.now();
-        let book = rules.current().await?;
-        let rows: Vec<TriggerRow> = triggers.iter().map(|t| t.unplanned_row(now)).collect();
-        let refs: Vec<&TriggerRow> = rows.iter().collect();
-        let recipients = rules.recipients_for(&book, &refs).await?;
-        let mut plans: Vec<Plan> = rows.iter().map(|t| book.plan(t, &recipients)).collect();
-        let planned: Vec<PlannedTrigger> = triggers
-            .iter()
-            .zip(&plans)
-            .map(|(t, p)| PlannedTrigger {
-                trigger: t.clone(),
-                rows: p.rows.clone(),
-                detail: p.detail(&t.trigger_type),
-            })
-            .collect();
-        match store.accept_triggers(&planned, now).await {
-            Ok(outcomes) => {
-                return Ok(outcomes
-                    .into_iter()
-                    .zip(plans.drain(..))
-                    .map(|(outcome, plan)| match outcome {
-                        TriggerInsert::Created => Accepted::Created(plan),
-                        TriggerInsert::Existing(first) => Accepted::Existing(first),
-                    })
-                    .collect());
-            }
-            Err(e) if e.is_contention() && attempt < CONTENTION_RETRIES => {
-                tracing::debug!(error = %e, attempt, "recording triggers lost a race; trying again");
-                attempt += 1;
-            }
+        // Lost races (a Galera certification failure, a serialization
+        // failure, a standby just after a failover) are tried again at once.
+        let attempt = crate::store::race::retry_lost_race("accept triggers", || attempt(store, clock, rules, triggers));
+        let (plans, error) = match attempt.await {
+            Ok(Ok((outcomes, plans))) => return Ok(answers(outcomes, plans)),
+            Ok(Err((plans, e))) => (plans, e),
             Err(e) => return Err(e),
+        };
+        if !error.is_unavailable() || started.elapsed() >= IN_DOUBT_WAIT {
+            return Err(error);
         }
+        // The database went away, perhaps after committing: find out before
+        // answering, and commit again only if it did not.
+        tracing::info!(error = %error, triggers = triggers.len(), "recording triggers got no answer; checking whether they were recorded");
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_PAUSE);
+            let ids: Vec<&str> = triggers.iter().map(|t| t.id.as_str()).collect();
+            match store.trigger_times(&ids).await {
+                // None of them (one transaction): record them again.
+                Ok(found) if found.is_empty() => break,
+                Ok(found) => {
+                    // It committed. A trigger not found is one whose
+                    // idempotency key another trigger held: asking again
+                    // answers which (it cannot insert anything twice).
+                    tracing::info!(triggers = found.len(), "the triggers had been recorded; acknowledging them");
+                    let found: std::collections::HashSet<String> = found.into_iter().map(|(id, _)| id).collect();
+                    let rest: Vec<NewTrigger> = triggers.iter().filter(|t| !found.contains(&t.id)).cloned().collect();
+                    let mut rest = if rest.is_empty() {
+                        Vec::new()
+                    } else {
+                        Box::pin(record_batch(store, clock, rules, &rest)).await?
+                    }
+                    .into_iter();
+                    return Ok(triggers
+                        .iter()
+                        .zip(plans)
+                        .map(|(t, plan)| match found.contains(&t.id) {
+                            true => Accepted::Created(plan),
+                            false => rest.next().expect("one answer per trigger asked again"),
+                        })
+                        .collect());
+                }
+                Err(e) if started.elapsed() >= IN_DOUBT_WAIT => return Err(e),
+                Err(_) => continue,
+            }
+        }
+    }
+}
+
+/// What each trigger became, with its plan.
+fn answers(outcomes: Vec<TriggerInsert>, plans: Vec<Plan>) -> Vec<Accepted> {
+    outcomes
+        .into_iter()
+        .zip(plans)
+        .map(|(outcome, plan)| match outcome {
+            TriggerInsert::Created => Accepted::Created(plan),
+            TriggerInsert::Existing(first) => Accepted::Existing(first),
+        })
+        .collect()
+}
+
+/// One transaction recording and planning the batch. A lost race is the
+/// outer error (to be retried); any other failure comes back with the plans
+/// it would have recorded.
+type Attempt = Result<(Vec<TriggerInsert>, Vec<Plan>), (Vec<Plan>, StoreError)>;
+
+async fn attempt(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    rules: &RuleBook,
+    triggers: &[NewTrigger],
+) -> Result<Attempt, StoreError> {
+    let now = clock.now();
+    let book = rules.current().await?;
+    let rows: Vec<TriggerRow> = triggers.iter().map(|t| t.unplanned_row(now)).collect();
+    let refs: Vec<&TriggerRow> = rows.iter().collect();
+    let recipients = rules.recipients_for(&book, &refs).await?;
+    let plans: Vec<Plan> = rows.iter().map(|t| book.plan(t, &recipients)).collect();
+    let planned: Vec<PlannedTrigger> = triggers
+        .iter()
+        .zip(&plans)
+        .map(|(t, p)| PlannedTrigger { trigger: t.clone(), rows: p.rows.clone(), detail: p.detail(&t.trigger_type) })
+        .collect();
+    match store.accept_triggers(&planned, now).await {
+        Ok(outcomes) => Ok(Ok((outcomes, plans))),
+        Err(e) if e.is_lost_race() => Err(e),
+        Err(e) => Ok(Err((plans, e))),
     }
 }

@@ -12,7 +12,9 @@
 //!   `ChannelName`, the two status enums), parsed once at the edge.
 //! - [`clock`]: where "now" comes from; tests use a manual clock.
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
-//!   MariaDB/MySQL, with its migrations.
+//!   MariaDB/MySQL, with its migrations; `store::instances` holds the
+//!   instance leases and the rescue of a lapsed instance's rows,
+//!   `store::race` retries transactions that lost a race.
 //! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
 //!   `channel::catalog` says which channels exist and which this
 //!   configuration can deliver on; `channel::inbox` writes the in-app inbox,
@@ -28,10 +30,12 @@
 //! - [`headline`]: a message's subject or title for the outbox and send-log
 //!   lists.
 //! - [`worker`]: claims due rows, delivers them through channels, records
-//!   outcomes; `worker::policy` decides retry, give-up and expiry.
+//!   outcomes; `worker::policy` decides retry, give-up and expiry;
+//!   `worker::lease` is this instance's lease and heartbeat.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
-//!   connection bound), `http::nul` refuses U+0000 at the edge.
+//!   connection bound), `http::nul` refuses U+0000 at the edge,
+//!   `http::retry` runs a write that lost a race again before answering.
 //! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.

@@ -29,6 +29,16 @@ pub struct TableLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabels {
     pub status: String,
 }
@@ -47,6 +57,8 @@ struct Inner {
     outbox_depth: Family<StatusLabels, Gauge>,
     oldest_due_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     reclaimed: Counter,
+    rescued: Family<ReasonLabels, Counter>,
+    outcomes_kept: Family<ResultLabels, Counter>,
     email_policy_rejections: Counter,
     pruned: Family<TableLabels, Counter>,
 }
@@ -98,6 +110,26 @@ impl Metrics {
             "Stale claims taken back from an instance that stopped",
             reclaimed.clone(),
         );
+        let rescued = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "rescued_claims",
+            "Claimed rows taken back from another instance, by reason: lease_lapsed (its lease lapsed more than \
+             worker.deliver_timeout ago) or stale (claimed longer than worker.stale ago, the last resort)",
+            rescued.clone(),
+        );
+        let outcomes_kept = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "outcomes_kept",
+            "Outcomes that could not be recorded at first (the database was away) and were kept, by what became of \
+             them: recorded, refused (the row had been taken back) or given_up",
+            outcomes_kept.clone(),
+        );
+        registry.register(
+            "lost_races",
+            "Transactions that lost a race with another one (deadlock, serialization or Galera certification \
+             failure, a read-only standby) and were tried again, by operation",
+            crate::store::race::LOST_RACES.clone(),
+        );
         let email_policy_rejections = Counter::default();
         registry.register(
             "email_policy_rejections",
@@ -115,6 +147,8 @@ impl Metrics {
                 outbox_depth,
                 oldest_due_age,
                 reclaimed,
+                rescued,
+                outcomes_kept,
                 email_policy_rejections,
                 pruned,
             }),
@@ -146,6 +180,26 @@ impl Metrics {
 
     pub fn reclaimed(&self, n: u64) {
         self.inner.reclaimed.inc_by(n);
+    }
+
+    /// Rows taken back from another instance, with the reason.
+    pub fn rescued(&self, reason: &str, n: u64) {
+        self.inner.rescued.get_or_create(&ReasonLabels { reason: reason.to_owned() }).inc_by(n);
+    }
+
+    /// How many rows were taken back for `reason`, by this process.
+    pub fn rescued_count(&self, reason: &str) -> u64 {
+        self.inner.rescued.get_or_create(&ReasonLabels { reason: reason.to_owned() }).get()
+    }
+
+    /// An outcome kept while the database was away, and what became of it.
+    pub fn outcome_kept(&self, result: &str) {
+        self.inner.outcomes_kept.get_or_create(&ResultLabels { result: result.to_owned() }).inc();
+    }
+
+    /// How many kept outcomes ended as `result`, in this process.
+    pub fn outcomes_kept(&self, result: &str) -> u64 {
+        self.inner.outcomes_kept.get_or_create(&ResultLabels { result: result.to_owned() }).get()
     }
 
     /// Copies a fresh status summary into the gauges.

@@ -288,7 +288,7 @@ impl Planner {
             Ok(plans) => Ok(plans.iter().filter(|p| p.is_some()).count()),
             // One trigger the database refuses must not hold back the rest:
             // plan them one at a time, and say which one failed.
-            Err(e) if pending.len() > 1 && !e.is_contention() => {
+            Err(e) if pending.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
                 tracing::warn!(error = %e, "planning a batch of triggers failed; planning them one by one");
                 let mut planned = 0;
                 for trigger in &pending {
@@ -310,9 +310,14 @@ impl Planner {
             let pause = match self.tick().await {
                 Ok(n) if n as u32 >= self.batch => Duration::ZERO,
                 Ok(_) => self.poll,
-                Err(e) if e.is_contention() => {
+                Err(e) if e.is_lost_race() => {
+                    crate::store::race::count("plan triggers");
                     tracing::debug!(error = %e, "planner sweep lost a race with another instance; trying again");
-                    Duration::from_millis(50)
+                    Duration::from_millis(rand::random_range(5..=50))
+                }
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(error = %e, "planner sweep failed: the database is unavailable");
+                    Duration::from_secs(1)
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "planner sweep failed");

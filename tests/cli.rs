@@ -74,6 +74,7 @@ fn enqueue_then_status_on_a_fresh_directory_creates_the_sqlite_file() {
 
     let text = herald(dir.path(), &["status"]);
     assert!(stdout(&text).contains("scheduled"), "{}", stdout(&text));
+    assert!(stdout(&text).contains("instances: none holds a lease"), "{}", stdout(&text));
 }
 
 #[test]

@@ -46,6 +46,8 @@ backend_tests!(
     send_counts_and_bounce_evidence_are_read_back,
     retention_prunes_only_old_finished_rows_in_bounded_batches,
     a_retention_pass_prunes_each_table_by_its_own_period,
+    the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver_timeout,
+    a_read_only_transaction_is_recognised_as_a_lost_race,
 );
 
 /// Two connections that each hold what the other wants: a real deadlock on
@@ -88,6 +90,8 @@ async fn losing_a_race_with_another_transaction_is_recognised_as_contention(db: 
     pool.close().await;
     let e = StoreError::Database { op: "probe", source: err };
     assert!(e.is_contention(), "not recognised as contention: {e}");
+    assert!(e.is_lost_race(), "a lost race is retried at once: {e}");
+    assert!(!e.is_unavailable(), "a lost race is not the database being away: {e}");
     let other = StoreError::Database { op: "probe", source: sqlx::Error::RowNotFound };
     assert!(!other.is_contention());
 }
@@ -1003,4 +1007,89 @@ async fn a_retention_pass_prunes_each_table_by_its_own_period(db: &TestDb) {
 
 fn main() -> std::process::ExitCode {
     common::harness::main(backend_trials())
+}
+
+/// What a standby (or a read-only MariaDB) answers a write with: 25006 on
+/// PostgreSQL, 1792 on MariaDB. Retried like a lost race, never a 500.
+async fn a_read_only_transaction_is_recognised_as_a_lost_race(db: &TestDb) {
+    use herald::store::StoreError;
+    use sqlx::Executor;
+    if db.backend() == common::Backend::Sqlite {
+        return; // no read-only servers
+    }
+    let mut conn = db.store.pool().acquire().await.unwrap();
+    let begin = match db.backend() {
+        common::Backend::Postgres => "BEGIN READ ONLY",
+        _ => "START TRANSACTION READ ONLY",
+    };
+    conn.execute(begin).await.unwrap();
+    let err = conn.execute("DELETE FROM engagement_outbox").await.unwrap_err();
+    let _ = conn.execute("ROLLBACK").await;
+    let e = StoreError::Database { op: "probe", source: err };
+    assert!(e.is_read_only(), "not recognised as read-only: {e}");
+    assert!(e.is_lost_race(), "{e}");
+    assert!(!e.is_unavailable(), "{e}");
+}
+
+/// An instance holds a lease; the rows it claimed are taken back only once
+/// its lease has been lapsed for longer than deliver_timeout, and then its
+/// late outcome is refused by the fence. Rows of a live instance, and rows
+/// claimed without an instance (left to the stale window), stay.
+async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver_timeout(db: &TestDb) {
+    use herald::store::{InstanceIdentity, InstanceStore};
+    let lease = Duration::from_secs(30);
+    let deliver_timeout = Duration::from_secs(60);
+    let who = |id: &str| InstanceIdentity { id: id.into(), host: "test".into(), pid: 1, started_at: T0 };
+    let a = db.store.for_instance("instance-a");
+    let b = db.store.for_instance("instance-b");
+    a.renew_lease(&who("instance-a"), T0, T0.plus(lease)).await.unwrap();
+    b.renew_lease(&who("instance-b"), T0, T0.plus(lease)).await.unwrap();
+
+    let (ra, rb, rn) = (row("u1", "email", T0), row("u2", "email", T0), row("u3", "email", T0));
+    db.store.enqueue(std::slice::from_ref(&ra), T0).await.unwrap();
+    let held_a = a.claim_due(T0, 10, "token-a").await.unwrap();
+    assert_eq!(held_a.len(), 1);
+    db.store.enqueue(std::slice::from_ref(&rb), T0).await.unwrap();
+    assert_eq!(b.claim_due(T0, 10, "token-b").await.unwrap().len(), 1);
+    db.store.enqueue(std::slice::from_ref(&rn), T0).await.unwrap();
+    assert_eq!(db.store.claim_due(T0, 10, "token-none").await.unwrap().len(), 1);
+
+    // B keeps renewing; A stops at T0 (its lease lapses at T0 + 30 s).
+    let b_ref = &b;
+    let rescue_at = |t: Millis| async move {
+        b_ref.renew_lease(&who("instance-b"), t, t.plus(lease)).await.unwrap();
+        db.store.rescue_lapsed(t.minus(deliver_timeout), t).await.unwrap()
+    };
+    assert_eq!(
+        rescue_at(T0.plus(Duration::from_secs(60))).await,
+        0,
+        "A's lease is lapsed, but its deliveries may still run"
+    );
+    assert_eq!(rescue_at(T0.plus(Duration::from_secs(89))).await, 0, "lease + deliver_timeout is 90 s");
+    let t = T0.plus(Duration::from_secs(91));
+    assert_eq!(rescue_at(t).await, 1, "only A's row is taken back");
+    let back = db.store.get_outbox(&ra.id).await.unwrap().unwrap();
+    assert_eq!(back.status, OutboxStatus::Scheduled);
+    assert!(back.last_error.unwrap().contains("lease"), "the rescue says why");
+    assert_eq!(db.store.get_outbox(&rb.id).await.unwrap().unwrap().status, OutboxStatus::Sending);
+    assert_eq!(db.store.get_outbox(&rn.id).await.unwrap().unwrap().status, OutboxStatus::Sending);
+
+    // A's late outcome is refused; the rescuer's attempt is the one recorded.
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("smtp".into()), address_hash: None };
+    assert!(!a.finish(&held_a[0], "token-a", &sent, t).await.unwrap(), "a late outcome loses to the rescue");
+    let again = b.claim_due(t, 10, "token-b2").await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert!(b.finish(&again[0], "token-b2", &sent, t).await.unwrap());
+    assert_eq!(db.store.sends_for_outbox(&ra.id).await.unwrap().len(), 1);
+
+    // An instance that gave its lease up has its rows taken back once
+    // deliver_timeout has passed since they were claimed.
+    b.end_lease("instance-b").await.unwrap();
+    assert_eq!(db.store.rescue_lapsed(t.minus(deliver_timeout), t).await.unwrap(), 1, "B's older row");
+    let listed = db.store.instances().await.unwrap();
+    assert_eq!(listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(), ["instance-a"]);
+    // A lapsed instance is forgotten after a day.
+    let day = t.plus(herald::store::LAPSED_INSTANCE_RETENTION).plus(Duration::from_secs(60));
+    db.store.rescue_lapsed(day.minus(deliver_timeout), day).await.unwrap();
+    assert!(db.store.instances().await.unwrap().is_empty());
 }

@@ -28,6 +28,8 @@ backend_tests!(
     a_hung_delivery_times_out_as_a_retry,
     an_enqueue_wakes_the_running_worker_at_once,
     a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it,
+    an_instance_that_cannot_renew_its_lease_starts_no_delivery,
+    a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout,
 );
 
 fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
@@ -369,6 +371,180 @@ async fn a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it(db: &TestDb) 
     );
 }
 
+fn sent_channel() -> Arc<ScriptedChannel> {
+    ScriptedChannel::new(|_| Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None })
+}
+
+fn leased_worker(
+    store: &herald::store::SqlStore,
+    id: &str,
+    channel: Arc<ScriptedChannel>,
+    clock: &ManualClock,
+) -> herald::worker::Worker {
+    let who = herald::store::InstanceIdentity { id: id.into(), host: "test".into(), pid: 1, started_at: clock.now() };
+    herald::worker::Worker::leased(
+        Arc::new(store.for_instance(id)),
+        registry_with("relay", channel),
+        Arc::new(clock.clone()),
+        WorkerConfig::default(),
+        herald::metrics::Metrics::new(),
+        who,
+    )
+}
+
+/// No lease, no delivery: before the first renewal, and once the lease
+/// (20 s by default) has run out without one.
+async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let channel = sent_channel();
+    let w = leased_worker(&db.store, "instance-a", channel.clone(), &clock);
+    db.store.enqueue(&[row("u1", "relay", T0)], T0).await.unwrap();
+    assert_eq!(w.tick().await.unwrap().claimed, 0, "no lease yet");
+    w.heartbeat().await.unwrap();
+    assert_eq!(w.tick().await.unwrap().sent, 1);
+
+    clock.advance(Duration::from_secs(19)); // past 20 s less a tenth, unrenewed
+    db.store.enqueue(&[row("u1", "relay", clock.now())], clock.now()).await.unwrap();
+    assert_eq!(w.tick().await.unwrap().claimed, 0, "the lease ran out: nothing new starts");
+    assert_eq!(channel.calls(), 1);
+    w.heartbeat().await.unwrap();
+    assert_eq!(w.tick().await.unwrap().sent, 1, "renewed: deliveries resume");
+    assert_eq!(channel.calls(), 2);
+}
+
+/// Instance A claims a row and is lost (no more heartbeats, no outcome).
+/// Instance B takes the row back once A's lease has been lapsed for longer
+/// than deliver_timeout (20 s + 60 s by default: not the 15-minute stale
+/// window), counts the rescue with its reason and delivers it; A's late
+/// outcome is refused.
+async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "relay", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let a_channel = Arc::new(GatedChannel {
+        started: Notify::new(),
+        release: Notify::new(),
+        outcome: Outcome::Sent { transport: "late".into(), detail: None, address_hash: None },
+    });
+    let who = herald::store::InstanceIdentity { id: "instance-a".into(), host: "test".into(), pid: 1, started_at: T0 };
+    let a = herald::worker::Worker::leased(
+        Arc::new(db.store.for_instance("instance-a")),
+        registry_with("relay", a_channel.clone()),
+        Arc::new(clock.clone()),
+        WorkerConfig::default(),
+        herald::metrics::Metrics::new(),
+        who,
+    );
+    a.heartbeat().await.unwrap();
+    let a_tick = tokio::spawn(async move { a.tick().await.unwrap() });
+    a_channel.started.notified().await; // A holds the claim, mid-delivery
+
+    let b_channel = sent_channel();
+    let other = db.another_instance().await;
+    let metrics = herald::metrics::Metrics::new();
+    let who = herald::store::InstanceIdentity { id: "instance-b".into(), host: "test".into(), pid: 2, started_at: T0 };
+    let b = herald::worker::Worker::leased(
+        Arc::new(other.for_instance("instance-b")),
+        registry_with("relay", b_channel.clone()),
+        Arc::new(clock.clone()),
+        WorkerConfig::default(),
+        metrics.clone(),
+        who,
+    );
+    clock.advance(Duration::from_secs(79));
+    assert_eq!(b.heartbeat().await.unwrap(), 0, "A's lease lapsed at 20 s; its delivery may run until 80 s");
+    clock.advance(Duration::from_secs(2));
+    assert_eq!(b.heartbeat().await.unwrap(), 1, "taken back at lease + deliver_timeout");
+    assert_eq!(metrics.rescued_count("lease_lapsed"), 1);
+    assert!(metrics.encode_text().contains("herald_rescued_claims_total{reason=\"lease_lapsed\"} 1"));
+    assert_eq!(b.tick().await.unwrap().sent, 1);
+
+    a_channel.release.notify_one();
+    assert_eq!(a_tick.await.unwrap().lost_claim, 1, "A's late outcome is refused");
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].transport.as_deref(), Some("relay"), "B's delivery is the one recorded");
+    assert_eq!(b_channel.calls(), 1);
+}
+
+/// PostgreSQL only: a trigger makes every update of the outbox fail with
+/// SQLSTATE 57P03 ("cannot connect now", what a server starting up or
+/// failing over answers) and counts the attempts in a sequence (not rolled
+/// back). The delivery succeeds while the database is "away"; the outcome is
+/// kept and recorded when it answers again: one send-log row, one delivery.
+async fn an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(db: &TestDb) {
+    use sqlx::Executor;
+    let pool = db.store.pool();
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "relay", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let relay = Arc::new(GatedChannel {
+        started: Notify::new(),
+        release: Notify::new(),
+        outcome: Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None },
+    });
+    let metrics = herald::metrics::Metrics::new();
+    let w = herald::worker::Worker::new(
+        db.arc(),
+        registry_with("relay", relay.clone()),
+        Arc::new(clock.clone()),
+        WorkerConfig::default(),
+        metrics.clone(),
+    );
+    let tick = tokio::spawn(async move { w.tick().await.unwrap() });
+    relay.started.notified().await; // claimed; the relay is accepting the message
+
+    pool.execute("CREATE SEQUENCE herald_fault_hits").await.unwrap();
+    pool.execute("CREATE TABLE herald_fault (away BOOLEAN)").await.unwrap();
+    pool.execute("INSERT INTO herald_fault VALUES (true)").await.unwrap();
+    pool.execute(
+        "CREATE FUNCTION herald_fault() RETURNS trigger AS $$ BEGIN \
+           IF EXISTS (SELECT 1 FROM herald_fault) THEN \
+             PERFORM nextval('herald_fault_hits'); \
+             RAISE EXCEPTION 'the database is away (test)' USING ERRCODE = '57P03'; \
+           END IF; RETURN NEW; END $$ LANGUAGE plpgsql",
+    )
+    .await
+    .unwrap();
+    pool.execute(
+        "CREATE TRIGGER herald_fault BEFORE UPDATE ON engagement_outbox FOR EACH ROW EXECUTE FUNCTION herald_fault()",
+    )
+    .await
+    .unwrap();
+    relay.release.notify_one(); // accepted: now the outcome must be recorded
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let hits: (i64, bool) =
+            sqlx::query_as("SELECT last_value, is_called FROM herald_fault_hits").fetch_one(pool).await.unwrap();
+        // Refused six times (over about six seconds: more than a few
+        // quick retries would have waited), and still kept.
+        if hits.1 && hits.0 >= 6 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the outcome was not retried: {hits:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!tick.is_finished(), "the outcome is still kept, not given up");
+    pool.execute("DELETE FROM herald_fault").await.unwrap(); // the database is back
+
+    let report = tokio::time::timeout(Duration::from_secs(10), tick).await.expect("recorded within 2 s").unwrap();
+    assert_eq!((report.sent, report.unrecorded), (1, 0), "{report:?}");
+    assert_eq!(metrics.outcomes_kept("recorded"), 1);
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(db.store.get_outbox(&r.id).await.unwrap().unwrap().status, OutboxStatus::Sent);
+}
+
 fn main() -> std::process::ExitCode {
-    common::harness::main(backend_trials())
+    let mut trials = backend_trials();
+    trials.push(common::harness::test(
+        "postgres::an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers".to_owned(),
+        || async {
+            let db = TestDb::new(common::Backend::Postgres).await;
+            an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(&db).await;
+            db.cleanup().await;
+        },
+    ));
+    common::harness::main(trials)
 }

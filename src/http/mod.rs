@@ -15,6 +15,7 @@ pub mod nul;
 mod openapi;
 pub mod outbox;
 pub mod problem;
+pub mod retry;
 pub mod rules;
 pub mod server;
 pub mod suppressions;
@@ -115,7 +116,8 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/ses", post(bounces::ses))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
-        .fallback(not_found);
+        .fallback(not_found)
+        .layer(middleware::from_fn(move |req, next| retry::retry_lost_races(max_body_bytes, req, next)));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -70,6 +70,10 @@ impl ApiError {
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Rejected { status, .. } => *status,
+            // The database is away or kept losing races: nothing was
+            // recorded (see `intake`), and the same request later will go
+            // through. 503 says "try again", 500 would say "this is broken".
+            ApiError::Store(e) if e.is_unavailable() || e.is_lost_race() => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -78,7 +82,17 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
+        let lost_race = matches!(&self, ApiError::Store(e) if e.is_lost_race());
         let (detail, errors) = match self {
+            ApiError::Store(e) if status == StatusCode::SERVICE_UNAVAILABLE => {
+                tracing::warn!(error = %e, "request not completed: the database is unavailable");
+                (
+                    "the database is unavailable or busy; send the request again (a trigger with the same \
+                     idempotency_key is recorded once)"
+                        .to_owned(),
+                    vec![],
+                )
+            }
             ApiError::Store(e) => {
                 tracing::error!(error = %e, "request failed on the database");
                 ("the request could not be completed because of a database error; it was logged".to_owned(), vec![])
@@ -98,6 +112,13 @@ impl IntoResponse for ApiError {
         };
         let mut resp = (status, Json(problem)).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        if lost_race {
+            // `http::retry` runs the request again before answering this.
+            resp.extensions_mut().insert(super::retry::LostRace);
+        }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }

@@ -26,6 +26,7 @@ mod bounces;
 mod dialect;
 pub mod events;
 mod inbox;
+mod instances;
 mod json_rows;
 pub mod listen;
 mod migrate;
@@ -33,6 +34,7 @@ mod operators;
 mod outbox;
 mod outcomes;
 mod positions;
+pub mod race;
 mod recipients;
 mod retention;
 mod rows;
@@ -55,6 +57,7 @@ pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce
 pub use dialect::Dialect;
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
+pub use instances::{InstanceIdentity, InstanceRow, InstanceStore, LAPSED_INSTANCE_RETENTION};
 pub use migrate::AppliedMigration;
 pub use operators::{
     AuditEntry, AuditRow, LOGIN_ATTEMPT_RETENTION, LoginAttempt, LoginFailures, LoginOutcome, OperatorRow,
@@ -104,6 +107,10 @@ pub enum StoreError {
     /// bad data: every value Herald writes serialises).
     #[error("could not encode rows for the database: {0}")]
     Encode(String),
+    /// A fault a test put in the way (`lost_race`: one that
+    /// [`StoreError::is_lost_race`] should retry).
+    #[error("injected fault: {what}")]
+    Injected { what: &'static str, lost_race: bool },
 }
 
 impl StoreError {
@@ -125,6 +132,69 @@ impl StoreError {
             _ => false,
         }
     }
+
+    /// The server refused to write because it cannot: a PostgreSQL standby
+    /// (25006, "cannot execute … in a read-only transaction") or a MariaDB
+    /// server running read-only (1290, 1792), as an old primary or a
+    /// standby reached just after a failover is.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } | StoreError::Migration { source, .. } => read_only(source),
+            StoreError::Shared(inner) => inner.is_read_only(),
+            _ => false,
+        }
+    }
+
+    /// A race the same transaction again would likely win: contention
+    /// (see [`StoreError::is_contention`]) or a read-only server. See
+    /// [`race`].
+    pub fn is_lost_race(&self) -> bool {
+        match self {
+            StoreError::Injected { lost_race, .. } => *lost_race,
+            StoreError::Shared(inner) => inner.is_lost_race(),
+            _ => self.is_contention() || self.is_read_only(),
+        }
+    }
+
+    /// The database is away (the connection failed or was cut, the pool
+    /// timed out, the server is shutting down or a Galera node is not
+    /// ready), as opposed to refusing this statement for what it is.
+    pub fn is_unavailable(&self) -> bool {
+        let source = match self {
+            StoreError::Database { source, .. } | StoreError::Migration { source, .. } => source,
+            StoreError::Shared(inner) => return inner.is_unavailable(),
+            StoreError::WriterGone => return true,
+            StoreError::Injected { lost_race, .. } => return !*lost_race,
+            _ => return false,
+        };
+        match source {
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed => true,
+            sqlx::Error::Database(e) => {
+                // SQLSTATE 08 (connection exception) and 57P0x (the server
+                // is shutting down or starting); MariaDB 1047 (a Galera
+                // node not ready), 1053 (server shutdown), 2006/2013 (gone).
+                let code = e.code().unwrap_or_default();
+                code.starts_with("08")
+                    || code.starts_with("57P")
+                    || mysql_number(e.as_ref()).is_some_and(|n| matches!(n, 1047 | 1053 | 2006 | 2013))
+            }
+            _ => false,
+        }
+    }
+}
+
+fn mysql_number(e: &dyn sqlx::error::DatabaseError) -> Option<u16> {
+    e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number())
+}
+
+fn read_only(source: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(e) = source else { return false };
+    e.code().is_some_and(|c| c == "25006") || mysql_number(e.as_ref()).is_some_and(|n| matches!(n, 1290 | 1792))
 }
 
 /// A message to schedule. `id` is chosen by the caller (a UUIDv7, see
@@ -258,6 +328,7 @@ pub trait Store:
     + EventStore
     + BounceStore
     + OperatorStore
+    + InstanceStore
     + Send
     + Sync
     + 'static

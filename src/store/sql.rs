@@ -53,6 +53,11 @@ pub struct SqlStore {
     /// Bumped when events are appended (see `EventStore::event_signal`).
     events_appended: Arc<watch::Sender<u64>>,
     q: Arc<Queries>,
+    /// The instance this store claims for: written into `claimed_by` by
+    /// every claim, so the rows of an instance whose lease lapsed can be
+    /// found (see `instances`). `None`: claims name no instance and only
+    /// the stale window takes them back.
+    instance: Option<Arc<str>>,
 }
 
 /// Every fixed query, already in the dialect's placeholder form.
@@ -88,8 +93,8 @@ impl Queries {
             Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due_channel",
             _ => "engagement_outbox",
         };
-        let set_claimed = "SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, \
-                           attempts = attempts + 1";
+        let set_claimed = "SET status = 'sending', claim_token = ?, claimed_by = ?, claimed_at = ?, \
+                           updated_at = ?, attempts = attempts + 1";
         // The candidates a claim picks. On PostgreSQL an `id IN (SELECT …
         // LIMIT n)` may be planned as a nested loop that runs the subquery
         // once per scheduled row: with statistics that still say "no row is
@@ -156,10 +161,10 @@ impl Queries {
             // MySQL cannot LIMIT a subquery on the table it updates, but a
             // single-table UPDATE may ORDER BY and LIMIT itself. The rows are
             // read back by token afterwards.
-            "UPDATE engagement_outbox \
-             SET status = 'sending', claim_token = ?, claimed_at = ?, updated_at = ?, attempts = attempts + 1 \
-             WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
-                .to_owned()
+            format!(
+                "UPDATE engagement_outbox {set_claimed} \
+                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
+            )
         };
         Queries {
             claim: d.sql(&claim),
@@ -258,7 +263,19 @@ impl SqlStore {
             inbox_changed: broadcast::channel(1024).0,
             events_appended: Arc::new(watch::channel(0).0),
             q: Arc::new(Queries::new(dialect)),
+            instance: None,
         })
+    }
+
+    /// This store (the same pools), claiming for instance `id`: every claim
+    /// it makes names the instance (see [`super::InstanceStore`]).
+    pub fn for_instance(&self, id: &str) -> SqlStore {
+        SqlStore { instance: Some(Arc::from(id)), ..self.clone() }
+    }
+
+    /// The instance this store claims for, if any.
+    pub fn instance(&self) -> Option<&str> {
+        self.instance.as_deref()
     }
 
     pub fn pool(&self) -> &AnyPool {
@@ -352,13 +369,19 @@ impl SqlStore {
             let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
             return outbox_rows(&rows);
         }
-        let won = claim.execute(&self.writer).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
+        // The rows are read back on the connection that claimed them: on
+        // Galera behind HAProxy another pooled connection can be on another
+        // node, which may not have applied the claim yet (reads are not
+        // causal by default), and rows claimed but not read back would sit
+        // in `sending` under a live instance's lease until `stale`.
+        let mut conn = self.writer.acquire().await.map_err(StoreError::db("claim due rows"))?;
+        let won = claim.execute(&mut *conn).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
         if won == 0 {
             return Ok(Vec::new());
         }
         let rows = sqlx::query(&self.q.claimed_by_token)
             .bind(token.to_owned())
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *conn)
             .await
             .map_err(StoreError::db("read claimed rows"))?;
         outbox_rows(&rows)
@@ -538,6 +561,7 @@ impl Store for SqlStore {
     async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError> {
         let claim = sqlx::query(&self.q.claim)
             .bind(token.to_owned())
+            .bind(self.instance.as_deref().map(str::to_owned))
             .bind(now.0)
             .bind(now.0)
             .bind(now.0)
@@ -554,6 +578,7 @@ impl Store for SqlStore {
     ) -> Result<Vec<OutboxRow>, StoreError> {
         let claim = sqlx::query(&self.q.claim_channel)
             .bind(token.to_owned())
+            .bind(self.instance.as_deref().map(str::to_owned))
             .bind(now.0)
             .bind(now.0)
             .bind(channel.to_owned())
@@ -571,6 +596,7 @@ impl Store for SqlStore {
     ) -> Result<Vec<OutboxRow>, StoreError> {
         let claim = sqlx::query(&self.q.claim_unknown)
             .bind(token.to_owned())
+            .bind(self.instance.as_deref().map(str::to_owned))
             .bind(now.0)
             .bind(now.0)
             .bind(now.0)

@@ -135,6 +135,12 @@ impl Cluster {
         std::fs::read_to_string(self.log_path(i)).unwrap_or_default()
     }
 
+    /// The process id of instance `i`, while it runs (its lease row in
+    /// `engagement_instances` carries it).
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.instances[i].child.as_ref().and_then(|c| c.id())
+    }
+
     /// How many times instance `i` was started.
     pub fn starts(&self, i: usize) -> u32 {
         self.instances[i].starts
@@ -226,8 +232,9 @@ impl Cluster {
         (0..self.instances.len()).try_for_each(|i| self.check_alive(i))
     }
 
-    /// SIGKILL: no shutdown handler runs, claims stay `sending` until the
-    /// stale window takes them back, exactly like a crash or an OOM kill.
+    /// SIGKILL: no shutdown handler runs, claims stay `sending` until
+    /// another instance takes them back (its lease lapsed, or the stale
+    /// window), exactly like a crash or an OOM kill.
     pub async fn kill(&mut self, i: usize) -> Result<(), ClusterError> {
         if let Some(mut child) = self.instances[i].child.take() {
             // tokio's `kill` is SIGKILL on Unix, and waits for the exit.

@@ -50,6 +50,13 @@ pub(super) struct Claimed {
     pub rows: Vec<OutboxRow>,
 }
 
+impl Claimed {
+    /// Nothing claimed.
+    pub fn none() -> Claimed {
+        Claimed { token: String::new(), rows: Vec::new() }
+    }
+}
+
 /// A direct batch whose outcomes are being recorded.
 pub(super) struct Recording {
     /// The rows' ids: read again while they are being recorded, they would
@@ -138,6 +145,16 @@ impl Worker {
                         return self.release_unstarted(&token, &rows).await;
                     }
                 });
+                if !self.may_start() {
+                    // The lease lapsed while this batch waited for a slot:
+                    // start nothing more, and put the rest back (if the
+                    // database is away, another instance rescues them once
+                    // the lease has been lapsed for deliver_timeout).
+                    tracing::warn!(channel = %d.row.channel, "lease not held; putting back the rest of the batch undelivered");
+                    let mut rows = vec![p.row().clone()];
+                    rows.extend(prepared.map(|p| p.row().clone()));
+                    return self.release_unstarted(&token, &rows).await;
+                }
                 // A row that waited for its slot RECOMPOSE_AFTER or longer
                 // (a saturated channel: email 4 at a time works through a
                 // batch of 100 for many seconds) is composed again, with
@@ -273,6 +290,11 @@ impl Worker {
     async fn lane_claimer(&self, lane: &Lane, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
         let mut backoff = FIRST_BACKOFF;
         while !shutdown.is_cancelled() {
+            if !self.may_start() {
+                // No lease: no new delivery (see `lease`).
+                self.wait(lane, FIRST_BACKOFF, &shutdown).await;
+                continue;
+            }
             let pause = match self.claim_lane(lane).await {
                 Ok(batch) if batch.rows.is_empty() => self.pause_lane(lane, false).await,
                 Ok(batch) => {
@@ -301,6 +323,10 @@ impl Worker {
         let mut recording: Option<Recording> = None;
         let mut backoff = FIRST_BACKOFF;
         while !shutdown.is_cancelled() {
+            if !self.may_start() {
+                self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
+                continue;
+            }
             let exclude = recording.as_ref().map_or(&[][..], |r| r.ids.as_slice());
             let pause = match self.direct_batch(&lane, exclude).await {
                 Ok(Some(batch)) => {
@@ -337,11 +363,19 @@ impl Worker {
         self.progress(|r| r.add(&report));
     }
 
-    /// A failed claim or read: the database is away. Back off, doubling up
-    /// to a cap, and try again; the pool reconnects by itself.
+    /// A failed claim or read. A lost race (another instance's claim won
+    /// the same rows; a Galera certification failure) is routine: counted,
+    /// and tried again after a few milliseconds with jitter. Otherwise the
+    /// database is away: back off from 250 ms, doubling up to 2 s, and try
+    /// again; the pool reconnects by itself.
     fn failed_sweep(&self, lane: &Lane, e: &StoreError, backoff: &mut Duration) -> Duration {
-        if e.is_contention() {
-            tracing::debug!(error = %e, "claim lost a race with another instance; trying again");
+        if e.is_lost_race() {
+            crate::store::race::count("claim");
+            tracing::debug!(error = %e, channel = %lane.channel, "claim lost a race with another instance; trying again");
+            return Duration::from_millis(rand::random_range(1..=20));
+        }
+        if e.is_unavailable() {
+            tracing::warn!(error = %e, retry_in = ?backoff, channel = %lane.channel, "outbox sweep failed");
         } else {
             tracing::error!(error = %e, retry_in = ?backoff, channel = %lane.channel, "outbox sweep failed");
         }

@@ -19,6 +19,7 @@
 //! it did not finish.
 
 mod lane;
+pub mod lease;
 pub mod policy;
 mod record;
 
@@ -37,8 +38,9 @@ use crate::channel::{Lookup, Registry};
 use crate::clock::Clock;
 use crate::compose::Composer;
 use crate::metrics::Metrics;
-use crate::store::{OutboxRow, Record, Store, StoreError, new_id};
+use crate::store::{InstanceIdentity, OutboxRow, Record, Store, StoreError, new_id};
 use lane::{Claimed, Lane};
+use lease::Lease;
 use record::InFlight;
 
 /// The worker's settings. Defaults are the seed's.
@@ -64,6 +66,12 @@ pub struct WorkerConfig {
     /// in-app inbox. Channels not named get `default_concurrency`.
     pub concurrency: BTreeMap<String, usize>,
     pub default_concurrency: usize,
+    /// How long this instance's lease lasts without a renewal (renewed every
+    /// third of it). An instance that cannot renew starts no new delivery,
+    /// and the rows of one whose lease lapsed are taken back after the
+    /// lease plus `deliver_timeout`: a killed instance or a lost database
+    /// node costs its rows about that long, not `stale`.
+    pub lease: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -78,6 +86,7 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             concurrency: BTreeMap::new(),
             default_concurrency: 16,
+            lease: Duration::from_secs(20),
         }
     }
 }
@@ -160,6 +169,9 @@ struct Inner {
     totals: Totals,
     /// What the run loop did since its last log line.
     progress: Mutex<TickReport>,
+    /// This instance's lease, in a service; `None` (tests, `herald bench`):
+    /// deliveries need no lease and claims name no instance.
+    lease: Option<Arc<Lease>>,
 }
 
 /// Most outcomes written in one transaction.
@@ -186,6 +198,34 @@ impl Worker {
         config: WorkerConfig,
         metrics: Metrics,
         keys: Option<AddressKeys>,
+    ) -> Worker {
+        Worker::build(store, registry, clock, config, metrics, keys, None)
+    }
+
+    /// A service's worker: it holds a lease as `who` (renewed by
+    /// [`Worker::run`]; see [`lease`]) and starts deliveries only while it
+    /// does. `store` must claim for the same instance
+    /// ([`crate::store::SqlStore::for_instance`]).
+    pub fn leased(
+        store: Arc<dyn Store>,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        config: WorkerConfig,
+        metrics: Metrics,
+        who: InstanceIdentity,
+    ) -> Worker {
+        let lease = Arc::new(Lease::new(who, config.lease));
+        Worker::build(store, registry, clock, config, metrics, None, Some(lease))
+    }
+
+    fn build(
+        store: Arc<dyn Store>,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        config: WorkerConfig,
+        metrics: Metrics,
+        keys: Option<AddressKeys>,
+        lease: Option<Arc<Lease>>,
     ) -> Worker {
         let limits: HashMap<String, Arc<Semaphore>> = registry
             .names()
@@ -229,6 +269,7 @@ impl Worker {
                 recorder,
                 totals: Totals::default(),
                 progress: Mutex::new(TickReport::default()),
+                lease,
             }),
         }
     }
@@ -256,8 +297,9 @@ impl Worker {
     /// finish, and whatever is still running after that is abandoned and put
     /// back, so nothing this instance owns is left in `sending`.
     pub async fn tick_until(&self, shutdown: &CancellationToken) -> Result<TickReport, StoreError> {
-        let mut report = TickReport { reclaimed: self.reclaim().await, ..TickReport::default() };
-        if shutdown.is_cancelled() {
+        let reclaimed = self.rescue().await + self.reclaim().await;
+        let mut report = TickReport { reclaimed, ..TickReport::default() };
+        if shutdown.is_cancelled() || !self.may_start() {
             return Ok(report);
         }
         let mut inflight = InFlight::new();
@@ -307,6 +349,10 @@ impl Worker {
             let (worker, shutdown) = (self.clone(), shutdown.clone());
             tasks.spawn(async move { worker.maintain(shutdown).await });
         }
+        if let Some(lease) = &inner.lease {
+            let (worker, lease, shutdown) = (self.clone(), lease.clone(), shutdown.clone());
+            tasks.spawn(async move { worker.keep_lease(&lease, shutdown).await });
+        }
         // One enqueue signal; every lane is woken by it.
         let wake = inner.store.enqueued_signal();
         let mut summary = tokio::time::interval(SUMMARY_EVERY);
@@ -319,8 +365,92 @@ impl Worker {
             }
         }
         while tasks.join_next().await.is_some() {}
+        if let Some(lease) = &inner.lease {
+            // Nothing of this instance is in flight any more: give the
+            // lease up, so rows it could not put back are rescued at once.
+            if let Err(e) = inner.store.end_lease(lease.instance()).await {
+                tracing::warn!(error = %e, "could not give up the lease; it lapses by itself");
+            }
+        }
         self.log_progress();
         tracing::info!("outbox worker stopped");
+    }
+
+    /// Whether this instance may start a delivery now: it holds its lease
+    /// (or has none to hold).
+    pub(crate) fn may_start(&self) -> bool {
+        self.inner.lease.as_ref().is_none_or(|l| l.is_held(self.inner.clock.now()))
+    }
+
+    /// One heartbeat: renews the lease (when this worker has one) and takes
+    /// back the rows of instances whose lease lapsed. What the run loop
+    /// does every third of the lease; tests call it with their clock.
+    pub async fn heartbeat(&self) -> Result<u64, StoreError> {
+        if let Some(lease) = &self.inner.lease {
+            lease.renew(self.inner.store.as_ref(), self.inner.clock.now()).await?;
+        }
+        Ok(self.rescue().await)
+    }
+
+    /// Renews the lease every third of it until `shutdown`; while renewing
+    /// fails, tries again from 250 ms, doubling up to 2 s (the database is
+    /// away: the lease should be back as soon as it is).
+    async fn keep_lease(&self, lease: &Lease, shutdown: CancellationToken) {
+        let mut backoff = FIRST_BACKOFF;
+        let mut failing = false;
+        while !shutdown.is_cancelled() {
+            let pause = match self.heartbeat().await {
+                Ok(_) => {
+                    if failing {
+                        tracing::info!(instance = lease.instance(), "lease renewed; deliveries resume");
+                    }
+                    failing = false;
+                    backoff = FIRST_BACKOFF;
+                    lease.renew_every()
+                }
+                Err(e) => {
+                    let held = lease.is_held(self.inner.clock.now());
+                    if !failing {
+                        tracing::warn!(instance = lease.instance(), error = %e, held, "could not renew the lease; trying again");
+                    } else {
+                        tracing::debug!(instance = lease.instance(), error = %e, held, "could not renew the lease");
+                    }
+                    failing = true;
+                    let pause = backoff;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    pause
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+
+    /// Takes back the rows of instances whose lease lapsed more than
+    /// `deliver_timeout` ago; never fails the caller.
+    async fn rescue(&self) -> u64 {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let cutoff = now.minus(inner.config.deliver_timeout);
+        let result = crate::store::race::retry_lost_race("rescue", || inner.store.rescue_lapsed(cutoff, now)).await;
+        match result {
+            Ok(n) => {
+                if n > 0 {
+                    inner.metrics.rescued("lease_lapsed", n);
+                    tracing::warn!(rows = n, "took back the rows of an instance whose lease lapsed");
+                    // They are due: wake this instance's lanes, which may
+                    // be asleep until `poll`.
+                    inner.store.enqueued_signal().notify_one();
+                }
+                n
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look for the rows of lapsed instances; the next heartbeat does");
+                0
+            }
+        }
     }
 
     /// Every few seconds: stale claims taken back, and the rows of channels
@@ -329,7 +459,8 @@ impl Worker {
         let every = reclaim_every(self.inner.config.stale);
         while !shutdown.is_cancelled() {
             let mut report = TickReport { reclaimed: self.reclaim().await, ..TickReport::default() };
-            match self.claim_unknown().await {
+            let unknown = if self.may_start() { self.claim_unknown().await } else { Ok(Claimed::none()) };
+            match unknown {
                 Ok(unknown) => {
                     let mut inflight = InFlight::new();
                     report.released += self.dispatch(unknown, &shutdown, &mut inflight).await;
@@ -361,16 +492,19 @@ impl Worker {
     async fn reclaim(&self) -> u64 {
         let inner = &self.inner;
         let now = inner.clock.now();
-        match inner.store.reclaim_stale(now.minus(inner.config.stale), now).await {
+        let cutoff = now.minus(inner.config.stale);
+        match crate::store::race::retry_lost_race("reclaim", || inner.store.reclaim_stale(cutoff, now)).await {
             Ok(n) => {
                 if n > 0 {
                     inner.metrics.reclaimed(n);
+                    inner.metrics.rescued("stale", n);
                     tracing::warn!(rows = n, "took back stale claims");
+                    inner.store.enqueued_signal().notify_one();
                 }
                 n
             }
-            Err(e) if e.is_contention() => {
-                tracing::warn!(error = %e, "stale-claim reclaim lost a race with another instance; the next sweep retries");
+            Err(e) if e.is_lost_race() => {
+                tracing::info!(error = %e, "stale-claim reclaim kept losing races with other instances; the next sweep retries");
                 0
             }
             Err(e) => {
@@ -472,9 +606,9 @@ async fn record_group(
     items: &[Record],
     now: crate::clock::Millis,
 ) -> Vec<Result<bool, Arc<StoreError>>> {
-    match store.record_outcomes(items, now).await {
+    match crate::store::race::retry_lost_race("record outcomes", || store.record_outcomes(items, now)).await {
         Ok(won) => won.into_iter().map(Ok).collect(),
-        Err(e) if items.len() > 1 && !e.is_contention() => {
+        Err(e) if items.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
             tracing::warn!(error = %e, rows = items.len(), "recording a group of outcomes failed; recording them one by one");
             let mut out = Vec::with_capacity(items.len());
             for item in items {

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
@@ -163,11 +162,17 @@ pub(super) fn to_record(
     (Record { row: row.clone(), token: token.map(str::to_owned), action, inbox }, spec)
 }
 
-/// Writes the decision, fenced by the claim. A write that fails (the
-/// database blinked) is tried a few times before the row is left to the
-/// stale reclaim: giving up at once would turn a one-second outage into a
-/// duplicate delivery fifteen minutes later. (A row never claimed is just
-/// due again.)
+/// Writes the decision, fenced by the claim.
+///
+/// While the database is away (a failover, a lost node, a cut connection)
+/// the outcome is kept here and written when it answers again: from 250 ms,
+/// doubling up to 2 s, for as long as the row can still be this instance's
+/// (`worker.stale`; with a lease, the fence says sooner whether it still
+/// is). Giving up would turn a ten-second failover into a second delivery
+/// of a message that was delivered: an email the relay accepted just before
+/// the primary died is recorded, not sent again. A write the database
+/// refuses for what it is (not for being away) is tried a few times only.
+/// (A row never claimed is just due again if its outcome is lost.)
 pub(super) async fn record(
     inner: &Inner,
     row: &OutboxRow,
@@ -176,35 +181,55 @@ pub(super) async fn record(
     inbox: Option<NewInboxMessage>,
 ) -> RowResult {
     let (item, spec) = to_record(row, token, decision, inbox);
-    let mut wait = Duration::from_millis(200);
-    for attempt in 1..=4 {
+    let started = tokio::time::Instant::now();
+    let mut wait = super::FIRST_BACKOFF;
+    let mut failures = 0u32;
+    loop {
         let result = match inner.recorder.submit(item.clone()).await {
             Some(r) => r,
             None => Err(Arc::new(StoreError::WriterGone)),
         };
         match result {
-            Ok(true) => return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec)),
+            Ok(true) => {
+                if failures > 0 {
+                    inner.metrics.outcome_kept("recorded");
+                    tracing::info!(outbox = %row.id, failures, waited = ?started.elapsed(), "recorded an outcome kept while the database was away");
+                }
+                return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec));
+            }
             Ok(false) => {
                 if token.is_some() {
                     tracing::warn!(outbox = %row.id, "claim was taken back before the outcome was recorded; leaving it to the newer attempt");
                 } else {
                     tracing::debug!(outbox = %row.id, "another instance delivered this row first");
                 }
+                if failures > 0 {
+                    inner.metrics.outcome_kept("refused");
+                }
                 inner.metrics.delivery(&row.channel, "lost_claim");
                 return RowResult::LostClaim;
             }
-            Err(e) if attempt < 4 => {
-                tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying");
-                tokio::time::sleep(wait).await;
-                wait *= 4;
-            }
             Err(e) => {
-                tracing::error!(outbox = %row.id, error = %e, "could not record outcome; the row will be reclaimed after the stale window");
-                return RowResult::Unrecorded;
+                failures += 1;
+                let away = e.is_unavailable() || e.is_lost_race();
+                let keep = if away { started.elapsed() < inner.config.stale } else { failures < 4 };
+                if !keep {
+                    if failures > 1 {
+                        inner.metrics.outcome_kept("given_up");
+                    }
+                    tracing::error!(outbox = %row.id, error = %e, failures, "could not record outcome; the row will be taken back and delivered again");
+                    return RowResult::Unrecorded;
+                }
+                if failures == 1 {
+                    tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying until the database answers (the outcome is kept meanwhile)");
+                } else {
+                    tracing::debug!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying");
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(super::MAX_BACKOFF);
             }
         }
     }
-    RowResult::Unrecorded
 }
 
 pub(super) fn finished(inner: &Inner, row: &OutboxRow, spec: &FinishSpec) -> RowResult {

@@ -16,6 +16,8 @@ The recipient's local part picks the answer:
   drop*       the connection is closed in the middle of DATA (no reply)
   nouser*     550 5.1.1 at RCPT
   policy*     554 5.7.1 at DATA
+  slow*       250 like ok, two seconds after DATA (so that messages are in
+              flight when a test kills something)
   anything else: 250, like ok
 
 Every new connection appends a line to DIR/connections.log, so a test can
@@ -70,6 +72,8 @@ class Handler:
             return None
         if local.startswith("policy"):
             return "554 5.7.1 Message rejected by policy"
+        if local.startswith("slow"):
+            await asyncio.sleep(2)
         with self.lock:
             self.count += 1
             n = self.count

@@ -303,7 +303,14 @@ impl Channel for EmailChannel {
         };
         let h = Some(hash.clone());
         let now = self.clock.now();
-        match self.store.active_suppression(&hash, Some(&a.category), now).await {
+        // A failover must not turn into a five-minute retry: wait for the
+        // database (see `race::AWAY_WAIT`).
+        let suppression =
+            crate::store::race::retry_while_away("check suppressions", crate::store::race::AWAY_WAIT, || {
+                self.store.active_suppression(&hash, Some(&a.category), now)
+            })
+            .await;
+        match suppression {
             Ok(Some(s)) => {
                 let scope = if s.category == ALL_CATEGORIES {
                     "all categories".to_owned()
