@@ -246,6 +246,7 @@ async fn setup(store: &SqlStore, users: usize) -> anyhow::Result<String> {
             locale: Some(locale.to_owned()),
             timezone: None,
             preferences: serde_json::json!({}),
+            quiet_hours: None,
             created_at: now,
             updated_at: now,
         };

@@ -5,6 +5,12 @@
 //! disabled after planning, a preference changed, a recipient's new address
 //! or a corrected template all take effect for messages not yet sent.
 //!
+//! Send windows, quiet hours and frequency caps are decided here too: a
+//! rule's window and a recipient's quiet hours need only what a batch has
+//! loaded already (the rule, the recipient), so a rule without them costs
+//! nothing; a cap costs one transaction per batch that has capped rows
+//! (see `store::throttle`).
+//!
 //! Done per batch rather than per row: whatever the batch size, composing it
 //! costs at most four queries (the rules' versions, the rules that changed,
 //! the recipients, the triggers' times), where reading the rule, the
@@ -16,13 +22,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use chrono_tz::Tz;
+
 use crate::address::AddressKeys;
+use crate::channel::email::message::TRANSACTIONAL;
 use crate::channel::{Delivery, Outcome};
 use crate::clock::Millis;
 use crate::planner::user_context;
 use crate::recipient::Preferences;
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
+use crate::store::{SlotAnswer, SlotRequest, throttle_bucket};
 use crate::template::{CompiledTemplateSet, TemplateSet};
+use crate::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
 
 /// What to do with one claimed row.
 pub enum Prepared {
@@ -41,6 +52,13 @@ impl Prepared {
             Prepared::Skip { row, .. } => row,
         }
     }
+
+    fn into_row(self) -> OutboxRow {
+        match self {
+            Prepared::Deliver(d) => d.row,
+            Prepared::Skip { row, .. } => *row,
+        }
+    }
 }
 
 /// A rule as the worker uses it: the row and its templates, compiled once
@@ -50,6 +68,8 @@ struct CachedRule {
     /// `Err` holds the detail to record: a template that cannot even be read
     /// fails every row of the rule, and says why.
     templates: Result<Arc<CompiledTemplateSet>, String>,
+    /// The send window and cap, parsed; `Err` as for `templates`.
+    workflow: Result<RuleWorkflow, String>,
 }
 
 /// Composes batches of claimed rows. One per worker; cheap to share.
@@ -58,6 +78,8 @@ pub struct Composer {
     /// To put the address hash on email outcomes decided here (an opted-out
     /// user), so "did this address get it" finds them too.
     keys: Option<AddressKeys>,
+    /// The zone of recipients without one (`worker.default_timezone`).
+    default_tz: Tz,
     rules: Mutex<HashMap<String, Arc<CachedRule>>>,
 }
 
@@ -73,17 +95,26 @@ struct Loaded {
 
 impl Composer {
     pub fn new(store: Arc<dyn Store>, keys: Option<AddressKeys>) -> Composer {
-        Composer { store, keys, rules: Mutex::new(HashMap::new()) }
+        Composer { store, keys, default_tz: Tz::UTC, rules: Mutex::new(HashMap::new()) }
+    }
+
+    /// Recipients without a time zone of their own are in `tz`.
+    pub fn with_default_timezone(mut self, tz: Tz) -> Composer {
+        self.default_tz = tz;
+        self
     }
 
     /// Decides, for each row, whether to deliver it (rendered) or what to
     /// record instead. Rows keep their order.
-    pub async fn prepare(&self, rows: Vec<OutboxRow>) -> Vec<Prepared> {
+    pub async fn prepare(&self, rows: Vec<OutboxRow>, now: Millis) -> Vec<Prepared> {
         if rows.iter().all(|r| r.rule_id.is_none()) {
             return rows.into_iter().map(|row| Prepared::Deliver(Box::new(Delivery::bare(row)))).collect();
         }
         match self.load(&rows).await {
-            Ok(loaded) => rows.into_iter().map(|row| self.prepare_row(row, &loaded)).collect(),
+            Ok(loaded) => {
+                let prepared = rows.into_iter().map(|row| self.prepare_row(row, &loaded, now)).collect();
+                self.apply_caps(prepared, &loaded, now).await
+            }
             // The database blinked: try these rows again later.
             Err(e) => rows
                 .into_iter()
@@ -122,7 +153,9 @@ impl Composer {
                 let templates = serde_json::from_value::<TemplateSet>(rule.template.clone())
                     .map(|set| Arc::new(set.compile_for_rendering()))
                     .map_err(|e| format!("rule {} has an unreadable template: {e}", rule.id));
-                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates });
+                let workflow = RuleWorkflow::from_stored(rule.workflow.as_ref())
+                    .map_err(|e| format!("rule {} has an unreadable workflow: {e}", rule.id));
+                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow });
                 cache.insert(cached.rule.id.clone(), cached.clone());
                 rules.insert(cached.rule.id.clone(), cached);
             }
@@ -136,7 +169,71 @@ impl Composer {
         Ok(Loaded { rules, enabled, recipients, occurred })
     }
 
-    fn prepare_row(&self, row: OutboxRow, loaded: &Loaded) -> Prepared {
+    /// Takes a frequency-cap slot for each row about to be delivered whose
+    /// rule has a cap, in one transaction; a row that gets none ends
+    /// `suppressed`, naming the cap.
+    async fn apply_caps(&self, prepared: Vec<Prepared>, loaded: &Loaded, now: Millis) -> Vec<Prepared> {
+        let mut requests = Vec::new();
+        let mut capped_rows = Vec::new();
+        for (i, p) in prepared.iter().enumerate() {
+            let Prepared::Deliver(d) = p else { continue };
+            let Some(cached) = d.row.rule_id.as_ref().and_then(|id| loaded.rules.get(id)) else { continue };
+            let Ok(RuleWorkflow { throttle: Some(cap), .. }) = &cached.workflow else { continue };
+            let rule = &cached.rule;
+            let (scope, id, what) = match cap.scope {
+                ThrottleScope::Rule => ("rule", &rule.id, format!("rule \"{}\" ({})", rule.name, rule.id)),
+                ThrottleScope::Category => ("category", &rule.category, format!("category \"{}\"", rule.category)),
+            };
+            requests.push(SlotRequest {
+                bucket: throttle_bucket(scope, id, &d.row.user_id),
+                limit: cap.limit,
+                per_ms: cap.per_seconds.saturating_mul(1000),
+                outbox_id: d.row.id.clone(),
+            });
+            capped_rows.push((i, format!("{} for {what}", cap.describe())));
+        }
+        if requests.is_empty() {
+            return prepared;
+        }
+        let mut overrides: HashMap<usize, Outcome> = HashMap::new();
+        match self.store.take_throttle_slots(&requests, now).await {
+            Ok(answers) => {
+                for ((i, cap), answer) in capped_rows.into_iter().zip(answers) {
+                    if let SlotAnswer::Capped { reached_at, next_free } = answer {
+                        let row = prepared[i].row();
+                        let address_hash = self.address_hash(row, loaded.recipients.get(&row.user_id));
+                        let detail = format!(
+                            "frequency cap: {cap}, reached at {reached_at}; the next message may go from {next_free}"
+                        );
+                        overrides.insert(i, Outcome::Suppressed { detail, address_hash });
+                    }
+                }
+            }
+            Err(e) => {
+                for (i, _) in capped_rows {
+                    overrides.insert(i, Outcome::retry(format!("could not check the frequency cap: {e}")));
+                }
+            }
+        }
+        prepared
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| match overrides.remove(&i) {
+                Some(outcome) => Prepared::Skip { row: Box::new(p.into_row()), outcome },
+                None => p,
+            })
+            .collect()
+    }
+
+    /// The hash an email outcome carries, when the user has an address.
+    fn address_hash(&self, row: &OutboxRow, recipient: Option<&RecipientRow>) -> Option<String> {
+        match (&self.keys, recipient.and_then(|r| r.email.as_deref())) {
+            (Some(keys), Some(email)) if row.channel == "email" => keys.hash(email),
+            _ => None,
+        }
+    }
+
+    fn prepare_row(&self, row: OutboxRow, loaded: &Loaded, now: Millis) -> Prepared {
         let skip = |row: OutboxRow, outcome| Prepared::Skip { row: Box::new(row), outcome };
         let Some(rule_id) = row.rule_id.clone() else {
             return Prepared::Deliver(Box::new(Delivery::bare(row)));
@@ -151,15 +248,34 @@ impl Composer {
         let recipient = loaded.recipients.get(&row.user_id);
         // Email outcomes carry the address hash whenever the user has an
         // address, decided here or by the channel.
-        let address_hash = match (&self.keys, recipient.and_then(|r| r.email.as_deref())) {
-            (Some(keys), Some(email)) if row.channel == "email" => keys.hash(email),
-            _ => None,
-        };
+        let address_hash = self.address_hash(&row, recipient);
         if let Some(r) = recipient {
             let prefs: Preferences = serde_json::from_value(r.preferences.clone()).unwrap_or_default();
             if let Some(why) = prefs.opt_out(&rule.category, &row.channel) {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
             }
+        }
+        let workflow = match &cached.workflow {
+            Ok(w) => w,
+            Err(detail) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
+        };
+        // Quiet hours hold every message but transactional ones.
+        let quiet = match recipient.and_then(|r| r.quiet_hours.as_ref()) {
+            Some(q) if rule.category != TRANSACTIONAL => Span::parse("quiet_hours", q).ok(),
+            _ => None,
+        };
+        if workflow.send_window.is_some() || quiet.is_some() {
+            let tz = recipient.and_then(|r| r.timezone.as_deref()).and_then(parse_zone).unwrap_or(self.default_tz);
+            let gate = Gate { window: workflow.send_window, quiet, tz };
+            match gate.decide(row.due_at, row.expires_at, now) {
+                GateDecision::Go => {}
+                GateDecision::Hold { until, expires_at, detail } => {
+                    return skip(row, Outcome::Held { until, expires_at, detail });
+                }
+                GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail }),
+            }
+        } else if let Some(spec) = crate::worker::policy::expired(&row, now) {
+            return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default() });
         }
         let templates = match &cached.templates {
             Ok(t) => t,

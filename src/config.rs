@@ -375,6 +375,10 @@ pub struct WorkerSettings {
     pub default_concurrency: usize,
     /// Concurrent deliveries per channel, e.g. `{ email = 4, inbox = 32 }`.
     pub concurrency: BTreeMap<String, usize>,
+    /// The time zone send windows and quiet hours are read in for a
+    /// recipient without a valid `timezone` of their own, as a tz database
+    /// name. Default "UTC".
+    pub default_timezone: String,
 }
 
 impl Default for Config {
@@ -427,6 +431,7 @@ impl Default for WorkerSettings {
             shutdown_grace: w.shutdown_grace,
             default_concurrency: w.default_concurrency,
             concurrency: w.concurrency,
+            default_timezone: w.default_timezone.name().to_owned(),
         }
     }
 }
@@ -443,6 +448,8 @@ impl WorkerSettings {
             shutdown_grace: self.shutdown_grace,
             concurrency: self.concurrency.clone(),
             default_concurrency: self.default_concurrency,
+            // Checked by `validate`; a name that slipped through reads as UTC.
+            default_timezone: crate::workflow::parse_zone(&self.default_timezone).unwrap_or(chrono_tz::Tz::UTC),
         }
     }
 }
@@ -643,6 +650,13 @@ impl Config {
         if let Some((name, _)) = w.concurrency.iter().find(|(_, n)| **n == 0) {
             let _ = name;
             return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
+        }
+        if crate::workflow::parse_zone(&w.default_timezone).is_none() {
+            return Err(invalid(
+                "worker.default_timezone",
+                &w.default_timezone,
+                "a time zone of the tz database, e.g. \"UTC\" or \"Europe/Berlin\"",
+            ));
         }
         self.validate_email()
     }

@@ -8,6 +8,7 @@ use crate::clock::Millis;
 use crate::domain::UserId;
 use crate::rule::FieldError;
 use crate::store::RecipientRow;
+use crate::workflow::{QuietHoursInput, Span};
 
 /// The body of `PUT /v1/users/{user_id}`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
@@ -25,6 +26,11 @@ pub struct RecipientInput {
     pub timezone: Option<String>,
     #[serde(default)]
     pub preferences: Preferences,
+    /// `{"from": "22:00", "until": "07:00"}` in the user's `timezone`: every
+    /// message of a non-transactional rule falling due then waits until
+    /// they end.
+    #[serde(default)]
+    pub quiet_hours: Option<QuietHoursInput>,
 }
 
 /// What a user opted out of. `false` means "do not send me these"; anything
@@ -85,9 +91,17 @@ impl RecipientInput {
             errors.push(FieldError::new("locale", format!("{l:?} is not a locale tag like \"en\" or \"pt-BR\"")));
         }
         if let Some(z) = &self.timezone
-            && !valid_zone(z)
+            && (!valid_zone(z) || crate::workflow::parse_zone(z).is_none())
         {
-            errors.push(FieldError::new("timezone", format!("{z:?} is not a time zone like \"Europe/Berlin\"")));
+            errors.push(FieldError::new(
+                "timezone",
+                format!("{z:?} is not a time zone of the tz database like \"Europe/Berlin\" or \"UTC\""),
+            ));
+        }
+        if let Some(q) = &self.quiet_hours
+            && let Err(e) = Span::parse("quiet_hours", q)
+        {
+            errors.extend(e);
         }
         for key in self.preferences.categories.keys().chain(self.preferences.channels.keys()) {
             if !valid_tag(key) {
@@ -104,6 +118,7 @@ impl RecipientInput {
             locale: self.locale,
             timezone: self.timezone,
             preferences: serde_json::to_value(&self.preferences).expect("preferences serialise"),
+            quiet_hours: self.quiet_hours,
             created_at: now,
             updated_at: now,
         })
@@ -119,6 +134,8 @@ pub struct RecipientView {
     pub locale: Option<String>,
     pub timezone: Option<String>,
     pub preferences: Preferences,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_hours: Option<QuietHoursInput>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -132,6 +149,7 @@ impl From<&RecipientRow> for RecipientView {
             locale: r.locale.clone(),
             timezone: r.timezone.clone(),
             preferences: serde_json::from_value(r.preferences.clone()).unwrap_or_default(),
+            quiet_hours: r.quiet_hours.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
         }

@@ -44,6 +44,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(8, "webhook_tokens", "0008_webhook_tokens.sql"),
     migration!(9, "operators", "0009_operators.sql"),
     migration!(10, "engine", "0010_engine.sql"),
+    migration!(11, "workflows", "0011_workflows.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -39,6 +39,7 @@ mod rules;
 mod sends;
 mod sql;
 mod suppressions;
+mod throttle;
 mod triggers;
 
 use std::sync::Arc;
@@ -64,6 +65,7 @@ pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, Stat
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
+pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -169,7 +171,17 @@ pub struct Finish {
 #[derive(Debug, Clone)]
 pub enum RecordAction {
     Finish(Finish),
-    Reschedule { due_at: Millis, detail: String },
+    Reschedule {
+        due_at: Millis,
+        detail: String,
+    },
+    /// Back to `scheduled` at `due_at` without counting the attempt (a send
+    /// window or quiet hours held it), with its new expiry.
+    Hold {
+        due_at: Millis,
+        expires_at: Option<Millis>,
+        detail: String,
+    },
 }
 
 /// One claimed row's result, for [`Store::record_outcomes`].
@@ -256,6 +268,7 @@ pub trait Store:
     + EventStore
     + BounceStore
     + OperatorStore
+    + ThrottleStore
     + Send
     + Sync
     + 'static

@@ -21,6 +21,9 @@ pub struct RecipientRow {
     pub timezone: Option<String>,
     /// `{"categories": {"marketing": false}, "channels": {"email": false}}`
     pub preferences: serde_json::Value,
+    /// When the user wants nothing but transactional messages, in their
+    /// time zone (`crate::workflow::Span` parses it).
+    pub quiet_hours: Option<crate::workflow::QuietHoursInput>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -35,6 +38,7 @@ impl RecipientRow {
             locale: opt_text(row, "locale")?,
             timezone: opt_text(row, "timezone")?,
             preferences: serde_json::from_str(&prefs).unwrap_or_default(),
+            quiet_hours: opt_text(row, "quiet_hours")?.and_then(|q| serde_json::from_str(&q).ok()),
             created_at: Millis(row.try_get("created_at")?),
             updated_at: Millis(row.try_get("updated_at")?),
         })
@@ -98,10 +102,11 @@ impl RecipientStore for SqlStore {
         let d = self.dialect();
         let db = StoreError::db;
         // Update, else insert: the one upsert all three dialects spell alike.
+        let quiet_hours = r.quiet_hours.as_ref().map(|q| serde_json::json!(q).to_string());
         let mut tx = self.begin_write().await.map_err(db("put recipient: begin"))?;
         let update = d.sql(
             "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
-             updated_at = ? WHERE user_id = ?",
+             quiet_hours = ?, updated_at = ? WHERE user_id = ?",
         );
         let n = sqlx::query(&update)
             .bind(r.email.clone())
@@ -109,6 +114,7 @@ impl RecipientStore for SqlStore {
             .bind(r.locale.clone())
             .bind(r.timezone.clone())
             .bind(r.preferences.to_string())
+            .bind(quiet_hours.clone())
             .bind(r.updated_at.0)
             .bind(r.user_id.clone())
             .execute(&mut *tx)
@@ -120,8 +126,8 @@ impl RecipientStore for SqlStore {
         let created = n == 0;
         if created {
             let insert = d.sql(
-                "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, created_at, \
-                 updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
+                 created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             );
             sqlx::query(&insert)
                 .bind(r.user_id.clone())
@@ -130,6 +136,7 @@ impl RecipientStore for SqlStore {
                 .bind(r.locale.clone())
                 .bind(r.timezone.clone())
                 .bind(r.preferences.to_string())
+                .bind(quiet_hours)
                 .bind(r.created_at.0)
                 .bind(r.updated_at.0)
                 .execute(&mut *tx)
@@ -145,7 +152,7 @@ impl RecipientStore for SqlStore {
             return Ok(Vec::new());
         }
         let sql = self.dialect().select_by_keys(
-            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.created_at, r.updated_at",
+            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.created_at, r.updated_at",
             "engagement_recipients",
             "r",
             "user_id",
@@ -160,7 +167,7 @@ impl RecipientStore for SqlStore {
 
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError> {
         let sql = self.dialect().sql(
-            "SELECT user_id, email, name, locale, timezone, preferences, created_at, updated_at \
+            "SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, created_at, updated_at \
              FROM engagement_recipients WHERE user_id = ?",
         );
         let row = sqlx::query(&sql)

@@ -115,7 +115,7 @@ impl Worker {
                 None => due.push(row),
             }
         }
-        let mut prepared = inner.composer.prepare(due).await.into_iter();
+        let mut prepared = inner.composer.prepare(due, now).await.into_iter();
         while let Some(p) = prepared.next() {
             let (delivery, channel) = match p {
                 Prepared::Skip { row, outcome } => {
@@ -178,7 +178,7 @@ impl Worker {
                 None => due.push(row),
             }
         }
-        for p in inner.composer.prepare(due).await {
+        for p in inner.composer.prepare(due, now).await {
             match p {
                 Prepared::Skip { row, outcome } => {
                     let (decision, inbox) = decide(inner, &row, outcome);

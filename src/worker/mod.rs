@@ -64,6 +64,8 @@ pub struct WorkerConfig {
     /// in-app inbox. Channels not named get `default_concurrency`.
     pub concurrency: BTreeMap<String, usize>,
     pub default_concurrency: usize,
+    /// The zone of recipients without one, for send windows and quiet hours.
+    pub default_timezone: chrono_tz::Tz,
 }
 
 impl Default for WorkerConfig {
@@ -78,6 +80,7 @@ impl Default for WorkerConfig {
             shutdown_grace: Duration::from_secs(30),
             concurrency: BTreeMap::new(),
             default_concurrency: 16,
+            default_timezone: chrono_tz::Tz::UTC,
         }
     }
 }
@@ -94,6 +97,8 @@ pub struct TickReport {
     pub expired: usize,
     pub cancelled: usize,
     pub retried: usize,
+    /// Rows a send window or quiet hours put back until they open.
+    pub held: usize,
     /// Outcomes not recorded because the claim had been taken back: the newer
     /// attempt owns the row.
     pub lost_claim: usize,
@@ -123,6 +128,7 @@ impl TickReport {
         self.expired += other.expired;
         self.cancelled += other.cancelled;
         self.retried += other.retried;
+        self.held += other.held;
         self.lost_claim += other.lost_claim;
         self.released += other.released;
         self.unrecorded += other.unrecorded;
@@ -214,7 +220,7 @@ impl Worker {
                 async move { record_group(store.as_ref(), &items, clock.now()).await }
             })
         };
-        let composer = Composer::new(store.clone(), keys);
+        let composer = Composer::new(store.clone(), keys).with_default_timezone(config.default_timezone);
         Worker {
             inner: Arc::new(Inner {
                 store,
@@ -454,6 +460,7 @@ impl Worker {
             expired = r.expired,
             cancelled = r.cancelled,
             retried = r.retried,
+            held = r.held,
             lost_claim = r.lost_claim,
             reclaimed = r.reclaimed,
             released = r.released,
