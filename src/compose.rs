@@ -30,8 +30,8 @@ use crate::channel::{Delivery, Outcome};
 use crate::clock::Millis;
 use crate::planner::user_context;
 use crate::recipient::Preferences;
+use crate::store::{DigestItemRow, SlotAnswer, SlotRequest, throttle_bucket};
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
-use crate::store::{SlotAnswer, SlotRequest, throttle_bucket};
 use crate::template::{CompiledTemplateSet, TemplateSet};
 use crate::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
 
@@ -91,6 +91,9 @@ struct Loaded {
     enabled: HashMap<String, bool>,
     recipients: HashMap<String, RecipientRow>,
     occurred: HashMap<String, Millis>,
+    /// Outbox id -> the triggers in that digest message, for rows of
+    /// rules with a digest (read only when the batch has some).
+    digests: HashMap<String, Vec<DigestItemRow>>,
 }
 
 impl Composer {
@@ -166,7 +169,19 @@ impl Composer {
             self.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
         let trigger_ids: Vec<&str> = planned.iter().filter_map(|r| r.trigger_id.as_deref()).collect();
         let occurred = self.store.trigger_times(&trigger_ids).await?.into_iter().collect();
-        Ok(Loaded { rules, enabled, recipients, occurred })
+        let digest_rows: Vec<&str> = planned
+            .iter()
+            .filter(|r| {
+                let cached = r.rule_id.as_ref().and_then(|id| rules.get(id));
+                cached.is_some_and(|c: &Arc<CachedRule>| c.workflow.as_ref().is_ok_and(|w| w.digest.is_some()))
+            })
+            .map(|r| r.id.as_str())
+            .collect();
+        let mut digests: HashMap<String, Vec<DigestItemRow>> = HashMap::new();
+        for item in self.store.digest_items(&digest_rows).await? {
+            digests.entry(item.outbox_id.clone()).or_default().push(item);
+        }
+        Ok(Loaded { rules, enabled, recipients, occurred, digests })
     }
 
     /// Takes a frequency-cap slot for each row about to be delivered whose
@@ -283,11 +298,26 @@ impl Composer {
         };
         let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
         let occurred_at = row.trigger_id.as_ref().and_then(|t| loaded.occurred.get(t)).map(|t| t.to_rfc3339());
-        let ctx = serde_json::json!({
+        let mut ctx = serde_json::json!({
             "payload": payload,
             "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at },
             "user": user_context(&row.user_id, recipient),
         });
+        if workflow.digest.is_some() {
+            let items: Vec<serde_json::Value> = loaded
+                .digests
+                .get(&row.id)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|i| {
+                    serde_json::json!({
+                        "payload": i.payload, "trigger_id": i.trigger_id, "occurred_at": i.occurred_at.to_rfc3339(),
+                    })
+                })
+                .collect();
+            ctx["digest"] = serde_json::json!({ "count": items.len(), "items": items });
+        }
         let locale = recipient.and_then(|r| r.locale.as_deref());
         match templates.render(locale, &ctx) {
             Ok(message) => Prepared::Deliver(Box::new(Delivery {

@@ -102,6 +102,7 @@ async fn record_batch(
             .map(|(t, p)| PlannedTrigger {
                 trigger: t.clone(),
                 rows: p.rows.clone(),
+                digests: p.digests.clone(),
                 detail: p.detail(&t.trigger_type),
             })
             .collect();

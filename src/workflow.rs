@@ -177,13 +177,6 @@ pub fn validate(
         {
             errors.push(FieldError::new("digest.max_items", "must be 1 to 1000"));
         }
-        if enabled {
-            errors.push(FieldError::new(
-                "digest",
-                "digests are not delivered by this version of Herald yet; the rule can be saved off with it, \
-                 or turned on without it",
-            ));
-        }
     }
     if let Some(t) = &w.throttle {
         let _ = Throttle::parse(t).map_err(|e| errors.extend(e));
@@ -389,6 +382,16 @@ impl Throttle {
 pub struct RuleWorkflow {
     pub send_window: Option<SendWindow>,
     pub throttle: Option<Throttle>,
+    pub digest: Option<Digest>,
+}
+
+/// A rule's digest, as the planner uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digest {
+    pub window_seconds: i64,
+    pub key: Option<String>,
+    /// `max_items`, or 1000 when not given.
+    pub max_items: i64,
 }
 
 impl RuleWorkflow {
@@ -402,6 +405,11 @@ impl RuleWorkflow {
         Ok(RuleWorkflow {
             send_window: input.send_window.as_ref().map(SendWindow::parse).transpose().map_err(describe)?,
             throttle: input.throttle.as_ref().map(Throttle::parse).transpose().map_err(describe)?,
+            digest: input.digest.map(|d| Digest {
+                window_seconds: d.window.max(1),
+                key: d.key,
+                max_items: d.max_items.unwrap_or(1000).clamp(1, 1000),
+            }),
         })
     }
 }

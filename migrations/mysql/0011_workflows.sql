@@ -9,3 +9,21 @@ CREATE TABLE engagement_throttle_slots (
     outbox_id VARCHAR(36),
     PRIMARY KEY (bucket, slot)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+CREATE TABLE engagement_digests (
+    bucket    VARCHAR(64) NOT NULL PRIMARY KEY,
+    outbox_id VARCHAR(36) NOT NULL,
+    opened_at BIGINT      NOT NULL,
+    items     BIGINT      NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE TABLE engagement_digest_items (
+    trigger_id  VARCHAR(64)  NOT NULL,
+    rule_id     VARCHAR(64)  NOT NULL,
+    outbox_id   VARCHAR(36)  NOT NULL,
+    user_id     VARCHAR(255) NOT NULL,
+    payload     MEDIUMTEXT   NOT NULL,
+    occurred_at BIGINT       NOT NULL,
+    created_at  BIGINT       NOT NULL,
+    PRIMARY KEY (trigger_id, rule_id),
+    KEY engagement_digest_items_outbox (outbox_id, occurred_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;

@@ -9,3 +9,21 @@ CREATE TABLE engagement_throttle_slots (
     outbox_id TEXT,
     PRIMARY KEY (bucket, slot)
 );
+
+CREATE TABLE engagement_digests (
+    bucket    TEXT   NOT NULL PRIMARY KEY,
+    outbox_id TEXT   NOT NULL,
+    opened_at BIGINT NOT NULL,
+    items     BIGINT NOT NULL
+);
+CREATE TABLE engagement_digest_items (
+    trigger_id  TEXT   NOT NULL,
+    rule_id     TEXT   NOT NULL,
+    outbox_id   TEXT   NOT NULL,
+    user_id     TEXT   NOT NULL,
+    payload     TEXT   NOT NULL,
+    occurred_at BIGINT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (trigger_id, rule_id)
+);
+CREATE INDEX engagement_digest_items_outbox ON engagement_digest_items (outbox_id, occurred_at);

@@ -17,3 +17,24 @@ CREATE TABLE engagement_throttle_slots (
     outbox_id TEXT,
     PRIMARY KEY (bucket, slot)
 );
+
+-- Digests: the digest a rule has open for a user and key (the bucket, a
+-- SHA-256 of the three), and which triggers went into which digest message.
+-- A trigger is in one digest of a rule, never two (the primary key).
+CREATE TABLE engagement_digests (
+    bucket    TEXT    NOT NULL PRIMARY KEY,
+    outbox_id TEXT    NOT NULL,
+    opened_at INTEGER NOT NULL,
+    items     INTEGER NOT NULL
+);
+CREATE TABLE engagement_digest_items (
+    trigger_id  TEXT    NOT NULL,
+    rule_id     TEXT    NOT NULL,
+    outbox_id   TEXT    NOT NULL,
+    user_id     TEXT    NOT NULL,
+    payload     TEXT    NOT NULL,
+    occurred_at INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (trigger_id, rule_id)
+);
+CREATE INDEX engagement_digest_items_outbox ON engagement_digest_items (outbox_id, occurred_at);

@@ -110,6 +110,9 @@ pub struct MessageHistory {
     pub created_at: String,
     /// Send-log rows for this message, oldest first.
     pub history: Vec<SendEvent>,
+    /// For a digest message: the triggers folded into it, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest_triggers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -175,6 +178,11 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
     let rows = store.list_outbox(&filter).await?;
     let log = store.sends_for_user(user, limit * 2).await?;
     let mut subjects = crate::headline::subjects(store, &rows).await?;
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let mut digests: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for item in store.digest_items(&ids).await? {
+        digests.entry(item.outbox_id).or_default().push(item.trigger_id);
+    }
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
@@ -191,6 +199,7 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             detail: r.last_error.clone(),
             created_at: r.created_at.to_rfc3339(),
             history,
+            digest_triggers: digests.remove(&r.id),
         });
     }
     let triggers = store.triggers_for_user(user, limit).await?;

@@ -24,6 +24,7 @@
 mod admin;
 mod bounces;
 mod dialect;
+mod digests;
 pub mod events;
 mod inbox;
 mod json_rows;
@@ -53,6 +54,7 @@ use crate::domain::{ChannelName, SendStatus, UserId};
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
+pub use digests::{DigestItemRow, DigestStore, NewDigestItem};
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use migrate::AppliedMigration;
@@ -269,6 +271,7 @@ pub trait Store:
     + BounceStore
     + OperatorStore
     + ThrottleStore
+    + DigestStore
     + Send
     + Sync
     + 'static
