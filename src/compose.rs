@@ -28,9 +28,10 @@ use crate::address::AddressKeys;
 use crate::channel::email::message::TRANSACTIONAL;
 use crate::channel::{Delivery, Outcome};
 use crate::clock::Millis;
+use crate::domain::OutboxStatus;
 use crate::planner::user_context;
 use crate::recipient::Preferences;
-use crate::store::{DigestItemRow, SlotAnswer, SlotRequest, throttle_bucket};
+use crate::store::{DigestItemRow, OriginalState, SlotAnswer, SlotRequest, throttle_bucket};
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
 use crate::template::{CompiledTemplateSet, TemplateSet};
 use crate::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
@@ -70,6 +71,8 @@ struct CachedRule {
     templates: Result<Arc<CompiledTemplateSet>, String>,
     /// The send window and cap, parsed; `Err` as for `templates`.
     workflow: Result<RuleWorkflow, String>,
+    /// The escalation follow-up's templates, for a rule that escalates.
+    follow_up: Option<Result<Arc<CompiledTemplateSet>, String>>,
 }
 
 /// Composes batches of claimed rows. One per worker; cheap to share.
@@ -94,6 +97,8 @@ struct Loaded {
     /// Outbox id -> the triggers in that digest message, for rows of
     /// rules with a digest (read only when the batch has some).
     digests: HashMap<String, Vec<DigestItemRow>>,
+    /// Original outbox id -> its state, for escalation follow-ups.
+    originals: HashMap<String, OriginalState>,
 }
 
 impl Composer {
@@ -158,7 +163,12 @@ impl Composer {
                     .map_err(|e| format!("rule {} has an unreadable template: {e}", rule.id));
                 let workflow = RuleWorkflow::from_stored(rule.workflow.as_ref())
                     .map_err(|e| format!("rule {} has an unreadable workflow: {e}", rule.id));
-                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow });
+                let follow_up = workflow.as_ref().ok().and_then(|w| w.escalate.as_ref()).map(|e| {
+                    e.template.compile().map(Arc::new).map_err(|errors| {
+                        format!("rule {} has an escalation template that does not compile: {errors:?}", rule.id)
+                    })
+                });
+                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow, follow_up });
                 cache.insert(cached.rule.id.clone(), cached.clone());
                 rules.insert(cached.rule.id.clone(), cached);
             }
@@ -181,7 +191,16 @@ impl Composer {
         for item in self.store.digest_items(&digest_rows).await? {
             digests.entry(item.outbox_id.clone()).or_default().push(item);
         }
-        Ok(Loaded { rules, enabled, recipients, occurred, digests })
+        let originals_wanted: Vec<&str> =
+            planned.iter().filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key)).collect();
+        let originals = self
+            .store
+            .original_states(&originals_wanted)
+            .await?
+            .into_iter()
+            .map(|o| (o.outbox_id.clone(), o))
+            .collect();
+        Ok(Loaded { rules, enabled, recipients, occurred, digests, originals })
     }
 
     /// Takes a frequency-cap slot for each row about to be delivered whose
@@ -274,6 +293,21 @@ impl Composer {
             Ok(w) => w,
             Err(detail) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
+        // An escalation follow-up goes only if its inbox message was
+        // delivered `after` ago and is still unseen (unread).
+        let follow_up = match (&workflow.escalate, crate::workflow::follow_up_of(&row.dedupe_key)) {
+            (Some(esc), Some(original)) if esc.channel == row.channel => Some((esc, original.to_owned())),
+            _ => None,
+        };
+        if let Some((esc, original)) = &follow_up {
+            match follow_up_decision(esc, original, loaded.originals.get(original), &row.channel, now) {
+                FollowUp::Go => {}
+                FollowUp::Wait(until, detail) => {
+                    return skip(row, Outcome::Held { until, expires_at: None, detail });
+                }
+                FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail }),
+            }
+        }
         // Quiet hours hold every message but transactional ones.
         let quiet = match recipient.and_then(|r| r.quiet_hours.as_ref()) {
             Some(q) if rule.category != TRANSACTIONAL => Span::parse("quiet_hours", q).ok(),
@@ -292,9 +326,13 @@ impl Composer {
         } else if let Some(spec) = crate::worker::policy::expired(&row, now) {
             return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default() });
         }
-        let templates = match &cached.templates {
-            Ok(t) => t,
-            Err(detail) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
+        let templates = match (&follow_up, &cached.templates, &cached.follow_up) {
+            (Some(_), _, Some(Ok(t))) => t,
+            (Some(_), _, Some(Err(detail))) => {
+                return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash });
+            }
+            (_, Ok(t), _) => t,
+            (_, Err(detail), _) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
         let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
         let occurred_at = row.trigger_id.as_ref().and_then(|t| loaded.occurred.get(t)).map(|t| t.to_rfc3339());
@@ -330,5 +368,58 @@ impl Composer {
             // the error an operator needs to fix it.
             Err(e) => skip(row, Outcome::Terminal { detail: format!("template failed to render: {e}"), address_hash }),
         }
+    }
+}
+
+/// What an escalation follow-up should do now.
+enum FollowUp {
+    Go,
+    Wait(Millis, String),
+    Cancel(String),
+}
+
+fn follow_up_decision(
+    esc: &crate::workflow::Escalate,
+    original_id: &str,
+    original: Option<&OriginalState>,
+    channel: &str,
+    now: Millis,
+) -> FollowUp {
+    let after = std::time::Duration::from_secs(esc.after_seconds.max(0) as u64);
+    let Some(original) = original else {
+        return FollowUp::Cancel(format!("the inbox message {original_id} no longer exists: no {channel} needed"));
+    };
+    match (original.status, original.delivered_at) {
+        (OutboxStatus::Scheduled | OutboxStatus::Sending, _) => FollowUp::Wait(
+            now.plus(after),
+            format!("waiting for the inbox message {original_id} to be delivered, then {}s more", esc.after_seconds),
+        ),
+        (OutboxStatus::Sent, Some(delivered)) => {
+            let (what, at) = if esc.unless_read {
+                ("read", original.read_at)
+            } else {
+                ("seen", original.seen_at.or(original.read_at))
+            };
+            if let Some(at) = at.filter(|at| *at <= now) {
+                return FollowUp::Cancel(format!(
+                    "{what} in the inbox at {at}: no {channel} needed (follow-up of inbox message {original_id})"
+                ));
+            }
+            let deadline = delivered.plus(after);
+            if now < deadline {
+                FollowUp::Wait(
+                    deadline,
+                    format!("waiting until {deadline} for the inbox message {original_id} to be {what}"),
+                )
+            } else {
+                FollowUp::Go
+            }
+        }
+        (OutboxStatus::Sent, None) => {
+            FollowUp::Cancel(format!("the inbox message {original_id} was deleted: no {channel} needed"))
+        }
+        (status, _) => FollowUp::Cancel(format!(
+            "the inbox message {original_id} was not delivered ({status}): no {channel} follow-up"
+        )),
     }
 }

@@ -24,7 +24,7 @@ use crate::store::{
     NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
 use crate::template::{Condition, TemplateError};
-use crate::workflow::{Digest, RuleWorkflow};
+use crate::workflow::{Digest, FOLLOW_UP_PREFIX, RuleWorkflow};
 
 /// How old the planner's copy of the enabled rules may be. A rule enabled,
 /// edited or disabled through this instance takes effect here at once; on
@@ -91,16 +91,20 @@ pub struct PlanRule {
     condition: Option<Result<Condition, TemplateError>>,
     /// The rule's digest and its key expression, compiled once.
     digest: Option<(Digest, Option<Result<Condition, TemplateError>>)>,
+    /// For an inbox rule that escalates: the follow-up's channel and delay.
+    escalate: Option<(String, i64)>,
 }
 
 impl PlanRule {
     pub fn new(row: RuleRow) -> PlanRule {
         let condition = row.condition.as_deref().map(Condition::compile);
-        let digest = RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.digest).map(|d| {
+        let workflow = RuleWorkflow::from_stored(row.workflow.as_ref()).unwrap_or_default();
+        let digest = workflow.digest.map(|d| {
             let key = d.key.as_deref().map(Condition::compile);
             (d, key)
         });
-        PlanRule { row, condition, digest }
+        let escalate = workflow.escalate.map(|e| (e.channel, e.after_seconds));
+        PlanRule { row, condition, digest, escalate }
     }
 }
 
@@ -121,7 +125,7 @@ pub fn evaluate_rules<'a>(
     let mut rows = Vec::new();
     let mut decisions = Vec::new();
     let mut digests = Vec::new();
-    for PlanRule { row: rule, condition, digest } in rules {
+    for PlanRule { row: rule, condition, digest, escalate } in rules {
         let decide = |planned, reason: String| RuleDecision {
             rule_id: rule.id.clone(),
             rule_name: rule.name.clone(),
@@ -185,9 +189,36 @@ pub fn evaluate_rules<'a>(
         }
         let due_at = trigger.occurred_at.plus(Duration::from_secs(rule.delay_seconds.max(0) as u64));
         let expires_at = rule.grace_seconds.map(|g| due_at.plus(Duration::from_secs(g.max(0) as u64)));
-        decisions.push(decide(true, format!("{} due {due_at}", rule.channel)));
+        let id = new_id();
+        // An escalating inbox rule plans its follow-up with the message: the
+        // worker holds it until `after` past the inbox delivery, and cancels
+        // it if the message was seen or read by then.
+        let follow_up = escalate.as_ref().and_then(|(ch, after)| {
+            let channel = ChannelName::parse("escalate.channel", ch).ok()?;
+            Some(NewOutboxRow {
+                id: new_id(),
+                dedupe_key: format!("{FOLLOW_UP_PREFIX}{id}"),
+                rule_id: Some(rule.id.clone()),
+                trigger_id: Some(trigger.id.clone()),
+                user_id: user_id.clone(),
+                channel,
+                payload: trigger.payload.clone(),
+                due_at: due_at.plus(Duration::from_secs((*after).max(0) as u64)),
+                expires_at: None,
+            })
+        });
+        match &follow_up {
+            Some(f) => decisions.push(decide(
+                true,
+                format!(
+                    "{} due {due_at}, then {} at the earliest {} unless seen or read",
+                    rule.channel, f.channel, f.due_at
+                ),
+            )),
+            None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
+        }
         rows.push(NewOutboxRow {
-            id: new_id(),
+            id,
             dedupe_key: format!("{}:{}:{}", trigger.id, rule.id, rule.channel),
             rule_id: Some(rule.id.clone()),
             trigger_id: Some(trigger.id.clone()),
@@ -197,6 +228,7 @@ pub fn evaluate_rules<'a>(
             due_at,
             expires_at,
         });
+        rows.extend(follow_up);
     }
     Plan { rows, digests, decisions }
 }

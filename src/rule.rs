@@ -214,7 +214,6 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     crate::workflow::validate(
         &input.workflow(),
         &input.channel,
-        input.enabled,
         |name| crate::channel::catalog::check_known(name).map_err(|e| e.to_string()),
         &mut errors,
     );

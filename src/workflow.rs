@@ -151,7 +151,6 @@ pub fn parse_hhmm(field: &str, s: &str) -> Result<NaiveTime, FieldError> {
 pub fn validate(
     w: &WorkflowInput,
     channel: &str,
-    enabled: bool,
     known_channel: impl Fn(&str) -> Result<(), String>,
     errors: &mut Vec<FieldError>,
 ) {
@@ -206,12 +205,8 @@ pub fn validate(
                 fe
             }));
         }
-        if enabled {
-            errors.push(FieldError::new(
-                "escalate",
-                "escalation is not delivered by this version of Herald yet; the rule can be saved off with it, \
-                 or turned on without it",
-            ));
+        if w.digest.is_some() {
+            errors.push(FieldError::new("escalate", "cannot be combined with digest on one rule"));
         }
     }
     for (field, value, max) in [("display_name", &w.display_name, 100), ("description", &w.description, 500)] {
@@ -383,6 +378,26 @@ pub struct RuleWorkflow {
     pub send_window: Option<SendWindow>,
     pub throttle: Option<Throttle>,
     pub digest: Option<Digest>,
+    pub escalate: Option<Escalate>,
+}
+
+/// A rule's escalation: a follow-up on `channel` `after` seconds after the
+/// inbox message was delivered, unless it was seen (or read) by then.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Escalate {
+    pub after_seconds: i64,
+    /// `unless: "read"`; otherwise `seen` (reading a message also sees it).
+    pub unless_read: bool,
+    pub channel: String,
+    pub template: TemplateSet,
+}
+
+/// The dedupe key of an escalation follow-up, naming its original.
+pub const FOLLOW_UP_PREFIX: &str = "escalate:";
+
+/// The original inbox message's outbox id, for a follow-up's dedupe key.
+pub fn follow_up_of(dedupe_key: &str) -> Option<&str> {
+    dedupe_key.strip_prefix(FOLLOW_UP_PREFIX)
 }
 
 /// A rule's digest, as the planner uses it.
@@ -409,6 +424,12 @@ impl RuleWorkflow {
                 window_seconds: d.window.max(1),
                 key: d.key,
                 max_items: d.max_items.unwrap_or(1000).clamp(1, 1000),
+            }),
+            escalate: input.escalate.map(|e| Escalate {
+                after_seconds: e.after.max(1),
+                unless_read: e.unless == "read",
+                channel: e.channel,
+                template: e.template,
             }),
         })
     }

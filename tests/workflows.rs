@@ -17,7 +17,7 @@ use herald::domain::OutboxStatus;
 use herald::planner::Planner;
 use herald::recipient::RecipientInput;
 use herald::rule::RuleInput;
-use herald::store::{DigestStore, NewTrigger, RecipientStore, RuleRow, RuleStore, Store, TriggerStore};
+use herald::store::{DigestStore, InboxStore, NewTrigger, RecipientStore, RuleRow, RuleStore, Store, TriggerStore};
 use herald::worker::{TickReport, WorkerConfig};
 use serde_json::{Value, json};
 
@@ -31,6 +31,7 @@ backend_tests!(
     a_digest_claimed_by_a_worker_that_died_is_delivered_once_and_a_late_trigger_opens_the_next,
     a_digest_closes_early_at_max_items_and_keys_keep_digests_apart,
     a_window_opens_at_local_time_across_a_dst_change_in_two_zones,
+    escalation_is_cancelled_when_read_in_time_and_emailed_otherwise,
 );
 
 fn at(s: &str) -> Millis {
@@ -423,6 +424,78 @@ async fn a_window_opens_at_local_time_across_a_dst_change_in_two_zones(db: &Test
     }
 }
 
+async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &TestDb) {
+    let sink = common::smtp::SmtpSink::start().await;
+    let clock = ManualClock::at(at("2026-03-04T10:00:00Z"));
+    for u in ["reader", "ignorer"] {
+        add_recipient(db, u, json!({"email": format!("{u}@example.com")}), clock.now()).await;
+    }
+    add_rule(
+        db,
+        clock.now(),
+        "invoice.due",
+        json!({"escalate": {"after": 1800, "unless": "read", "channel": "email", "template":
+            {"fallback_locale": "en", "locales": {"en": {"subject": "You have an unread invoice", "text": "See the app."}}}}}),
+    )
+    .await;
+    trigger(db, &clock, "invoice.due", "reader").await;
+    trigger(db, &clock, "invoice.due", "ignorer").await;
+    let settings = herald::config::EmailSettings {
+        transport: Some(sink.url()),
+        from: Some("Herald Tests <news@herald.test>".into()),
+        address_secret: Some("a test secret of sufficient length".into()),
+        public_url: Some("https://herald.test".into()),
+        timeout: Duration::from_secs(5),
+        ..Default::default()
+    };
+    let store = db.arc();
+    let dyn_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let metrics = herald::metrics::Metrics::new();
+    let email = herald::channel::email::EmailChannel::from_settings(
+        &settings,
+        "https://herald.test",
+        store.clone(),
+        dyn_clock.clone(),
+        keys,
+        metrics.clone(),
+    )
+    .unwrap();
+    let registry = herald::app::registry_with_email(Some(Arc::new(email)));
+    let config = WorkerConfig { deliver_timeout: Duration::from_secs(20), ..WorkerConfig::default() };
+    let w = herald::worker::Worker::new(store, registry, dyn_clock, config, metrics);
+
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.sent, 2, "the two inbox messages: {report:?}");
+    // The reader reads theirs ten minutes later.
+    clock.advance(Duration::from_secs(600));
+    let msg = db.store.inbox_for_user(&user("reader"), 10).await.unwrap().remove(0);
+    db.store.inbox_mark(&user("reader"), &msg.id, herald::store::InboxMark::Read, clock.now()).await.unwrap();
+    clock.advance(Duration::from_secs(1199));
+    assert_eq!(w.tick().await.unwrap().claimed, 0, "not before `after`");
+    clock.advance(Duration::from_secs(1));
+    let report = w.tick().await.unwrap();
+    assert_eq!((report.cancelled, report.sent), (1, 1), "{report:?}");
+
+    let reader = herald::http::users::user_timeline(&db.store, &user("reader"), 50).await.unwrap();
+    let follow_up = reader.messages.iter().find(|m| m.follow_up_of.is_some()).unwrap();
+    assert_eq!(follow_up.status, "cancelled");
+    let why = follow_up.history[0].detail.clone().unwrap();
+    assert!(why.starts_with("read in the inbox at 2026-03-04T10:10:00.000Z: no email needed"), "{why}");
+    let original = reader.messages.iter().find(|m| m.channel == "inbox").unwrap();
+    assert_eq!(original.follow_up.as_ref(), Some(&follow_up.outbox_id), "the log links them both ways");
+    assert_eq!(follow_up.follow_up_of.as_ref(), Some(&original.outbox_id));
+
+    let ignorer = herald::http::users::user_timeline(&db.store, &user("ignorer"), 50).await.unwrap();
+    let follow_up = ignorer.messages.iter().find(|m| m.follow_up_of.is_some()).unwrap();
+    assert_eq!((follow_up.channel.as_str(), follow_up.status.as_str()), ("email", "sent"));
+    let arrived = sink.messages_per_outbox_id();
+    assert_eq!(arrived.get(&follow_up.outbox_id), Some(&1), "{arrived:?}");
+    assert_eq!(arrived.len(), 1, "no email for the reader");
+    let text = std::fs::read_to_string(&sink.messages()[0]).unwrap();
+    assert!(text.contains("You have an unread invoice"), "{text}");
+}
+
 async fn api_refuses_each_bad_workflow_field_by_name() {
     let app = App::start_on(Backend::Sqlite, |_| {}).await;
     let base = json!({
@@ -470,17 +543,17 @@ async fn api_refuses_each_bad_workflow_field_by_name() {
         let hit = errors.iter().find(|e| e["field"] == field);
         assert!(hit.is_some_and(|e| e["message"].as_str().unwrap().contains(says)), "{field} / {says}: {p}");
     }
-    // Escalation only on an inbox rule, and it cannot be turned on yet.
+    // Escalation only on an inbox rule, and not with a digest.
     let mut on_email = base.clone();
     on_email["channel"] = json!("webhook");
     on_email["webhook_url"] = json!("https://example.com/hook");
     on_email["escalate"] = json!({"after": 60, "unless": "read", "channel": "email", "template": email_template});
     let (status, p) = app.post("/v1/rules", on_email).await;
     assert!(status == 422 && p["errors"].as_array().unwrap().iter().any(|e| e["field"] == "escalate"), "{p}");
-    let mut escalate_on = base.clone();
-    escalate_on["escalate"] = json!({"after": 60, "unless": "read", "channel": "email", "template": email_template});
-    escalate_on["enabled"] = json!(true);
-    let (status, p) = app.post("/v1/rules", escalate_on.clone()).await;
+    let mut both = base.clone();
+    both["escalate"] = json!({"after": 60, "unless": "read", "channel": "email", "template": email_template});
+    both["digest"] = json!({"window": 60});
+    let (status, p) = app.post("/v1/rules", both).await;
     assert!(status == 422 && p["errors"].as_array().unwrap().iter().any(|e| e["field"] == "escalate"), "{p}");
 
     // A good rule round-trips its fields; PATCH null removes one.

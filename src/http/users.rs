@@ -113,6 +113,13 @@ pub struct MessageHistory {
     /// For a digest message: the triggers folded into it, oldest first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub digest_triggers: Option<Vec<String>>,
+    /// For an escalation follow-up: the inbox message (outbox id) it
+    /// follows up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
+    /// For an inbox message of an escalating rule: its follow-up's outbox id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -183,6 +190,10 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
     for item in store.digest_items(&ids).await? {
         digests.entry(item.outbox_id).or_default().push(item.trigger_id);
     }
+    let mut follow_ups: std::collections::HashMap<String, String> = rows
+        .iter()
+        .filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key).map(|o| (o.to_owned(), r.id.clone())))
+        .collect();
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
@@ -200,6 +211,8 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             created_at: r.created_at.to_rfc3339(),
             history,
             digest_triggers: digests.remove(&r.id),
+            follow_up_of: crate::workflow::follow_up_of(&r.dedupe_key).map(str::to_owned),
+            follow_up: follow_ups.remove(&r.id),
         });
     }
     let triggers = store.triggers_for_user(user, limit).await?;

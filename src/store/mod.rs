@@ -25,6 +25,7 @@ mod admin;
 mod bounces;
 mod dialect;
 mod digests;
+mod escalation;
 pub mod events;
 mod inbox;
 mod json_rows;
@@ -55,6 +56,7 @@ pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
 pub use digests::{DigestItemRow, DigestStore, NewDigestItem};
+pub use escalation::{EscalationStore, OriginalState};
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use migrate::AppliedMigration;
@@ -272,6 +274,7 @@ pub trait Store:
     + OperatorStore
     + ThrottleStore
     + DigestStore
+    + EscalationStore
     + Send
     + Sync
     + 'static
