@@ -247,6 +247,7 @@ async fn setup(store: &SqlStore, users: usize) -> anyhow::Result<String> {
             timezone: None,
             preferences: serde_json::json!({}),
             quiet_hours: None,
+            user_choices: Default::default(),
             created_at: now,
             updated_at: now,
         };

@@ -284,8 +284,15 @@ impl Composer {
         // address, decided here or by the channel.
         let address_hash = self.address_hash(&row, recipient);
         if let Some(r) = recipient {
+            // The user's own choice first: a host's preferences never
+            // override what the user chose in the preference center.
+            if let Some(why) = crate::recipient::user_opt_out(&r.user_choices, &rule.category, &row.channel) {
+                return skip(row, Outcome::Suppressed { detail: why, address_hash });
+            }
             let prefs: Preferences = serde_json::from_value(r.preferences.clone()).unwrap_or_default();
-            if let Some(why) = prefs.opt_out(&rule.category, &row.channel) {
+            if !crate::recipient::user_opt_in(&r.user_choices, &rule.category, &row.channel)
+                && let Some(why) = prefs.opt_out(&rule.category, &row.channel)
+            {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
             }
         }

@@ -96,6 +96,11 @@ pub struct PlanRule {
 }
 
 impl PlanRule {
+    /// The channel of an escalating rule's follow-up.
+    pub fn follow_up_channel(&self) -> Option<&str> {
+        self.escalate.as_ref().map(|(c, _)| c.as_str())
+    }
+
     pub fn new(row: RuleRow) -> PlanRule {
         let condition = row.condition.as_deref().map(Condition::compile);
         let workflow = RuleWorkflow::from_stored(row.workflow.as_ref()).unwrap_or_default();
@@ -247,6 +252,11 @@ pub struct Book {
 }
 
 impl Book {
+    /// Every enabled rule.
+    pub fn all(&self) -> impl Iterator<Item = &PlanRule> {
+        self.by_type.values().flatten()
+    }
+
     pub fn rules_for(&self, trigger_type: &str) -> &[PlanRule] {
         self.by_type.get(trigger_type).map_or(&[], Vec::as_slice)
     }

@@ -61,6 +61,27 @@ impl Preferences {
     }
 }
 
+/// The end user's own choices from the preference center: category ->
+/// channel -> on (`true`) or off. They take precedence over the host's
+/// [`Preferences`]: a host sync (`PUT /v1/users`) replaces the host's
+/// preferences and never touches these.
+pub type UserChoices = BTreeMap<String, BTreeMap<String, bool>>;
+
+/// The user's own "off" for this category and channel, in words.
+pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Option<String> {
+    if category == crate::channel::email::message::TRANSACTIONAL {
+        return None;
+    }
+    (choices.get(category).and_then(|c| c.get(channel)) == Some(&false))
+        .then(|| format!("the user turned off \"{category}\" by {channel} in their preference center"))
+}
+
+/// Whether the user's own choice turns this category and channel on
+/// explicitly (which overrides a host's opt-out).
+pub fn user_opt_in(choices: &UserChoices, category: &str, channel: &str) -> bool {
+    choices.get(category).and_then(|c| c.get(channel)) == Some(&true)
+}
+
 fn valid_tag(s: &str) -> bool {
     !s.is_empty() && s.len() <= 35 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
@@ -119,6 +140,7 @@ impl RecipientInput {
             timezone: self.timezone,
             preferences: serde_json::to_value(&self.preferences).expect("preferences serialise"),
             quiet_hours: self.quiet_hours,
+            user_choices: UserChoices::new(),
             created_at: now,
             updated_at: now,
         })
@@ -136,6 +158,10 @@ pub struct RecipientView {
     pub preferences: Preferences,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quiet_hours: Option<QuietHoursInput>,
+    /// The user's own choices from the preference center (category ->
+    /// channel -> on/off). Read-only here: they win over `preferences`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_preferences: UserChoices,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -150,6 +176,7 @@ impl From<&RecipientRow> for RecipientView {
             timezone: r.timezone.clone(),
             preferences: serde_json::from_value(r.preferences.clone()).unwrap_or_default(),
             quiet_hours: r.quiet_hours.clone(),
+            user_preferences: r.user_choices.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
         }

@@ -444,6 +444,7 @@ async fn recipients_upsert_and_erasure_keeps_the_send_log(db: &TestDb) {
         timezone: None,
         preferences: serde_json::json!({"categories": {"news": false}}),
         quiet_hours: None,
+        user_choices: Default::default(),
         created_at: T0,
         updated_at: T0,
     };

@@ -17,7 +17,9 @@ use herald::domain::OutboxStatus;
 use herald::planner::Planner;
 use herald::recipient::RecipientInput;
 use herald::rule::RuleInput;
-use herald::store::{DigestStore, InboxStore, NewTrigger, RecipientStore, RuleRow, RuleStore, Store, TriggerStore};
+use herald::store::{
+    DigestStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, TriggerStore,
+};
 use herald::worker::{TickReport, WorkerConfig};
 use serde_json::{Value, json};
 
@@ -592,11 +594,131 @@ async fn api_refuses_each_bad_workflow_field_by_name() {
     app.stop().await;
 }
 
+async fn as_user(app: &App, token: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = app.http.request(method, app.url(path)).bearer_auth(token);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn the_preference_center_wins_over_a_host_sync_and_is_audited() {
+    let app = App::start_on(Backend::Sqlite, |_| {}).await;
+    let news = json!({
+        "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
+        "display_name": "Product news", "description": "What we shipped this week",
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "News", "text": "t"}}},
+        "escalate": {"after": 3600, "unless": "seen", "channel": "email",
+            "template": {"fallback_locale": "en", "locales": {"en": {"subject": "News", "text": "t"}}}},
+    });
+    assert_eq!(app.post("/v1/rules", news).await.0, 201);
+    let receipts = json!({
+        "name": "Receipts", "trigger_type": "paid", "channel": "inbox", "category": "transactional", "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Receipt", "text": "t"}}},
+    });
+    assert_eq!(app.post("/v1/rules", receipts).await.0, 201);
+    let (_, t) = app.post("/v1/users/u1/token", json!({})).await;
+    let token = t["token"].as_str().unwrap().to_owned();
+
+    let (status, center) = as_user(&app, &token, reqwest::Method::GET, "/v1/inbox/preferences", None).await;
+    assert_eq!(status, 200, "{center}");
+    let news = center["categories"].as_array().unwrap().iter().find(|c| c["category"] == "news").unwrap().clone();
+    assert_eq!(
+        (news["name"].as_str(), news["description"].as_str()),
+        (Some("Product news"), Some("What we shipped this week"))
+    );
+    let channels: Vec<&str> =
+        news["channels"].as_array().unwrap().iter().map(|c| c["channel"].as_str().unwrap()).collect();
+    assert_eq!(channels, ["email", "inbox"], "the rule's channel and its follow-up's");
+    let tx = center["categories"].as_array().unwrap().iter().find(|c| c["category"] == "transactional").unwrap();
+    assert_eq!(tx["locked"], true);
+
+    // Bad choices are refused by name.
+    for (body, field) in [
+        (json!({"categories": {"nope": {"inbox": false}}}), "categories.nope"),
+        (json!({"categories": {"news": {"webhook": false}}}), "categories.news.webhook"),
+        (json!({"categories": {"transactional": {"inbox": false}}}), "categories.transactional.inbox"),
+    ] {
+        let (status, p) = as_user(&app, &token, reqwest::Method::PUT, "/v1/inbox/preferences", Some(body)).await;
+        assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some(field)), "{p}");
+    }
+    let (status, center) = as_user(
+        &app,
+        &token,
+        reqwest::Method::PUT,
+        "/v1/inbox/preferences",
+        Some(json!({"categories": {"news": {"inbox": false}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{center}");
+    let news = center["categories"].as_array().unwrap().iter().find(|c| c["category"] == "news").unwrap().clone();
+    let inbox = news["channels"].as_array().unwrap().iter().find(|c| c["channel"] == "inbox").unwrap().clone();
+    assert_eq!((inbox["enabled"].as_bool(), inbox["decided_by"].as_str()), (Some(false), Some("user")));
+
+    // A host sync afterwards does not undo it.
+    let (status, body) = app
+        .call(
+            reqwest::Method::PUT,
+            "/v1/users/u1",
+            Some(json!({"preferences": {"categories": {"news": true, "digest": false}}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["user_preferences"], json!({"news": {"inbox": false}}), "{body}");
+    let (status, body) = app.post("/v1/triggers", json!({"type": "news", "user_id": "u1"})).await;
+    assert_eq!(status, 202, "{body}");
+    let (status, body) = app.post("/v1/triggers", json!({"type": "paid", "user_id": "u1"})).await;
+    assert_eq!(status, 202, "{body}");
+    let report = app.deliver().await;
+    assert_eq!((report.sent, report.suppressed), (1, 1), "the receipt goes, the news does not: {report:?}");
+    let log = app.db.store.sends_for_user(&user("u1"), 10).await.unwrap();
+    let why = log.iter().find(|s| s.status == "suppressed").unwrap().detail.clone().unwrap();
+    assert_eq!(why, "the user turned off \"news\" by inbox in their preference center");
+
+    // The hosted page: a GET changes nothing; the form turns it back on.
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let link = format!("/p/{}", keys.sign_preferences("u1"));
+    let page = app.http.get(app.url(&link)).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("Product news") && html.contains("value=\"news:inbox\""), "{html}");
+    assert!(!html.contains("value=\"news:inbox\" checked"), "shows the user's off");
+    let forged = app.http.get(app.url("/p/dTE.AAAA")).send().await.unwrap();
+    assert_eq!(forged.status().as_u16(), 400);
+    let saved = app
+        .http
+        .post(app.url(&link))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("shown=news%3Ainbox&shown=news%3Aemail&on=news%3Ainbox")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(saved.status().as_u16(), 200);
+    assert!(saved.text().await.unwrap().contains("Saved."));
+    let (_, body) = app.get("/v1/users/u1").await;
+    assert_eq!(body["user_preferences"], json!({"news": {"inbox": true, "email": false}}), "{body}");
+    app.post("/v1/triggers", json!({"type": "news", "user_id": "u1"})).await;
+    assert_eq!(app.deliver().await.sent, 1);
+
+    // Every change is in the audit trail, with who made it.
+    let audit = app.db.store.audit_for_target("user:u1", 10).await.unwrap();
+    let who: Vec<&str> = audit.iter().map(|a| a.operator_email.as_str()).collect();
+    assert_eq!(who, ["user u1 (preference page)", "api key \"tests\"", "user u1 (inbox API)"], "{audit:?}");
+    assert_eq!(audit[2].detail.as_deref(), Some("news by inbox: off"));
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = backend_trials();
     trials.push(common::harness::test(
         "api::refuses_each_bad_workflow_field_by_name",
         api_refuses_each_bad_workflow_field_by_name,
+    ));
+    trials.push(common::harness::test(
+        "api::the_preference_center_wins_over_a_host_sync_and_is_audited",
+        the_preference_center_wins_over_a_host_sync_and_is_audited,
     ));
     common::harness::main(trials)
 }

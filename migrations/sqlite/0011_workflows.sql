@@ -38,3 +38,11 @@ CREATE TABLE engagement_digest_items (
     PRIMARY KEY (trigger_id, rule_id)
 );
 CREATE INDEX engagement_digest_items_outbox ON engagement_digest_items (outbox_id, occurred_at);
+
+-- The end user's own choices from the preference center (category ->
+-- channel -> on/off), kept apart from the host's `preferences` so a host's
+-- PUT /v1/users never undoes them.
+ALTER TABLE engagement_recipients ADD COLUMN user_preferences TEXT;
+
+-- A user's preference changes, read on their send-log page.
+CREATE INDEX engagement_audit_log_target ON engagement_audit_log (target, id);

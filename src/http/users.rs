@@ -1,6 +1,6 @@
 //! `/v1/users/{user_id}`: recipients, and the answer to "did they get it".
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use serde::Serialize;
 
@@ -29,16 +29,29 @@ fn user(id: &str) -> Result<UserId, ApiError> {
     security(("api_key" = [])))]
 pub async fn put(
     State(state): State<AppState>,
+    Extension(caller): Extension<super::auth::Caller>,
     ApiPath(user_id): ApiPath<String>,
     ApiJson(input): ApiJson<RecipientInput>,
 ) -> Result<(StatusCode, ApiJson<RecipientView>), ApiError> {
     let user = user(&user_id)?;
     let now = state.clock.now();
     let mut row = input.into_row(&user, now).map_err(ApiError::Invalid)?;
-    if let Some(existing) = state.store.get_recipient(&user).await? {
+    let existing = state.store.get_recipient(&user).await?;
+    let before = existing.as_ref().map(|e| e.preferences.clone()).unwrap_or_else(|| serde_json::json!({}));
+    if let Some(existing) = existing {
         row.created_at = existing.created_at;
+        // The user's own choices are not the host's to replace.
+        row.user_choices = existing.user_choices;
     }
     let created = state.store.put_recipient(&row).await?;
+    let empty = |v: &serde_json::Value| {
+        serde_json::from_value::<crate::recipient::Preferences>(v.clone()).unwrap_or_default()
+            == crate::recipient::Preferences::default()
+    };
+    if before != row.preferences && !(empty(&before) && empty(&row.preferences)) {
+        let detail = format!("host preferences set to {}", row.preferences);
+        super::preferences::audit_preferences(&state, &caller.audit_name(), &user, detail).await;
+    }
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, ApiJson(RecipientView::from(&row))))
 }
