@@ -208,7 +208,41 @@ backend_tests!(
     the_rule_editor_shows_template_errors_with_line_and_column,
     changes_through_the_api_are_audited_with_the_keys_name,
     failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted,
+    the_send_log_page_shows_a_users_preference_changes_and_who_made_them,
 );
+
+/// Issue 14: a host's preference sync and the user's own choice are in the
+/// audit trail, and the user's send-log page shows both with who made them.
+async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let api = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
+        let mut req = ui.http.request(method, format!("{}{path}", ui.base)).bearer_auth(&ui.api_key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req
+    };
+    let rule = serde_json::json!({
+        "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
+    });
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await.status, 201);
+    let prefs = serde_json::json!({"preferences": {"channels": {"email": false}}});
+    assert_eq!(ui.send(api(reqwest::Method::PUT, "/v1/users/u1", Some(prefs))).await.status, 201);
+    let token = ui.send(api(reqwest::Method::POST, "/v1/users/u1/token", Some(serde_json::json!({})))).await;
+    let token = serde_json::from_str::<serde_json::Value>(&token.body).unwrap()["token"].as_str().unwrap().to_owned();
+    let change = serde_json::json!({"categories": {"news": {"inbox": false}}});
+    let put = ui.send(ui.http.put(format!("{}/v1/inbox/preferences", ui.base)).bearer_auth(&token).json(&change)).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let s = ui.session().await;
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Preference changes (2)"), "{}", page.body);
+    assert!(page.body.contains("by user u1 (inbox API): news by inbox: off"), "{}", page.body);
+    assert!(page.body.contains("by api key &quot;tests&quot;: host preferences set to"), "{}", page.body);
+    assert!(page.body.contains("news by inbox: off</span>"), "the user's current choices: {}", page.body);
+    ui.stop().await;
+}
 
 /// Issue 15: rules made and switched, rows retried and cancelled and
 /// suppressions added and lifted through `/v1` are in the audit log, with
