@@ -545,6 +545,15 @@ async fn api_refuses_each_bad_workflow_field_by_name() {
         let hit = errors.iter().find(|e| e["field"] == field);
         assert!(hit.is_some_and(|e| e["message"].as_str().unwrap().contains(says)), "{field} / {says}: {p}");
     }
+    // An escalation to a channel this instance cannot deliver on is saved
+    // off, not turned on.
+    let mut unconfigured = base.clone();
+    unconfigured["escalate"] = json!({"after": 60, "unless": "read", "channel": "email", "template": email_template});
+    unconfigured["enabled"] = json!(true);
+    let (status, p) = app.post("/v1/rules", unconfigured.clone()).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("escalate.channel")), "{p}");
+    unconfigured["enabled"] = json!(false);
+    assert_eq!(app.post("/v1/rules", unconfigured).await.0, 201);
     // Escalation only on an inbox rule, and not with a digest.
     let mut on_email = base.clone();
     on_email["channel"] = json!("webhook");
@@ -605,7 +614,13 @@ async fn as_user(app: &App, token: &str, method: reqwest::Method, path: &str, bo
 }
 
 async fn the_preference_center_wins_over_a_host_sync_and_is_audited() {
-    let app = App::start_on(Backend::Sqlite, |_| {}).await;
+    let mail = tempfile::tempdir().unwrap();
+    let transport = format!("file://{}", mail.path().display());
+    let app = App::start_on(Backend::Sqlite, |c| {
+        c.email.transport = Some(transport);
+        c.email.from = Some("Herald <news@herald.test>".into());
+    })
+    .await;
     let news = json!({
         "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
         "display_name": "Product news", "description": "What we shipped this week",
