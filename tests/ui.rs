@@ -225,8 +225,12 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     let rule = serde_json::json!({
         "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
         "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
+        "send_window": {"days": ["mon", "fri"], "from": "09:00", "until": "18:00"},
+        "throttle": {"limit": 3, "per": 86400}, "display_name": "Product news",
     });
-    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await.status, 201);
+    let created = ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await;
+    assert_eq!(created.status, 201);
+    let rule_id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
     let prefs = serde_json::json!({"preferences": {"channels": {"email": false}}});
     assert_eq!(ui.send(api(reqwest::Method::PUT, "/v1/users/u1", Some(prefs))).await.status, 201);
     let token = ui.send(api(reqwest::Method::POST, "/v1/users/u1/token", Some(serde_json::json!({})))).await;
@@ -241,6 +245,12 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     assert!(page.body.contains("by user u1 (inbox API): news by inbox: off"), "{}", page.body);
     assert!(page.body.contains("by api key &quot;tests&quot;: host preferences set to"), "{}", page.body);
     assert!(page.body.contains("news by inbox: off</span>"), "the user's current choices: {}", page.body);
+    // The rule's page shows its workflows (edited through the API).
+    let page = ui.get(&format!("/ui/rules/{rule_id}"), Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Send window: mon,fri 09:00–18:00"), "{}", page.body);
+    assert!(page.body.contains("Frequency cap: 3 per 86400 s (scope rule)"), "{}", page.body);
+    assert!(page.body.contains("In the preference center as “Product news”"), "{}", page.body);
     ui.stop().await;
 }
 
