@@ -245,6 +245,19 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     assert!(page.body.contains("by user u1 (inbox API): news by inbox: off"), "{}", page.body);
     assert!(page.body.contains("by api key &quot;tests&quot;: host preferences set to"), "{}", page.body);
     assert!(page.body.contains("news by inbox: off</span>"), "the user's current choices: {}", page.body);
+    // A digest's triggers are on the page too.
+    let digest = serde_json::json!({
+        "name": "Comments", "trigger_type": "comment", "channel": "inbox", "category": "comments", "enabled": true,
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "{{ digest.count }} comments", "text": "t" } } },
+        "digest": {"window": 3600},
+    });
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/rules", Some(digest))).await.status, 201);
+    for _ in 0..2 {
+        let t = serde_json::json!({"type": "comment", "user_id": "u1"});
+        assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/triggers", Some(t))).await.status, 202);
+    }
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Digest of 2 trigger(s):"), "{}", page.body);
     // The rule's page shows its workflows (edited through the API).
     let page = ui.get(&format!("/ui/rules/{rule_id}"), Some(&s.cookie)).await;
     assert_eq!(page.status, 200, "{}", page.body);
