@@ -34,7 +34,45 @@ backend_tests!(
     a_digest_closes_early_at_max_items_and_keys_keep_digests_apart,
     a_window_opens_at_local_time_across_a_dst_change_in_two_zones,
     escalation_is_cancelled_when_read_in_time_and_emailed_otherwise,
+    a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the_window_waits,
 );
+
+async fn a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the_window_waits(db: &TestDb) {
+    // Wednesday 17:55 UTC; window 09:00-18:00 every day; a scripted channel
+    // (claimed lane) that fails once.
+    let clock = ManualClock::at(at("2026-03-04T17:55:00Z"));
+    let mut rule =
+        add_rule(db, clock.now(), "x", json!({"grace": 600, "send_window": {"from": "09:00", "until": "18:00"}})).await;
+    rule.id = herald::store::new_id();
+    (rule.channel, rule.trigger_type) = ("scripted".into(), "ping".into());
+    db.store.insert_rule(&rule).await.unwrap();
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let channel = ScriptedChannel::new(move |_| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Outcome::retry("421 try later")
+        } else {
+            Outcome::sent("scripted")
+        }
+    });
+    let mut registry = Registry::new();
+    registry.register("scripted", channel.clone());
+    let config = WorkerConfig { retry: Duration::from_secs(300), ..WorkerConfig::default() };
+    let w = worker(db.arc(), registry, &clock, config);
+    trigger(db, &clock, "ping", "u1").await;
+    assert_eq!(w.tick().await.unwrap().retried, 1, "inside the window: attempted, and failed");
+    // The retry falls due at 18:00, when the window has shut: held until
+    // 09:00, the claim's attempt given back, the grace left moved along.
+    clock.set(at("2026-03-04T18:00:00Z"));
+    let r = w.tick().await.unwrap();
+    assert_eq!((r.claimed, r.held), (1, 1), "{r:?}");
+    let row = &db.store.pending_for_user(&user("u1"), 10).await.unwrap()[0];
+    assert_eq!(row.attempts, 1, "only the real attempt counts");
+    assert_eq!(row.due_at, at("2026-03-05T09:00:00Z"));
+    assert_eq!(row.expires_at, Some(at("2026-03-05T09:05:00Z")), "five minutes of grace were left");
+    clock.set(at("2026-03-05T09:01:00Z"));
+    assert_eq!(w.tick().await.unwrap().sent, 1);
+    assert_eq!(channel.calls(), 2, "the hold never called the channel");
+}
 
 fn at(s: &str) -> Millis {
     Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
