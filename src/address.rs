@@ -82,6 +82,8 @@ fn tighten(path: &Path) {
 pub struct AddressKeys {
     hash_key: Vec<u8>,
     token_key: Vec<u8>,
+    /// Signs the hosted preference page's links (`/p/{token}`).
+    preferences_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for AddressKeys {
@@ -109,6 +111,7 @@ impl AddressKeys {
         AddressKeys {
             hash_key: mac(secret, b"herald address hash v1"),
             token_key: mac(secret, b"herald unsubscribe token v1"),
+            preferences_key: mac(secret, b"herald preferences link v1"),
         }
     }
 
@@ -170,6 +173,24 @@ impl AddressKeys {
         let payload = format!("{}\n{}\n{}", t.address_hash, t.category, t.user_id);
         let sig = mac(&self.token_key, payload.as_bytes());
         format!("{}.{}", URL_SAFE_NO_PAD.encode(payload), URL_SAFE_NO_PAD.encode(sig))
+    }
+
+    /// `base64url(user_id) . base64url(mac)`: the hosted preference page's
+    /// link for one user (like an unsubscribe link, it does not expire).
+    pub fn sign_preferences(&self, user_id: &str) -> String {
+        let sig = mac(&self.preferences_key, user_id.as_bytes());
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(user_id), URL_SAFE_NO_PAD.encode(sig))
+    }
+
+    /// The user a preference link names, if its signature holds.
+    pub fn verify_preferences(&self, token: &str) -> Option<String> {
+        let (user_b64, sig_b64) = token.split_once('.')?;
+        let user = URL_SAFE_NO_PAD.decode(user_b64).ok()?;
+        let sig = URL_SAFE_NO_PAD.decode(sig_b64).ok()?;
+        let mut m = HmacSha256::new_from_slice(&self.preferences_key).expect("HMAC takes a key of any length");
+        m.update(&user);
+        m.verify_slice(&sig).ok()?;
+        String::from_utf8(user).ok()
     }
 
     /// The token's contents if its signature holds; `None` for anything

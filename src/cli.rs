@@ -236,6 +236,11 @@ pub struct BenchArgs {
     /// With --pipeline: concurrent HTTP connections sending triggers
     #[arg(long, value_name = "N", default_value_t = 16, requires = "pipeline")]
     pub connections: usize,
+    /// With --pipeline: the rule with a send window (open), a frequency cap
+    /// (not reached), escalation (follow-ups due after the run) and
+    /// recipients with time zones and quiet hours (not on)
+    #[arg(long, requires = "pipeline")]
+    pub workflows: bool,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -654,6 +659,7 @@ async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
         duration: std::time::Duration::from_secs(args.duration),
         connections: args.connections,
         database_url: args.database_url.clone(),
+        workflows: args.workflows,
         ..Default::default()
     };
     let r = crate::tooling::bench_pipeline::run(&opts).await?;
@@ -662,8 +668,12 @@ async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "herald bench --pipeline: {} ({} cores), {} connections, {:.1}s of load",
-        r.database, r.cores, r.connections, r.duration_seconds
+        "herald bench --pipeline{}: {} ({} cores), {} connections, {:.1}s of load",
+        if r.workflows { " --workflows" } else { "" },
+        r.database,
+        r.cores,
+        r.connections,
+        r.duration_seconds
     );
     println!(
         "  accepted:  {:>8.0} triggers/s ({} triggers, {} errors), API p50 {:.1} ms, p99 {:.1} ms",

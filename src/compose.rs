@@ -5,6 +5,12 @@
 //! disabled after planning, a preference changed, a recipient's new address
 //! or a corrected template all take effect for messages not yet sent.
 //!
+//! Send windows, quiet hours and frequency caps are decided here too: a
+//! rule's window and a recipient's quiet hours need only what a batch has
+//! loaded already (the rule, the recipient), so a rule without them costs
+//! nothing; a cap costs one transaction per batch that has capped rows
+//! (see `store::throttle`).
+//!
 //! Done per batch rather than per row: whatever the batch size, composing it
 //! costs at most four queries (the rules' versions, the rules that changed,
 //! the recipients, the triggers' times), where reading the rule, the
@@ -16,13 +22,19 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use chrono_tz::Tz;
+
 use crate::address::AddressKeys;
+use crate::channel::email::message::TRANSACTIONAL;
 use crate::channel::{Delivery, Outcome};
 use crate::clock::Millis;
+use crate::domain::OutboxStatus;
 use crate::planner::user_context;
 use crate::recipient::Preferences;
+use crate::store::{DigestItemRow, OriginalState, SlotAnswer, SlotRequest, throttle_bucket};
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
 use crate::template::{CompiledTemplateSet, TemplateSet};
+use crate::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
 
 /// What to do with one claimed row.
 pub enum Prepared {
@@ -41,6 +53,13 @@ impl Prepared {
             Prepared::Skip { row, .. } => row,
         }
     }
+
+    fn into_row(self) -> OutboxRow {
+        match self {
+            Prepared::Deliver(d) => d.row,
+            Prepared::Skip { row, .. } => *row,
+        }
+    }
 }
 
 /// A rule as the worker uses it: the row and its templates, compiled once
@@ -50,6 +69,10 @@ struct CachedRule {
     /// `Err` holds the detail to record: a template that cannot even be read
     /// fails every row of the rule, and says why.
     templates: Result<Arc<CompiledTemplateSet>, String>,
+    /// The send window and cap, parsed; `Err` as for `templates`.
+    workflow: Result<RuleWorkflow, String>,
+    /// The escalation follow-up's templates, for a rule that escalates.
+    follow_up: Option<Result<Arc<CompiledTemplateSet>, String>>,
 }
 
 /// Composes batches of claimed rows. One per worker; cheap to share.
@@ -58,6 +81,8 @@ pub struct Composer {
     /// To put the address hash on email outcomes decided here (an opted-out
     /// user), so "did this address get it" finds them too.
     keys: Option<AddressKeys>,
+    /// The zone of recipients without one (`worker.default_timezone`).
+    default_tz: Tz,
     rules: Mutex<HashMap<String, Arc<CachedRule>>>,
 }
 
@@ -69,23 +94,37 @@ struct Loaded {
     enabled: HashMap<String, bool>,
     recipients: HashMap<String, RecipientRow>,
     occurred: HashMap<String, Millis>,
+    /// Outbox id -> the triggers in that digest message, for rows of
+    /// rules with a digest (read only when the batch has some).
+    digests: HashMap<String, Vec<DigestItemRow>>,
+    /// Original outbox id -> its state, for escalation follow-ups.
+    originals: HashMap<String, OriginalState>,
 }
 
 impl Composer {
     pub fn new(store: Arc<dyn Store>, keys: Option<AddressKeys>) -> Composer {
-        Composer { store, keys, rules: Mutex::new(HashMap::new()) }
+        Composer { store, keys, default_tz: Tz::UTC, rules: Mutex::new(HashMap::new()) }
+    }
+
+    /// Recipients without a time zone of their own are in `tz`.
+    pub fn with_default_timezone(mut self, tz: Tz) -> Composer {
+        self.default_tz = tz;
+        self
     }
 
     /// Decides, for each row, whether to deliver it (rendered) or what to
     /// record instead. Rows keep their order.
-    pub async fn prepare(&self, rows: Vec<OutboxRow>) -> Vec<Prepared> {
+    pub async fn prepare(&self, rows: Vec<OutboxRow>, now: Millis) -> Vec<Prepared> {
         if rows.iter().all(|r| r.rule_id.is_none()) {
             return rows.into_iter().map(|row| Prepared::Deliver(Box::new(Delivery::bare(row)))).collect();
         }
         let loaded =
             crate::store::race::retry_while_away("compose", crate::store::race::AWAY_WAIT, || self.load(&rows)).await;
         match loaded {
-            Ok(loaded) => rows.into_iter().map(|row| self.prepare_row(row, &loaded)).collect(),
+            Ok(loaded) => {
+                let prepared = rows.into_iter().map(|row| self.prepare_row(row, &loaded, now)).collect();
+                self.apply_caps(prepared, &loaded, now).await
+            }
             // The database blinked: try these rows again later.
             Err(e) => rows
                 .into_iter()
@@ -124,7 +163,14 @@ impl Composer {
                 let templates = serde_json::from_value::<TemplateSet>(rule.template.clone())
                     .map(|set| Arc::new(set.compile_for_rendering()))
                     .map_err(|e| format!("rule {} has an unreadable template: {e}", rule.id));
-                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates });
+                let workflow = RuleWorkflow::from_stored(rule.workflow.as_ref())
+                    .map_err(|e| format!("rule {} has an unreadable workflow: {e}", rule.id));
+                let follow_up = workflow.as_ref().ok().and_then(|w| w.escalate.as_ref()).map(|e| {
+                    e.template.compile().map(Arc::new).map_err(|errors| {
+                        format!("rule {} has an escalation template that does not compile: {errors:?}", rule.id)
+                    })
+                });
+                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow, follow_up });
                 cache.insert(cached.rule.id.clone(), cached.clone());
                 rules.insert(cached.rule.id.clone(), cached);
             }
@@ -135,10 +181,95 @@ impl Composer {
             self.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
         let trigger_ids: Vec<&str> = planned.iter().filter_map(|r| r.trigger_id.as_deref()).collect();
         let occurred = self.store.trigger_times(&trigger_ids).await?.into_iter().collect();
-        Ok(Loaded { rules, enabled, recipients, occurred })
+        let digest_rows: Vec<&str> = planned
+            .iter()
+            .filter(|r| {
+                let cached = r.rule_id.as_ref().and_then(|id| rules.get(id));
+                cached.is_some_and(|c: &Arc<CachedRule>| c.workflow.as_ref().is_ok_and(|w| w.digest.is_some()))
+            })
+            .map(|r| r.id.as_str())
+            .collect();
+        let mut digests: HashMap<String, Vec<DigestItemRow>> = HashMap::new();
+        for item in self.store.digest_items(&digest_rows).await? {
+            digests.entry(item.outbox_id.clone()).or_default().push(item);
+        }
+        let originals_wanted: Vec<&str> =
+            planned.iter().filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key)).collect();
+        let originals = self
+            .store
+            .original_states(&originals_wanted)
+            .await?
+            .into_iter()
+            .map(|o| (o.outbox_id.clone(), o))
+            .collect();
+        Ok(Loaded { rules, enabled, recipients, occurred, digests, originals })
     }
 
-    fn prepare_row(&self, row: OutboxRow, loaded: &Loaded) -> Prepared {
+    /// Takes a frequency-cap slot for each row about to be delivered whose
+    /// rule has a cap, in one transaction; a row that gets none ends
+    /// `suppressed`, naming the cap.
+    async fn apply_caps(&self, prepared: Vec<Prepared>, loaded: &Loaded, now: Millis) -> Vec<Prepared> {
+        let mut requests = Vec::new();
+        let mut capped_rows = Vec::new();
+        for (i, p) in prepared.iter().enumerate() {
+            let Prepared::Deliver(d) = p else { continue };
+            let Some(cached) = d.row.rule_id.as_ref().and_then(|id| loaded.rules.get(id)) else { continue };
+            let Ok(RuleWorkflow { throttle: Some(cap), .. }) = &cached.workflow else { continue };
+            let rule = &cached.rule;
+            let (scope, id, what) = match cap.scope {
+                ThrottleScope::Rule => ("rule", &rule.id, format!("rule \"{}\" ({})", rule.name, rule.id)),
+                ThrottleScope::Category => ("category", &rule.category, format!("category \"{}\"", rule.category)),
+            };
+            requests.push(SlotRequest {
+                bucket: throttle_bucket(scope, id, &d.row.user_id),
+                limit: cap.limit,
+                per_ms: cap.per_seconds.saturating_mul(1000),
+                outbox_id: d.row.id.clone(),
+            });
+            capped_rows.push((i, format!("{} for {what}", cap.describe())));
+        }
+        if requests.is_empty() {
+            return prepared;
+        }
+        let mut overrides: HashMap<usize, Outcome> = HashMap::new();
+        match self.store.take_throttle_slots(&requests, now).await {
+            Ok(answers) => {
+                for ((i, cap), answer) in capped_rows.into_iter().zip(answers) {
+                    if let SlotAnswer::Capped { reached_at, next_free } = answer {
+                        let row = prepared[i].row();
+                        let address_hash = self.address_hash(row, loaded.recipients.get(&row.user_id));
+                        let detail = format!(
+                            "frequency cap: {cap}, reached at {reached_at}; the next message may go from {next_free}"
+                        );
+                        overrides.insert(i, Outcome::Suppressed { detail, address_hash });
+                    }
+                }
+            }
+            Err(e) => {
+                for (i, _) in capped_rows {
+                    overrides.insert(i, Outcome::retry(format!("could not check the frequency cap: {e}")));
+                }
+            }
+        }
+        prepared
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| match overrides.remove(&i) {
+                Some(outcome) => Prepared::Skip { row: Box::new(p.into_row()), outcome },
+                None => p,
+            })
+            .collect()
+    }
+
+    /// The hash an email outcome carries, when the user has an address.
+    fn address_hash(&self, row: &OutboxRow, recipient: Option<&RecipientRow>) -> Option<String> {
+        match (&self.keys, recipient.and_then(|r| r.email.as_deref())) {
+            (Some(keys), Some(email)) if row.channel == "email" => keys.hash(email),
+            _ => None,
+        }
+    }
+
+    fn prepare_row(&self, row: OutboxRow, loaded: &Loaded, now: Millis) -> Prepared {
         let skip = |row: OutboxRow, outcome| Prepared::Skip { row: Box::new(row), outcome };
         let Some(rule_id) = row.rule_id.clone() else {
             return Prepared::Deliver(Box::new(Delivery::bare(row)));
@@ -153,27 +284,87 @@ impl Composer {
         let recipient = loaded.recipients.get(&row.user_id);
         // Email outcomes carry the address hash whenever the user has an
         // address, decided here or by the channel.
-        let address_hash = match (&self.keys, recipient.and_then(|r| r.email.as_deref())) {
-            (Some(keys), Some(email)) if row.channel == "email" => keys.hash(email),
-            _ => None,
-        };
+        let address_hash = self.address_hash(&row, recipient);
         if let Some(r) = recipient {
+            // The user's own choice first: a host's preferences never
+            // override what the user chose in the preference center.
+            if let Some(why) = crate::recipient::user_opt_out(&r.user_choices, &rule.category, &row.channel) {
+                return skip(row, Outcome::Suppressed { detail: why, address_hash });
+            }
             let prefs: Preferences = serde_json::from_value(r.preferences.clone()).unwrap_or_default();
-            if let Some(why) = prefs.opt_out(&rule.category, &row.channel) {
+            if !crate::recipient::user_opt_in(&r.user_choices, &rule.category, &row.channel)
+                && let Some(why) = prefs.opt_out(&rule.category, &row.channel)
+            {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
             }
         }
-        let templates = match &cached.templates {
-            Ok(t) => t,
+        let workflow = match &cached.workflow {
+            Ok(w) => w,
             Err(detail) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
+        };
+        // An escalation follow-up goes only if its inbox message was
+        // delivered `after` ago and is still unseen (unread).
+        let follow_up = match (&workflow.escalate, crate::workflow::follow_up_of(&row.dedupe_key)) {
+            (Some(esc), Some(original)) if esc.channel == row.channel => Some((esc, original.to_owned())),
+            _ => None,
+        };
+        if let Some((esc, original)) = &follow_up {
+            match follow_up_decision(esc, original, loaded.originals.get(original), &row.channel, now) {
+                FollowUp::Go => {}
+                FollowUp::Wait(until, detail) => {
+                    return skip(row, Outcome::Held { until, expires_at: None, detail });
+                }
+                FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail }),
+            }
+        }
+        // Quiet hours hold every message but transactional ones.
+        let quiet = match recipient.and_then(|r| r.quiet_hours.as_ref()) {
+            Some(q) if rule.category != TRANSACTIONAL => Span::parse("quiet_hours", q).ok(),
+            _ => None,
+        };
+        if workflow.send_window.is_some() || quiet.is_some() {
+            let tz = recipient.and_then(|r| r.timezone.as_deref()).and_then(parse_zone).unwrap_or(self.default_tz);
+            let gate = Gate { window: workflow.send_window, quiet, tz };
+            match gate.decide(row.due_at, row.expires_at, now) {
+                GateDecision::Go => {}
+                GateDecision::Hold { until, expires_at, detail } => {
+                    return skip(row, Outcome::Held { until, expires_at, detail });
+                }
+                GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail }),
+            }
+        } else if let Some(spec) = crate::worker::policy::expired(&row, now) {
+            return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default() });
+        }
+        let templates = match (&follow_up, &cached.templates, &cached.follow_up) {
+            (Some(_), _, Some(Ok(t))) => t,
+            (Some(_), _, Some(Err(detail))) => {
+                return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash });
+            }
+            (_, Ok(t), _) => t,
+            (_, Err(detail), _) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
         let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
         let occurred_at = row.trigger_id.as_ref().and_then(|t| loaded.occurred.get(t)).map(|t| t.to_rfc3339());
-        let ctx = serde_json::json!({
+        let mut ctx = serde_json::json!({
             "payload": payload,
             "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at },
             "user": user_context(&row.user_id, recipient),
         });
+        if workflow.digest.is_some() {
+            let items: Vec<serde_json::Value> = loaded
+                .digests
+                .get(&row.id)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .map(|i| {
+                    serde_json::json!({
+                        "payload": i.payload, "trigger_id": i.trigger_id, "occurred_at": i.occurred_at.to_rfc3339(),
+                    })
+                })
+                .collect();
+            ctx["digest"] = serde_json::json!({ "count": items.len(), "items": items });
+        }
         let locale = recipient.and_then(|r| r.locale.as_deref());
         match templates.render(locale, &ctx) {
             Ok(message) => Prepared::Deliver(Box::new(Delivery {
@@ -186,5 +377,58 @@ impl Composer {
             // the error an operator needs to fix it.
             Err(e) => skip(row, Outcome::Terminal { detail: format!("template failed to render: {e}"), address_hash }),
         }
+    }
+}
+
+/// What an escalation follow-up should do now.
+enum FollowUp {
+    Go,
+    Wait(Millis, String),
+    Cancel(String),
+}
+
+fn follow_up_decision(
+    esc: &crate::workflow::Escalate,
+    original_id: &str,
+    original: Option<&OriginalState>,
+    channel: &str,
+    now: Millis,
+) -> FollowUp {
+    let after = std::time::Duration::from_secs(esc.after_seconds.max(0) as u64);
+    let Some(original) = original else {
+        return FollowUp::Cancel(format!("the inbox message {original_id} no longer exists: no {channel} needed"));
+    };
+    match (original.status, original.delivered_at) {
+        (OutboxStatus::Scheduled | OutboxStatus::Sending, _) => FollowUp::Wait(
+            now.plus(after),
+            format!("waiting for the inbox message {original_id} to be delivered, then {}s more", esc.after_seconds),
+        ),
+        (OutboxStatus::Sent, Some(delivered)) => {
+            let (what, at) = if esc.unless_read {
+                ("read", original.read_at)
+            } else {
+                ("seen", original.seen_at.or(original.read_at))
+            };
+            if let Some(at) = at.filter(|at| *at <= now) {
+                return FollowUp::Cancel(format!(
+                    "{what} in the inbox at {at}: no {channel} needed (follow-up of inbox message {original_id})"
+                ));
+            }
+            let deadline = delivered.plus(after);
+            if now < deadline {
+                FollowUp::Wait(
+                    deadline,
+                    format!("waiting until {deadline} for the inbox message {original_id} to be {what}"),
+                )
+            } else {
+                FollowUp::Go
+            }
+        }
+        (OutboxStatus::Sent, None) => {
+            FollowUp::Cancel(format!("the inbox message {original_id} was deleted: no {channel} needed"))
+        }
+        (status, _) => FollowUp::Cancel(format!(
+            "the inbox message {original_id} was not delivered ({status}): no {channel} follow-up"
+        )),
     }
 }

@@ -453,6 +453,10 @@ pub struct WorkerSettings {
     /// Default "20s".
     #[serde(with = "humantime_serde")]
     pub lease: Duration,
+    /// The time zone send windows and quiet hours are read in for a
+    /// recipient without a valid `timezone` of their own, as a tz database
+    /// name. Default "UTC".
+    pub default_timezone: String,
 }
 
 impl Default for Config {
@@ -507,6 +511,7 @@ impl Default for WorkerSettings {
             default_concurrency: w.default_concurrency,
             concurrency: w.concurrency,
             lease: w.lease,
+            default_timezone: w.default_timezone.name().to_owned(),
         }
     }
 }
@@ -524,6 +529,8 @@ impl WorkerSettings {
             concurrency: self.concurrency.clone(),
             default_concurrency: self.default_concurrency,
             lease: self.lease,
+            // Checked by `validate`; a name that slipped through reads as UTC.
+            default_timezone: crate::workflow::parse_zone(&self.default_timezone).unwrap_or(chrono_tz::Tz::UTC),
         }
     }
 }
@@ -745,6 +752,13 @@ impl Config {
         if let Some((name, _)) = w.concurrency.iter().find(|(_, n)| **n == 0) {
             let _ = name;
             return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
+        }
+        if crate::workflow::parse_zone(&w.default_timezone).is_none() {
+            return Err(invalid(
+                "worker.default_timezone",
+                &w.default_timezone,
+                "a time zone of the tz database, e.g. \"UTC\" or \"Europe/Berlin\"",
+            ));
         }
         self.validate_email()
     }

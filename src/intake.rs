@@ -178,7 +178,12 @@ async fn attempt(
     let planned: Vec<PlannedTrigger> = triggers
         .iter()
         .zip(&plans)
-        .map(|(t, p)| PlannedTrigger { trigger: t.clone(), rows: p.rows.clone(), detail: p.detail(&t.trigger_type) })
+        .map(|(t, p)| PlannedTrigger {
+            trigger: t.clone(),
+            rows: p.rows.clone(),
+            digests: p.digests.clone(),
+            detail: p.detail(&t.trigger_type),
+        })
         .collect();
     match store.accept_triggers(&planned, now).await {
         Ok(outcomes) => Ok(Ok((outcomes, plans))),

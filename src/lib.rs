@@ -26,7 +26,11 @@
 //! - [`planner`]: triggers → outbox rows, one per enabled matching rule;
 //!   [`intake`]: API triggers recorded and planned in shared transactions.
 //! - [`compose`]: at delivery time, checks a planned row may still go out
-//!   (rule enabled, user not opted out) and renders it.
+//!   (rule enabled, user not opted out, send window and quiet hours open,
+//!   frequency cap not reached) and renders it.
+//! - [`workflow`]: a rule's send window, frequency cap, digest and
+//!   escalation fields, a recipient's quiet hours, and the gate that reads
+//!   them in the recipient's time zone.
 //! - [`headline`]: a message's subject or title for the outbox and send-log
 //!   lists.
 //! - [`worker`]: claims due rows, delivers them through channels, records
@@ -82,3 +86,4 @@ pub mod template;
 pub mod tooling;
 pub mod ui;
 pub mod worker;
+pub mod workflow;

@@ -20,8 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::domain::{ChannelName, UserId};
-use crate::store::{NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id};
+use crate::store::{
+    NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
+};
 use crate::template::{Condition, TemplateError};
+use crate::workflow::{Digest, FOLLOW_UP_PREFIX, RuleWorkflow};
 
 /// How old the planner's copy of the enabled rules may be. A rule enabled,
 /// edited or disabled through this instance takes effect here at once; on
@@ -43,6 +46,8 @@ pub struct RuleDecision {
 /// they would plan. Used by the planner and by rule previews alike.
 pub struct Plan {
     pub rows: Vec<NewOutboxRow>,
+    /// Triggers going into digests instead of messages of their own.
+    pub digests: Vec<NewDigestItem>,
     pub decisions: Vec<RuleDecision>,
 }
 
@@ -54,7 +59,10 @@ impl Plan {
         }
         let parts: Vec<String> =
             self.decisions.iter().map(|d| format!("rule \"{}\": {}", d.rule_name, d.reason)).collect();
-        format!("planned {} message(s); {}", self.rows.len(), parts.join("; "))
+        match self.digests.len() {
+            0 => format!("planned {} message(s); {}", self.rows.len(), parts.join("; ")),
+            n => format!("planned {} message(s) and {n} digest item(s); {}", self.rows.len(), parts.join("; ")),
+        }
     }
 }
 
@@ -81,12 +89,27 @@ pub fn user_context(user_id: &str, recipient: Option<&RecipientRow>) -> serde_js
 pub struct PlanRule {
     pub row: RuleRow,
     condition: Option<Result<Condition, TemplateError>>,
+    /// The rule's digest and its key expression, compiled once.
+    digest: Option<(Digest, Option<Result<Condition, TemplateError>>)>,
+    /// For an inbox rule that escalates: the follow-up's channel and delay.
+    escalate: Option<(String, i64)>,
 }
 
 impl PlanRule {
+    /// The channel of an escalating rule's follow-up.
+    pub fn follow_up_channel(&self) -> Option<&str> {
+        self.escalate.as_ref().map(|(c, _)| c.as_str())
+    }
+
     pub fn new(row: RuleRow) -> PlanRule {
         let condition = row.condition.as_deref().map(Condition::compile);
-        PlanRule { row, condition }
+        let workflow = RuleWorkflow::from_stored(row.workflow.as_ref()).unwrap_or_default();
+        let digest = workflow.digest.map(|d| {
+            let key = d.key.as_deref().map(Condition::compile);
+            (d, key)
+        });
+        let escalate = workflow.escalate.map(|e| (e.channel, e.after_seconds));
+        PlanRule { row, condition, digest, escalate }
     }
 }
 
@@ -106,7 +129,8 @@ pub fn evaluate_rules<'a>(
     let mut ctx = None;
     let mut rows = Vec::new();
     let mut decisions = Vec::new();
-    for PlanRule { row: rule, condition } in rules {
+    let mut digests = Vec::new();
+    for PlanRule { row: rule, condition, digest, escalate } in rules {
         let decide = |planned, reason: String| RuleDecision {
             rule_id: rule.id.clone(),
             rule_name: rule.name.clone(),
@@ -134,11 +158,72 @@ pub fn evaluate_rules<'a>(
                 .push(decide(false, format!("invalid user id {:?} or channel {:?}", trigger.user_id, rule.channel)));
             continue;
         };
+        if let Some((spec, key)) = digest {
+            let key_value = match key {
+                None => String::new(),
+                Some(key) => {
+                    let ctx = ctx.get_or_insert_with(|| context(trigger, recipient));
+                    match key.as_ref().map_err(Clone::clone).and_then(|k| k.eval_value(ctx)) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            let source = spec.key.as_deref().unwrap_or_default();
+                            decisions.push(decide(false, format!("digest key `{source}` could not be evaluated: {e}")));
+                            continue;
+                        }
+                    }
+                }
+            };
+            decisions.push(decide(
+                true,
+                format!("{} digest (window {} s, at most {} items)", rule.channel, spec.window_seconds, spec.max_items),
+            ));
+            digests.push(NewDigestItem {
+                bucket: crate::store::throttle_bucket("digest", &rule.id, &format!("{}\0{key_value}", trigger.user_id)),
+                rule_id: rule.id.clone(),
+                trigger_id: trigger.id.clone(),
+                user_id,
+                channel,
+                payload: trigger.payload.clone(),
+                occurred_at: trigger.occurred_at,
+                window_ms: spec.window_seconds.saturating_mul(1000),
+                max_items: spec.max_items,
+                delay_ms: rule.delay_seconds.max(0).saturating_mul(1000),
+                grace_ms: rule.grace_seconds.map(|g| g.max(0).saturating_mul(1000)),
+            });
+            continue;
+        }
         let due_at = trigger.occurred_at.plus(Duration::from_secs(rule.delay_seconds.max(0) as u64));
         let expires_at = rule.grace_seconds.map(|g| due_at.plus(Duration::from_secs(g.max(0) as u64)));
-        decisions.push(decide(true, format!("{} due {due_at}", rule.channel)));
+        let id = new_id();
+        // An escalating inbox rule plans its follow-up with the message: the
+        // worker holds it until `after` past the inbox delivery, and cancels
+        // it if the message was seen or read by then.
+        let follow_up = escalate.as_ref().and_then(|(ch, after)| {
+            let channel = ChannelName::parse("escalate.channel", ch).ok()?;
+            Some(NewOutboxRow {
+                id: new_id(),
+                dedupe_key: format!("{FOLLOW_UP_PREFIX}{id}"),
+                rule_id: Some(rule.id.clone()),
+                trigger_id: Some(trigger.id.clone()),
+                user_id: user_id.clone(),
+                channel,
+                payload: trigger.payload.clone(),
+                due_at: due_at.plus(Duration::from_secs((*after).max(0) as u64)),
+                expires_at: None,
+            })
+        });
+        match &follow_up {
+            Some(f) => decisions.push(decide(
+                true,
+                format!(
+                    "{} due {due_at}, then {} at the earliest {} unless seen or read",
+                    rule.channel, f.channel, f.due_at
+                ),
+            )),
+            None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
+        }
         rows.push(NewOutboxRow {
-            id: new_id(),
+            id,
             dedupe_key: format!("{}:{}:{}", trigger.id, rule.id, rule.channel),
             rule_id: Some(rule.id.clone()),
             trigger_id: Some(trigger.id.clone()),
@@ -148,8 +233,9 @@ pub fn evaluate_rules<'a>(
             due_at,
             expires_at,
         });
+        rows.extend(follow_up);
     }
-    Plan { rows, decisions }
+    Plan { rows, digests, decisions }
 }
 
 /// The enabled rules, by trigger type, as of at most [`RULES_STALENESS`]
@@ -166,6 +252,11 @@ pub struct Book {
 }
 
 impl Book {
+    /// Every enabled rule.
+    pub fn all(&self) -> impl Iterator<Item = &PlanRule> {
+        self.by_type.values().flatten()
+    }
+
     pub fn rules_for(&self, trigger_type: &str) -> &[PlanRule] {
         self.by_type.get(trigger_type).map_or(&[], Vec::as_slice)
     }
@@ -173,7 +264,9 @@ impl Book {
     /// Whether a trigger of this type needs its recipient read: only a
     /// condition can look at the user.
     pub fn needs_recipient(&self, trigger_type: &str) -> bool {
-        self.rules_for(trigger_type).iter().any(|r| r.condition.is_some())
+        self.rules_for(trigger_type)
+            .iter()
+            .any(|r| r.condition.is_some() || r.digest.as_ref().is_some_and(|d| d.1.is_some()))
     }
 
     /// Plans each trigger; `recipients` holds the users whose triggers have
@@ -266,6 +359,7 @@ impl Planner {
             .map(|(t, p)| TriggerPlan {
                 trigger_id: t.id.clone(),
                 rows: p.rows.clone(),
+                digests: p.digests.clone(),
                 detail: p.detail(&t.trigger_type),
             })
             .collect();

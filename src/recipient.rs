@@ -8,6 +8,7 @@ use crate::clock::Millis;
 use crate::domain::UserId;
 use crate::rule::FieldError;
 use crate::store::RecipientRow;
+use crate::workflow::{QuietHoursInput, Span};
 
 /// The body of `PUT /v1/users/{user_id}`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
@@ -25,6 +26,11 @@ pub struct RecipientInput {
     pub timezone: Option<String>,
     #[serde(default)]
     pub preferences: Preferences,
+    /// `{"from": "22:00", "until": "07:00"}` in the user's `timezone`: every
+    /// message of a non-transactional rule falling due then waits until
+    /// they end.
+    #[serde(default)]
+    pub quiet_hours: Option<QuietHoursInput>,
 }
 
 /// What a user opted out of. `false` means "do not send me these"; anything
@@ -53,6 +59,27 @@ impl Preferences {
         }
         None
     }
+}
+
+/// The end user's own choices from the preference center: category ->
+/// channel -> on (`true`) or off. They take precedence over the host's
+/// [`Preferences`]: a host sync (`PUT /v1/users`) replaces the host's
+/// preferences and never touches these.
+pub type UserChoices = BTreeMap<String, BTreeMap<String, bool>>;
+
+/// The user's own "off" for this category and channel, in words.
+pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Option<String> {
+    if category == crate::channel::email::message::TRANSACTIONAL {
+        return None;
+    }
+    (choices.get(category).and_then(|c| c.get(channel)) == Some(&false))
+        .then(|| format!("the user turned off \"{category}\" by {channel} in their preference center"))
+}
+
+/// Whether the user's own choice turns this category and channel on
+/// explicitly (which overrides a host's opt-out).
+pub fn user_opt_in(choices: &UserChoices, category: &str, channel: &str) -> bool {
+    choices.get(category).and_then(|c| c.get(channel)) == Some(&true)
 }
 
 fn valid_tag(s: &str) -> bool {
@@ -85,9 +112,17 @@ impl RecipientInput {
             errors.push(FieldError::new("locale", format!("{l:?} is not a locale tag like \"en\" or \"pt-BR\"")));
         }
         if let Some(z) = &self.timezone
-            && !valid_zone(z)
+            && (!valid_zone(z) || crate::workflow::parse_zone(z).is_none())
         {
-            errors.push(FieldError::new("timezone", format!("{z:?} is not a time zone like \"Europe/Berlin\"")));
+            errors.push(FieldError::new(
+                "timezone",
+                format!("{z:?} is not a time zone of the tz database like \"Europe/Berlin\" or \"UTC\""),
+            ));
+        }
+        if let Some(q) = &self.quiet_hours
+            && let Err(e) = Span::parse("quiet_hours", q)
+        {
+            errors.extend(e);
         }
         for key in self.preferences.categories.keys().chain(self.preferences.channels.keys()) {
             if !valid_tag(key) {
@@ -104,6 +139,8 @@ impl RecipientInput {
             locale: self.locale,
             timezone: self.timezone,
             preferences: serde_json::to_value(&self.preferences).expect("preferences serialise"),
+            quiet_hours: self.quiet_hours,
+            user_choices: UserChoices::new(),
             created_at: now,
             updated_at: now,
         })
@@ -119,6 +156,12 @@ pub struct RecipientView {
     pub locale: Option<String>,
     pub timezone: Option<String>,
     pub preferences: Preferences,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quiet_hours: Option<QuietHoursInput>,
+    /// The user's own choices from the preference center (category ->
+    /// channel -> on/off). Read-only here: they win over `preferences`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_preferences: UserChoices,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -132,6 +175,8 @@ impl From<&RecipientRow> for RecipientView {
             locale: r.locale.clone(),
             timezone: r.timezone.clone(),
             preferences: serde_json::from_value(r.preferences.clone()).unwrap_or_default(),
+            quiet_hours: r.quiet_hours.clone(),
+            user_preferences: r.user_choices.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),
         }

@@ -8,6 +8,7 @@ use crate::clock::Millis;
 use crate::domain::{InvalidValue, NUL_REFUSED};
 use crate::store::{RuleRow, new_id};
 use crate::template::{Condition, TemplateError, TemplateSet};
+use crate::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput, WorkflowInput};
 
 /// The body of `POST /v1/rules`.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
@@ -43,6 +44,29 @@ pub struct RuleInput {
     /// unless the deployment allows private networks.
     #[serde(default)]
     pub webhook_url: Option<String>,
+    /// When messages may go, in the recipient's time zone: e.g.
+    /// `{"days": ["mon","tue","wed","thu","fri"], "from": "09:00", "until": "18:00"}`.
+    #[serde(default)]
+    pub send_window: Option<SendWindowInput>,
+    /// Folds a burst of triggers into one message (accepted and checked;
+    /// a rule with a digest cannot be turned on yet).
+    #[serde(default)]
+    pub digest: Option<DigestInput>,
+    /// At most `limit` messages to a user in any `per` seconds, checked at
+    /// delivery; the rest end `suppressed`, naming the cap.
+    #[serde(default)]
+    pub throttle: Option<ThrottleInput>,
+    /// On an inbox rule, a follow-up on another channel unless the inbox
+    /// message was seen/read in time (accepted and checked; a rule with
+    /// escalation cannot be turned on yet).
+    #[serde(default)]
+    pub escalate: Option<EscalateInput>,
+    /// The category's name in the end user's preference center.
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// What the category's messages are about, for the preference center.
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// The body of `PATCH /v1/rules/{id}`: any subset of the fields.
@@ -66,6 +90,25 @@ pub struct RulePatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>)]
     pub webhook_url: Option<Option<String>>,
+    /// `null` removes the send window; likewise for the fields below.
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<SendWindowInput>)]
+    pub send_window: Option<Option<SendWindowInput>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<DigestInput>)]
+    pub digest: Option<Option<DigestInput>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<ThrottleInput>)]
+    pub throttle: Option<Option<ThrottleInput>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<EscalateInput>)]
+    pub escalate: Option<Option<EscalateInput>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub display_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub description: Option<Option<String>>,
 }
 
 fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -168,13 +211,32 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     if let Err(template_errors) = input.template.validate() {
         errors.extend(template_errors.iter().map(FieldError::from));
     }
+    crate::workflow::validate(
+        &input.workflow(),
+        &input.channel,
+        |name| crate::channel::catalog::check_known(name).map_err(|e| e.to_string()),
+        &mut errors,
+    );
     if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
 impl RuleInput {
+    /// The workflow fields, as stored.
+    pub fn workflow(&self) -> WorkflowInput {
+        WorkflowInput {
+            send_window: self.send_window.clone(),
+            digest: self.digest.clone(),
+            throttle: self.throttle.clone(),
+            escalate: self.escalate.clone(),
+            display_name: self.display_name.clone(),
+            description: self.description.clone(),
+        }
+    }
+
     /// Validates and builds the row to store.
     pub fn into_row(self, now: Millis, webhooks: &WebhookPolicy) -> Result<RuleRow, Vec<FieldError>> {
         validate(&self, webhooks)?;
+        let workflow = self.workflow();
         Ok(RuleRow {
             id: new_id(),
             name: self.name,
@@ -186,6 +248,7 @@ impl RuleInput {
             grace_seconds: self.grace,
             category: self.category,
             enabled: self.enabled,
+            workflow: (!workflow.is_empty()).then(|| serde_json::to_value(&workflow).expect("a workflow serialises")),
             webhook_url: self.webhook_url,
             created_at: now,
             updated_at: now,
@@ -195,7 +258,14 @@ impl RuleInput {
     /// The editable view of a stored rule, so a patch can be applied to it
     /// and the result validated as a whole.
     pub fn from_row(row: &RuleRow) -> Result<RuleInput, serde_json::Error> {
+        let w: WorkflowInput = row.workflow.clone().map(serde_json::from_value).transpose()?.unwrap_or_default();
         Ok(RuleInput {
+            send_window: w.send_window,
+            digest: w.digest,
+            throttle: w.throttle,
+            escalate: w.escalate,
+            display_name: w.display_name,
+            description: w.description,
             name: row.name.clone(),
             trigger_type: row.trigger_type.clone(),
             condition: row.condition.clone(),
@@ -240,6 +310,24 @@ impl RuleInput {
         if let Some(v) = patch.webhook_url {
             self.webhook_url = v;
         }
+        if let Some(v) = patch.send_window {
+            self.send_window = v;
+        }
+        if let Some(v) = patch.digest {
+            self.digest = v;
+        }
+        if let Some(v) = patch.throttle {
+            self.throttle = v;
+        }
+        if let Some(v) = patch.escalate {
+            self.escalate = v;
+        }
+        if let Some(v) = patch.display_name {
+            self.display_name = v;
+        }
+        if let Some(v) = patch.description {
+            self.description = v;
+        }
     }
 }
 
@@ -258,6 +346,18 @@ pub struct RuleView {
     pub category: String,
     pub enabled: bool,
     pub webhook_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_window: Option<SendWindowInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<DigestInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<ThrottleInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub escalate: Option<EscalateInput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// RFC 3339
     pub created_at: String,
     pub updated_at: String,
@@ -285,7 +385,14 @@ impl RuleView {
 
 impl From<&RuleRow> for RuleView {
     fn from(r: &RuleRow) -> Self {
+        let w: WorkflowInput = r.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
         RuleView {
+            send_window: w.send_window,
+            digest: w.digest,
+            throttle: w.throttle,
+            escalate: w.escalate,
+            display_name: w.display_name,
+            description: w.description,
             id: r.id.clone(),
             name: r.name.clone(),
             trigger_type: r.trigger_type.clone(),

@@ -735,6 +735,27 @@ impl Condition {
         Ok(Condition { source: Arc::from(source), expr: Arc::new(expr) })
     }
 
+    /// The expression's value as text (a digest key): strings as they are,
+    /// anything else as JSON. Undefined is an error, as for [`Self::eval`].
+    pub fn eval_value(&self, ctx: &serde_json::Value) -> Result<String, TemplateError> {
+        let ctx = context_value(ctx, CONDITION_FIELD)?;
+        let value = guarded(|| self.expr.eval(ctx)).map_err(|e| {
+            engine_error(Phase::Render, CONDITION_FIELD, &self.source, e.as_ref(), CONDITION_UNDEFINED_HINT)
+        })?;
+        if value.is_undefined() {
+            return Err(TemplateError::Render {
+                field: CONDITION_FIELD.to_owned(),
+                line: None,
+                column: None,
+                message: "the expression evaluated to an undefined value (a missing attribute or variable)".into(),
+            });
+        }
+        Ok(match value.as_str() {
+            Some(s) => s.to_owned(),
+            None => value.to_string(),
+        })
+    }
+
     /// Truthiness of the expression's result.
     ///
     /// An undefined *result* (e.g. the bare `payload.flag` when `flag` is

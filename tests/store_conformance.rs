@@ -383,6 +383,7 @@ fn rule_row(trigger_type: &str, enabled: bool) -> herald::store::RuleRow {
         grace_seconds: None,
         category: "onboarding".into(),
         enabled,
+        workflow: None,
         webhook_url: Some("https://hooks.example.com/h".into()),
         created_at: T0,
         updated_at: T0,
@@ -448,6 +449,8 @@ async fn recipients_upsert_and_erasure_keeps_the_send_log(db: &TestDb) {
         locale: Some("de".into()),
         timezone: None,
         preferences: serde_json::json!({"categories": {"news": false}}),
+        quiet_hours: None,
+        user_choices: Default::default(),
         created_at: T0,
         updated_at: T0,
     };

@@ -208,7 +208,64 @@ backend_tests!(
     the_rule_editor_shows_template_errors_with_line_and_column,
     changes_through_the_api_are_audited_with_the_keys_name,
     failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted,
+    the_send_log_page_shows_a_users_preference_changes_and_who_made_them,
 );
+
+/// Issue 14: a host's preference sync and the user's own choice are in the
+/// audit trail, and the user's send-log page shows both with who made them.
+async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let api = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
+        let mut req = ui.http.request(method, format!("{}{path}", ui.base)).bearer_auth(&ui.api_key);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        req
+    };
+    let rule = serde_json::json!({
+        "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
+        "send_window": {"days": ["mon", "fri"], "from": "09:00", "until": "18:00"},
+        "throttle": {"limit": 3, "per": 86400}, "display_name": "Product news",
+    });
+    let created = ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await;
+    assert_eq!(created.status, 201);
+    let rule_id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let prefs = serde_json::json!({"preferences": {"channels": {"email": false}}});
+    assert_eq!(ui.send(api(reqwest::Method::PUT, "/v1/users/u1", Some(prefs))).await.status, 201);
+    let token = ui.send(api(reqwest::Method::POST, "/v1/users/u1/token", Some(serde_json::json!({})))).await;
+    let token = serde_json::from_str::<serde_json::Value>(&token.body).unwrap()["token"].as_str().unwrap().to_owned();
+    let change = serde_json::json!({"categories": {"news": {"inbox": false}}});
+    let put = ui.send(ui.http.put(format!("{}/v1/inbox/preferences", ui.base)).bearer_auth(&token).json(&change)).await;
+    assert_eq!(put.status, 200, "{}", put.body);
+    let s = ui.session().await;
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Preference changes (2)"), "{}", page.body);
+    assert!(page.body.contains("by user u1 (inbox API): news by inbox: off"), "{}", page.body);
+    assert!(page.body.contains("by api key &quot;tests&quot;: host preferences set to"), "{}", page.body);
+    assert!(page.body.contains("news by inbox: off</span>"), "the user's current choices: {}", page.body);
+    // A digest's triggers are on the page too.
+    let digest = serde_json::json!({
+        "name": "Comments", "trigger_type": "comment", "channel": "inbox", "category": "comments", "enabled": true,
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "{{ digest.count }} comments", "text": "t" } } },
+        "digest": {"window": 3600},
+    });
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/rules", Some(digest))).await.status, 201);
+    for _ in 0..2 {
+        let t = serde_json::json!({"type": "comment", "user_id": "u1"});
+        assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/triggers", Some(t))).await.status, 202);
+    }
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Digest of 2 trigger(s):"), "{}", page.body);
+    // The rule's page shows its workflows (edited through the API).
+    let page = ui.get(&format!("/ui/rules/{rule_id}"), Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Send window: mon,fri 09:00–18:00"), "{}", page.body);
+    assert!(page.body.contains("Frequency cap: 3 per 86400 s (scope rule)"), "{}", page.body);
+    assert!(page.body.contains("In the preference center as “Product news”"), "{}", page.body);
+    ui.stop().await;
+}
 
 /// Issue 15: rules made and switched, rows retried and cancelled and
 /// suppressions added and lifted through `/v1` are in the audit log, with

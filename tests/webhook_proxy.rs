@@ -50,6 +50,7 @@ fn delivery(url: &str) -> Delivery {
         grace_seconds: None,
         category: "orders".into(),
         enabled: true,
+        workflow: None,
         webhook_url: Some(url.into()),
         created_at: T0,
         updated_at: T0,

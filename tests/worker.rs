@@ -328,6 +328,7 @@ async fn a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it(db: &TestDb) 
         category: "updates".into(),
         enabled: true,
         webhook_url: None,
+        workflow: None,
         created_at: T0,
         updated_at: T0,
     };

@@ -4,7 +4,9 @@
 // the inbox stream. Served by Herald at /widget/inbox.js; no other assets, no
 // dependencies. The token is a per-user inbox token (POST /v1/users/{id}/token
 // from your backend); set a fresh one on the `token` attribute before it
-// expires and the widget reconnects.
+// expires and the widget reconnects. The gear in the panel's header opens
+// the user's preferences (GET/PUT /v1/inbox/preferences): a checkbox per
+// category and channel, saved as it is changed.
 (() => {
   if (customElements.get("herald-inbox")) return;
 
@@ -32,6 +34,16 @@
     li.empty:hover, li.error:hover { background: none; }
     .empty { padding: 16px 12px; color: #59636e; }
     .error { padding: 16px 12px; color: #d1242f; }
+    header .tools { display: flex; gap: 8px; align-items: center; }
+    button.settings { font-size: 16px; line-height: 1; padding: 2px 4px; border-radius: 4px; color: #59636e; }
+    button.settings[aria-pressed="true"] { background: #f0f2f4; }
+    button:focus-visible, input:focus-visible { outline: 2px solid #0969da; outline-offset: 2px; }
+    .prefs[hidden] { display: none; }
+    .prefs fieldset { border: 0; border-bottom: 1px solid #eaeef2; margin: 0; padding: 8px 12px; }
+    .prefs legend { font-weight: 600; padding: 0; }
+    .prefs .desc { color: #59636e; font-size: 13px; margin: 2px 0 4px; }
+    .prefs label { display: flex; gap: 6px; align-items: center; padding: 2px 0; }
+    .prefs .status { padding: 6px 12px; color: #59636e; font-size: 12px; min-height: 1em; }
   `;
 
   // "5 min ago" in the page's language; the exact time is the tooltip.
@@ -60,14 +72,21 @@
           <span class="badge" part="badge" hidden>0</span>
         </button>
         <div class="panel" part="panel" role="dialog" aria-label="Notifications" hidden>
-          <header><span>Notifications</span><button class="read-all" type="button">Mark all read</button></header>
+          <header><span class="heading">Notifications</span><span class="tools"><button class="read-all" type="button">Mark all read</button>
+            <button class="settings" type="button" aria-label="Notification settings" aria-pressed="false" title="Notification settings">⚙</button></span></header>
           <ul></ul>
+          <form class="prefs" aria-label="Notification settings" hidden></form>
         </div>`;
       this.bell = this.root.querySelector(".bell");
       this.badge = this.root.querySelector(".badge");
       this.panel = this.root.querySelector(".panel");
       this.list = this.root.querySelector("ul");
       this.readAll = this.root.querySelector(".read-all");
+      this.settings = this.root.querySelector(".settings");
+      this.prefs = this.root.querySelector(".prefs");
+      this.heading = this.root.querySelector(".heading");
+      this.settings.addEventListener("click", () => this.showPreferences(this.prefs.hidden));
+      this.prefs.addEventListener("submit", (e) => e.preventDefault());
       this.bell.addEventListener("click", () => this.toggle());
       this.list.innerHTML = `<li class="empty">Loading…</li>`;
       this.readAll.addEventListener("click", () => this.post("/v1/inbox/read-all").then(() => {
@@ -91,8 +110,10 @@
     get api() { return (this.getAttribute("api") || "").replace(/\/$/, ""); }
     get token() { return this.getAttribute("token") || ""; }
 
-    async request(path, method = "GET") {
-      const resp = await fetch(this.api + path, { method, headers: { Authorization: `Bearer ${this.token}` } });
+    async request(path, method = "GET", body) {
+      const headers = { Authorization: `Bearer ${this.token}` };
+      if (body !== undefined) headers["Content-Type"] = "application/json";
+      const resp = await fetch(this.api + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
       if (!resp.ok) {
         const err = new Error(`${method} ${path}: ${resp.status}`);
         err.status = resp.status;
@@ -143,6 +164,66 @@
     }
 
     stop() { if (this.source) { this.source.close(); this.source = null; } }
+
+    // The preferences view, in place of the list (or back to the list).
+    async showPreferences(open) {
+      this.prefs.hidden = !open;
+      this.list.hidden = open;
+      this.readAll.hidden = open || Boolean(this.failure) || !this.items.some((m) => !m.read_at);
+      this.settings.setAttribute("aria-pressed", String(open));
+      this.heading.textContent = open ? "Notification settings" : "Notifications";
+      if (!open) { this.settings.focus(); return; }
+      this.prefs.replaceChildren();
+      const status = document.createElement("div");
+      status.className = "status";
+      status.setAttribute("role", "status");
+      status.textContent = "Loading…";
+      this.prefs.append(status);
+      let center;
+      try {
+        center = await this.request("/v1/inbox/preferences");
+      } catch (e) {
+        status.textContent = "Your settings cannot be loaded right now.";
+        return;
+      }
+      status.textContent = center.categories.length ? "" : "There is nothing to choose yet.";
+      let first = null;
+      for (const c of center.categories) {
+        const set = document.createElement("fieldset");
+        const legend = document.createElement("legend");
+        legend.textContent = c.name; // text, never HTML
+        set.append(legend);
+        if (c.description) {
+          const d = document.createElement("div");
+          d.className = "desc";
+          d.textContent = c.description;
+          set.append(d);
+        }
+        for (const ch of c.channels) {
+          const label = document.createElement("label");
+          const box = document.createElement("input");
+          box.type = "checkbox";
+          box.name = `${c.category}:${ch.channel}`;
+          box.checked = ch.enabled;
+          box.disabled = c.locked;
+          box.addEventListener("change", async () => {
+            status.textContent = "Saving…";
+            try {
+              await this.request("/v1/inbox/preferences", "PUT", { categories: { [c.category]: { [ch.channel]: box.checked } } });
+              status.textContent = "Saved.";
+            } catch (e) {
+              box.checked = !box.checked;
+              status.textContent = "Your change could not be saved.";
+            }
+          });
+          label.append(box, document.createTextNode(` ${ch.channel}${c.locked ? " (always sent)" : ""}`));
+          set.append(label);
+          if (!first && !box.disabled) first = box;
+        }
+        this.prefs.insertBefore(set, status);
+      }
+      if (first) first.focus();
+    }
 
     // Shows what went wrong in the panel and tells the page (`herald-error`,
     // detail: { reason: "auth" | "unreachable", status, message }), so it can

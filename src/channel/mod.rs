@@ -59,6 +59,13 @@ pub enum Outcome {
     Terminal { detail: String, address_hash: Option<String> },
     /// No longer wanted (its rule was disabled or deleted): not attempted.
     Cancelled { detail: String },
+    /// Not now (a send window or quiet hours): due again at `until`, its
+    /// grace window moved to `expires_at`. Not an attempt, and not an
+    /// outcome the send log records; the row's `last_error` says why it
+    /// waits.
+    Held { until: crate::clock::Millis, expires_at: Option<crate::clock::Millis>, detail: String },
+    /// Past its grace window: no longer relevant, not attempted.
+    Expired { detail: String },
     /// Delivered into the in-app inbox: the message to write. The worker
     /// writes it in the transaction that records `sent`, fenced by the
     /// claim, so the message exists exactly when the send log says it was
@@ -87,6 +94,8 @@ impl Outcome {
             Outcome::Bounced { .. } => "bounced",
             Outcome::Terminal { .. } => "terminal",
             Outcome::Cancelled { .. } => "cancelled",
+            Outcome::Held { .. } => "held",
+            Outcome::Expired { .. } => "expired",
         }
     }
 
@@ -97,7 +106,7 @@ impl Outcome {
             | Outcome::Suppressed { address_hash, .. }
             | Outcome::Bounced { address_hash, .. }
             | Outcome::Terminal { address_hash, .. } => address_hash.as_deref(),
-            Outcome::Cancelled { .. } | Outcome::Inbox(_) => None,
+            Outcome::Cancelled { .. } | Outcome::Held { .. } | Outcome::Expired { .. } | Outcome::Inbox(_) => None,
         }
     }
 }

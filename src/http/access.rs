@@ -46,7 +46,7 @@ impl Access {
     pub fn describe(self) -> &'static str {
         match self {
             Access::Public => "anyone",
-            Access::SignedLink => "holder of a signed unsubscribe link",
+            Access::SignedLink => "holder of a signed link (unsubscribe or preferences)",
             Access::ProviderSignature => "the provider, by signature or credentials",
             Access::UserToken => "end user with an inbox token (their own messages only)",
             Access::ApiKey => "API key",
@@ -79,6 +79,8 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/v1/openapi.json", Public),
     r("GET", "/u/{token}", SignedLink),
     r("POST", "/u/{token}", SignedLink),
+    r("GET", "/p/{token}", SignedLink),
+    r("POST", "/p/{token}", SignedLink),
     r("POST", "/v1/bounces/ses", ProviderSignature),
     r("POST", "/v1/bounces/sendgrid", ProviderSignature),
     r("POST", "/v1/bounces/mailgun", ProviderSignature),
@@ -91,6 +93,8 @@ pub const ROUTES: &[Route] = &[
     r("POST", "/v1/inbox/{id}/read", UserToken),
     r("POST", "/v1/inbox/{id}/unread", UserToken),
     r("POST", "/v1/inbox/{id}/archive", UserToken),
+    r("GET", "/v1/inbox/preferences", UserToken),
+    r("PUT", "/v1/inbox/preferences", UserToken),
     r("POST", "/v1/triggers", ApiKey),
     r("POST", "/v1/rules", ApiKey),
     r("GET", "/v1/rules", ApiKey),

@@ -14,6 +14,7 @@ pub mod inbox;
 pub mod nul;
 mod openapi;
 pub mod outbox;
+pub mod preferences;
 pub mod problem;
 pub mod retry;
 pub mod rules;
@@ -89,6 +90,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/{id}/read", post(inbox::read))
         .route("/{id}/unread", post(inbox::unread))
         .route("/{id}/archive", post(inbox::archive))
+        .route("/preferences", get(preferences::get).put(preferences::put))
         .route_layer(middleware::from_fn_with_state(state.clone(), user_auth::require_user_token))
         .layer(cors_layer(cors));
     let v1 = Router::new()
@@ -125,6 +127,7 @@ pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/widget/inbox.js", get(widget_js))
         // Public, by design: the signed token is the credential (RFC 8058).
         .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
+        .route("/p/{token}", get(preferences::show).post(preferences::save))
         .nest("/v1", v1)
         // Outside the API-key layer: the screen has its own operator login.
         .nest("/ui", crate::ui::router(state.clone()))
@@ -165,7 +168,7 @@ fn cors_layer(cors: &Cors) -> tower_http::cors::CorsLayer {
     };
     CorsLayer::new()
         .allow_origin(origin)
-        .allow_methods([Method::GET, Method::POST])
+        .allow_methods([Method::GET, Method::POST, Method::PUT])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(std::time::Duration::from_secs(600))
 }

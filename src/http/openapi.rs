@@ -21,6 +21,7 @@ use utoipa::{Modify, OpenApi};
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,
         super::unsubscribe::show, super::unsubscribe::unsubscribe,
+        super::preferences::get, super::preferences::put, super::preferences::show, super::preferences::save,
     ),
     components(schemas(crate::store::InboxFilter, super::events::From)),
     modifiers(&ApiKeyAuth, &Conventions),
@@ -34,6 +35,7 @@ use utoipa::{Modify, OpenApi};
         (name = "bounces", description = "Bounce and complaint messages, kept as evidence"),
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
+        (name = "preferences", description = "The hosted preference page linked from emails; no API key, the token is signed"),
     )
 )]
 pub struct ApiDoc;

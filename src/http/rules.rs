@@ -62,6 +62,7 @@ pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, 
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
     if row.enabled {
         refuse_unconfigured_channel(state, &row.channel)?;
+        refuse_unconfigured_follow_up(state, &row)?;
     }
     state.store.insert_rule(&row).await?;
     state.planner.rules().invalidate();
@@ -138,6 +139,9 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
     if next.enabled && (!current.enabled || current.channel != next.channel) {
         refuse_unconfigured_channel(state, &next.channel)?;
     }
+    if next.enabled && (!current.enabled || current.workflow != next.workflow) {
+        refuse_unconfigured_follow_up(state, &next)?;
+    }
     next.id = current.id.clone();
     next.created_at = current.created_at;
     if !state.store.update_rule(&next).await? {
@@ -160,6 +164,18 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
 fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), ApiError> {
     match state.channels.not_live(channel) {
         Some(why) => Err(ApiError::field("channel", format!("{why}; until then the rule can only be saved off"))),
+        None => Ok(()),
+    }
+}
+
+/// Likewise for an escalation's follow-up channel: every follow-up would
+/// end `failed`.
+fn refuse_unconfigured_follow_up(state: &AppState, row: &RuleRow) -> Result<(), ApiError> {
+    let follow_up = crate::workflow::RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.escalate);
+    match follow_up.and_then(|e| state.channels.not_live(&e.channel)) {
+        Some(why) => {
+            Err(ApiError::field("escalate.channel", format!("{why}; until then the rule can only be saved off")))
+        }
         None => Ok(()),
     }
 }

@@ -1,6 +1,6 @@
 //! `/v1/users/{user_id}`: recipients, and the answer to "did they get it".
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use serde::Serialize;
 
@@ -29,16 +29,29 @@ fn user(id: &str) -> Result<UserId, ApiError> {
     security(("api_key" = [])))]
 pub async fn put(
     State(state): State<AppState>,
+    Extension(caller): Extension<super::auth::Caller>,
     ApiPath(user_id): ApiPath<String>,
     ApiJson(input): ApiJson<RecipientInput>,
 ) -> Result<(StatusCode, ApiJson<RecipientView>), ApiError> {
     let user = user(&user_id)?;
     let now = state.clock.now();
     let mut row = input.into_row(&user, now).map_err(ApiError::Invalid)?;
-    if let Some(existing) = state.store.get_recipient(&user).await? {
+    let existing = state.store.get_recipient(&user).await?;
+    let before = existing.as_ref().map(|e| e.preferences.clone()).unwrap_or_else(|| serde_json::json!({}));
+    if let Some(existing) = existing {
         row.created_at = existing.created_at;
+        // The user's own choices are not the host's to replace.
+        row.user_choices = existing.user_choices;
     }
     let created = state.store.put_recipient(&row).await?;
+    let empty = |v: &serde_json::Value| {
+        serde_json::from_value::<crate::recipient::Preferences>(v.clone()).unwrap_or_default()
+            == crate::recipient::Preferences::default()
+    };
+    if before != row.preferences && !(empty(&before) && empty(&row.preferences)) {
+        let detail = format!("host preferences set to {}", row.preferences);
+        super::preferences::audit_preferences(&state, &caller.audit_name(), &user, detail).await;
+    }
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, ApiJson(RecipientView::from(&row))))
 }
@@ -110,6 +123,16 @@ pub struct MessageHistory {
     pub created_at: String,
     /// Send-log rows for this message, oldest first.
     pub history: Vec<SendEvent>,
+    /// For a digest message: the triggers folded into it, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest_triggers: Option<Vec<String>>,
+    /// For an escalation follow-up: the inbox message (outbox id) it
+    /// follows up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_of: Option<String>,
+    /// For an inbox message of an escalating rule: its follow-up's outbox id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -175,6 +198,15 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
     let rows = store.list_outbox(&filter).await?;
     let log = store.sends_for_user(user, limit * 2).await?;
     let mut subjects = crate::headline::subjects(store, &rows).await?;
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let mut digests: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+    for item in store.digest_items(&ids).await? {
+        digests.entry(item.outbox_id).or_default().push(item.trigger_id);
+    }
+    let mut follow_ups: std::collections::HashMap<String, String> = rows
+        .iter()
+        .filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key).map(|o| (o.to_owned(), r.id.clone())))
+        .collect();
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
@@ -191,6 +223,9 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             detail: r.last_error.clone(),
             created_at: r.created_at.to_rfc3339(),
             history,
+            digest_triggers: digests.remove(&r.id),
+            follow_up_of: crate::workflow::follow_up_of(&r.dedupe_key).map(str::to_owned),
+            follow_up: follow_ups.remove(&r.id),
         });
     }
     let triggers = store.triggers_for_user(user, limit).await?;

@@ -44,7 +44,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(8, "webhook_tokens", "0008_webhook_tokens.sql"),
     migration!(9, "operators", "0009_operators.sql"),
     migration!(10, "engine", "0010_engine.sql"),
-    // 11 belongs to another change in flight; the runner applies what is missing, in order.
+    migration!(11, "workflows", "0011_workflows.sql"),
     migration!(12, "instances", "0012_instances.sql"),
     migration!(13, "retention", "0013_retention.sql"),
 ];

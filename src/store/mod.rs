@@ -24,6 +24,8 @@
 mod admin;
 mod bounces;
 mod dialect;
+mod digests;
+mod escalation;
 pub mod events;
 mod inbox;
 mod instances;
@@ -42,6 +44,7 @@ mod rules;
 mod sends;
 mod sql;
 mod suppressions;
+mod throttle;
 mod triggers;
 
 use std::sync::Arc;
@@ -55,6 +58,8 @@ use crate::domain::{ChannelName, SendStatus, UserId};
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
+pub use digests::{DigestItemRow, DigestStore, NewDigestItem};
+pub use escalation::{EscalationStore, OriginalState};
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use instances::{InstanceIdentity, InstanceRow, InstanceStore, LAPSED_INSTANCE_RETENTION};
@@ -69,6 +74,7 @@ pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, Stat
 pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
+pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -241,7 +247,17 @@ pub struct Finish {
 #[derive(Debug, Clone)]
 pub enum RecordAction {
     Finish(Finish),
-    Reschedule { due_at: Millis, detail: String },
+    Reschedule {
+        due_at: Millis,
+        detail: String,
+    },
+    /// Back to `scheduled` at `due_at` without counting the attempt (a send
+    /// window or quiet hours held it), with its new expiry.
+    Hold {
+        due_at: Millis,
+        expires_at: Option<Millis>,
+        detail: String,
+    },
 }
 
 /// One claimed row's result, for [`Store::record_outcomes`].
@@ -329,6 +345,9 @@ pub trait Store:
     + BounceStore
     + OperatorStore
     + InstanceStore
+    + ThrottleStore
+    + DigestStore
+    + EscalationStore
     + Send
     + Sync
     + 'static

@@ -187,6 +187,8 @@ pub trait OperatorStore: Send + Sync {
     /// Newest first; `before` is the last id of the previous page (ids are
     /// UUIDv7 and sort by time).
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
+    /// The audit rows about one target (e.g. `user:ID`), newest first.
+    async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError>;
 
     /// Lifts, newest first; for one address when given.
     async fn suppression_lifts(
@@ -484,6 +486,20 @@ impl OperatorStore for SqlStore {
         append_audit_in(&mut conn, self.dialect(), entry, now).await
     }
 
+    async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT id, operator_email, action, target, detail, created_at FROM engagement_audit_log \
+             WHERE target = ? ORDER BY id DESC LIMIT ?",
+        );
+        let rows = sqlx::query(&sql)
+            .bind(target.to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("read audit log"))?;
+        audit_rows(&rows)
+    }
+
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = self.dialect().sql(
             "SELECT id, operator_email, action, target, detail, created_at FROM engagement_audit_log \
@@ -496,19 +512,7 @@ impl OperatorStore for SqlStore {
             .fetch_all(self.pool())
             .await
             .map_err(StoreError::db("read audit log"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(AuditRow {
-                    id: text(r, "id")?,
-                    operator_email: text(r, "operator_email")?,
-                    action: text(r, "action")?,
-                    target: text(r, "target")?,
-                    detail: opt_text(r, "detail")?,
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("read audit log"))
+        audit_rows(&rows)
     }
 
     async fn suppression_lifts(
@@ -548,4 +552,20 @@ impl OperatorStore for SqlStore {
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("suppression lifts"))
     }
+}
+
+fn audit_rows(rows: &[sqlx::any::AnyRow]) -> Result<Vec<AuditRow>, StoreError> {
+    rows.iter()
+        .map(|r| {
+            Ok(AuditRow {
+                id: text(r, "id")?,
+                operator_email: text(r, "operator_email")?,
+                action: text(r, "action")?,
+                target: text(r, "target")?,
+                detail: opt_text(r, "detail")?,
+                created_at: Millis(r.try_get("created_at")?),
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(StoreError::db("read audit log"))
 }

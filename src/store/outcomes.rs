@@ -24,7 +24,7 @@ use crate::domain::OutboxStatus;
 /// for a retry), the error to keep, a retry's new due time (`None` keeps
 /// the row's), and the attempts to add (1 for a row never claimed: its
 /// attempt was not counted at claim).
-type Change<'a> = (&'a str, Option<&'a str>, Option<i64>, &'static str, Option<&'a str>, Option<i64>, i64);
+type Change<'a> = (&'a str, Option<&'a str>, Option<i64>, &'static str, Option<&'a str>, Option<i64>, i64, Option<i64>);
 
 const CHANGE_COLUMNS: &[(&str, Col)] = &[
     ("id", Col::Key),
@@ -34,6 +34,7 @@ const CHANGE_COLUMNS: &[(&str, Col)] = &[
     ("last_error", Col::Text),
     ("due_at", Col::Int),
     ("add_attempt", Col::Int),
+    ("expires_at", Col::Int),
 ];
 
 /// The SET list of the fenced update, `o` being the outbox and `c` the
@@ -42,10 +43,11 @@ const CHANGE_COLUMNS: &[(&str, Col)] = &[
 /// applies SET items left to right, so no item reads a column an earlier
 /// one wrote.)
 const SET_CHANGE: &str = "status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at), \
+     expires_at = COALESCE(c.expires_at, o.expires_at), \
      claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL, \
      attempts = o.attempts + c.add_attempt, updated_at = ?";
 const SET_CHANGE_MYSQL: &str = "o.status = c.status, o.last_error = c.last_error, \
-     o.due_at = COALESCE(c.due_at, o.due_at), \
+     o.due_at = COALESCE(c.due_at, o.due_at), o.expires_at = COALESCE(c.expires_at, o.expires_at), \
      o.claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, o.claim_token = NULL, \
      o.attempts = o.attempts + c.add_attempt, o.updated_at = ?";
 
@@ -138,6 +140,8 @@ impl SqlStore {
 }
 
 fn change(item: &Record) -> Change<'_> {
+    let mut refund = false;
+    let mut expires_at = None;
     let (status, last_error, due_at) = match &item.action {
         // The seed's rule: a sent row carries no error.
         RecordAction::Finish(f) => {
@@ -146,12 +150,19 @@ fn change(item: &Record) -> Change<'_> {
             (status.as_str(), error, None)
         }
         RecordAction::Reschedule { due_at, detail } => ("scheduled", Some(detail.as_str()), Some(due_at.0)),
+        RecordAction::Hold { due_at, expires_at: e, detail } => {
+            refund = true;
+            expires_at = e.map(|t| t.0);
+            ("scheduled", Some(detail.as_str()), Some(due_at.0))
+        }
     };
+    // A held row was not attempted: a claimed one gives back the attempt
+    // its claim counted, an unclaimed one counts none.
     let (version, add_attempt) = match &item.token {
-        Some(_) => (None, 0),
-        None => (Some(item.row.updated_at.0), 1),
+        Some(_) => (None, if refund { -1 } else { 0 }),
+        None => (Some(item.row.updated_at.0), if refund { 0 } else { 1 }),
     };
-    (&item.row.id, item.token.as_deref(), version, status, last_error, due_at, add_attempt)
+    (&item.row.id, item.token.as_deref(), version, status, last_error, due_at, add_attempt, expires_at)
 }
 
 /// Applies the changes to the rows whose claim still holds (same token,

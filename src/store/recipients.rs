@@ -21,6 +21,13 @@ pub struct RecipientRow {
     pub timezone: Option<String>,
     /// `{"categories": {"marketing": false}, "channels": {"email": false}}`
     pub preferences: serde_json::Value,
+    /// When the user wants nothing but transactional messages, in their
+    /// time zone (`crate::workflow::Span` parses it).
+    pub quiet_hours: Option<crate::workflow::QuietHoursInput>,
+    /// The user's own choices from the preference center, which the host's
+    /// `preferences` never override (see `crate::recipient::UserChoices`).
+    /// Written only by [`RecipientStore::set_user_choices`].
+    pub user_choices: crate::recipient::UserChoices,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -35,6 +42,10 @@ impl RecipientRow {
             locale: opt_text(row, "locale")?,
             timezone: opt_text(row, "timezone")?,
             preferences: serde_json::from_str(&prefs).unwrap_or_default(),
+            quiet_hours: opt_text(row, "quiet_hours")?.and_then(|q| serde_json::from_str(&q).ok()),
+            user_choices: opt_text(row, "user_preferences")?
+                .and_then(|q| serde_json::from_str(&q).ok())
+                .unwrap_or_default(),
             created_at: Millis(row.try_get("created_at")?),
             updated_at: Millis(row.try_get("updated_at")?),
         })
@@ -72,6 +83,14 @@ pub trait RecipientStore: Send + Sync {
     /// scheduled for them. The send log keeps its rows, which hold no
     /// address (only its hash).
     async fn erase_user(&self, user_id: &UserId, now: Millis) -> Result<UserErasure, StoreError>;
+    /// Replaces the user's own preference-center choices, creating a bare
+    /// recipient row when the host has not described the user yet.
+    async fn set_user_choices(
+        &self,
+        user_id: &UserId,
+        choices: &crate::recipient::UserChoices,
+        now: Millis,
+    ) -> Result<(), StoreError>;
 
     async fn insert_api_key(&self, key: &ApiKeyRow) -> Result<(), StoreError>;
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>, StoreError>;
@@ -98,10 +117,11 @@ impl RecipientStore for SqlStore {
         let d = self.dialect();
         let db = StoreError::db;
         // Update, else insert: the one upsert all three dialects spell alike.
+        let quiet_hours = r.quiet_hours.as_ref().map(|q| serde_json::json!(q).to_string());
         let mut tx = self.begin_write().await.map_err(db("put recipient: begin"))?;
         let update = d.sql(
             "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
-             updated_at = ? WHERE user_id = ?",
+             quiet_hours = ?, updated_at = ? WHERE user_id = ?",
         );
         let n = sqlx::query(&update)
             .bind(r.email.clone())
@@ -109,6 +129,7 @@ impl RecipientStore for SqlStore {
             .bind(r.locale.clone())
             .bind(r.timezone.clone())
             .bind(r.preferences.to_string())
+            .bind(quiet_hours.clone())
             .bind(r.updated_at.0)
             .bind(r.user_id.clone())
             .execute(&mut *tx)
@@ -120,8 +141,8 @@ impl RecipientStore for SqlStore {
         let created = n == 0;
         if created {
             let insert = d.sql(
-                "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, created_at, \
-                 updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
+                 created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             );
             sqlx::query(&insert)
                 .bind(r.user_id.clone())
@@ -130,6 +151,7 @@ impl RecipientStore for SqlStore {
                 .bind(r.locale.clone())
                 .bind(r.timezone.clone())
                 .bind(r.preferences.to_string())
+                .bind(quiet_hours)
                 .bind(r.created_at.0)
                 .bind(r.updated_at.0)
                 .execute(&mut *tx)
@@ -145,7 +167,8 @@ impl RecipientStore for SqlStore {
             return Ok(Vec::new());
         }
         let sql = self.dialect().select_by_keys(
-            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.created_at, r.updated_at",
+            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.user_preferences, \
+             r.created_at, r.updated_at",
             "engagement_recipients",
             "r",
             "user_id",
@@ -160,7 +183,7 @@ impl RecipientStore for SqlStore {
 
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError> {
         let sql = self.dialect().sql(
-            "SELECT user_id, email, name, locale, timezone, preferences, created_at, updated_at \
+            "SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, user_preferences, created_at, updated_at \
              FROM engagement_recipients WHERE user_id = ?",
         );
         let row = sqlx::query(&sql)
@@ -191,6 +214,43 @@ impl RecipientStore for SqlStore {
             .rows_affected();
         tx.commit().await.map_err(db("erase user: commit"))?;
         Ok(UserErasure { recipient_deleted: recipient == 1, inbox_messages_deleted: inbox, scheduled_cancelled })
+    }
+
+    async fn set_user_choices(
+        &self,
+        user_id: &UserId,
+        choices: &crate::recipient::UserChoices,
+        now: Millis,
+    ) -> Result<(), StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let json = serde_json::to_string(choices).map_err(|e| StoreError::Encode(e.to_string()))?;
+        let mut tx = self.begin_write().await.map_err(db("user choices: begin"))?;
+        let n = sqlx::query(
+            &d.sql("UPDATE engagement_recipients SET user_preferences = ?, updated_at = ? WHERE user_id = ?"),
+        )
+        .bind(json.clone())
+        .bind(now.0)
+        .bind(user_id.as_str().to_owned())
+        .execute(&mut *tx)
+        .await
+        .map_err(db("user choices: update"))?
+        .rows_affected();
+        if n == 0 {
+            sqlx::query(&d.sql(
+                "INSERT INTO engagement_recipients (user_id, preferences, user_preferences, created_at, updated_at) \
+                 VALUES (?, '{}', ?, ?, ?)",
+            ))
+            .bind(user_id.as_str().to_owned())
+            .bind(json)
+            .bind(now.0)
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("user choices: insert"))?;
+        }
+        tx.commit().await.map_err(db("user choices: commit"))?;
+        Ok(())
     }
 
     async fn insert_api_key(&self, k: &ApiKeyRow) -> Result<(), StoreError> {

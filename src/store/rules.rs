@@ -29,12 +29,16 @@ pub struct RuleRow {
     pub enabled: bool,
     /// Where the `webhook` channel posts this rule's messages.
     pub webhook_url: Option<String>,
+    /// Send window, digest, cap, escalation and the preference center's
+    /// names, as the API received them (`crate::workflow::WorkflowInput`);
+    /// `None` for a rule with none of them.
+    pub workflow: Option<serde_json::Value>,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
 
 const RULE_COLUMNS: &str = "id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, \
-     category, enabled, webhook_url, created_at, updated_at";
+     category, enabled, webhook_url, workflow, created_at, updated_at";
 
 impl RuleRow {
     fn from_any(row: &AnyRow) -> Result<RuleRow, StoreError> {
@@ -58,12 +62,20 @@ impl RuleRow {
                 category: text(row, "category")?,
                 enabled: row.try_get::<i64, _>("enabled")? != 0,
                 webhook_url: opt_text(row, "webhook_url")?,
+                workflow: None,
                 created_at: Millis(row.try_get("created_at")?),
                 updated_at: Millis(row.try_get("updated_at")?),
             })
         };
         let mut rule = inner().map_err(StoreError::db(op))?;
         rule.template = template;
+        if let Some(w) = opt_text(row, "workflow").map_err(StoreError::db(op))? {
+            rule.workflow = Some(serde_json::from_str(&w).map_err(|_| StoreError::CorruptRow {
+                table: "engagement_rules",
+                column: "workflow",
+                value: w.chars().take(80).collect(),
+            })?);
+        }
         Ok(rule)
     }
 }
@@ -107,7 +119,7 @@ fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
 impl RuleStore for SqlStore {
     async fn insert_rule(&self, r: &RuleRow) -> Result<(), StoreError> {
         let sql = self.dialect().sql(&format!(
-            "INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         ));
         sqlx::query(&sql)
             .bind(r.id.clone())
@@ -121,6 +133,7 @@ impl RuleStore for SqlStore {
             .bind(r.category.clone())
             .bind(i64::from(r.enabled))
             .bind(r.webhook_url.clone())
+            .bind(r.workflow.as_ref().map(|w| w.to_string()))
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
             .execute(self.writer())
@@ -148,7 +161,7 @@ impl RuleStore for SqlStore {
     async fn update_rule(&self, r: &RuleRow) -> Result<bool, StoreError> {
         let sql = self.dialect().sql(
             "UPDATE engagement_rules SET name = ?, trigger_type = ?, condition_expr = ?, channel = ?, template = ?, \
-             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, webhook_url = ?, updated_at = ? WHERE id = ?",
+             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, webhook_url = ?, workflow = ?, updated_at = ? WHERE id = ?",
         );
         let n = sqlx::query(&sql)
             .bind(r.name.clone())
@@ -161,6 +174,7 @@ impl RuleStore for SqlStore {
             .bind(r.category.clone())
             .bind(i64::from(r.enabled))
             .bind(r.webhook_url.clone())
+            .bind(r.workflow.as_ref().map(|w| w.to_string()))
             .bind(r.updated_at.0)
             .bind(r.id.clone())
             .execute(self.writer())

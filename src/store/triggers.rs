@@ -101,6 +101,8 @@ pub enum TriggerInsert {
 pub struct PlannedTrigger {
     pub trigger: NewTrigger,
     pub rows: Vec<NewOutboxRow>,
+    /// Digests it goes into (see `store::digests`).
+    pub digests: Vec<super::NewDigestItem>,
     pub detail: String,
 }
 
@@ -110,6 +112,7 @@ pub struct PlannedTrigger {
 pub struct TriggerPlan {
     pub trigger_id: String,
     pub rows: Vec<NewOutboxRow>,
+    pub digests: Vec<super::NewDigestItem>,
     pub detail: String,
 }
 
@@ -241,7 +244,8 @@ impl TriggerStore for SqlStore {
             .map(|&i| {
                 let p = &triggers[i];
                 let t = &p.trigger;
-                let (user, payload, planned) = (t.user_id.as_str(), t.payload.to_string(), p.rows.len() as i64);
+                let planned = (p.rows.len() + p.digests.len()) as i64;
+                let (user, payload) = (t.user_id.as_str(), t.payload.to_string());
                 let (key, hash, occurred) = (&t.idempotency_key, &t.request_hash, t.occurred_at.0);
                 (&t.id, &t.trigger_type, user, payload, key, hash, occurred, planned, &p.detail)
             })
@@ -285,11 +289,14 @@ impl TriggerStore for SqlStore {
         let rows: Vec<NewOutboxRow> =
             candidates.iter().filter(|&&i| created(i)).flat_map(|&i| triggers[i].rows.iter().cloned()).collect();
         super::outbox::insert(&mut tx, d, &rows, true, now).await?;
-        if !rows.is_empty() {
+        let digests: Vec<&super::NewDigestItem> =
+            candidates.iter().filter(|&&i| created(i)).flat_map(|&i| triggers[i].digests.iter()).collect();
+        let opened = if digests.is_empty() { 0 } else { super::digests::add(&mut tx, d, &digests, now).await? };
+        if !rows.is_empty() || opened > 0 {
             self.notify_enqueued_in(&mut tx).await?;
         }
         tx.commit().await.map_err(db("accept triggers: commit"))?;
-        if !rows.is_empty() {
+        if !rows.is_empty() || opened > 0 {
             self.enqueued_signal().notify_one();
         }
         Ok(triggers
@@ -308,7 +315,7 @@ impl TriggerStore for SqlStore {
                         let f = &triggers[first.expect("a trigger that was not created has a key")];
                         let mut row = f.trigger.unplanned_row(now);
                         (row.planned_at, row.planned_count, row.plan_detail) =
-                            (Some(now), Some(f.rows.len() as i64), Some(f.detail.clone()));
+                            (Some(now), Some((f.rows.len() + f.digests.len()) as i64), Some(f.detail.clone()));
                         TriggerInsert::Existing(Box::new(row))
                     }
                 }
@@ -322,7 +329,8 @@ impl TriggerStore for SqlStore {
         }
         let d = self.dialect();
         let db = StoreError::db;
-        let json: Vec<_> = plans.iter().map(|p| (&p.trigger_id, p.rows.len() as i64, &p.detail)).collect();
+        let json: Vec<_> =
+            plans.iter().map(|p| (&p.trigger_id, (p.rows.len() + p.digests.len()) as i64, &p.detail)).collect();
         let json = to_json(&json)?;
         let from = d.json_rows(&[("id", Col::Key), ("planned_count", Col::Int), ("plan_detail", Col::Text)], "p");
         let mut tx = self.begin_write().await.map_err(db("plan triggers: begin"))?;
@@ -362,7 +370,10 @@ impl TriggerStore for SqlStore {
         // Not `fresh`: a host may reuse a trigger id, and the dedupe key
         // then holds the earlier row.
         let enqueued = super::outbox::insert(&mut tx, d, &rows, false, now).await?;
-        let any_created = enqueued.iter().any(|e| e.created);
+        let digests: Vec<&super::NewDigestItem> =
+            plans.iter().filter(|p| won.contains(&p.trigger_id)).flat_map(|p| p.digests.iter()).collect();
+        let opened = if digests.is_empty() { 0 } else { super::digests::add(&mut tx, d, &digests, now).await? };
+        let any_created = enqueued.iter().any(|e| e.created) || opened > 0;
         if any_created {
             self.notify_enqueued_in(&mut tx).await?;
         }

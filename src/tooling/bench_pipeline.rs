@@ -36,11 +36,24 @@ pub struct PipelineOptions {
     pub database_url: Option<String>,
     /// Distinct recipients the triggers go to.
     pub users: usize,
+    /// Give the rule every workflow that keeps one message per trigger: a
+    /// send window (open for the run), a frequency cap (never reached),
+    /// escalation (its follow-ups due after the run), a display name; and
+    /// each recipient a time zone and quiet hours (outside the run). A
+    /// digest is left out: it folds triggers into fewer messages by design,
+    /// so its rate is not comparable.
+    pub workflows: bool,
 }
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { duration: Duration::from_secs(15), connections: 16, database_url: None, users: 1000 }
+        PipelineOptions {
+            duration: Duration::from_secs(15),
+            connections: 16,
+            database_url: None,
+            users: 1000,
+            workflows: false,
+        }
     }
 }
 
@@ -54,6 +67,8 @@ pub struct Percentiles {
 #[derive(Debug, Clone, Serialize)]
 pub struct PipelineReport {
     pub database: String,
+    /// Whether the rule had the workflows on (`--workflows`).
+    pub workflows: bool,
     pub connections: usize,
     pub duration_seconds: f64,
     /// Triggers answered 202, per second of load.
@@ -96,7 +111,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
     };
     let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
     store.migrate().await?;
-    let key = setup(&store, opts.users).await?;
+    let key = setup(&store, opts.users, opts.workflows).await?;
 
     let config = Config {
         database_url: url.clone(),
@@ -197,6 +212,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
     let per_sec = |n: u64| n as f64 / load.as_secs_f64();
     Ok(PipelineReport {
         database: store.dialect().to_string(),
+        workflows: opts.workflows,
         connections: opts.connections,
         duration_seconds: load.as_secs_f64(),
         triggers_accepted: accepted,
@@ -221,19 +237,36 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
 
 /// An API key, an enabled inbox rule with a condition and a German variant,
 /// and the recipients.
-async fn setup(store: &SqlStore, users: usize) -> anyhow::Result<String> {
+async fn setup(store: &SqlStore, users: usize, workflows: bool) -> anyhow::Result<String> {
     use crate::clock::{Clock, SystemClock};
     let now = SystemClock.now();
     let (key, row) = crate::http::auth::generate(KEY_NAME, now);
     store.insert_api_key(&row).await?;
-    let rule: crate::rule::RuleInput = serde_json::from_value(serde_json::json!({
+    let mut body = serde_json::json!({
         "name": "Pipeline bench", "trigger_type": TRIGGER_TYPE, "channel": "inbox", "category": "bench",
         "enabled": true, "condition": "payload.n >= 0",
         "template": {"fallback_locale": "en", "locales": {
             "en": {"subject": "Your export {{ payload.name }} is ready", "text": "Hello {{ user.name }}, {{ payload.n }} rows."},
             "de": {"subject": "Dein Export {{ payload.name }} ist fertig", "text": "Hallo {{ user.name }}, {{ payload.n }} Zeilen."}
         }}
-    }))?;
+    });
+    // Times of day around now (UTC): the window is open for the run, the
+    // quiet hours are not on.
+    let hhmm = |hours: i64| {
+        let t = chrono::Utc::now() + chrono::Duration::hours(hours);
+        t.format("%H:%M").to_string()
+    };
+    if workflows {
+        let extra = serde_json::json!({
+            "send_window": {"from": hhmm(-1), "until": hhmm(3)},
+            "throttle": {"limit": 20, "per": 1, "scope": "rule"},
+            "escalate": {"after": 86400, "unless": "read", "channel": "email", "template": {"fallback_locale": "en",
+                "locales": {"en": {"subject": "Unread: export {{ payload.name }}", "text": "See the app."}}}},
+            "display_name": "Exports", "description": "When an export is ready",
+        });
+        body.as_object_mut().expect("an object").extend(extra.as_object().expect("an object").clone());
+    }
+    let rule: crate::rule::RuleInput = serde_json::from_value(body)?;
     let rule = rule.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("bench rule: {e:?}"))?;
     store.insert_rule(&rule).await?;
     let idle = (0..20).map(|i| (format!("idle-{i}"), "en"));
@@ -244,8 +277,10 @@ async fn setup(store: &SqlStore, users: usize) -> anyhow::Result<String> {
             user_id,
             email: None,
             locale: Some(locale.to_owned()),
-            timezone: None,
+            timezone: workflows.then(|| "UTC".to_owned()),
             preferences: serde_json::json!({}),
+            quiet_hours: workflows.then(|| crate::workflow::QuietHoursInput { from: hhmm(4), until: hhmm(5) }),
+            user_choices: Default::default(),
             created_at: now,
             updated_at: now,
         };

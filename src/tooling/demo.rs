@@ -34,6 +34,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
         locale: Some("de".into()),
         timezone: Some("Europe/Berlin".into()),
         preferences: Preferences::default(),
+        quiet_hours: None,
     }
     .into_row(&user, now)
     .map_err(|e| anyhow::anyhow!("{e:?}"))?;
@@ -72,6 +73,12 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                 category: "exports".into(),
                 enabled: true,
                 webhook_url: None,
+                send_window: None,
+                digest: None,
+                throttle: None,
+                escalate: None,
+                display_name: None,
+                description: None,
             };
             let row = input.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             store.insert_rule(&row).await?;

@@ -164,6 +164,12 @@ impl RuleForm {
             category: self.category.clone(),
             enabled: false,
             webhook_url: opt(&self.webhook_url),
+            send_window: None,
+            digest: None,
+            throttle: None,
+            escalate: None,
+            display_name: None,
+            description: None,
         })
     }
 }
@@ -463,6 +469,9 @@ pub async fn save(
         category: Some(input.category),
         enabled: None,
         webhook_url: Some(input.webhook_url),
+        // The screen's editor does not show the workflow fields yet: a
+        // save keeps what the API set.
+        ..Default::default()
     };
     match update_rule(&state, &id, patch).await {
         Ok(changed) => {

@@ -61,12 +61,13 @@ pub async fn search(
         Some(h) => state.store.list_suppressions(Some(&h), 100).await?,
         None => Vec::new(),
     };
+    let preference_changes = state.store.audit_for_target(&format!("user:{user}"), 50).await?;
     let rules = state.store.list_rules().await?;
     let rule_names: std::collections::HashMap<String, String> = rules.into_iter().map(|r| (r.id, r.name)).collect();
     Ok(page
         .with(serde_json::json!({
             "q": q, "mode": "user", "timeline": timeline, "recipient": recipient,
-            "suppressions": suppressions, "rule_names": rule_names,
+            "suppressions": suppressions, "rule_names": rule_names, "preference_changes": preference_changes,
         }))
         .into_response())
 }

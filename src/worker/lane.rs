@@ -126,7 +126,7 @@ impl Worker {
                 None => due.push(row),
             }
         }
-        let mut prepared = inner.composer.prepare(due).await.into_iter();
+        let mut prepared = inner.composer.prepare(due, now).await.into_iter();
         let mut composed_at = inner.clock.now();
         while let Some(mut p) = prepared.next() {
             // A slot on the row's channel first, when it is to be delivered.
@@ -165,7 +165,7 @@ impl Worker {
                 if d.rule.is_some() && inner.clock.now().since(composed_at) >= RECOMPOSE_AFTER {
                     let mut rows = vec![p.row().clone()];
                     rows.extend(prepared.map(|p| p.row().clone()));
-                    prepared = inner.composer.prepare(rows).await.into_iter();
+                    prepared = inner.composer.prepare(rows, inner.clock.now()).await.into_iter();
                     composed_at = inner.clock.now();
                     p = prepared.next().expect("the row just composed again");
                 }
@@ -223,7 +223,7 @@ impl Worker {
                 None => due.push(row),
             }
         }
-        for p in inner.composer.prepare(due).await {
+        for p in inner.composer.prepare(due, now).await {
             match p {
                 Prepared::Skip { row, outcome } => {
                     let (decision, inbox) = decide(inner, &row, outcome);

@@ -72,6 +72,8 @@ pub struct WorkerConfig {
     /// lease plus `deliver_timeout`: a killed instance or a lost database
     /// node costs its rows about that long, not `stale`.
     pub lease: Duration,
+    /// The zone of recipients without one, for send windows and quiet hours.
+    pub default_timezone: chrono_tz::Tz,
 }
 
 impl Default for WorkerConfig {
@@ -87,6 +89,7 @@ impl Default for WorkerConfig {
             concurrency: BTreeMap::new(),
             default_concurrency: 16,
             lease: Duration::from_secs(20),
+            default_timezone: chrono_tz::Tz::UTC,
         }
     }
 }
@@ -103,6 +106,8 @@ pub struct TickReport {
     pub expired: usize,
     pub cancelled: usize,
     pub retried: usize,
+    /// Rows a send window or quiet hours put back until they open.
+    pub held: usize,
     /// Outcomes not recorded because the claim had been taken back: the newer
     /// attempt owns the row.
     pub lost_claim: usize,
@@ -132,6 +137,7 @@ impl TickReport {
         self.expired += other.expired;
         self.cancelled += other.cancelled;
         self.retried += other.retried;
+        self.held += other.held;
         self.lost_claim += other.lost_claim;
         self.released += other.released;
         self.unrecorded += other.unrecorded;
@@ -254,7 +260,7 @@ impl Worker {
                 async move { record_group(store.as_ref(), &items, clock.now()).await }
             })
         };
-        let composer = Composer::new(store.clone(), keys);
+        let composer = Composer::new(store.clone(), keys).with_default_timezone(config.default_timezone);
         Worker {
             inner: Arc::new(Inner {
                 store,
@@ -588,6 +594,7 @@ impl Worker {
             expired = r.expired,
             cancelled = r.cancelled,
             retried = r.retried,
+            held = r.held,
             lost_claim = r.lost_claim,
             reclaimed = r.reclaimed,
             released = r.released,

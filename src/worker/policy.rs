@@ -25,6 +25,8 @@ pub enum Decision {
     Finish(FinishSpec),
     /// Put the row back to `scheduled` at `due_at`.
     Retry { due_at: Millis, detail: String },
+    /// Not now: due again at `due_at`, the attempt not counted.
+    Hold { due_at: Millis, expires_at: Option<Millis>, detail: String },
 }
 
 /// [`Finish`] without the `Clone`-heavy bits, comparable in tests.
@@ -47,8 +49,20 @@ impl FinishSpec {
 }
 
 /// Checks made after a row is claimed and before its channel is called.
-/// `Some` means: do not deliver, record this.
+/// `Some` means: do not deliver, record this. The grace window of a row a
+/// rule planned is checked by the composer instead, which knows whether a
+/// send window held it (the grace window then counts from the opening).
 pub fn before_delivery(row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Option<FinishSpec> {
+    if row.rule_id.is_none()
+        && let Some(spec) = expired(row, now)
+    {
+        return Some(spec);
+    }
+    exhausted(row, policy)
+}
+
+/// A row past its grace window, recorded as `expired`.
+pub fn expired(row: &OutboxRow, now: Millis) -> Option<FinishSpec> {
     if let Some(expires_at) = row.expires_at
         && now > expires_at
     {
@@ -62,6 +76,11 @@ pub fn before_delivery(row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Opt
             ),
         ));
     }
+    None
+}
+
+/// A row whose started attempts are used up, recorded as `failed`.
+fn exhausted(row: &OutboxRow, policy: RetryPolicy) -> Option<FinishSpec> {
     // Attempts are counted at claim. More than the maximum means earlier
     // deliveries were started and never finished (the process died or
     // stalled each time): a row that keeps killing its worker must end too.
@@ -112,6 +131,8 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
             Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
         }
         Outcome::Cancelled { detail } => Decision::Finish(spec(SendStatus::Cancelled, detail, None, None)),
+        Outcome::Expired { detail } => Decision::Finish(spec(SendStatus::Expired, detail, None, None)),
+        Outcome::Held { until, expires_at, detail } => Decision::Hold { due_at: until, expires_at, detail },
         // The worker takes the message out before deciding; were one to get
         // here, it is still a delivery into the inbox.
         Outcome::Inbox(_) => Decision::Finish(FinishSpec {

@@ -20,6 +20,7 @@ use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, StoreError}
 pub(super) enum RowResult {
     Finished(SendStatus),
     Retried,
+    Held,
     LostClaim,
     Unrecorded,
 }
@@ -34,6 +35,7 @@ pub(super) fn tally(report: &mut TickReport, result: RowResult) {
         RowResult::Finished(S::Cancelled) => report.cancelled += 1,
         RowResult::Finished(_) => report.failed += 1,
         RowResult::Retried => report.retried += 1,
+        RowResult::Held => report.held += 1,
         RowResult::LostClaim => report.lost_claim += 1,
         RowResult::Unrecorded => report.unrecorded += 1,
     }
@@ -158,6 +160,10 @@ pub(super) fn to_record(
             tracing::warn!(outbox = %row.id, channel = %row.channel, attempt = row.attempts, retry_at = %due_at, reason = %detail, "delivery failed; will retry");
             (RecordAction::Reschedule { due_at, detail }, None)
         }
+        Decision::Hold { due_at, expires_at, detail } => {
+            tracing::debug!(outbox = %row.id, channel = %row.channel, until = %due_at, reason = %detail, "held");
+            (RecordAction::Hold { due_at, expires_at, detail }, None)
+        }
     };
     (Record { row: row.clone(), token: token.map(str::to_owned), action, inbox }, spec)
 }
@@ -180,6 +186,7 @@ pub(super) async fn record(
     decision: Decision,
     inbox: Option<NewInboxMessage>,
 ) -> RowResult {
+    let held = matches!(decision, Decision::Hold { .. });
     let (item, spec) = to_record(row, token, decision, inbox);
     let started = tokio::time::Instant::now();
     let mut wait = super::FIRST_BACKOFF;
@@ -195,7 +202,11 @@ pub(super) async fn record(
                     inner.metrics.outcome_kept("recorded");
                     tracing::info!(outbox = %row.id, failures, waited = ?started.elapsed(), "recorded an outcome kept while the database was away");
                 }
-                return spec.as_ref().map_or(RowResult::Retried, |spec| finished(inner, row, spec));
+                return match (&spec, held) {
+                    (Some(spec), _) => finished(inner, row, spec),
+                    (None, true) => RowResult::Held,
+                    (None, false) => RowResult::Retried,
+                };
             }
             Ok(false) => {
                 if token.is_some() {

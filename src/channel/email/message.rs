@@ -28,6 +28,9 @@ pub struct Parts<'a> {
     pub unsubscribe_url: Option<String>,
     /// `mailto:…`, alongside the URL.
     pub unsubscribe_mailto: Option<String>,
+    /// `https://…/p/TOKEN`, the hosted preference page, for
+    /// non-transactional categories: linked from the message's footer.
+    pub preferences_url: Option<String>,
     /// VERP: the envelope sender becomes `bounce+OUTBOX-ID@DOMAIN`.
     pub bounce_domain: Option<&'a str>,
 }
@@ -132,9 +135,19 @@ pub fn build(p: &Parts<'_>, dkim: Option<&DkimConfig>) -> Result<Built, String> 
     let envelope =
         Envelope::new(Some(sender), vec![p.to.email.clone()]).map_err(|e| format!("cannot build the envelope: {e}"))?;
     b = b.envelope(envelope.clone());
-    let mut message = match p.html {
-        Some(html) => b.multipart(MultiPart::alternative_plain_html(p.text.to_owned(), html.to_owned())),
-        None => b.singlepart(SinglePart::plain(p.text.to_owned())),
+    let (text, html) = match &p.preferences_url {
+        Some(url) => (
+            format!("{}\n\n--\nChoose which messages you get: {url}\n", p.text),
+            p.html.map(|h| {
+                let url = url.replace('&', "&amp;").replace('"', "&quot;");
+                format!("{h}\n<p style=\"font-size:small;color:#666\"><a href=\"{url}\">Choose which messages you get</a></p>")
+            }),
+        ),
+        None => (p.text.to_owned(), p.html.map(str::to_owned)),
+    };
+    let mut message = match html {
+        Some(html) => b.multipart(MultiPart::alternative_plain_html(text, html)),
+        None => b.singlepart(SinglePart::plain(text)),
     }
     .map_err(|e| format!("cannot build the message: {e}"))?;
     if let Some(d) = dkim {
@@ -158,6 +171,7 @@ mod tests {
             date: SystemTime::UNIX_EPOCH,
             unsubscribe_url: unsubscribe.then(|| "https://h.example/u/tok".to_owned()),
             unsubscribe_mailto: unsubscribe.then(|| "mailto:unsub@example.com?subject=tok".to_owned()),
+            preferences_url: unsubscribe.then(|| "https://h.example/p/ptok".to_owned()),
             bounce_domain: Some("bounces.example.com"),
         }
     }

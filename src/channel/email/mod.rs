@@ -357,6 +357,8 @@ impl Channel for EmailChannel {
             html: a.html,
             date: std::time::SystemTime::now(),
             unsubscribe_url: token.as_ref().map(|t| format!("{}/u/{t}", self.opts.public_url)),
+            preferences_url: (!transactional)
+                .then(|| format!("{}/p/{}", self.opts.public_url, self.keys.sign_preferences(&d.row.user_id))),
             unsubscribe_mailto: match (&token, &self.opts.unsubscribe_mailto) {
                 (Some(t), Some(m)) => Some(format!("mailto:{m}?subject=unsubscribe%20{t}")),
                 _ => None,

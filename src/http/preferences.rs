@@ -1,0 +1,368 @@
+//! The end user's preference center: `GET/PUT /v1/inbox/preferences` (with
+//! the user's inbox token, for apps and the widget) and the hosted page
+//! `GET/POST /p/{token}` (a signed link from every non-transactional
+//! email's footer, a plain form that works without JavaScript).
+//!
+//! # What a user can choose
+//! The categories of the enabled rules, each with the channels its rules
+//! deliver on (an escalating rule's follow-up channel included), named by
+//! the rules' `display_name` and `description`. `transactional` is listed
+//! but locked on.
+//!
+//! # Precedence
+//! The user's own choice for a category and channel wins over the host's
+//! `preferences` (`PUT /v1/users/{id}`), whichever came last: a host sync
+//! replaces the host's preferences and never touches the user's choices, so
+//! it cannot silently undo them. Where the user has not chosen, the host's
+//! preferences decide (and then "on"). Every change is written to the audit
+//! log with who made it (the user through the API or the hosted page, a
+//! host API key, an operator), shown on the user's send-log page.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use axum::body::Bytes;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{Html, IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::AppState;
+use super::problem::{ApiError, ApiJson, ApiPath, Problem};
+use super::user_auth::InboxUser;
+use crate::channel::email::message::TRANSACTIONAL;
+use crate::domain::UserId;
+use crate::recipient::{Preferences, UserChoices};
+use crate::rule::FieldError;
+use crate::store::{AuditEntry, RecipientRow};
+
+/// One category the user can receive.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct CategoryChoice {
+    pub category: String,
+    /// The rule's `display_name`, or the category itself.
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Transactional messages cannot be turned off.
+    pub locked: bool,
+    pub channels: Vec<ChannelChoice>,
+}
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct ChannelChoice {
+    pub channel: String,
+    pub enabled: bool,
+    /// Who decided: `user` (their own choice), `host` (the host's
+    /// preferences) or `default`.
+    pub decided_by: String,
+}
+
+/// `GET /v1/inbox/preferences`.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct PreferenceCenter {
+    pub categories: Vec<CategoryChoice>,
+}
+
+/// The body of `PUT /v1/inbox/preferences`: category -> channel -> on/off.
+/// Categories and channels left out keep their current choice.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreferenceChange {
+    #[schema(value_type = Object)]
+    pub categories: BTreeMap<String, BTreeMap<String, bool>>,
+}
+
+struct Offered {
+    name: String,
+    description: Option<String>,
+    channels: BTreeSet<String>,
+}
+
+/// The categories and channels the enabled rules offer.
+async fn offered(state: &AppState) -> Result<BTreeMap<String, Offered>, ApiError> {
+    let book = state.planner.rules().current().await?;
+    let mut out: BTreeMap<String, Offered> = BTreeMap::new();
+    for rule in book.all() {
+        let row = &rule.row;
+        let w: crate::workflow::WorkflowInput =
+            row.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
+        let entry = out.entry(row.category.clone()).or_insert_with(|| Offered {
+            name: row.category.clone(),
+            description: None,
+            channels: BTreeSet::new(),
+        });
+        if let Some(n) = w.display_name {
+            entry.name = n;
+        }
+        if w.description.is_some() {
+            entry.description = w.description;
+        }
+        entry.channels.insert(row.channel.clone());
+        if let Some(c) = rule.follow_up_channel() {
+            entry.channels.insert(c.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>) -> PreferenceCenter {
+    let empty = UserChoices::new();
+    let choices = recipient.map_or(&empty, |r| &r.user_choices);
+    let host: Preferences =
+        recipient.and_then(|r| serde_json::from_value(r.preferences.clone()).ok()).unwrap_or_default();
+    let categories = offered
+        .iter()
+        .map(|(category, o)| {
+            let locked = category == TRANSACTIONAL;
+            let channels = o
+                .channels
+                .iter()
+                .map(|channel| {
+                    let (enabled, decided_by) = if locked {
+                        (true, "default")
+                    } else if let Some(on) = choices.get(category).and_then(|c| c.get(channel)) {
+                        (*on, "user")
+                    } else if host.opt_out(category, channel).is_some() {
+                        (false, "host")
+                    } else {
+                        (true, "default")
+                    };
+                    ChannelChoice { channel: channel.clone(), enabled, decided_by: decided_by.into() }
+                })
+                .collect();
+            CategoryChoice {
+                category: category.clone(),
+                name: o.name.clone(),
+                description: o.description.clone(),
+                locked,
+                channels,
+            }
+        })
+        .collect();
+    PreferenceCenter { categories }
+}
+
+/// Checks a change against what is offered; the 422's fields are
+/// `categories.CATEGORY` and `categories.CATEGORY.CHANNEL`.
+fn check(change: &PreferenceChange, offered: &BTreeMap<String, Offered>) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    for (category, channels) in &change.categories {
+        let Some(o) = offered.get(category) else {
+            let known: Vec<&str> = offered.keys().map(String::as_str).collect();
+            errors.push(FieldError::new(
+                format!("categories.{category}"),
+                format!("no enabled rule sends category {category:?}; the categories are {}", known.join(", ")),
+            ));
+            continue;
+        };
+        for (channel, on) in channels {
+            if !o.channels.contains(channel) {
+                let known: Vec<&str> = o.channels.iter().map(String::as_str).collect();
+                errors.push(FieldError::new(
+                    format!("categories.{category}.{channel}"),
+                    format!("category {category:?} is not sent by {channel}; its channels are {}", known.join(", ")),
+                ));
+            } else if category == TRANSACTIONAL && !on {
+                errors.push(FieldError::new(
+                    format!("categories.{category}.{channel}"),
+                    "transactional messages (receipts, password resets) cannot be turned off",
+                ));
+            }
+        }
+    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
+}
+
+/// Applies a checked change to the user's choices and records it in the
+/// audit log as made by `who`. Returns the new center.
+async fn apply(
+    state: &AppState,
+    user: &UserId,
+    change: PreferenceChange,
+    who: &str,
+    offered: &BTreeMap<String, Offered>,
+) -> Result<PreferenceCenter, ApiError> {
+    let recipient = state.store.get_recipient(user).await?;
+    let mut choices = recipient.as_ref().map(|r| r.user_choices.clone()).unwrap_or_default();
+    let mut said = Vec::new();
+    for (category, channels) in change.categories {
+        for (channel, on) in channels {
+            let before = choices.get(&category).and_then(|c| c.get(&channel)).copied();
+            if before != Some(on) {
+                said.push(format!("{category} by {channel}: {}", if on { "on" } else { "off" }));
+            }
+            choices.entry(category.clone()).or_default().insert(channel, on);
+        }
+    }
+    let now = state.clock.now();
+    if !said.is_empty() {
+        state.store.set_user_choices(user, &choices, now).await?;
+        audit_preferences(state, who, user, said.join("; ")).await;
+    }
+    let recipient = state.store.get_recipient(user).await?;
+    Ok(center(offered, recipient.as_ref()))
+}
+
+/// One preference change in the audit log (target `user:ID`), shown on the
+/// user's send-log page.
+pub async fn audit_preferences(state: &AppState, who: &str, user: &UserId, detail: String) {
+    let entry = AuditEntry {
+        operator_email: who.to_owned(),
+        action: "preferences.change".into(),
+        target: format!("user:{user}"),
+        detail: Some(detail),
+    };
+    if let Err(e) = state.store.append_audit(&entry, state.clock.now()).await {
+        tracing::error!(error = %e, user = %user, "could not write the preference change to the audit log");
+    }
+}
+
+/// The categories the user can receive, each channel on or off.
+#[utoipa::path(get, path = "/v1/inbox/preferences", tag = "inbox",
+    responses((status = 200, body = PreferenceCenter), (status = 401, body = Problem, content_type = "application/problem+json")),
+    security(("user_token" = [])))]
+pub async fn get(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+) -> Result<ApiJson<PreferenceCenter>, ApiError> {
+    let offered = offered(&state).await?;
+    let recipient = state.store.get_recipient(&user).await?;
+    Ok(ApiJson(center(&offered, recipient.as_ref())))
+}
+
+/// Turns categories on or off per channel, as the user's own choice (which
+/// a host's `PUT /v1/users` does not override).
+#[utoipa::path(put, path = "/v1/inbox/preferences", tag = "inbox", request_body = PreferenceChange,
+    responses(
+        (status = 200, body = PreferenceCenter),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An unknown category or channel, or transactional turned off", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("user_token" = [])))]
+pub async fn put(
+    State(state): State<AppState>,
+    Extension(InboxUser(user)): Extension<InboxUser>,
+    ApiJson(change): ApiJson<PreferenceChange>,
+) -> Result<ApiJson<PreferenceCenter>, ApiError> {
+    let offered = offered(&state).await?;
+    check(&change, &offered).map_err(ApiError::Invalid)?;
+    let who = format!("user {user} (inbox API)");
+    Ok(ApiJson(apply(&state, &user, change, &who, &offered).await?))
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+fn page(body: &str) -> Response {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <meta name=\"robots\" content=\"noindex\"><title>Your notification preferences</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;line-height:1.5}}\
+         fieldset{{margin:0 0 1rem;border:1px solid #ccc;border-radius:.5rem}}label{{display:block;padding:.25rem 0}}\
+         button{{font-size:1rem;padding:.5rem 1rem}}.saved{{background:#e7f6e7;padding:.5rem 1rem;border-radius:.5rem}}\
+         </style></head><body><h1>Your notification preferences</h1>{body}</body></html>"
+    );
+    let mut r = Html(html).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut().insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    r
+}
+
+fn form(token: &str, center: &PreferenceCenter, saved: bool) -> String {
+    let mut body = String::new();
+    if saved {
+        body.push_str("<p class=\"saved\" role=\"status\">Saved.</p>");
+    }
+    if center.categories.is_empty() {
+        body.push_str("<p>There is nothing to choose: no messages are being sent.</p>");
+        return body;
+    }
+    body.push_str(&format!("<form method=\"post\" action=\"/p/{}\">", escape(token)));
+    for c in &center.categories {
+        body.push_str(&format!("<fieldset><legend><strong>{}</strong></legend>", escape(&c.name)));
+        if let Some(d) = &c.description {
+            body.push_str(&format!("<p>{}</p>", escape(d)));
+        }
+        for ch in &c.channels {
+            let value = format!("{}:{}", c.category, ch.channel);
+            body.push_str(&format!(
+                "<label><input type=\"checkbox\" name=\"on\" value=\"{}\"{}{}> {}{}</label>",
+                escape(&value),
+                if ch.enabled { " checked" } else { "" },
+                if c.locked { " disabled" } else { "" },
+                escape(&ch.channel),
+                if c.locked { " (always sent)" } else { "" },
+            ));
+            body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+        }
+        body.push_str("</fieldset>");
+    }
+    body.push_str("<button type=\"submit\">Save</button></form>");
+    body
+}
+
+fn verify(state: &AppState, token: &str) -> Result<UserId, ApiError> {
+    let bad = || {
+        ApiError::BadRequest(
+            "this preferences link is not valid: it was altered or was not issued by this server; nothing was changed"
+                .into(),
+        )
+    };
+    let user = state.keys.verify_preferences(token).ok_or_else(bad)?;
+    UserId::parse("user_id", &user).map_err(|_| bad())
+}
+
+/// The hosted page: the same choices as a form. Changes nothing.
+#[utoipa::path(get, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
+    responses(
+        (status = 200, description = "The preference form", content_type = "text/html"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> Result<Response, ApiError> {
+    let user = verify(&state, &token)?;
+    let offered = offered(&state).await?;
+    let recipient = state.store.get_recipient(&user).await?;
+    Ok(page(&form(&token, &center(&offered, recipient.as_ref()), false)))
+}
+
+/// The hosted page's form: every box shown and not ticked is turned off,
+/// every box ticked on.
+#[utoipa::path(post, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded",
+        description = "`shown=CATEGORY:CHANNEL` for each box on the form, `on=CATEGORY:CHANNEL` for each ticked"),
+    responses(
+        (status = 200, description = "Saved; the form again", content_type = "text/html"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn save(
+    State(state): State<AppState>,
+    ApiPath(token): ApiPath<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let user = verify(&state, &token)?;
+    let offered = offered(&state).await?;
+    let mut shown = BTreeSet::new();
+    let mut on = BTreeSet::new();
+    for (k, v) in url::form_urlencoded::parse(&body) {
+        match k.as_ref() {
+            "shown" => shown.insert(v.into_owned()),
+            "on" => on.insert(v.into_owned()),
+            _ => false,
+        };
+    }
+    let mut change = PreferenceChange { categories: BTreeMap::new() };
+    for value in &shown {
+        let Some((category, channel)) = value.split_once(':') else { continue };
+        if category == TRANSACTIONAL {
+            continue;
+        }
+        change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on.contains(value));
+    }
+    check(&change, &offered).map_err(ApiError::Invalid)?;
+    let who = format!("user {user} (preference page)");
+    let center = apply(&state, &user, change, &who, &offered).await?;
+    Ok(page(&form(&token, &center, true)))
+}

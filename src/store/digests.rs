@@ -1,0 +1,231 @@
+//! Digests: a burst of triggers for one user folded into one message.
+//!
+//! `engagement_digests` holds, per bucket (rule, user and digest key), the
+//! digest message currently open; `engagement_digest_items` which trigger
+//! went into which digest message. The digest message is an ordinary
+//! outbox row, due when its window closes (or at once when it reaches
+//! `max_items`), so it is delivered, retried, expired and recorded like any
+//! other: a crash between planning and delivery loses and doubles nothing.
+//!
+//! Adding a trigger runs in the planner's transaction and holds the
+//! bucket's row (`FOR UPDATE`; SQLite has one writer), so two planners
+//! never open two digests for one window. It joins the open digest only by
+//! a compare-and-set on that outbox row still being `scheduled`, which also
+//! moves the row's `updated_at`: a worker that claimed the row first makes
+//! the trigger open the next digest, and a worker that read the row before
+//! (the inbox lane compares `updated_at` when it records) loses its
+//! compare-and-set and reads the row again with the new item. So a trigger
+//! is in exactly one digest (the primary key on trigger and rule says so
+//! too) and every digest message carries every trigger it was given.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use sqlx::{AnyConnection, Row};
+
+use super::json_rows::keys_json;
+use super::rows::text;
+use super::{Dialect, NewOutboxRow, SqlStore, Store, StoreError};
+use crate::clock::Millis;
+use crate::domain::{ChannelName, UserId};
+
+/// One trigger going into a digest, as the planner decided it.
+#[derive(Debug, Clone)]
+pub struct NewDigestItem {
+    /// SHA-256 of the rule, the user and the digest key's value.
+    pub bucket: String,
+    pub rule_id: String,
+    pub trigger_id: String,
+    pub user_id: UserId,
+    pub channel: ChannelName,
+    pub payload: serde_json::Value,
+    pub occurred_at: Millis,
+    pub window_ms: i64,
+    pub max_items: i64,
+    pub delay_ms: i64,
+    pub grace_ms: Option<i64>,
+}
+
+/// A trigger in a digest message.
+#[derive(Debug, Clone, Serialize)]
+pub struct DigestItemRow {
+    pub outbox_id: String,
+    pub trigger_id: String,
+    pub payload: serde_json::Value,
+    pub occurred_at: Millis,
+}
+
+#[async_trait]
+pub trait DigestStore: Send + Sync {
+    /// The triggers in these digest messages, oldest first per message.
+    async fn digest_items(&self, outbox_ids: &[&str]) -> Result<Vec<DigestItemRow>, StoreError>;
+}
+
+#[async_trait]
+impl DigestStore for SqlStore {
+    async fn digest_items(&self, outbox_ids: &[&str]) -> Result<Vec<DigestItemRow>, StoreError> {
+        if outbox_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = self.dialect();
+        let sql = format!(
+            "{} ORDER BY i.outbox_id, i.occurred_at, i.trigger_id",
+            d.select_by_keys(
+                "i.outbox_id, i.trigger_id, i.payload, i.occurred_at",
+                "engagement_digest_items",
+                "i",
+                "outbox_id"
+            )
+        );
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(outbox_ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("digest items"))?;
+        rows.iter()
+            .map(|r| {
+                let payload = text(r, "payload")?;
+                Ok(DigestItemRow {
+                    outbox_id: text(r, "outbox_id")?,
+                    trigger_id: text(r, "trigger_id")?,
+                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
+                    occurred_at: Millis(r.try_get("occurred_at")?),
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("digest items"))
+    }
+}
+
+/// Adds each item to its bucket's open digest, or opens the next one, in
+/// the caller's transaction. Returns how many digest messages it created.
+pub(super) async fn add(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    items: &[&NewDigestItem],
+    now: Millis,
+) -> Result<usize, StoreError> {
+    let db = StoreError::db;
+    // Bucket order: two planners holding several buckets take them in the
+    // same order, so neither waits on the other in a cycle.
+    let mut items: Vec<&NewDigestItem> = items.to_vec();
+    items.sort_by(|a, b| (&a.bucket, a.occurred_at, &a.trigger_id).cmp(&(&b.bucket, b.occurred_at, &b.trigger_id)));
+    let mut opened = 0;
+    for item in items {
+        let exists =
+            sqlx::query(&d.sql("SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = ? AND rule_id = ?"))
+                .bind(item.trigger_id.clone())
+                .bind(item.rule_id.clone())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db("digest: find item"))?;
+        if exists.is_some() {
+            continue; // already in a digest of this rule
+        }
+        let create = format!(
+            "INSERT INTO engagement_digests (bucket, outbox_id, opened_at, items) VALUES (?, '', 0, 0){}",
+            d.on_conflict_do_nothing("bucket")
+        );
+        sqlx::query(&d.sql(&create))
+            .bind(item.bucket.clone())
+            .execute(&mut *conn)
+            .await
+            .map_err(db("digest: bucket"))?;
+        let lock = if d == Dialect::Sqlite { "" } else { " FOR UPDATE" };
+        let open = sqlx::query(
+            &d.sql(&format!("SELECT outbox_id, opened_at, items FROM engagement_digests WHERE bucket = ?{lock}")),
+        )
+        .bind(item.bucket.clone())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(db("digest: read bucket"))?;
+        let read = || -> Result<(String, i64, i64), sqlx::Error> {
+            Ok((text(&open, "outbox_id")?, open.try_get("opened_at")?, open.try_get("items")?))
+        };
+        let (outbox_id, opened_at, count) = read().map_err(db("digest: read bucket"))?;
+        let in_window = !outbox_id.is_empty() && item.occurred_at.0 < opened_at + item.window_ms;
+        if in_window && count < item.max_items {
+            let closing = count + 1 >= item.max_items;
+            // The compare-and-set that decides whether the open digest is
+            // still open; it moves updated_at (by at least 1 ms, whatever
+            // the clock says) so a reader of the row's old version loses.
+            let join = d.sql(
+                "UPDATE engagement_outbox SET updated_at = CASE WHEN updated_at >= ? THEN updated_at + 1 ELSE ? END, \
+                 due_at = CASE WHEN ? = 1 AND due_at > ? THEN ? ELSE due_at END \
+                 WHERE id = ? AND status = 'scheduled'",
+            );
+            let joined = sqlx::query(&join)
+                .bind(now.0)
+                .bind(now.0)
+                .bind(i64::from(closing))
+                .bind(now.0)
+                .bind(now.0)
+                .bind(outbox_id.clone())
+                .execute(&mut *conn)
+                .await
+                .map_err(db("digest: join"))?
+                .rows_affected()
+                == 1;
+            if joined {
+                insert_item(conn, d, item, &outbox_id, now).await?;
+                sqlx::query(&d.sql("UPDATE engagement_digests SET items = items + 1 WHERE bucket = ?"))
+                    .bind(item.bucket.clone())
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(db("digest: count"))?;
+                continue;
+            }
+        }
+        // Open the next digest: this trigger is its first.
+        let start = item.occurred_at.0 + item.delay_ms;
+        let due_at = Millis(if item.max_items <= 1 { start } else { start + item.window_ms });
+        let row = NewOutboxRow {
+            id: super::new_id(),
+            dedupe_key: format!("digest:{}:{}", item.rule_id, item.trigger_id),
+            rule_id: Some(item.rule_id.clone()),
+            trigger_id: Some(item.trigger_id.clone()),
+            user_id: item.user_id.clone(),
+            channel: item.channel.clone(),
+            payload: serde_json::json!({}),
+            due_at,
+            expires_at: item.grace_ms.map(|g| Millis(due_at.0 + g)),
+        };
+        let created = super::outbox::insert(conn, d, std::slice::from_ref(&row), false, now).await?;
+        if !created.first().is_some_and(|e| e.created) {
+            continue;
+        }
+        opened += 1;
+        insert_item(conn, d, item, &row.id, now).await?;
+        sqlx::query(&d.sql("UPDATE engagement_digests SET outbox_id = ?, opened_at = ?, items = 1 WHERE bucket = ?"))
+            .bind(row.id.clone())
+            .bind(item.occurred_at.0)
+            .bind(item.bucket.clone())
+            .execute(&mut *conn)
+            .await
+            .map_err(db("digest: open"))?;
+    }
+    Ok(opened)
+}
+
+async fn insert_item(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    item: &NewDigestItem,
+    outbox_id: &str,
+    now: Millis,
+) -> Result<(), StoreError> {
+    sqlx::query(&d.sql(
+        "INSERT INTO engagement_digest_items (trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ))
+    .bind(item.trigger_id.clone())
+    .bind(item.rule_id.clone())
+    .bind(outbox_id.to_owned())
+    .bind(item.user_id.as_str().to_owned())
+    .bind(crate::domain::storable_text(&item.payload.to_string()).into_owned())
+    .bind(item.occurred_at.0)
+    .bind(now.0)
+    .execute(&mut *conn)
+    .await
+    .map_err(StoreError::db("digest: add item"))?;
+    Ok(())
+}

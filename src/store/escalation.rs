@@ -1,0 +1,76 @@
+//! What an escalation follow-up needs to know about its original inbox
+//! message: whether it was delivered, when, and whether it was seen or read.
+
+use async_trait::async_trait;
+use sqlx::Row;
+
+use super::json_rows::{Col, keys_json};
+use super::rows::text;
+use super::{Dialect, SqlStore, Store, StoreError};
+use crate::clock::Millis;
+use crate::domain::OutboxStatus;
+
+/// An original inbox message, as a follow-up sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginalState {
+    pub outbox_id: String,
+    pub status: OutboxStatus,
+    /// When the inbox message was written (`None`: not delivered, or erased).
+    pub delivered_at: Option<Millis>,
+    pub seen_at: Option<Millis>,
+    pub read_at: Option<Millis>,
+}
+
+#[async_trait]
+pub trait EscalationStore: Send + Sync {
+    /// The state of these outbox rows (those that exist) and their inbox
+    /// messages, in one query.
+    async fn original_states(&self, outbox_ids: &[&str]) -> Result<Vec<OriginalState>, StoreError>;
+}
+
+#[async_trait]
+impl EscalationStore for SqlStore {
+    async fn original_states(&self, outbox_ids: &[&str]) -> Result<Vec<OriginalState>, StoreError> {
+        if outbox_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = self.dialect();
+        let keys = d.json_rows(&[("k", Col::Key)], "wanted");
+        let join = if d == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
+        let sql = d.sql(&format!(
+            "SELECT o.id, o.status, i.created_at AS delivered_at, i.seen_at, i.read_at FROM {keys} \
+             {join} engagement_outbox o ON o.id = wanted.k LEFT JOIN engagement_inbox i ON i.outbox_id = o.id"
+        ));
+        let rows = sqlx::query(&sql)
+            .bind(keys_json(outbox_ids.iter().copied())?)
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("escalation originals"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let read = || -> Result<(String, String, Option<i64>, Option<i64>, Option<i64>), sqlx::Error> {
+                Ok((
+                    text(r, "id")?,
+                    text(r, "status")?,
+                    r.try_get("delivered_at")?,
+                    r.try_get("seen_at")?,
+                    r.try_get("read_at")?,
+                ))
+            };
+            let (id, status, delivered, seen, read_at) = read().map_err(StoreError::db("escalation originals"))?;
+            let status = status.parse().map_err(|_| StoreError::CorruptRow {
+                table: "engagement_outbox",
+                column: "status",
+                value: status.clone(),
+            })?;
+            out.push(OriginalState {
+                outbox_id: id,
+                status,
+                delivered_at: delivered.map(Millis),
+                seen_at: seen.map(Millis),
+                read_at: read_at.map(Millis),
+            });
+        }
+        Ok(out)
+    }
+}
