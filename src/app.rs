@@ -6,20 +6,20 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::address::AddressKeys;
-use crate::channel::Registry;
-use crate::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
-use crate::channel::email::EmailChannel;
-use crate::channel::inbox::InboxChannel;
-use crate::channel::webhook::{SigningSecret, WebhookChannel};
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::connect_error::OpenError;
+use crate::delivery::channel::Registry;
+use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
+use crate::delivery::channel::email::EmailChannel;
+use crate::delivery::channel::inbox::InboxChannel;
+use crate::delivery::channel::webhook::{SigningSecret, WebhookChannel};
+use crate::delivery::worker::Worker;
 use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
-use crate::planner::Planner;
+use crate::planning::planner::Planner;
 use crate::store::{ConnectOptions, Dialect, SqlStore, Store};
-use crate::worker::Worker;
 
 /// Opens the configured database. A database that cannot be opened is one
 /// error naming the file or the host and the cause, and a server that
@@ -281,7 +281,7 @@ pub async fn serve_with_clock(
         // This process's lease: its claims name it, so if it dies (or
         // loses the database) its rows are taken back after the lease plus
         // deliver_timeout, not after worker.stale.
-        let who = crate::worker::lease::identity(clock.now());
+        let who = crate::delivery::worker::lease::identity(clock.now());
         tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
         let worker = Worker::leased(
             Arc::new(store.for_instance(&who.id)),
@@ -303,10 +303,10 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { retention.run(token).await });
     }
 
-    let rules = Arc::new(crate::planner::RuleBook::new(dyn_store.clone()));
+    let rules = Arc::new(crate::planning::planner::RuleBook::new(dyn_store.clone()));
     let planner =
         Planner::with_rules(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll, config.planner.batch);
-    let intake = crate::intake::Intake::new(dyn_store.clone(), clock.clone(), rules);
+    let intake = crate::planning::intake::Intake::new(dyn_store.clone(), clock.clone(), rules);
     if config.planner.enabled {
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });

@@ -372,8 +372,8 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     // Checked here, like a rule's channel: a name Herald does not have, or
     // a channel this configuration cannot deliver on, would only come back
     // as `failed` rows.
-    crate::channel::catalog::check_known(&args.channel).map_err(|e| anyhow::anyhow!("--channel: {e}"))?;
-    if let Some(why) = crate::channel::catalog::Channels::from_config(config).not_live(&args.channel) {
+    crate::delivery::channel::catalog::check_known(&args.channel).map_err(|e| anyhow::anyhow!("--channel: {e}"))?;
+    if let Some(why) = crate::delivery::channel::catalog::Channels::from_config(config).not_live(&args.channel) {
         anyhow::bail!("--channel: {why}; nothing was enqueued");
     }
     let channel = ChannelName::parse("--channel", &args.channel)?;

@@ -15,8 +15,8 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+use crate::delivery::worker::WorkerConfig;
 use crate::store::Dialect;
-use crate::worker::WorkerConfig;
 
 /// `HERALD_*` variables that are not configuration keys.
 const NOT_KEYS: [&str; 2] = ["HERALD_CONFIG", "HERALD_LOG"];
@@ -335,8 +335,8 @@ impl Default for WebhookSettings {
 }
 
 impl WebhookSettings {
-    pub fn policy(&self) -> crate::channel::webhook::WebhookPolicy {
-        crate::channel::webhook::WebhookPolicy { allow_private_networks: self.allow_private_networks }
+    pub fn policy(&self) -> crate::delivery::channel::webhook::WebhookPolicy {
+        crate::delivery::channel::webhook::WebhookPolicy { allow_private_networks: self.allow_private_networks }
     }
 }
 
@@ -530,7 +530,8 @@ impl WorkerSettings {
             default_concurrency: self.default_concurrency,
             lease: self.lease,
             // Checked by `validate`; a name that slipped through reads as UTC.
-            default_timezone: crate::workflow::parse_zone(&self.default_timezone).unwrap_or(chrono_tz::Tz::UTC),
+            default_timezone: crate::planning::workflow::parse_zone(&self.default_timezone)
+                .unwrap_or(chrono_tz::Tz::UTC),
         }
     }
 }
@@ -648,7 +649,7 @@ impl Config {
             return Err(invalid("planner.poll", humantime::format_duration(self.planner.poll), "at least 10ms"));
         }
         if let Some(secret) = &self.webhook.signing_secret
-            && let Err(e) = crate::channel::webhook::SigningSecret::parse(secret)
+            && let Err(e) = crate::delivery::channel::webhook::SigningSecret::parse(secret)
         {
             return Err(invalid("webhook.signing_secret", "(hidden)", format!("a Standard Webhooks secret: {e}")));
         }
@@ -753,7 +754,7 @@ impl Config {
             let _ = name;
             return Err(invalid("worker.concurrency", format!("{name} = 0"), "1 or more per channel"));
         }
-        if crate::workflow::parse_zone(&w.default_timezone).is_none() {
+        if crate::planning::workflow::parse_zone(&w.default_timezone).is_none() {
             return Err(invalid(
                 "worker.default_timezone",
                 &w.default_timezone,
@@ -764,7 +765,7 @@ impl Config {
     }
 
     fn validate_email(&self) -> Result<(), ConfigError> {
-        use crate::channel::email::transport::TransportUrl;
+        use crate::delivery::channel::email::transport::TransportUrl;
         fn invalid(key: &'static str, value: impl ToString, expected: impl Into<String>) -> ConfigError {
             ConfigError::Invalid { key, value: value.to_string(), expected: expected.into() }
         }
@@ -810,7 +811,7 @@ impl Config {
             ));
         }
         if let Some(path) = &e.tls_ca_file {
-            crate::channel::email::transport::read_ca_file(path).map_err(|why| {
+            crate::delivery::channel::email::transport::read_ca_file(path).map_err(|why| {
                 invalid("email.tls_ca_file", path.display(), format!("a PEM file of CA certificates: {why}"))
             })?;
         }

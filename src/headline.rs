@@ -14,9 +14,9 @@
 use std::collections::HashMap;
 
 use crate::domain::UserId;
-use crate::planner::user_context;
+use crate::planning::planner::user_context;
+use crate::planning::template::TemplateSet;
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
-use crate::template::TemplateSet;
 
 /// Longest headline shown; a subject is one line, a payload title need not be.
 const MAX_CHARS: usize = 200;
@@ -77,7 +77,7 @@ pub async fn subjects(store: &dyn Store, rows: &[OutboxRow]) -> Result<HashMap<S
 pub async fn render_row(
     store: &dyn Store,
     row: &OutboxRow,
-) -> Result<Option<Result<crate::template::Rendered, String>>, StoreError> {
+) -> Result<Option<Result<crate::planning::template::Rendered, String>>, StoreError> {
     let Some(rule_id) = row.rule_id.as_deref() else { return Ok(None) };
     let Some(rule) = store.get_rule(rule_id).await? else { return Ok(None) };
     let template = match serde_json::from_value::<TemplateSet>(rule.template.clone()) {

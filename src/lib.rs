@@ -15,27 +15,22 @@
 //!   MariaDB/MySQL, with its migrations; `store::instances` holds the
 //!   instance leases and the rescue of a lapsed instance's rows,
 //!   `store::race` retries transactions that lost a race.
-//! - [`channel`]: the `Channel` trait, the registry and the outcome enum;
-//!   `channel::catalog` says which channels exist and which this
-//!   configuration can deliver on; `channel::inbox` writes the in-app inbox,
-//!   `channel::email` sends mail.
-//! - [`template`]: minijinja templates (per-locale variants, strict
-//!   undefined) and rule conditions.
-//! - [`rule`], [`recipient`]: what the API accepts for rules and users,
-//!   validated once.
-//! - [`planner`]: triggers → outbox rows, one per enabled matching rule;
-//!   [`intake`]: API triggers recorded and planned in shared transactions.
-//! - [`compose`]: at delivery time, checks a planned row may still go out
-//!   (rule enabled, user not opted out, send window and quiet hours open,
-//!   frequency cap not reached) and renders it.
-//! - [`workflow`]: a rule's send window, frequency cap, digest and
-//!   escalation fields, a recipient's quiet hours, and the gate that reads
-//!   them in the recipient's time zone.
+//! - [`planning`]: from a trigger to outbox rows: `planning::intake` (API
+//!   triggers recorded and planned in shared transactions),
+//!   `planning::planner` (one row per enabled matching rule, and the sweep
+//!   for host-inserted triggers), `planning::rule` and `planning::recipient`
+//!   (what the API accepts, validated once), `planning::template` (minijinja
+//!   templates and rule conditions), `planning::workflow` (send windows,
+//!   quiet hours, caps, digests, escalation, read in the recipient's zone).
+//! - [`delivery`]: from a due row to a recorded outcome:
+//!   `delivery::worker` (a lane per channel; `worker::policy` decides retry,
+//!   give-up and expiry; `worker::lease` is this instance's lease),
+//!   `delivery::compose` (whether a planned row may still go out, rendered),
+//!   `delivery::channel` (the `Channel` trait, the registry, the outcome
+//!   enum; `channel::catalog`, `channel::inbox`, `channel::email`,
+//!   `channel::webhook`).
 //! - [`headline`]: a message's subject or title for the outbox and send-log
 //!   lists.
-//! - [`worker`]: claims due rows, delivers them through channels, records
-//!   outcomes; `worker::policy` decides retry, give-up and expiry;
-//!   `worker::lease` is this instance's lease and heartbeat.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
 //!   connection bound), `http::nul` refuses U+0000 at the edge,
@@ -65,25 +60,18 @@
 pub mod address;
 pub mod app;
 pub mod batch;
-pub mod channel;
 pub mod cli;
 pub mod clock;
-pub mod compose;
 pub mod config;
 pub mod connect_error;
+pub mod delivery;
 pub mod domain;
 pub mod feedback;
 pub mod headline;
 pub mod http;
-pub mod intake;
 pub mod metrics;
-pub mod planner;
-pub mod recipient;
+pub mod planning;
 pub mod retention;
-pub mod rule;
 pub mod store;
-pub mod template;
 pub mod tooling;
 pub mod ui;
-pub mod worker;
-pub mod workflow;

@@ -12,14 +12,14 @@ use std::time::Duration;
 
 use common::{Backend, TestDb};
 use herald::address::AddressKeys;
-use herald::channel::email::EmailChannel;
-use herald::channel::{Channel, Delivery};
 use herald::clock::{Clock, SystemClock};
 use herald::config::{Config, EmailSettings};
+use herald::delivery::channel::email::EmailChannel;
+use herald::delivery::channel::{Channel, Delivery};
+use herald::delivery::worker::{Worker, WorkerConfig};
 use herald::domain::{ChannelName, OutboxStatus};
 use herald::metrics::Metrics;
 use herald::store::{NewOutboxRow, RecipientStore, Store, SuppressionReason, new_id};
-use herald::worker::{Worker, WorkerConfig};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -59,13 +59,13 @@ impl App {
     }
 
     /// One worker sweep over everything due.
-    async fn deliver(&self) -> herald::worker::TickReport {
+    async fn deliver(&self) -> herald::delivery::worker::TickReport {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::worker::Worker::new(
+        let worker = herald::delivery::worker::Worker::new(
             self.store.clone(),
             herald::app::registry(),
             clock,
-            herald::worker::WorkerConfig::default(),
+            herald::delivery::worker::WorkerConfig::default(),
             herald::metrics::Metrics::new(),
         );
         worker.tick().await.unwrap()

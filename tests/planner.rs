@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{TestDb, user};
 use herald::clock::{Clock, SystemClock};
-use herald::planner::Planner;
-use herald::rule::RuleInput;
+use herald::planning::planner::Planner;
+use herald::planning::rule::RuleInput;
 use herald::store::{RuleStore, Store, TriggerStore};
 
 backend_tests!(a_row_the_host_inserts_itself_is_planned_by_the_sweep, concurrent_planners_plan_each_trigger_once,);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{Backend, TestDb, row, user};
 use herald::clock::{Clock, SystemClock};
+use herald::delivery::worker::{Worker, WorkerConfig};
 use herald::store::Store;
-use herald::worker::{Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 
 async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {

@@ -186,7 +186,7 @@ fn csrf_field(html: &str) -> String {
 }
 
 fn disabled_rule(trigger_type: &str) -> RuleRow {
-    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+    let input: herald::planning::rule::RuleInput = serde_json::from_value(serde_json::json!({
         "name": "Export ready", "trigger_type": trigger_type, "channel": "inbox", "category": "exports",
         "template": { "fallback_locale": "en", "locales": { "en": { "subject": "Ready", "text": "Hi" } } },
     }))

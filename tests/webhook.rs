@@ -13,8 +13,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use common::{Backend, T0, TestDb};
-use herald::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
-use herald::channel::{Channel, Delivery, Outcome};
+use herald::delivery::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
+use herald::delivery::channel::{Channel, Delivery, Outcome};
 use herald::store::RuleRow;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -164,7 +164,7 @@ async fn private_targets_are_refused_unless_allowed() {
 
 #[test]
 fn a_rule_naming_a_private_address_is_refused_when_saved() {
-    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+    let input: herald::planning::rule::RuleInput = serde_json::from_value(serde_json::json!({
         "name": "hook", "trigger_type": "x", "channel": "webhook", "category": "c",
         "webhook_url": "http://10.0.0.5/hook",
         "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}
@@ -185,7 +185,7 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     let mut config = herald::config::Config::default();
     config.webhook.signing_secret = Some(SECRET.into());
     config.webhook.allow_private_networks = true;
-    let input: herald::rule::RuleInput = serde_json::from_value(serde_json::json!({
+    let input: herald::planning::rule::RuleInput = serde_json::from_value(serde_json::json!({
         "name": "hook", "trigger_type": "order.shipped", "channel": "webhook", "category": "orders",
         "enabled": true, "webhook_url": format!("{base}/ok"),
         "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Order {{ payload.order }} shipped", "text": "t"}}}
@@ -204,13 +204,13 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
         occurred_at: clock.now(),
     };
     store.insert_trigger(&trigger, clock.now()).await.unwrap();
-    let planner = herald::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10);
+    let planner = herald::planning::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10);
     assert_eq!(planner.tick().await.unwrap(), 1);
-    let worker = herald::worker::Worker::new(
+    let worker = herald::delivery::worker::Worker::new(
         store.clone(),
         herald::app::configured_registry(&config, None),
         clock,
-        herald::worker::WorkerConfig::default(),
+        herald::delivery::worker::WorkerConfig::default(),
         herald::metrics::Metrics::new(),
     );
     assert_eq!(worker.tick().await.unwrap().sent, 1);

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use herald::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
-use herald::channel::{Channel, Delivery, Outcome};
 use herald::clock::Millis;
+use herald::delivery::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
+use herald::delivery::channel::{Channel, Delivery, Outcome};
 use herald::store::RuleRow;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

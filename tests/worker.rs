@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{ScriptedChannel, T0, TestDb, row, user, worker};
-use herald::channel::{Channel, Delivery, Outcome, Registry};
 use herald::clock::{Clock, ManualClock};
+use herald::delivery::channel::{Channel, Delivery, Outcome, Registry};
+use herald::delivery::worker::WorkerConfig;
 use herald::domain::OutboxStatus;
 use herald::store::{OutboxRow, Store};
-use herald::worker::WorkerConfig;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -285,7 +285,7 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     let clock: Arc<dyn Clock> = Arc::new(herald::clock::SystemClock);
     let config = WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() };
     let store = db.arc();
-    let w = herald::worker::Worker::new(
+    let w = herald::delivery::worker::Worker::new(
         store.clone(),
         herald::app::registry(),
         clock.clone(),
@@ -381,9 +381,9 @@ fn leased_worker(
     id: &str,
     channel: Arc<ScriptedChannel>,
     clock: &ManualClock,
-) -> herald::worker::Worker {
+) -> herald::delivery::worker::Worker {
     let who = herald::store::InstanceIdentity { id: id.into(), host: "test".into(), pid: 1, started_at: clock.now() };
-    herald::worker::Worker::leased(
+    herald::delivery::worker::Worker::leased(
         Arc::new(store.for_instance(id)),
         registry_with("relay", channel),
         Arc::new(clock.clone()),
@@ -428,7 +428,7 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
         outcome: Outcome::Sent { transport: "late".into(), detail: None, address_hash: None },
     });
     let who = herald::store::InstanceIdentity { id: "instance-a".into(), host: "test".into(), pid: 1, started_at: T0 };
-    let a = herald::worker::Worker::leased(
+    let a = herald::delivery::worker::Worker::leased(
         Arc::new(db.store.for_instance("instance-a")),
         registry_with("relay", a_channel.clone()),
         Arc::new(clock.clone()),
@@ -444,7 +444,7 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
     let other = db.another_instance().await;
     let metrics = herald::metrics::Metrics::new();
     let who = herald::store::InstanceIdentity { id: "instance-b".into(), host: "test".into(), pid: 2, started_at: T0 };
-    let b = herald::worker::Worker::leased(
+    let b = herald::delivery::worker::Worker::leased(
         Arc::new(other.for_instance("instance-b")),
         registry_with("relay", b_channel.clone()),
         Arc::new(clock.clone()),
@@ -485,7 +485,7 @@ async fn an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(
         outcome: Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None },
     });
     let metrics = herald::metrics::Metrics::new();
-    let w = herald::worker::Worker::new(
+    let w = herald::delivery::worker::Worker::new(
         db.arc(),
         registry_with("relay", relay.clone()),
         Arc::new(clock.clone()),

@@ -11,16 +11,16 @@ use std::time::Duration;
 
 use common::app::App;
 use common::{Backend, ScriptedChannel, TestDb, user, worker};
-use herald::channel::{Outcome, Registry};
 use herald::clock::{Clock, ManualClock, Millis};
+use herald::delivery::channel::{Outcome, Registry};
+use herald::delivery::worker::{TickReport, WorkerConfig};
 use herald::domain::OutboxStatus;
-use herald::planner::Planner;
-use herald::recipient::RecipientInput;
-use herald::rule::RuleInput;
+use herald::planning::planner::Planner;
+use herald::planning::recipient::RecipientInput;
+use herald::planning::rule::RuleInput;
 use herald::store::{
     DigestStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, TriggerStore,
 };
-use herald::worker::{TickReport, WorkerConfig};
 use serde_json::{Value, json};
 
 backend_tests!(
@@ -492,7 +492,7 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     let dyn_clock: Arc<dyn Clock> = Arc::new(clock.clone());
     let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
     let metrics = herald::metrics::Metrics::new();
-    let email = herald::channel::email::EmailChannel::from_settings(
+    let email = herald::delivery::channel::email::EmailChannel::from_settings(
         &settings,
         "https://herald.test",
         store.clone(),
@@ -503,7 +503,7 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     .unwrap();
     let registry = herald::app::registry_with_email(Some(Arc::new(email)));
     let config = WorkerConfig { deliver_timeout: Duration::from_secs(20), ..WorkerConfig::default() };
-    let w = herald::worker::Worker::new(store, registry, dyn_clock, config, metrics);
+    let w = herald::delivery::worker::Worker::new(store, registry, dyn_clock, config, metrics);
 
     let report = w.tick().await.unwrap();
     assert_eq!(report.sent, 2, "the two inbox messages: {report:?}");

@@ -35,7 +35,7 @@ use axum::{Json, Router, middleware};
 
 use crate::clock::Clock;
 use crate::metrics::Metrics;
-use crate::planner::Planner;
+use crate::planning::planner::Planner;
 use crate::store::Store;
 use problem::ApiError;
 
@@ -46,7 +46,7 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
     /// Records and plans `POST /v1/triggers` in shared transactions.
-    pub intake: crate::intake::Intake,
+    pub intake: crate::planning::intake::Intake,
     /// API keys looked up recently.
     pub api_keys: auth::KeyCache,
     /// Address hashes and unsubscribe tokens.
@@ -56,10 +56,10 @@ pub struct AppState {
     /// Provider webhook credentials (SendGrid, Mailgun, Postmark).
     pub providers: bounces::ProviderKeys,
     /// What webhook URLs rules may name.
-    pub webhooks: crate::channel::webhook::WebhookPolicy,
+    pub webhooks: crate::delivery::channel::webhook::WebhookPolicy,
     /// Which channels this instance's configuration lets deliver: a rule
     /// cannot be turned on for one that cannot.
-    pub channels: crate::channel::catalog::Channels,
+    pub channels: crate::delivery::channel::catalog::Channels,
     /// Signs and checks the end users' inbox tokens.
     pub user_tokens: user_auth::TokenKey,
     pub token_ttl: std::time::Duration,

@@ -29,10 +29,10 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
-use crate::channel::email::message::TRANSACTIONAL;
+use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::domain::UserId;
-use crate::recipient::{Preferences, UserChoices};
-use crate::rule::FieldError;
+use crate::planning::recipient::{Preferences, UserChoices};
+use crate::planning::rule::FieldError;
 use crate::store::{AuditEntry, RecipientRow};
 
 /// One category the user can receive.
@@ -84,7 +84,7 @@ async fn offered(state: &AppState) -> Result<BTreeMap<String, Offered>, ApiError
     let mut out: BTreeMap<String, Offered> = BTreeMap::new();
     for rule in book.all() {
         let row = &rule.row;
-        let w: crate::workflow::WorkflowInput =
+        let w: crate::planning::workflow::WorkflowInput =
             row.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
         let entry = out.entry(row.category.clone()).or_insert_with(|| Offered {
             name: row.category.clone(),

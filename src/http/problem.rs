@@ -11,7 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::rule::FieldError;
+use crate::planning::rule::FieldError;
 use crate::store::StoreError;
 
 /// The body of every error response.

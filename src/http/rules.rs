@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
 use super::{AppState, audit_api};
-use crate::planner::{self, RuleDecision};
-use crate::rule::{RuleInput, RulePatch, RuleView};
+use crate::planning::planner::{self, RuleDecision};
+use crate::planning::rule::{RuleInput, RulePatch, RuleView};
 use crate::store::{CancelScope, RuleRow};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -171,7 +171,8 @@ fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), Ap
 /// Likewise for an escalation's follow-up channel: every follow-up would
 /// end `failed`.
 fn refuse_unconfigured_follow_up(state: &AppState, row: &RuleRow) -> Result<(), ApiError> {
-    let follow_up = crate::workflow::RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.escalate);
+    let follow_up =
+        crate::planning::workflow::RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.escalate);
     match follow_up.and_then(|e| state.channels.not_live(&e.channel)) {
         Some(why) => {
             Err(ApiError::field("escalate.channel", format!("{why}; until then the rule can only be saved off")))

@@ -10,8 +10,8 @@ use super::AppState;
 use super::problem::{ApiError, ApiJson};
 use crate::clock::Millis;
 use crate::domain::UserId;
-use crate::intake::Accepted;
-use crate::rule::FieldError;
+use crate::planning::intake::Accepted;
+use crate::planning::rule::FieldError;
 use crate::store::{NewTrigger, OutboxRow, StoreError, TriggerRow, new_id};
 
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use crate::domain::UserId;
-use crate::recipient::{RecipientInput, RecipientView};
+use crate::planning::recipient::{RecipientInput, RecipientView};
 use crate::store::{OutboxFilter, SendRecord, UserErasure};
 
 fn user(id: &str) -> Result<UserId, ApiError> {
@@ -45,8 +45,8 @@ pub async fn put(
     }
     let created = state.store.put_recipient(&row).await?;
     let empty = |v: &serde_json::Value| {
-        serde_json::from_value::<crate::recipient::Preferences>(v.clone()).unwrap_or_default()
-            == crate::recipient::Preferences::default()
+        serde_json::from_value::<crate::planning::recipient::Preferences>(v.clone()).unwrap_or_default()
+            == crate::planning::recipient::Preferences::default()
     };
     if before != row.preferences && !(empty(&before) && empty(&row.preferences)) {
         let detail = format!("host preferences set to {}", row.preferences);
@@ -205,7 +205,7 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
     }
     let mut follow_ups: std::collections::HashMap<String, String> = rows
         .iter()
-        .filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key).map(|o| (o.to_owned(), r.id.clone())))
+        .filter_map(|r| crate::planning::workflow::follow_up_of(&r.dedupe_key).map(|o| (o.to_owned(), r.id.clone())))
         .collect();
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
@@ -224,7 +224,7 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             created_at: r.created_at.to_rfc3339(),
             history,
             digest_triggers: digests.remove(&r.id),
-            follow_up_of: crate::workflow::follow_up_of(&r.dedupe_key).map(str::to_owned),
+            follow_up_of: crate::planning::workflow::follow_up_of(&r.dedupe_key).map(str::to_owned),
             follow_up: follow_ups.remove(&r.id),
         });
     }

@@ -22,12 +22,12 @@ pub struct RecipientRow {
     /// `{"categories": {"marketing": false}, "channels": {"email": false}}`
     pub preferences: serde_json::Value,
     /// When the user wants nothing but transactional messages, in their
-    /// time zone (`crate::workflow::Span` parses it).
-    pub quiet_hours: Option<crate::workflow::QuietHoursInput>,
+    /// time zone (`crate::planning::workflow::Span` parses it).
+    pub quiet_hours: Option<crate::planning::workflow::QuietHoursInput>,
     /// The user's own choices from the preference center, which the host's
-    /// `preferences` never override (see `crate::recipient::UserChoices`).
+    /// `preferences` never override (see `crate::planning::recipient::UserChoices`).
     /// Written only by [`RecipientStore::set_user_choices`].
-    pub user_choices: crate::recipient::UserChoices,
+    pub user_choices: crate::planning::recipient::UserChoices,
     pub created_at: Millis,
     pub updated_at: Millis,
 }
@@ -88,7 +88,7 @@ pub trait RecipientStore: Send + Sync {
     async fn set_user_choices(
         &self,
         user_id: &UserId,
-        choices: &crate::recipient::UserChoices,
+        choices: &crate::planning::recipient::UserChoices,
         now: Millis,
     ) -> Result<(), StoreError>;
 
@@ -219,7 +219,7 @@ impl RecipientStore for SqlStore {
     async fn set_user_choices(
         &self,
         user_id: &UserId,
-        choices: &crate::recipient::UserChoices,
+        choices: &crate::planning::recipient::UserChoices,
         now: Millis,
     ) -> Result<(), StoreError> {
         let d = self.dialect();

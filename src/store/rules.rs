@@ -14,7 +14,7 @@ use super::{SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::SendStatus;
 
-/// A rule as stored. The template is JSON here; `crate::rule` parses it.
+/// A rule as stored. The template is JSON here; `crate::planning::rule` parses it.
 #[derive(Debug, Clone, Serialize)]
 pub struct RuleRow {
     pub id: String,
@@ -30,7 +30,7 @@ pub struct RuleRow {
     /// Where the `webhook` channel posts this rule's messages.
     pub webhook_url: Option<String>,
     /// Send window, digest, cap, escalation and the preference center's
-    /// names, as the API received them (`crate::workflow::WorkflowInput`);
+    /// names, as the API received them (`crate::planning::workflow::WorkflowInput`);
     /// `None` for a rule with none of them.
     pub workflow: Option<serde_json::Value>,
     pub created_at: Millis,

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::clock::{Clock, SystemClock};
+use crate::delivery::worker::{Worker, WorkerConfig};
 use crate::domain::{ChannelName, UserId};
 use crate::metrics::Metrics;
 use crate::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
-use crate::worker::{Worker, WorkerConfig};
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -134,7 +134,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
             ..crate::config::EmailSettings::default()
         };
         let keys = crate::address::AddressKeys::from_secret(b"herald bench secret, not for production");
-        let channel = crate::channel::email::EmailChannel::from_settings(
+        let channel = crate::delivery::channel::email::EmailChannel::from_settings(
             &settings,
             "https://herald.invalid",
             store.clone(),

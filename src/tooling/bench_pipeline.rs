@@ -266,7 +266,7 @@ async fn setup(store: &SqlStore, users: usize, workflows: bool) -> anyhow::Resul
         });
         body.as_object_mut().expect("an object").extend(extra.as_object().expect("an object").clone());
     }
-    let rule: crate::rule::RuleInput = serde_json::from_value(body)?;
+    let rule: crate::planning::rule::RuleInput = serde_json::from_value(body)?;
     let rule = rule.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("bench rule: {e:?}"))?;
     store.insert_rule(&rule).await?;
     let idle = (0..20).map(|i| (format!("idle-{i}"), "en"));
@@ -279,7 +279,8 @@ async fn setup(store: &SqlStore, users: usize, workflows: bool) -> anyhow::Resul
             locale: Some(locale.to_owned()),
             timezone: workflows.then(|| "UTC".to_owned()),
             preferences: serde_json::json!({}),
-            quiet_hours: workflows.then(|| crate::workflow::QuietHoursInput { from: hhmm(4), until: hhmm(5) }),
+            quiet_hours: workflows
+                .then(|| crate::planning::workflow::QuietHoursInput { from: hhmm(4), until: hhmm(5) }),
             user_choices: Default::default(),
             created_at: now,
             updated_at: now,

@@ -420,7 +420,7 @@ pub async fn audit(pool: &AnyPool) -> Result<Audit, StoreError> {
     .await?;
     let redelivered = format!(
         "SELECT COUNT(*) FROM engagement_sends WHERE channel = 'inbox' AND status = 'sent' AND detail = '{}'",
-        crate::channel::inbox::ALREADY_DELIVERED
+        crate::delivery::channel::inbox::ALREADY_DELIVERED
     );
     a.inbox_redelivered = count(pool, &redelivered).await?;
     a.claimed_more_than_once = count(pool, "SELECT COUNT(*) FROM engagement_outbox WHERE attempts > 1").await?;

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
+use crate::delivery::worker::{Worker, WorkerConfig};
 use crate::domain::UserId;
 use crate::metrics::Metrics;
-use crate::planner::Planner;
-use crate::recipient::{Preferences, RecipientInput};
-use crate::rule::RuleInput;
+use crate::planning::planner::Planner;
+use crate::planning::recipient::{Preferences, RecipientInput};
+use crate::planning::rule::RuleInput;
+use crate::planning::template::{LocaleTemplate, TemplateSet};
 use crate::store::{NewTrigger, SqlStore, Store, TriggerInsert, new_id};
-use crate::template::{LocaleTemplate, TemplateSet};
-use crate::worker::{Worker, WorkerConfig};
 
 const RULE_NAME: &str = "Demo: export ready";
 const TRIGGER: &str = "demo.export_ready";

@@ -19,18 +19,18 @@ use std::sync::LazyLock;
 use serde::Deserialize;
 
 use crate::address::AddressKeys;
-use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
+use crate::delivery::channel::webhook::WebhookPolicy;
 use crate::domain::UserId;
 use crate::feedback::bounce;
 use crate::feedback::providers::{mailgun, postmark, sendgrid, ses};
-use crate::planner;
-use crate::recipient::{Preferences, RecipientInput, RecipientView};
-use crate::rule::{RuleInput, RulePatch, RuleView};
-use crate::store::{RecipientRow, RuleRow};
-use crate::template::{
+use crate::planning::planner;
+use crate::planning::recipient::{Preferences, RecipientInput, RecipientView};
+use crate::planning::rule::{RuleInput, RulePatch, RuleView};
+use crate::planning::template::{
     Condition, LocaleTemplate, MAX_OUTPUT_BYTES, MAX_SUBJECT_CHARS, Rendered, TemplateError, TemplateSet,
 };
+use crate::store::{RecipientRow, RuleRow};
 
 /// A fixed "now" (2026-12-02T10:00:00Z), so a run does not depend on the
 /// wall clock and a kept input replays the same way next year.
@@ -101,7 +101,7 @@ fn default_context() -> serde_json::Value {
 /// context, a missing locale means the recipient has none.
 ///
 /// A hang is caught by the fuzzer's `-timeout` and by the replay test's
-/// deadline; the fuel budget in [`crate::template`] is what must prevent it.
+/// deadline; the fuel budget in [`crate::planning::template`] is what must prevent it.
 pub fn template_render(data: &[u8]) {
     let p = parts(data, 6);
     let source = |i: usize| p.get(i).map(|b| text(b)).unwrap_or_else(|| text(p[0]));
@@ -285,7 +285,7 @@ fn check_stored_rule(row: &RuleRow) {
         check_column("webhook_url", u, TEXT);
     }
     let back = RuleInput::from_row(row).expect("a stored template reads back");
-    crate::rule::validate(&back, &WebhookPolicy::default()).expect("a stored rule still validates");
+    crate::planning::rule::validate(&back, &WebhookPolicy::default()).expect("a stored rule still validates");
     assert!(serde_json::to_value(RuleView::from(row)).is_ok());
     let template: TemplateSet = serde_json::from_value(row.template.clone()).expect("a stored template reads back");
     let _ = template.render(Some("en"), &default_context());

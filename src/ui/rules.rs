@@ -20,8 +20,8 @@ use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::problem::ApiError;
 use crate::http::rules::{create_rule, delete_rule, dry_run, load, update_rule};
-use crate::rule::{FieldError, RuleInput, RulePatch, RuleView};
-use crate::template::{Condition, LocaleTemplate, TemplateSet};
+use crate::planning::rule::{FieldError, RuleInput, RulePatch, RuleView};
+use crate::planning::template::{Condition, LocaleTemplate, TemplateSet};
 
 const ACTIVE: &str = "/ui/rules";
 
@@ -242,7 +242,7 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
     let ctx = serde_json::json!({
         "payload": payload,
         "trigger": { "id": "preview", "type": input.trigger_type, "occurred_at": state.clock.now().to_rfc3339() },
-        "user": crate::planner::user_context(user_id, recipient.as_ref()),
+        "user": crate::planning::planner::user_context(user_id, recipient.as_ref()),
     });
     let condition = input.condition.as_ref().map(|c| match Condition::compile(c).and_then(|c| c.eval(&ctx)) {
         Ok(true) => "true: this sample would plan a message".to_owned(),

@@ -94,14 +94,14 @@ impl App {
     }
 
     /// Runs one worker sweep over what is due now.
-    pub async fn deliver(&self) -> herald::worker::TickReport {
+    pub async fn deliver(&self) -> herald::delivery::worker::TickReport {
         let store: Arc<dyn Store> = self.db.arc();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::worker::Worker::new(
+        let worker = herald::delivery::worker::Worker::new(
             store.clone(),
             herald::app::registry(),
             clock,
-            herald::worker::WorkerConfig::default(),
+            herald::delivery::worker::WorkerConfig::default(),
             herald::metrics::Metrics::new(),
         );
         worker.tick().await.unwrap()

@@ -16,12 +16,12 @@ pub mod smtp;
 
 use std::sync::Arc;
 
-use herald::channel::{Channel, Delivery, Outcome, Registry};
 use herald::clock::{Clock, ManualClock, Millis};
+use herald::delivery::channel::{Channel, Delivery, Outcome, Registry};
+use herald::delivery::worker::{Worker, WorkerConfig};
 use herald::domain::{ChannelName, UserId};
 use herald::metrics::Metrics;
 use herald::store::{ConnectOptions, NewOutboxRow, OutboxRow, SqlStore, Store, new_id};
-use herald::worker::{Worker, WorkerConfig};
 use sqlx::Executor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

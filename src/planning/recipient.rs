@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::domain::UserId;
-use crate::rule::FieldError;
+use crate::planning::rule::FieldError;
+use crate::planning::workflow::{QuietHoursInput, Span};
 use crate::store::RecipientRow;
-use crate::workflow::{QuietHoursInput, Span};
 
 /// The body of `PUT /v1/users/{user_id}`.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
@@ -69,7 +69,7 @@ pub type UserChoices = BTreeMap<String, BTreeMap<String, bool>>;
 
 /// The user's own "off" for this category and channel, in words.
 pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Option<String> {
-    if category == crate::channel::email::message::TRANSACTIONAL {
+    if category == crate::delivery::channel::email::message::TRANSACTIONAL {
         return None;
     }
     (choices.get(category).and_then(|c| c.get(channel)) == Some(&false))
@@ -112,7 +112,7 @@ impl RecipientInput {
             errors.push(FieldError::new("locale", format!("{l:?} is not a locale tag like \"en\" or \"pt-BR\"")));
         }
         if let Some(z) = &self.timezone
-            && (!valid_zone(z) || crate::workflow::parse_zone(z).is_none())
+            && (!valid_zone(z) || crate::planning::workflow::parse_zone(z).is_none())
         {
             errors.push(FieldError::new(
                 "timezone",

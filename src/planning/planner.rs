@@ -1,7 +1,7 @@
 //! The planner: turns triggers into outbox rows, one per enabled matching rule.
 //!
 //! Triggers arrive through the API (planned as they are recorded, see
-//! [`crate::intake`]) or as rows a host application inserted in its own
+//! [`crate::planning::intake`]) or as rows a host application inserted in its own
 //! transaction (picked up by [`Planner::run`]'s sweep, a batch at a time).
 //! Planning is idempotent twice over: a compare-and-set on `planned_at`
 //! decides which instance plans a host's trigger, and each row's dedupe key
@@ -20,11 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::domain::{ChannelName, UserId};
+use crate::planning::template::{Condition, TemplateError};
+use crate::planning::workflow::{Digest, FOLLOW_UP_PREFIX, RuleWorkflow};
 use crate::store::{
     NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
-use crate::template::{Condition, TemplateError};
-use crate::workflow::{Digest, FOLLOW_UP_PREFIX, RuleWorkflow};
 
 /// How old the planner's copy of the enabled rules may be. A rule enabled,
 /// edited or disabled through this instance takes effect here at once; on

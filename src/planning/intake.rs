@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::batch::Batcher;
 use crate::clock::Clock;
-use crate::planner::{Plan, RuleBook};
+use crate::planning::planner::{Plan, RuleBook};
 use crate::store::{NewTrigger, PlannedTrigger, Store, StoreError, TriggerInsert, TriggerRow};
 
 /// Most triggers recorded in one transaction.

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use crate::channel::Outcome;
 use crate::clock::Millis;
+use crate::delivery::channel::Outcome;
 use crate::domain::SendStatus;
 use crate::store::{Finish, OutboxRow};
 

@@ -34,9 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::address::AddressKeys;
 use crate::batch::Batcher;
-use crate::channel::{Lookup, Registry};
 use crate::clock::Clock;
-use crate::compose::Composer;
+use crate::delivery::channel::{Lookup, Registry};
+use crate::delivery::compose::Composer;
 use crate::metrics::Metrics;
 use crate::store::{InstanceIdentity, OutboxRow, Record, Store, StoreError, new_id};
 use lane::{Claimed, Lane};

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::planning::template::Rendered;
 use crate::store::{NewInboxMessage, OutboxRow, RecipientRow, RuleRow};
-use crate::template::Rendered;
 
 /// Everything a channel needs for one claimed row: the row, and for rows a
 /// rule planned, the rule, the recipient and the rendered message.

@@ -30,8 +30,8 @@ use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
 /// How long a composed row may wait for a delivery slot before it is
 /// composed again (see `dispatch`).
 const RECOMPOSE_AFTER: Duration = Duration::from_secs(1);
-use crate::channel::{Channel, Lookup, Outcome};
-use crate::compose::Prepared;
+use crate::delivery::channel::{Channel, Lookup, Outcome};
+use crate::delivery::compose::Prepared;
 use crate::store::{OutboxRow, StoreError, new_id};
 
 /// One channel's queue.

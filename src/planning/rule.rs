@@ -3,12 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::channel::webhook::WebhookPolicy;
 use crate::clock::Millis;
+use crate::delivery::channel::webhook::WebhookPolicy;
 use crate::domain::{InvalidValue, NUL_REFUSED};
+use crate::planning::template::{Condition, TemplateError, TemplateSet};
+use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput, WorkflowInput};
 use crate::store::{RuleRow, new_id};
-use crate::template::{Condition, TemplateError, TemplateSet};
-use crate::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput, WorkflowInput};
 
 /// The body of `POST /v1/rules`.
 #[derive(Debug, Clone, Deserialize, Serialize, utoipa::ToSchema)]
@@ -175,7 +175,7 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     // A name Herald does not have is refused here, not when the first
     // message falls due: `"emial"` would otherwise be saved, turned on, and
     // fail every message it planned.
-    if let Err(e) = crate::channel::catalog::check_known(&input.channel) {
+    if let Err(e) = crate::delivery::channel::catalog::check_known(&input.channel) {
         errors.push(FieldError::new("channel", e));
     }
     if !(0..=MAX_DELAY).contains(&input.delay) {
@@ -211,10 +211,10 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     if let Err(template_errors) = input.template.validate() {
         errors.extend(template_errors.iter().map(FieldError::from));
     }
-    crate::workflow::validate(
+    crate::planning::workflow::validate(
         &input.workflow(),
         &input.channel,
-        |name| crate::channel::catalog::check_known(name).map_err(|e| e.to_string()),
+        |name| crate::delivery::channel::catalog::check_known(name).map_err(|e| e.to_string()),
         &mut errors,
     );
     if errors.is_empty() { Ok(()) } else { Err(errors) }
@@ -369,7 +369,7 @@ pub struct RuleView {
 
 impl RuleView {
     /// The view, with a warning when its channel cannot deliver here.
-    pub fn new(row: &RuleRow, channels: &crate::channel::catalog::Channels) -> RuleView {
+    pub fn new(row: &RuleRow, channels: &crate::delivery::channel::catalog::Channels) -> RuleView {
         let mut view = RuleView::from(row);
         if let Some(why) = channels.not_live(&row.channel) {
             let consequence = if row.enabled {

@@ -25,16 +25,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono_tz::Tz;
 
 use crate::address::AddressKeys;
-use crate::channel::email::message::TRANSACTIONAL;
-use crate::channel::{Delivery, Outcome};
 use crate::clock::Millis;
+use crate::delivery::channel::email::message::TRANSACTIONAL;
+use crate::delivery::channel::{Delivery, Outcome};
 use crate::domain::OutboxStatus;
-use crate::planner::user_context;
-use crate::recipient::Preferences;
+use crate::planning::planner::user_context;
+use crate::planning::recipient::Preferences;
+use crate::planning::template::{CompiledTemplateSet, TemplateSet};
+use crate::planning::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
 use crate::store::{DigestItemRow, OriginalState, SlotAnswer, SlotRequest, throttle_bucket};
 use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
-use crate::template::{CompiledTemplateSet, TemplateSet};
-use crate::workflow::{Gate, GateDecision, RuleWorkflow, Span, ThrottleScope, parse_zone};
 
 /// What to do with one claimed row.
 pub enum Prepared {
@@ -194,7 +194,7 @@ impl Composer {
             digests.entry(item.outbox_id.clone()).or_default().push(item);
         }
         let originals_wanted: Vec<&str> =
-            planned.iter().filter_map(|r| crate::workflow::follow_up_of(&r.dedupe_key)).collect();
+            planned.iter().filter_map(|r| crate::planning::workflow::follow_up_of(&r.dedupe_key)).collect();
         let originals = self
             .store
             .original_states(&originals_wanted)
@@ -288,11 +288,11 @@ impl Composer {
         if let Some(r) = recipient {
             // The user's own choice first: a host's preferences never
             // override what the user chose in the preference center.
-            if let Some(why) = crate::recipient::user_opt_out(&r.user_choices, &rule.category, &row.channel) {
+            if let Some(why) = crate::planning::recipient::user_opt_out(&r.user_choices, &rule.category, &row.channel) {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
             }
             let prefs: Preferences = serde_json::from_value(r.preferences.clone()).unwrap_or_default();
-            if !crate::recipient::user_opt_in(&r.user_choices, &rule.category, &row.channel)
+            if !crate::planning::recipient::user_opt_in(&r.user_choices, &rule.category, &row.channel)
                 && let Some(why) = prefs.opt_out(&rule.category, &row.channel)
             {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
@@ -304,7 +304,7 @@ impl Composer {
         };
         // An escalation follow-up goes only if its inbox message was
         // delivered `after` ago and is still unseen (unread).
-        let follow_up = match (&workflow.escalate, crate::workflow::follow_up_of(&row.dedupe_key)) {
+        let follow_up = match (&workflow.escalate, crate::planning::workflow::follow_up_of(&row.dedupe_key)) {
             (Some(esc), Some(original)) if esc.channel == row.channel => Some((esc, original.to_owned())),
             _ => None,
         };
@@ -332,7 +332,7 @@ impl Composer {
                 }
                 GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail }),
             }
-        } else if let Some(spec) = crate::worker::policy::expired(&row, now) {
+        } else if let Some(spec) = crate::delivery::worker::policy::expired(&row, now) {
             return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default() });
         }
         let templates = match (&follow_up, &cached.templates, &cached.follow_up) {
@@ -388,7 +388,7 @@ enum FollowUp {
 }
 
 fn follow_up_decision(
-    esc: &crate::workflow::Escalate,
+    esc: &crate::planning::workflow::Escalate,
     original_id: &str,
     original: Option<&OriginalState>,
     channel: &str,

@@ -72,7 +72,7 @@ pub const WEBHOOK_NOT_CONFIGURED: &str = "no webhook signing secret is configure
 
 impl Channels {
     pub fn from_config(config: &Config) -> Channels {
-        use crate::channel::email::transport::TransportUrl;
+        use crate::delivery::channel::email::transport::TransportUrl;
         let email = match config.email.transport.as_deref() {
             Some(url) => {
                 let how = match TransportUrl::parse(url) {

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 
 use super::policy::{self, Decision, FinishSpec, RetryPolicy};
 use super::{Inner, TickReport};
-use crate::channel::{Channel, Delivery, Outcome};
+use crate::delivery::channel::{Channel, Delivery, Outcome};
 use crate::domain::SendStatus;
 use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, StoreError};
 

@@ -22,8 +22,8 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
-use crate::rule::FieldError;
-use crate::template::{Condition, TemplateSet};
+use crate::planning::rule::FieldError;
+use crate::planning::template::{Condition, TemplateSet};
 
 /// The weekdays a send window names, Monday first.
 pub const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];

@@ -1,0 +1,17 @@
+//! Planning: from "something happened to a user" to scheduled messages.
+//!
+//! [`intake`] records API triggers in shared transactions and plans them at
+//! once; [`planner`] turns each trigger into outbox rows, one per enabled
+//! rule that matches, and sweeps for triggers a host inserted itself;
+//! [`rule`] and [`recipient`] are what the API accepts for rules and users,
+//! validated once; [`template`] holds the minijinja templates and rule
+//! conditions; [`workflow`] the rule's send windows, quiet hours, digests,
+//! caps and escalation. Everything here ends in a row of
+//! `engagement_outbox`; nothing here talks to a channel.
+
+pub mod intake;
+pub mod planner;
+pub mod recipient;
+pub mod rule;
+pub mod template;
+pub mod workflow;
