@@ -236,6 +236,7 @@ pub async fn get(
     responses(
         (status = 200, body = PreferenceCenter),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An unknown category or channel, or transactional turned off", body = Problem, content_type = "application/problem+json"),
     ),
     security(("user_token" = [])))]
