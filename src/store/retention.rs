@@ -49,25 +49,22 @@ impl Prunable {
 
     /// The full configuration key that sets it.
     pub fn retention_key(self) -> &'static str {
-        match self {
-            Prunable::Outbox => "retention.outbox",
-            Prunable::Sends => "retention.sends",
-            Prunable::Events => "retention.events",
-            Prunable::ArchivedInbox => "retention.archived_inbox",
-            Prunable::Bounces => "retention.bounces",
-            Prunable::Triggers => "retention.triggers",
-        }
+        self.keys().0
     }
 
     /// The `retention.*` key that sets it, without the section: its metric label.
     pub fn key(self) -> &'static str {
+        self.keys().1
+    }
+
+    fn keys(self) -> (&'static str, &'static str) {
         match self {
-            Prunable::Outbox => "outbox",
-            Prunable::Sends => "sends",
-            Prunable::Events => "events",
-            Prunable::ArchivedInbox => "archived_inbox",
-            Prunable::Bounces => "bounces",
-            Prunable::Triggers => "triggers",
+            Prunable::Outbox => ("retention.outbox", "outbox"),
+            Prunable::Sends => ("retention.sends", "sends"),
+            Prunable::Events => ("retention.events", "events"),
+            Prunable::ArchivedInbox => ("retention.archived_inbox", "archived_inbox"),
+            Prunable::Bounces => ("retention.bounces", "bounces"),
+            Prunable::Triggers => ("retention.triggers", "triggers"),
         }
     }
 }
@@ -84,10 +81,9 @@ impl SqlStore {
                 // (status, id) index; the updated_at test keeps a row that
                 // was made long ago but finished recently (a long delay, a
                 // long retry) for the whole period.
+                let sql = limited_delete(d, "engagement_outbox", "status = ? AND id < ? AND updated_at < ?", "id");
                 let mut total = 0;
                 for status in OutboxStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
-                    let sql =
-                        limited_delete(d, "engagement_outbox", "id", "status = ? AND id < ? AND updated_at < ?", "id");
                     total += sqlx::query(&sql)
                         .bind(status.as_str())
                         .bind(first_id_at(cutoff))
@@ -103,61 +99,42 @@ impl SqlStore {
                 }
                 total
             }
-            Prunable::Sends => {
-                let sql = limited_delete(d, "engagement_sends", "id", "id < ?", "id");
-                sqlx::query(&sql)
-                    .bind(first_id_at(cutoff))
-                    .bind(limit)
-                    .execute(self.writer())
-                    .await
-                    .map_err(StoreError::db("prune send log"))?
-                    .rows_affected()
-            }
-            Prunable::Events => return self.prune_events(cutoff, limit).await,
-            Prunable::ArchivedInbox => {
-                let sql = limited_delete(
-                    d,
-                    "engagement_inbox",
-                    "id",
-                    "archived_at IS NOT NULL AND archived_at < ?",
-                    "archived_at",
-                );
-                sqlx::query(&sql)
-                    .bind(cutoff.0)
-                    .bind(limit)
-                    .execute(self.writer())
-                    .await
-                    .map_err(StoreError::db("prune archived inbox"))?
-                    .rows_affected()
-            }
-            Prunable::Bounces => {
-                let sql = limited_delete(d, "engagement_bounces", "id", "created_at < ?", "created_at");
-                sqlx::query(&sql)
-                    .bind(cutoff.0)
-                    .bind(limit)
-                    .execute(self.writer())
-                    .await
-                    .map_err(StoreError::db("prune bounces"))?
-                    .rows_affected()
-            }
-            Prunable::Triggers => {
-                // A trigger whose message is still to be delivered is read
-                // when it is composed: it stays until that message is done.
-                let sql = limited_delete(
-                    d,
-                    "engagement_triggers",
-                    "id",
-                    "created_at < ? AND planned_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM engagement_outbox o \
-                     WHERE o.trigger_id = engagement_triggers.id AND o.status IN ('scheduled', 'sending'))",
-                    "created_at",
-                );
-                sqlx::query(&sql)
-                    .bind(cutoff.0)
-                    .bind(limit)
-                    .execute(self.writer())
-                    .await
-                    .map_err(StoreError::db("prune triggers"))?
-                    .rows_affected()
+            Prunable::Events => self.prune_events(cutoff, limit).await?,
+            // The rest: one delete of the oldest rows before the cutoff.
+            single => {
+                let (table, condition, order, cutoff, op) = match single {
+                    Prunable::Sends => {
+                        ("engagement_sends", "id < ?", "id", Bound::Id(first_id_at(cutoff)), "prune send log")
+                    }
+                    Prunable::ArchivedInbox => (
+                        "engagement_inbox",
+                        "archived_at IS NOT NULL AND archived_at < ?",
+                        "archived_at",
+                        Bound::Millis(cutoff.0),
+                        "prune archived inbox",
+                    ),
+                    Prunable::Bounces => {
+                        ("engagement_bounces", "created_at < ?", "created_at", Bound::Millis(cutoff.0), "prune bounces")
+                    }
+                    // A trigger whose message is still to be delivered is
+                    // read when it is composed: it stays until that message
+                    // is done.
+                    Prunable::Triggers => (
+                        "engagement_triggers",
+                        "created_at < ? AND planned_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM engagement_outbox o \
+                         WHERE o.trigger_id = engagement_triggers.id AND o.status IN ('scheduled', 'sending'))",
+                        "created_at",
+                        Bound::Millis(cutoff.0),
+                        "prune triggers",
+                    ),
+                    Prunable::Outbox | Prunable::Events => unreachable!("pruned above"),
+                };
+                let sql = limited_delete(d, table, condition, order);
+                let query = match cutoff {
+                    Bound::Id(id) => sqlx::query(&sql).bind(id),
+                    Bound::Millis(ms) => sqlx::query(&sql).bind(ms),
+                };
+                query.bind(limit).execute(self.writer()).await.map_err(StoreError::db(op))?.rows_affected()
             }
         };
         Ok(deleted)
@@ -195,21 +172,28 @@ impl SqlStore {
     }
 }
 
-/// `DELETE` of at most `?` (the last parameter) rows of `table` matching
+/// A cutoff as the table's ordering column holds it.
+enum Bound {
+    /// A time-ordered id (UUIDv7): the smallest made at the cutoff.
+    Id(String),
+    Millis(i64),
+}
+
+/// `DELETE` of at most `?` (the last parameter) rows of `table` (by `id`) matching
 /// `condition`, oldest by `order` first. MySQL and MariaDB take `LIMIT` on a
 /// single-table delete but not in an `IN (SELECT …)`; the others take the
 /// subquery.
-fn limited_delete(d: Dialect, table: &str, key: &str, condition: &str, order: &str) -> String {
+fn limited_delete(d: Dialect, table: &str, condition: &str, order: &str) -> String {
     d.sql(&match d {
         Dialect::MySql => format!("DELETE FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?"),
         // An array computed once: see `Queries::new` for the nested loop
         // PostgreSQL may otherwise choose.
         Dialect::Postgres => format!(
-            "DELETE FROM {table} WHERE {key} = ANY(ARRAY(SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} \
+            "DELETE FROM {table} WHERE id = ANY(ARRAY(SELECT id FROM {table} WHERE {condition} ORDER BY {order} \
              LIMIT ?))"
         ),
         Dialect::Sqlite => format!(
-            "DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?)"
+            "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?)"
         ),
     })
 }

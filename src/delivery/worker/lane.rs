@@ -140,9 +140,7 @@ impl Worker {
                     _ = shutdown.cancelled() => {
                         // Never started: put this row and the rest of the
                         // batch back without counting the attempt.
-                        let mut rows = vec![p.row().clone()];
-                        rows.extend(prepared.map(|p| p.row().clone()));
-                        return self.release_unstarted(&token, &rows).await;
+                        return self.release_unstarted(&token, &this_and_rest(&p, prepared)).await;
                     }
                 });
                 if !self.may_start() {
@@ -151,9 +149,7 @@ impl Worker {
                     // database is away, another instance rescues them once
                     // the lease has been lapsed for deliver_timeout).
                     tracing::warn!(channel = %d.row.channel, "lease not held; putting back the rest of the batch undelivered");
-                    let mut rows = vec![p.row().clone()];
-                    rows.extend(prepared.map(|p| p.row().clone()));
-                    return self.release_unstarted(&token, &rows).await;
+                    return self.release_unstarted(&token, &this_and_rest(&p, prepared)).await;
                 }
                 // A row that waited for its slot RECOMPOSE_AFTER or longer
                 // (a saturated channel: email 4 at a time works through a
@@ -163,8 +159,7 @@ impl Worker {
                 // At most once a second per batch; before every row it
                 // would cost four queries a row.
                 if d.rule.is_some() && inner.clock.now().since(composed_at) >= RECOMPOSE_AFTER {
-                    let mut rows = vec![p.row().clone()];
-                    rows.extend(prepared.map(|p| p.row().clone()));
+                    let rows = this_and_rest(&p, prepared);
                     prepared = inner.composer.prepare(rows, inner.clock.now()).await.into_iter();
                     composed_at = inner.clock.now();
                     p = prepared.next().expect("the row just composed again");
@@ -184,11 +179,8 @@ impl Worker {
                             deliver(inner, delivery, channel, token, permit).await
                         });
                     }
-                    (lookup, _) => {
-                        let detail = match lookup {
-                            Lookup::Missing(detail) => detail,
-                            Lookup::Ready(_) => unreachable!("a slot is taken for every ready channel"),
-                        };
+                    (Lookup::Ready(_), None) => unreachable!("a slot is taken for every ready channel"),
+                    (Lookup::Missing(detail), _) => {
                         let (inner, token, row) = (self.inner.clone(), token.clone(), delivery.row);
                         inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
                             decide_and_record(&inner, &row, Some(&token), Outcome::terminal(detail)).await
@@ -418,4 +410,10 @@ impl Worker {
             }
         }
     }
+}
+
+/// The rows of `p` and of everything after it in the batch: what goes back
+/// (or is composed again) together.
+fn this_and_rest(p: &Prepared, rest: impl Iterator<Item = Prepared>) -> Vec<OutboxRow> {
+    std::iter::once(p.row().clone()).chain(rest.map(|p| p.row().clone())).collect()
 }
