@@ -16,7 +16,7 @@
 //! and a counter per fixed period (a burst across the period boundary would
 //! get twice the limit).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -80,23 +80,27 @@ impl ThrottleStore for SqlStore {
         }
         let d = self.dialect();
         let db = StoreError::db;
-        // The most slots each bucket needs (two rules of one category may
-        // name different limits).
-        let mut need: BTreeMap<&str, u32> = BTreeMap::new();
-        for r in requests {
-            let n = need.entry(r.bucket.as_str()).or_default();
-            *n = (*n).max(r.limit);
+        if d == Dialect::Sqlite
+            && let Some(answers) = self.take_known_slots(requests, now).await?
+        {
+            return Ok(answers);
         }
         let mut tx = self.begin_write().await.map_err(db("throttle: begin"))?;
-        let mut slots = read_slots(&mut tx, d, need.keys().copied()).await?;
-        let missing: Vec<(&str, i64)> = need
-            .iter()
-            .flat_map(|(b, n)| {
-                let have = slots.get(*b).map_or(0, |s| s.len() as u32);
-                (have..*n).map(move |i| (*b, i64::from(i)))
-            })
-            .collect();
-        if !missing.is_empty() {
+        // Each bucket once, in bucket order: the order rows are locked in.
+        let buckets: BTreeSet<&str> = requests.iter().map(|r| r.bucket.as_str()).collect();
+        let mut slots = read_slots(&mut tx, d, buckets.into_iter()).await?;
+        // Slots are made as they are needed, not `limit` at once: a bucket
+        // that sees one message a day holds one row, and a batch reads and
+        // locks only the slots its users have used. Another instance may add
+        // the same slot meanwhile (its insert is then ignored here); reading
+        // the bucket again shows it, and the next round adds what is still
+        // short. Every round adds or finds at least one slot per short
+        // bucket, so this ends within `limit` rounds (one in practice).
+        for _round in 0..=MAX_LIMIT {
+            let missing = missing_slots(requests, &slots, now);
+            if missing.is_empty() {
+                break;
+            }
             let from = d.json_rows(&[("bucket", Col::Key), ("slot", Col::Int)], "s");
             let conflict = match d {
                 Dialect::MySql => {
@@ -112,38 +116,11 @@ impl ThrottleStore for SqlStore {
                  SELECT s.bucket, s.slot, 0, NULL FROM {from} WHERE true{conflict}"
             ));
             sqlx::query(&sql).bind(to_json(&missing)?).execute(&mut *tx).await.map_err(db("throttle: add slots"))?;
-            let buckets: Vec<&str> = missing.iter().map(|(b, _)| *b).collect();
+            let buckets: BTreeSet<&str> = missing.iter().map(|(b, _)| *b).collect();
             slots.extend(read_slots(&mut tx, d, buckets.into_iter()).await?);
         }
 
-        let mut answers = Vec::with_capacity(requests.len());
-        let mut taken: Vec<(String, i64, i64, String)> = Vec::new();
-        for r in requests {
-            let bucket = slots.entry(r.bucket.clone()).or_default();
-            let n = (r.limit as usize).min(bucket.len());
-            let usable = &mut bucket[..n];
-            if usable.iter().any(|s| s.outbox_id.as_deref() == Some(r.outbox_id.as_str())) {
-                answers.push(SlotAnswer::Granted);
-                continue;
-            }
-            let cutoff = now.0 - r.per_ms;
-            match usable.iter_mut().enumerate().find(|(_, s)| s.used_at <= cutoff) {
-                Some((i, slot)) => {
-                    slot.used_at = now.0;
-                    slot.outbox_id = Some(r.outbox_id.clone());
-                    taken.push((r.bucket.clone(), i as i64, now.0, r.outbox_id.clone()));
-                    answers.push(SlotAnswer::Granted);
-                }
-                None => {
-                    let latest = usable.iter().map(|s| s.used_at).max().unwrap_or(now.0);
-                    let oldest = usable.iter().map(|s| s.used_at).min().unwrap_or(now.0);
-                    answers.push(SlotAnswer::Capped {
-                        reached_at: Millis(latest),
-                        next_free: Millis(oldest + r.per_ms + 1),
-                    });
-                }
-            }
-        }
+        let (answers, taken) = assign(requests, &mut slots, now);
         if !taken.is_empty() {
             let cols = [("bucket", Col::Key), ("slot", Col::Int), ("used_at", Col::Int), ("outbox_id", Col::Key)];
             let from = d.json_rows(&cols, "c");
@@ -162,6 +139,168 @@ impl ThrottleStore for SqlStore {
         tx.commit().await.map_err(db("throttle: commit"))?;
         Ok(answers)
     }
+}
+
+impl SqlStore {
+    /// SQLite's usual case in one write statement: the slots are read
+    /// outside the write lock and assigned here (slots a bucket lacks are
+    /// added as in the locked path), then written by one upsert that
+    /// changes all of them or none: each slot only if it is still as it
+    /// was read (its use and its message), each new one only if nobody
+    /// added it meanwhile. `None` sends the batch down the locked path:
+    /// a message would be capped (its answer is then read under the lock),
+    /// or another writer changed a slot since it was read.
+    ///
+    /// Why: on SQLite every write waits for the one writer, and the locked
+    /// path holds it for four to six statements per delivery batch, during
+    /// which the API's triggers wait too. A statement is atomic under
+    /// SQLite's write lock, so the count in its `WHERE` and its changes
+    /// agree.
+    async fn take_known_slots(
+        &self,
+        requests: &[SlotRequest],
+        now: Millis,
+    ) -> Result<Option<Vec<SlotAnswer>>, StoreError> {
+        let d = self.dialect();
+        let db = StoreError::db;
+        let buckets: BTreeSet<&str> = requests.iter().map(|r| r.bucket.as_str()).collect();
+        let mut conn = self.pool().acquire().await.map_err(db("throttle: read slots"))?;
+        let mut slots = read_slots(&mut conn, d, buckets.into_iter()).await?;
+        drop(conn);
+        // What each slot was when read: `None` for one added here.
+        let mut read: HashMap<(String, i64), Option<(i64, String)>> = slots
+            .iter()
+            .flat_map(|(b, v)| {
+                v.iter()
+                    .enumerate()
+                    .map(|(i, s)| ((b.clone(), i as i64), Some((s.used_at, s.outbox_id.clone().unwrap_or_default()))))
+            })
+            .collect();
+        for (bucket, slot) in missing_slots(requests, &slots, now) {
+            slots.entry(bucket.to_owned()).or_default().push(Slot { used_at: 0, outbox_id: None });
+            read.insert((bucket.to_owned(), slot), None);
+        }
+        let (answers, taken) = assign(requests, &mut slots, now);
+        if answers.iter().any(|a| matches!(a, SlotAnswer::Capped { .. })) {
+            return Ok(None);
+        }
+        if taken.is_empty() {
+            return Ok(Some(answers));
+        }
+        let mut changes = Vec::with_capacity(taken.len());
+        for (bucket, slot, used_at, outbox_id) in taken {
+            let Some(was) = read.get(&(bucket.clone(), slot)) else { return Ok(None) };
+            let (added, was_used, was_for) = match was {
+                Some((used, r#for)) => (0, *used, r#for.clone()),
+                None => (1, 0, String::new()),
+            };
+            changes.push((bucket, slot, used_at, outbox_id, added, was_used, was_for));
+        }
+        let cols = [
+            ("bucket", Col::Key),
+            ("slot", Col::Int),
+            ("used_at", Col::Int),
+            ("outbox_id", Col::Key),
+            ("added", Col::Int),
+            ("was_used", Col::Int),
+            ("was_for", Col::Key),
+        ];
+        let sql = format!(
+            "INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id) \
+             SELECT c.bucket, c.slot, c.used_at, c.outbox_id FROM {} \
+             WHERE (SELECT COUNT(*) FROM {} WHERE CASE WHEN k.added = 1 \
+               THEN NOT EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot) \
+               ELSE EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot \
+                 AND u.used_at = k.was_used AND COALESCE(u.outbox_id, '') = k.was_for) END) = ? \
+             ON CONFLICT (bucket, slot) DO UPDATE SET used_at = excluded.used_at, outbox_id = excluded.outbox_id",
+            d.json_rows(&cols, "c"),
+            d.json_rows(&cols, "k"),
+        );
+        let json = to_json(&changes)?;
+        let done = sqlx::query(&sql)
+            .bind(json.clone())
+            .bind(json)
+            .bind(changes.len() as i64)
+            .execute(self.writer())
+            .await
+            .map_err(db("throttle: take slots"))?;
+        Ok((done.rows_affected() == changes.len() as u64).then_some(answers))
+    }
+}
+
+/// A slot taken: bucket, slot, its new use and the message using it.
+type Taken = (String, i64, i64, String);
+
+/// Answers the requests in order from `slots` (updated as slots are
+/// taken), and lists the slots taken.
+fn assign(
+    requests: &[SlotRequest],
+    slots: &mut HashMap<String, Vec<Slot>>,
+    now: Millis,
+) -> (Vec<SlotAnswer>, Vec<Taken>) {
+    let mut answers = Vec::with_capacity(requests.len());
+    let mut taken: Vec<Taken> = Vec::new();
+    for r in requests {
+        let bucket = slots.entry(r.bucket.clone()).or_default();
+        let n = (r.limit as usize).min(bucket.len());
+        let usable = &mut bucket[..n];
+        if usable.iter().any(|s| s.outbox_id.as_deref() == Some(r.outbox_id.as_str())) {
+            answers.push(SlotAnswer::Granted);
+            continue;
+        }
+        let cutoff = now.0 - r.per_ms;
+        match usable.iter_mut().enumerate().find(|(_, s)| s.used_at <= cutoff) {
+            Some((i, slot)) => {
+                slot.used_at = now.0;
+                slot.outbox_id = Some(r.outbox_id.clone());
+                taken.push((r.bucket.clone(), i as i64, now.0, r.outbox_id.clone()));
+                answers.push(SlotAnswer::Granted);
+            }
+            None => {
+                let latest = usable.iter().map(|s| s.used_at).max().unwrap_or(now.0);
+                let oldest = usable.iter().map(|s| s.used_at).min().unwrap_or(now.0);
+                answers
+                    .push(SlotAnswer::Capped { reached_at: Millis(latest), next_free: Millis(oldest + r.per_ms + 1) });
+            }
+        }
+    }
+    (answers, taken)
+}
+
+/// The largest `limit` a cap may have (rule validation refuses more).
+const MAX_LIMIT: u32 = crate::planning::workflow::MAX_THROTTLE_LIMIT as u32;
+
+/// The slots to add so every request that holds none can be answered:
+/// per bucket, one for each such request beyond the slots free now (free
+/// by the longest window asked of the bucket, so never too few), up to
+/// the bucket's largest limit. Slot numbers continue from the bucket's
+/// last.
+fn missing_slots<'a>(
+    requests: &'a [SlotRequest],
+    slots: &HashMap<String, Vec<Slot>>,
+    now: Millis,
+) -> Vec<(&'a str, i64)> {
+    // Per bucket: the largest limit, the longest window, and the requests
+    // that hold no slot yet.
+    let mut wanted: BTreeMap<&str, (u32, i64, u32)> = BTreeMap::new();
+    for r in requests {
+        let held = slots
+            .get(&r.bucket)
+            .is_some_and(|s| s.iter().any(|slot| slot.outbox_id.as_deref() == Some(r.outbox_id.as_str())));
+        let w = wanted.entry(r.bucket.as_str()).or_default();
+        w.0 = w.0.max(r.limit.min(MAX_LIMIT));
+        w.1 = w.1.max(r.per_ms);
+        w.2 += u32::from(!held);
+    }
+    let mut out = Vec::new();
+    for (bucket, (limit, per_ms, asking)) in wanted {
+        let have = slots.get(bucket).map_or(&[][..], Vec::as_slice);
+        let free = have.iter().filter(|s| s.used_at <= now.0 - per_ms).count() as u32;
+        let len = have.len() as u32;
+        let target = limit.min(len + asking.saturating_sub(free));
+        out.extend((len..target).map(|i| (bucket, i64::from(i))));
+    }
+    out
 }
 
 /// The slots of these buckets, in slot order, locked for this transaction.

@@ -41,7 +41,9 @@ pub struct PipelineOptions {
     /// escalation (its follow-ups due after the run), a display name; and
     /// each recipient a time zone and quiet hours (outside the run). A
     /// digest is left out: it folds triggers into fewer messages by design,
-    /// so its rate is not comparable.
+    /// so its rate is not comparable. `HERALD_BENCH_WF=throttle,escalate`
+    /// (field-name prefixes) keeps only those fields, to see what each
+    /// costs.
     pub workflows: bool,
 }
 
@@ -264,7 +266,11 @@ async fn setup(store: &SqlStore, users: usize, workflows: bool) -> anyhow::Resul
                 "locales": {"en": {"subject": "Unread: export {{ payload.name }}", "text": "See the app."}}}},
             "display_name": "Exports", "description": "When an export is ready",
         });
-        body.as_object_mut().expect("an object").extend(extra.as_object().expect("an object").clone());
+        let mut extra = extra.as_object().expect("an object").clone();
+        if let Ok(only) = std::env::var("HERALD_BENCH_WF") {
+            extra.retain(|k, _| only.split(',').any(|o| k.starts_with(o)));
+        }
+        body.as_object_mut().expect("an object").extend(extra);
     }
     let rule: crate::planning::rule::RuleInput = serde_json::from_value(body)?;
     let rule = rule.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("bench rule: {e:?}"))?;
