@@ -19,7 +19,8 @@ use herald::planning::planner::Planner;
 use herald::planning::recipient::RecipientInput;
 use herald::planning::rule::RuleInput;
 use herald::store::{
-    DigestStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, TriggerStore,
+    DigestStore, EventStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store,
+    TriggerStore,
 };
 use serde_json::{Value, json};
 
@@ -69,6 +70,9 @@ async fn a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the
     assert_eq!(row.attempts, 1, "only the real attempt counts");
     assert_eq!(row.due_at, at("2026-03-05T09:00:00Z"));
     assert_eq!(row.expires_at, Some(at("2026-03-05T09:05:00Z")), "five minutes of grace were left");
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "a claimed lane's hold is an event too: {held:?}");
+    assert_eq!(held[0]["until"], "2026-03-05T09:00:00.000Z");
     clock.set(at("2026-03-05T09:01:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1);
     assert_eq!(channel.calls(), 2, "the hold never called the channel");
@@ -139,6 +143,13 @@ async fn a_message_due_at_night_waits_for_the_window_and_keeps_its_grace(db: &Te
     let why = row.last_error.as_deref().unwrap();
     assert!(why.contains("held by the rule's send window (mon,tue,wed,thu,fri 09:00–18:00, Europe/Berlin)"), "{why}");
     assert!(why.contains("until 2026-03-05T08:00:00.000Z"), "{why}");
+    // The events stream says so, written with the hold.
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["outbox_id"], row.id.as_str());
+    assert_eq!(held[0]["until"], "2026-03-05T08:00:00.000Z");
+    assert_eq!(held[0]["reason"], "send_window");
+    assert_eq!(held[0]["detail"], why);
 
     clock.set(at("2026-03-05T07:59:59Z"));
     assert_eq!(w.tick().await.unwrap().claimed, 0, "not before the opening");
@@ -173,9 +184,22 @@ async fn quiet_hours_hold_every_rule_but_transactional_ones(db: &TestDb) {
     assert_eq!(pending[0].due_at, at("2026-01-14T12:00:00Z"), "07:00 EST");
     let why = pending[0].last_error.as_deref().unwrap();
     assert!(why.contains("the recipient's quiet hours (22:00–07:00, America/New_York)"), "{why}");
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "one event for the held row, none for the one sent: {held:?}");
+    assert_eq!(
+        (held[0]["reason"].as_str(), held[0]["until"].as_str()),
+        (Some("quiet_hours"), Some("2026-01-14T12:00:00.000Z"))
+    );
 
     clock.set(at("2026-01-14T12:00:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1);
+    assert_eq!(held_events(db).await.len(), 1, "delivering writes no second hold");
+}
+
+/// The `held` events on the events stream, oldest first (their data).
+async fn held_events(db: &TestDb) -> Vec<Value> {
+    let events = db.store.events_after(0, 1000).await.unwrap();
+    events.into_iter().filter(|e| e.kind == "held").map(|e| e.data).collect()
 }
 
 fn count(log: &[herald::store::SendRecord], status: &str) -> usize {
