@@ -486,6 +486,9 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     let subjects: std::collections::HashMap<&str, &str> =
         timeline.messages.iter().filter_map(|m| Some((m.outbox_id.as_str(), m.subject.as_deref()?))).collect();
     let subject = |id: &str| subjects.get(id).map(|s| format!(" \"{s}\"")).unwrap_or_default();
+    // Digest membership and escalation links, as the API shows them.
+    let messages: std::collections::HashMap<&str, &crate::http::users::MessageHistory> =
+        timeline.messages.iter().map(|m| (m.outbox_id.as_str(), m)).collect();
     let quiet = &timeline.triggers_without_messages;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -494,12 +497,31 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             if let Some(s) = subjects.get(id) {
                 v["subject"] = serde_json::Value::from(*s);
             }
+            if let Some(m) = messages.get(id) {
+                if let Some(t) = &m.digest_triggers {
+                    v["digest_triggers"] = serde_json::json!(t);
+                }
+                if let Some(o) = &m.follow_up_of {
+                    v["follow_up_of"] = o.as_str().into();
+                }
+                if let Some(f) = &m.follow_up {
+                    v["follow_up"] = f.as_str().into();
+                }
+            }
             v
         };
         let sends: Vec<serde_json::Value> =
             log.iter().map(|s| with_subject(serde_json::json!(s), &s.outbox_id)).collect();
-        let pending: Vec<serde_json::Value> =
-            pending.iter().map(|r| with_subject(serde_json::json!(r), &r.id)).collect();
+        let pending: Vec<serde_json::Value> = pending
+            .iter()
+            .map(|r| {
+                let mut v = with_subject(serde_json::json!(r), &r.id);
+                if r.hold_detail().is_some() {
+                    v["held_until"] = r.due_at.to_rfc3339().into();
+                }
+                v
+            })
+            .collect();
         serde_json::to_writer_pretty(
             &mut out,
             &serde_json::json!({
@@ -513,20 +535,41 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
         writeln!(out, "nothing was ever scheduled for user {user}, and no trigger names them")?;
         return Ok(());
     }
+    // A message's digest and escalation links, once per message.
+    let mut linked = std::collections::HashSet::new();
+    let mut links = |out: &mut std::io::StdoutLock, id: &str| -> std::io::Result<()> {
+        let Some(m) = messages.get(id).filter(|_| linked.insert(id.to_owned())) else { return Ok(()) };
+        if let Some(t) = &m.digest_triggers {
+            writeln!(out, "      digest of {} trigger(s): {}", t.len(), t.join(", "))?;
+        }
+        if let Some(o) = &m.follow_up_of {
+            writeln!(out, "      follow-up of inbox message {o}")?;
+        }
+        if let Some(f) = &m.follow_up {
+            writeln!(out, "      followed up by {f}")?;
+        }
+        Ok(())
+    };
     if !pending.is_empty() {
         writeln!(out, "not yet delivered ({}):", pending.len())?;
         for r in &pending {
+            // A hold is not an error: the row waits for its window.
+            let why = match (r.hold_detail(), r.last_error.as_deref()) {
+                (Some(hold), _) => format!("  held until {}: {hold}", r.due_at),
+                (None, Some(e)) => format!("  last error: {e}"),
+                (None, None) => String::new(),
+            };
             writeln!(
                 out,
-                "  {}  {:<9} {:<8}{} due {}  attempts {}{}",
+                "  {}  {:<9} {:<8}{} due {}  attempts {}{why}",
                 r.id,
                 r.status.as_str(),
                 r.channel,
                 subject(&r.id),
                 r.due_at,
                 r.attempts,
-                r.last_error.as_deref().map(|e| format!("  last error: {e}")).unwrap_or_default()
             )?;
+            links(&mut out, &r.id)?;
         }
     }
     if log.is_empty() {
@@ -545,6 +588,7 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
         )?;
+        links(&mut out, &s.outbox_id)?;
     }
     if !quiet.is_empty() {
         writeln!(out, "triggers that planned nothing, newest first ({}):", quiet.len())?;

@@ -560,6 +560,74 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     assert!(text.contains("You have an unread invoice"), "{text}");
 }
 
+/// `herald sends` tells a hold from an error and prints the digest and
+/// escalation links the API gives (SQLite: the binary reads the test's file).
+async fn herald_sends_prints_holds_digests_and_escalation_links() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let db = &db;
+    // Wednesday 20:00 UTC: after the window's closing.
+    let clock = ManualClock::at(at("2026-03-04T20:00:00Z"));
+    add_rule(db, clock.now(), "report", json!({"send_window": {"from": "09:00", "until": "18:00"}})).await;
+    add_rule(db, clock.now(), "comment", digest_rule(3600, json!({}))).await;
+    add_rule(
+        db,
+        clock.now(),
+        "invoice",
+        json!({"escalate": {"after": 1800, "unless": "read", "channel": "webhook", "template":
+            {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
+    )
+    .await;
+    trigger(db, &clock, "report", "u1").await;
+    let mut digest = Vec::new();
+    for n in 0..2 {
+        digest.push(insert_unplanned(db, &clock, "comment", "u1", json!({"n": n})).await);
+        planner_on(db.arc(), &clock).tick().await.unwrap();
+    }
+    trigger(db, &clock, "invoice", "u1").await;
+    let w = worker(db.arc(), herald::app::registry(), &clock, WorkerConfig::default());
+    let report = w.tick().await.unwrap();
+    assert!(report.held >= 1, "{report:?}");
+
+    let run = |json: bool| {
+        let mut args = vec!["sends", "--user-id", "u1", "--database-url", db.url.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(&args)
+            .env_remove("HERALD_DATABASE_URL")
+            .env("HERALD_LOG", "warn")
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(false);
+    assert!(
+        text.contains("held until 2026-03-05T09:00:00.000Z: held by the rule's send window (mon,tue,wed,thu,fri,sat,sun 09:00–18:00, UTC)"),
+        "{text}"
+    );
+    assert!(!text.contains("last error: held"), "a hold is not an error: {text}");
+    assert!(text.contains(&format!("digest of 2 trigger(s): {}, {}", digest[0], digest[1])), "{text}");
+    let timeline = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
+    let follow_up = timeline.messages.iter().find(|m| m.follow_up_of.is_some()).expect("a follow-up is planned");
+    let original = follow_up.follow_up_of.clone().unwrap();
+    assert!(text.contains(&format!("follow-up of inbox message {original}")), "{text}");
+    assert!(text.contains(&format!("followed up by {}", follow_up.outbox_id)), "{text}");
+    assert_eq!(text.matches(&format!("followed up by {}", follow_up.outbox_id)).count(), 1, "once per message: {text}");
+
+    let json: Value = serde_json::from_str(&run(true)).unwrap();
+    let pending = json["pending"].as_array().unwrap();
+    let held = pending.iter().find(|p| p["held_until"].is_string()).expect("the held row says until when");
+    assert_eq!(held["held_until"], "2026-03-05T09:00:00.000Z");
+    let d = pending.iter().find(|p| p["digest_triggers"].is_array()).expect("the digest says what it holds");
+    assert_eq!(d["digest_triggers"], json!(digest));
+    // The API says the same about the held row.
+    let held_api = timeline.messages.iter().find(|m| m.held_until.is_some()).unwrap();
+    assert_eq!(held_api.held_until.as_deref(), Some("2026-03-05T09:00:00.000Z"));
+}
+
 async fn api_refuses_each_bad_workflow_field_by_name() {
     let app = App::start_on(Backend::Sqlite, |_| {}).await;
     let base = json!({
@@ -792,6 +860,10 @@ fn main() -> std::process::ExitCode {
     trials.push(common::harness::test(
         "api::refuses_each_bad_workflow_field_by_name",
         api_refuses_each_bad_workflow_field_by_name,
+    ));
+    trials.push(common::harness::test(
+        "cli::herald_sends_prints_holds_digests_and_escalation_links",
+        herald_sends_prints_holds_digests_and_escalation_links,
     ));
     trials.push(common::harness::test(
         "api::the_preference_center_wins_over_a_host_sync_and_is_audited",
