@@ -129,6 +129,9 @@ impl WorkflowInput {
 const MAX_DIGEST_WINDOW: i64 = 31 * 24 * 3600;
 /// Longest cap window and escalation delay: a year, as for `delay`.
 const MAX_PERIOD: i64 = 366 * 24 * 3600;
+/// The longest `per` a cap may have: a frequency-cap slot last used longer
+/// ago than this counts for no rule (retention prunes it).
+pub const MAX_THROTTLE_PER: std::time::Duration = std::time::Duration::from_secs(MAX_PERIOD as u64);
 /// Most messages a cap allows per window: each allowed message is a row
 /// Herald keeps per user (see `store::throttle`).
 pub const MAX_THROTTLE_LIMIT: i64 = 1000;
