@@ -211,6 +211,7 @@ backend_tests!(
     the_send_log_page_shows_a_users_preference_changes_and_who_made_them,
     the_rule_editor_edits_every_workflow_field_with_the_apis_checks,
     the_dry_run_says_what_the_window_digest_and_cap_would_do,
+    an_operator_changes_a_users_preferences_and_the_audit_names_them,
 );
 
 /// Issue 14: a host's preference sync and the user's own choice are in the
@@ -473,6 +474,50 @@ async fn the_dry_run_says_what_the_window_digest_and_cap_would_do(db: &TestDb) {
     let page = ui.get(&format!("/ui/rules/{}", windowed.id), Some(&s.cookie)).await;
     assert!(page.body.contains("What the workflows would do"), "{}", page.body);
     assert!(page.body.contains("would be capped"), "{}", page.body);
+    ui.stop().await;
+}
+
+/// Issue 14: an operator changes a user's preferences from the send-log
+/// page; it is the user's choice from then on, and the audit trail (on the
+/// same page) names the operator.
+async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let mut news = disabled_rule("news");
+    news.category = "news".into();
+    news.enabled = true;
+    ui.store.insert_rule(&news).await.unwrap();
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Change their preferences"), "{}", page.body);
+    assert!(page.body.contains("value=\"news:inbox\" checked"), "{}", page.body);
+    let resp = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    assert_eq!((resp.status, resp.location.as_deref()), (303, Some("/ui/sends?q=u1")), "{}", resp.body);
+    let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();
+    assert_eq!(recipient.user_choices.get("news").and_then(|c| c.get("inbox")), Some(&false));
+    let flash = cookie_pair(&resp.set_cookies, "herald_flash").unwrap_or_default();
+    let page = ui.get("/ui/sends?q=u1", Some(&format!("{}; {flash}", s.cookie))).await;
+    assert!(page.body.contains("value=\"news:inbox\">"), "now off: {}", page.body);
+    assert!(page.body.contains("decided by user"), "{}", page.body);
+    let who = format!("by operator {} (operator screen): news by inbox: off", ui.email);
+    assert!(page.body.contains(&who), "{who}: {}", page.body);
+    // The same again changes nothing and writes no second audit row.
+    ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
+    // What the user cannot choose is refused and changes nothing.
+    let bad = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "gossip:inbox")]).await;
+    assert_eq!(bad.status, 303);
+    assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
+    // Without the CSRF token: refused.
+    let forged = ui
+        .post(
+            "/ui/sends/preferences",
+            Some(&s.cookie),
+            &[("user", "u1"), ("shown", "news:inbox"), ("on", "news:inbox")],
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();
+    assert_eq!(recipient.user_choices.get("news").and_then(|c| c.get("inbox")), Some(&false));
     ui.stop().await;
 }
 

@@ -354,16 +354,56 @@ pub async fn save(
             _ => false,
         };
     }
+    let change = change_from_form(&shown, &on);
+    check(&change, &offered).map_err(ApiError::Invalid)?;
+    let who = format!("user {user} (preference page)");
+    let center = apply(&state, &user, change, &who, &offered).await?;
+    Ok(page(&form(&token, &center, true)))
+}
+
+/// A form's boxes as a change: each `CATEGORY:CHANNEL` shown is on when
+/// ticked, off when not (transactional is never changed).
+fn change_from_form(shown: &BTreeSet<String>, on: &BTreeSet<String>) -> PreferenceChange {
     let mut change = PreferenceChange { categories: BTreeMap::new() };
-    for value in &shown {
+    for value in shown {
         let Some((category, channel)) = value.split_once(':') else { continue };
         if category == TRANSACTIONAL {
             continue;
         }
         change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on.contains(value));
     }
+    change
+}
+
+/// The user's preference center as they see it, for the operator screen.
+pub async fn center_for(state: &AppState, user: &UserId) -> Result<PreferenceCenter, ApiError> {
+    let offered = offered(state).await?;
+    let recipient = state.store.get_recipient(user).await?;
+    Ok(center(&offered, recipient.as_ref()))
+}
+
+/// A change an operator makes for the user from the operator screen (the
+/// same form as the hosted page): checked like the user's own, stored as
+/// the user's choice (so a host's sync does not undo it either) and audited
+/// with `who` naming the operator. Returns what changed, in words (empty:
+/// nothing did).
+pub async fn change_by_operator(
+    state: &AppState,
+    user: &UserId,
+    shown: &BTreeSet<String>,
+    on: &BTreeSet<String>,
+    who: &str,
+) -> Result<Vec<String>, ApiError> {
+    let offered = offered(state).await?;
+    let change = change_from_form(shown, on);
     check(&change, &offered).map_err(ApiError::Invalid)?;
-    let who = format!("user {user} (preference page)");
-    let center = apply(&state, &user, change, &who, &offered).await?;
-    Ok(page(&form(&token, &center, true)))
+    let before = state.store.get_recipient(user).await?.map(|r| r.user_choices).unwrap_or_default();
+    apply(state, user, change.clone(), who, &offered).await?;
+    Ok(change
+        .categories
+        .iter()
+        .flat_map(|(category, channels)| channels.iter().map(move |(channel, on)| (category, channel, *on)))
+        .filter(|(category, channel, on)| before.get(*category).and_then(|c| c.get(*channel)) != Some(on))
+        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if on { "on" } else { "off" }))
+        .collect())
 }
