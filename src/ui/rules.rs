@@ -1,5 +1,7 @@
 //! Rules: the list with each rule's switch, the editor with its rendered
-//! preview, and the dry run shown before a rule is turned on.
+//! preview (every field, the workflow fields included, checked as the API
+//! checks them), and the dry run shown before a rule is turned on (with
+//! what the send window, digest and cap would do).
 //!
 //! A rule is created off, whatever the form says: the only way on is the
 //! switch, and the switch always shows the dry run first (what the rule would
