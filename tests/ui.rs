@@ -326,6 +326,19 @@ fn with(
 async fn the_rule_editor_edits_every_workflow_field_with_the_apis_checks(db: &TestDb) {
     let ui = Ui::start(db).await;
     let s = ui.session().await;
+    // A blank editor has every workflow group, escalation's template too.
+    let blank = ui.get("/ui/rules/new", Some(&s.cookie)).await;
+    for field in [
+        "name=\"sw_from\"",
+        "name=\"digest_window\"",
+        "name=\"throttle_limit\"",
+        "name=\"esc_after\"",
+        "name=\"esc0_tag\" value=\"en\"",
+        "name=\"esc0_subject\"",
+        "name=\"display_name\"",
+    ] {
+        assert!(blank.body.contains(field), "{field}: {}", blank.body);
+    }
     let saved = ui.action(&s, "/ui/rules/new", &workflow_form()).await;
     assert_eq!(saved.status, 303, "{}", saved.body);
     let rules = ui.store.list_rules().await.unwrap();

@@ -68,6 +68,19 @@ struct WorkflowForm {
 }
 
 impl WorkflowForm {
+    /// No workflow field, with the escalation's choices on their defaults
+    /// and an empty block to write its template in.
+    fn blank() -> WorkflowForm {
+        WorkflowForm {
+            throttle_scope: "rule".into(),
+            esc_unless: "read".into(),
+            esc_channel: "email".into(),
+            esc_fallback_locale: "en".into(),
+            esc_locales: vec![LocaleForm { tag: "en".into(), ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
     fn from_input(input: &RuleInput) -> WorkflowForm {
         let (sw, d, t, e) = (&input.send_window, &input.digest, &input.throttle, &input.escalate);
         let num = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
@@ -81,6 +94,9 @@ impl WorkflowForm {
                 html: t.html.clone().unwrap_or_default(),
             })
             .collect();
+        if esc_locales.is_empty() {
+            esc_locales = WorkflowForm::blank().esc_locales;
+        }
         esc_locales.push(LocaleForm::default());
         WorkflowForm {
             // Every day is shown as no day ticked: the same window.
@@ -592,6 +608,7 @@ pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Op
         delay: "0".into(),
         fallback_locale: "en".into(),
         locales: vec![LocaleForm { tag: "en".into(), ..Default::default() }, LocaleForm::default()],
+        wf: WorkflowForm::blank(),
         ..Default::default()
     };
     editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await
