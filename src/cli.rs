@@ -41,6 +41,9 @@ pub enum Command {
     Status(JsonFlag),
     /// The send log for one user, newest first: did they get it, and if not, why.
     Sends(SendsArgs),
+    /// A user's preference-center choices; with --set, an operator changes
+    /// them (recorded in the audit trail with the operator as who).
+    Preferences(PreferencesArgs),
     /// Measure enqueue and drain rates on this machine.
     Bench(BenchArgs),
     /// Measure messages/s through the inbox stream to many connections, and server memory per connection.
@@ -197,6 +200,25 @@ pub struct SendsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PreferencesArgs {
+    /// The host application's id for the user
+    #[arg(long)]
+    pub user_id: String,
+    /// A choice to make for the user, CATEGORY:CHANNEL=on|off (repeatable),
+    /// e.g. `--set news:email=off`. Stored as the user's own choice, so a
+    /// host's PUT /v1/users does not undo it
+    #[arg(long = "set", value_name = "CATEGORY:CHANNEL=on|off")]
+    pub set: Vec<String>,
+    /// The operator making the change (an account of `herald operators`);
+    /// required with --set, and named in the audit trail
+    #[arg(long, value_name = "EMAIL")]
+    pub operator: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Rows to enqueue and drain
     #[arg(long, default_value_t = 10_000)]
@@ -341,6 +363,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(args) => enqueue(&config, args).await,
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
+        Command::Preferences(args) => preferences(&config, args).await,
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
@@ -595,6 +618,89 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
         for t in quiet {
             writeln!(out, "  {}  {}  {}: {}", t.occurred_at, t.trigger_type, t.trigger_id, t.detail)?;
         }
+    }
+    Ok(())
+}
+
+/// `herald preferences`: what the user receives, per category and channel
+/// and who decided; with `--set`, an operator's change, checked like the
+/// user's own and audited as `operator EMAIL (command line)`.
+async fn preferences(config: &Config, args: PreferencesArgs) -> anyhow::Result<()> {
+    let user = UserId::parse("--user-id", &args.user_id)?;
+    let mut change = crate::http::preferences::PreferenceChange { categories: Default::default() };
+    for set in &args.set {
+        let parsed = set.split_once('=').and_then(|(target, value)| {
+            let (category, channel) = target.split_once(':')?;
+            let on = match value {
+                "on" => true,
+                "off" => false,
+                _ => return None,
+            };
+            Some((category.trim(), channel.trim(), on))
+        });
+        let Some((category, channel, on)) = parsed.filter(|(c, ch, _)| !c.is_empty() && !ch.is_empty()) else {
+            anyhow::bail!("--set: {set:?} is not CATEGORY:CHANNEL=on|off (for example news:email=off)");
+        };
+        change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on);
+    }
+    let store = ready_store(config).await?;
+    let who = match (&args.operator, args.set.is_empty()) {
+        (_, true) => String::new(),
+        (None, false) => {
+            anyhow::bail!("--operator: required with --set (the operator's email, named in the audit trail)")
+        }
+        (Some(email), false) => {
+            if crate::store::OperatorStore::operator_by_email(&store, email.trim()).await?.is_none() {
+                anyhow::bail!("--operator: {email:?} is not an operator account (see herald operators list)");
+            }
+            format!("operator {} (command line)", email.trim())
+        }
+    };
+    let change = (!args.set.is_empty()).then_some(change);
+    let (center, changed) =
+        crate::http::preferences::center_or_change_in_store(&store, SystemClock.now(), &user, change, &who)
+            .await
+            .map_err(|e| match e {
+                crate::http::problem::ApiError::Invalid(errors) => {
+                    let said: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+                    anyhow::anyhow!("nothing changed: {}", said.join("; "))
+                }
+                other => anyhow::anyhow!("{other}"),
+            })?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({ "user_id": user, "center": center, "changed": changed }),
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if !args.set.is_empty() {
+        if changed.is_empty() {
+            writeln!(out, "nothing changed for user {user}")?;
+        } else {
+            writeln!(out, "changed for user {user}: {} (recorded in the audit log)", changed.join("; "))?;
+        }
+    }
+    if center.categories.is_empty() {
+        writeln!(out, "no enabled rule sends anything, so there is nothing to choose")?;
+    }
+    for c in &center.categories {
+        let name = if c.name == c.category { c.category.clone() } else { format!("{} ({})", c.name, c.category) };
+        let channels: Vec<String> = c
+            .channels
+            .iter()
+            .map(|ch| {
+                let state = if ch.enabled { "on" } else { "off" };
+                if c.locked {
+                    format!("{}: {state} (always sent)", ch.channel)
+                } else {
+                    format!("{}: {state} (decided by {})", ch.channel, ch.decided_by)
+                }
+            })
+            .collect();
+        writeln!(out, "  {name}  {}", channels.join(", "))?;
     }
     Ok(())
 }
