@@ -335,6 +335,7 @@ pub async fn serve_with_clock(
         channels: Channels::from_config(&config),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
+        default_timezone: config.worker.to_worker_config().default_timezone,
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         shutdown: shutdown.clone(),

@@ -41,6 +41,9 @@ pub enum Command {
     Status(JsonFlag),
     /// The send log for one user, newest first: did they get it, and if not, why.
     Sends(SendsArgs),
+    /// A user's preference-center choices; with --set, an operator changes
+    /// them (recorded in the audit trail with the operator as who).
+    Preferences(PreferencesArgs),
     /// Measure enqueue and drain rates on this machine.
     Bench(BenchArgs),
     /// Measure messages/s through the inbox stream to many connections, and server memory per connection.
@@ -197,6 +200,25 @@ pub struct SendsArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct PreferencesArgs {
+    /// The host application's id for the user
+    #[arg(long)]
+    pub user_id: String,
+    /// A choice to make for the user, CATEGORY:CHANNEL=on|off (repeatable),
+    /// e.g. `--set news:email=off`. Stored as the user's own choice, so a
+    /// host's PUT /v1/users does not undo it
+    #[arg(long = "set", value_name = "CATEGORY:CHANNEL=on|off")]
+    pub set: Vec<String>,
+    /// The operator making the change (an account of `herald operators`);
+    /// required with --set, and named in the audit trail
+    #[arg(long, value_name = "EMAIL")]
+    pub operator: Option<String>,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Rows to enqueue and drain
     #[arg(long, default_value_t = 10_000)]
@@ -341,6 +363,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Enqueue(args) => enqueue(&config, args).await,
         Command::Status(args) => status(&config, args.json).await,
         Command::Sends(args) => sends(&config, args).await,
+        Command::Preferences(args) => preferences(&config, args).await,
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
@@ -486,6 +509,9 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     let subjects: std::collections::HashMap<&str, &str> =
         timeline.messages.iter().filter_map(|m| Some((m.outbox_id.as_str(), m.subject.as_deref()?))).collect();
     let subject = |id: &str| subjects.get(id).map(|s| format!(" \"{s}\"")).unwrap_or_default();
+    // Digest membership and escalation links, as the API shows them.
+    let messages: std::collections::HashMap<&str, &crate::http::users::MessageHistory> =
+        timeline.messages.iter().map(|m| (m.outbox_id.as_str(), m)).collect();
     let quiet = &timeline.triggers_without_messages;
     let mut out = std::io::stdout().lock();
     if args.json {
@@ -494,12 +520,31 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             if let Some(s) = subjects.get(id) {
                 v["subject"] = serde_json::Value::from(*s);
             }
+            if let Some(m) = messages.get(id) {
+                if let Some(t) = &m.digest_triggers {
+                    v["digest_triggers"] = serde_json::json!(t);
+                }
+                if let Some(o) = &m.follow_up_of {
+                    v["follow_up_of"] = o.as_str().into();
+                }
+                if let Some(f) = &m.follow_up {
+                    v["follow_up"] = f.as_str().into();
+                }
+            }
             v
         };
         let sends: Vec<serde_json::Value> =
             log.iter().map(|s| with_subject(serde_json::json!(s), &s.outbox_id)).collect();
-        let pending: Vec<serde_json::Value> =
-            pending.iter().map(|r| with_subject(serde_json::json!(r), &r.id)).collect();
+        let pending: Vec<serde_json::Value> = pending
+            .iter()
+            .map(|r| {
+                let mut v = with_subject(serde_json::json!(r), &r.id);
+                if r.hold_detail().is_some() {
+                    v["held_until"] = r.due_at.to_rfc3339().into();
+                }
+                v
+            })
+            .collect();
         serde_json::to_writer_pretty(
             &mut out,
             &serde_json::json!({
@@ -513,20 +558,41 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
         writeln!(out, "nothing was ever scheduled for user {user}, and no trigger names them")?;
         return Ok(());
     }
+    // A message's digest and escalation links, once per message.
+    let mut linked = std::collections::HashSet::new();
+    let mut links = |out: &mut std::io::StdoutLock, id: &str| -> std::io::Result<()> {
+        let Some(m) = messages.get(id).filter(|_| linked.insert(id.to_owned())) else { return Ok(()) };
+        if let Some(t) = &m.digest_triggers {
+            writeln!(out, "      digest of {} trigger(s): {}", t.len(), t.join(", "))?;
+        }
+        if let Some(o) = &m.follow_up_of {
+            writeln!(out, "      follow-up of inbox message {o}")?;
+        }
+        if let Some(f) = &m.follow_up {
+            writeln!(out, "      followed up by {f}")?;
+        }
+        Ok(())
+    };
     if !pending.is_empty() {
         writeln!(out, "not yet delivered ({}):", pending.len())?;
         for r in &pending {
+            // A hold is not an error: the row waits for its window.
+            let why = match (r.hold_detail(), r.last_error.as_deref()) {
+                (Some(hold), _) => format!("  held until {}: {hold}", r.due_at),
+                (None, Some(e)) => format!("  last error: {e}"),
+                (None, None) => String::new(),
+            };
             writeln!(
                 out,
-                "  {}  {:<9} {:<8}{} due {}  attempts {}{}",
+                "  {}  {:<9} {:<8}{} due {}  attempts {}{why}",
                 r.id,
                 r.status.as_str(),
                 r.channel,
                 subject(&r.id),
                 r.due_at,
                 r.attempts,
-                r.last_error.as_deref().map(|e| format!("  last error: {e}")).unwrap_or_default()
             )?;
+            links(&mut out, &r.id)?;
         }
     }
     if log.is_empty() {
@@ -545,12 +611,96 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             s.outbox_id,
             s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
         )?;
+        links(&mut out, &s.outbox_id)?;
     }
     if !quiet.is_empty() {
         writeln!(out, "triggers that planned nothing, newest first ({}):", quiet.len())?;
         for t in quiet {
             writeln!(out, "  {}  {}  {}: {}", t.occurred_at, t.trigger_type, t.trigger_id, t.detail)?;
         }
+    }
+    Ok(())
+}
+
+/// `herald preferences`: what the user receives, per category and channel
+/// and who decided; with `--set`, an operator's change, checked like the
+/// user's own and audited as `operator EMAIL (command line)`.
+async fn preferences(config: &Config, args: PreferencesArgs) -> anyhow::Result<()> {
+    let user = UserId::parse("--user-id", &args.user_id)?;
+    let mut change = crate::http::preferences::PreferenceChange { categories: Default::default() };
+    for set in &args.set {
+        let parsed = set.split_once('=').and_then(|(target, value)| {
+            let (category, channel) = target.split_once(':')?;
+            let on = match value {
+                "on" => true,
+                "off" => false,
+                _ => return None,
+            };
+            Some((category.trim(), channel.trim(), on))
+        });
+        let Some((category, channel, on)) = parsed.filter(|(c, ch, _)| !c.is_empty() && !ch.is_empty()) else {
+            anyhow::bail!("--set: {set:?} is not CATEGORY:CHANNEL=on|off (for example news:email=off)");
+        };
+        change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on);
+    }
+    let store = ready_store(config).await?;
+    let who = match (&args.operator, args.set.is_empty()) {
+        (_, true) => String::new(),
+        (None, false) => {
+            anyhow::bail!("--operator: required with --set (the operator's email, named in the audit trail)")
+        }
+        (Some(email), false) => {
+            if crate::store::OperatorStore::operator_by_email(&store, email.trim()).await?.is_none() {
+                anyhow::bail!("--operator: {email:?} is not an operator account (see herald operators list)");
+            }
+            format!("operator {} (command line)", email.trim())
+        }
+    };
+    let change = (!args.set.is_empty()).then_some(change);
+    let (center, changed) =
+        crate::http::preferences::center_or_change_in_store(&store, SystemClock.now(), &user, change, &who)
+            .await
+            .map_err(|e| match e {
+                crate::http::problem::ApiError::Invalid(errors) => {
+                    let said: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+                    anyhow::anyhow!("nothing changed: {}", said.join("; "))
+                }
+                other => anyhow::anyhow!("{other}"),
+            })?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(
+            &mut out,
+            &serde_json::json!({ "user_id": user, "center": center, "changed": changed }),
+        )?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    if !args.set.is_empty() {
+        if changed.is_empty() {
+            writeln!(out, "nothing changed for user {user}")?;
+        } else {
+            writeln!(out, "changed for user {user}: {} (recorded in the audit log)", changed.join("; "))?;
+        }
+    }
+    if center.categories.is_empty() {
+        writeln!(out, "no enabled rule sends anything, so there is nothing to choose")?;
+    }
+    for c in &center.categories {
+        let name = if c.name == c.category { c.category.clone() } else { format!("{} ({})", c.name, c.category) };
+        let channels: Vec<String> = c
+            .channels
+            .iter()
+            .map(|ch| {
+                let state = if ch.enabled { "on" } else { "off" };
+                if c.locked {
+                    format!("{}: {state} (always sent)", ch.channel)
+                } else {
+                    format!("{}: {state} (decided by {})", ch.channel, ch.decided_by)
+                }
+            })
+            .collect();
+        writeln!(out, "  {name}  {}", channels.join(", "))?;
     }
     Ok(())
 }

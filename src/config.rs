@@ -114,6 +114,15 @@ impl RetentionSettings {
             ArchivedInbox => self.archived_inbox,
             Bounces => self.bounces,
             Triggers => self.triggers,
+            // Digests and the triggers they held live as long as the
+            // digest messages' outbox rows.
+            Digests | DigestItems => self.outbox,
+            // A slot counts for a cap while its last use is within the
+            // cap's `per`; no rule can have a `per` longer than this (the
+            // validation's maximum), so an older slot counts for no rule,
+            // not even one edited later to a longer `per`. Not a setting:
+            // shorter would let a cap be exceeded.
+            ThrottleSlots => crate::planning::workflow::MAX_THROTTLE_PER,
         };
         (!d.is_zero()).then_some(d)
     }

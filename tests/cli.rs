@@ -45,6 +45,7 @@ fn every_verb_has_help() {
         &["enqueue"],
         &["status"],
         &["sends"],
+        &["preferences"],
         &["bench"],
         &["demo"],
         &["keys"],
@@ -246,6 +247,68 @@ fn demo_walks_a_trigger_to_the_send_log() {
         serde_json::from_str(&stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user", "--json"]))).unwrap();
     assert_eq!(json["sends"][0]["subject"], "Dein Export invoices-2026 ist fertig", "{json}");
     assert_eq!(json["triggers_without_messages"].as_array().unwrap().len(), 2, "{json}");
+}
+
+/// Issue 14: an operator changes a user's preferences from the command
+/// line; the change is the user's choice from then on, and the audit trail
+/// names the operator.
+#[test]
+fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(herald(dir.path(), &["demo"]).status.success(), "an enabled inbox rule in category exports");
+    let out = herald_stdin(
+        dir.path(),
+        &["operators", "add", "--email", "ops@example.com", "--password-stdin"],
+        "a long operator password\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&herald(dir.path(), &["preferences", "--user-id", "demo-user"]));
+    assert!(text.contains("exports  inbox: on (decided by default)"), "{text}");
+
+    // A change needs an operator, and an existing one.
+    let out = herald(dir.path(), &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--operator: required with --set"), "{}", stderr(&out));
+    let set = ["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off", "--operator"];
+    let out = herald(dir.path(), &[&set[..], &["nobody@example.com"]].concat());
+    assert!(stderr(&out).contains("is not an operator account"), "{}", stderr(&out));
+    // What the user cannot choose is refused, naming it; nothing changes.
+    let out = herald(
+        dir.path(),
+        &["preferences", "--user-id", "demo-user", "--set", "gossip:inbox=off", "--operator", "ops@example.com"],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("nothing changed: categories.gossip"), "{}", stderr(&out));
+    let out = herald(
+        dir.path(),
+        &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=maybe", "--operator", "ops@example.com"],
+    );
+    assert!(stderr(&out).contains("is not CATEGORY:CHANNEL=on|off"), "{}", stderr(&out));
+
+    let out = herald(dir.path(), &[&set[..], &["ops@example.com"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("changed for user demo-user: exports by inbox: off (recorded in the audit log)"), "{text}");
+    assert!(text.contains("exports  inbox: off (decided by user)"), "{text}");
+    let again = stdout(&herald(dir.path(), &[&set[..], &["ops@example.com"]].concat()));
+    assert!(again.contains("nothing changed for user demo-user"), "{again}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["preferences", "--user-id", "demo-user", "--json"])))
+            .unwrap();
+    assert_eq!(json["center"]["categories"][0]["channels"][0]["enabled"], false, "{json}");
+
+    // The audit trail (what the send-log page lists): one change, by the operator.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let rows = rt.block_on(async {
+        use herald::store::OperatorStore;
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+        let store = herald::store::SqlStore::connect(&url, &Default::default()).await.unwrap();
+        store.audit_for_target("user:demo-user", 10).await.unwrap()
+    });
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].operator_email, "operator ops@example.com (command line)");
+    assert_eq!(rows[0].detail.as_deref(), Some("exports by inbox: off"));
 }
 
 #[test]

@@ -45,6 +45,7 @@ backend_tests!(
     a_lift_records_reason_who_and_audit_in_its_transaction,
     send_counts_and_bounce_evidence_are_read_back,
     retention_prunes_only_old_finished_rows_in_bounded_batches,
+    retention_prunes_closed_digests_their_items_with_their_message_and_slots_no_cap_can_count,
     a_retention_pass_prunes_each_table_by_its_own_period,
     the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver_timeout,
     a_read_only_transaction_is_recognised_as_a_lost_race,
@@ -974,6 +975,113 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     assert!(store.get_trigger("done").await.unwrap().is_none());
     assert!(store.get_trigger("pending").await.unwrap().is_some(), "its message is still scheduled");
     assert!(store.get_trigger("unplanned").await.unwrap().is_some(), "not planned yet");
+}
+
+/// The workflow tables: a closed digest's bucket goes (an open one, which a
+/// trigger may still join, stays); a digest's items go once its message
+/// has left the outbox (the send log shows what a message it shows held);
+/// a frequency-cap slot goes only when no cap can count it any more.
+async fn retention_prunes_closed_digests_their_items_with_their_message_and_slots_no_cap_can_count(db: &TestDb) {
+    use herald::clock::Clock;
+    use herald::config::RetentionSettings;
+    use herald::domain::ChannelName;
+    use herald::retention::Retention;
+    use herald::store::{
+        DigestStore, NewDigestItem, NewTrigger, Prunable, SlotAnswer, SlotRequest, ThrottleStore, TriggerPlan,
+        TriggerStore,
+    };
+    const DAY: Duration = Duration::from_secs(86_400);
+    const HOUR: i64 = 3_600_000;
+    let store = &db.store;
+    // A trigger planned into the digest of `bucket` (window `window_ms`).
+    let plan = |id: &str, bucket: &str, window_ms: i64, at: Millis| {
+        let (id, bucket) = (id.to_owned(), bucket.repeat(64));
+        async move {
+            let t = NewTrigger {
+                id: id.clone(),
+                trigger_type: "comment".into(),
+                user_id: user("u"),
+                payload: serde_json::json!({}),
+                idempotency_key: None,
+                request_hash: None,
+                occurred_at: at,
+            };
+            store.insert_trigger(&t, at).await.unwrap();
+            let item = NewDigestItem {
+                bucket,
+                rule_id: "r".into(),
+                trigger_id: id.clone(),
+                user_id: user("u"),
+                channel: ChannelName::parse("channel", "inbox").unwrap(),
+                payload: serde_json::json!({}),
+                occurred_at: at,
+                window_ms,
+                max_items: 100,
+                delay_ms: 0,
+                grace_ms: None,
+            };
+            let p = TriggerPlan { trigger_id: id.clone(), rows: vec![], digests: vec![item], detail: "digest".into() };
+            assert_eq!(store.plan_triggers(&[p], at).await.unwrap(), [true]);
+            store.outbox_for_trigger(&id).await.unwrap().pop()
+        }
+    };
+    // Digest "a" closes after an hour and is delivered; digest "b" (a
+    // 31-day window) is still open.
+    let a = plan("ta", "a", HOUR, T0).await.expect("ta opens digest a");
+    let b = plan("tb", "b", 31 * 24 * HOUR, T0).await.expect("tb opens digest b");
+    let claimed = store.claim_due(T0.plus(Duration::from_secs(3600)), 10, "t").await.unwrap();
+    assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [a.id.as_str()]);
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
+    assert!(store.finish(&claimed[0], "t", &sent, T0.plus(Duration::from_secs(3600))).await.unwrap());
+
+    let cutoff = T0.plus(2 * DAY);
+    assert_eq!(store.prune(Prunable::Digests, cutoff, 1000).await.unwrap(), 1, "only the closed digest");
+    assert_eq!(store.prune(Prunable::Digests, cutoff, 1000).await.unwrap(), 0);
+    // The open digest is still joined; the closed one's bucket opens anew.
+    let later = T0.plus(DAY);
+    assert!(plan("tb2", "b", 31 * 24 * HOUR, later).await.is_none(), "tb2 joins digest b");
+    let items = store.digest_items(&[b.id.as_str()]).await.unwrap();
+    assert_eq!(items.iter().map(|i| i.trigger_id.as_str()).collect::<Vec<_>>(), ["tb", "tb2"]);
+    let a2 = plan("ta2", "a", HOUR, later).await.expect("the pruned bucket opens a new digest");
+    assert_ne!(a2.id, a.id);
+
+    // Items stay while their message is in the outbox, and go with it.
+    assert_eq!(store.prune(Prunable::DigestItems, cutoff, 1000).await.unwrap(), 0, "digest a is still shown");
+    assert_eq!(store.prune(Prunable::Outbox, cutoff, 1000).await.unwrap(), 1);
+    assert_eq!(store.prune(Prunable::DigestItems, cutoff, 1000).await.unwrap(), 1);
+    assert!(store.digest_items(&[a.id.as_str()]).await.unwrap().is_empty());
+    assert_eq!(store.digest_items(&[b.id.as_str()]).await.unwrap().len(), 2, "an open digest keeps its items");
+
+    // Slots: both of a cap of 2 used at T0, another bucket's a day later.
+    let req = |bucket: &str, outbox: &str| SlotRequest {
+        bucket: bucket.repeat(64),
+        limit: 2,
+        per_ms: HOUR,
+        outbox_id: outbox.into(),
+    };
+    let granted = store.take_throttle_slots(&[req("s", "o1"), req("s", "o2")], T0).await.unwrap();
+    assert_eq!(granted, [SlotAnswer::Granted, SlotAnswer::Granted]);
+    let one = SlotRequest { limit: 1, ..req("t", "o3") };
+    assert_eq!(store.take_throttle_slots(&[one], T0.plus(DAY)).await.unwrap(), [SlotAnswer::Granted]);
+    // The pass keeps every slot for the longest `per` a cap may have (366
+    // days), whatever the other periods.
+    let settings = RetentionSettings { outbox: Duration::ZERO, ..RetentionSettings::default() };
+    let clock = std::sync::Arc::new(herald::clock::ManualClock::at(T0.plus(366 * DAY)));
+    let metrics = herald::metrics::Metrics::new();
+    let retention = Retention::new(store.clone(), clock.clone(), settings, metrics.clone());
+    let none = tokio_util::sync::CancellationToken::new();
+    let report = retention.pass(&none).await;
+    assert_eq!(report.of(Prunable::ThrottleSlots), 0, "a slot 366 days old may still count: {report:?}");
+    assert_eq!(report.of(Prunable::DigestItems) + report.of(Prunable::Digests), 0, "outbox = 0s keeps digests");
+    clock.advance(Duration::from_secs(1));
+    let report = retention.pass(&none).await;
+    assert_eq!(report.of(Prunable::ThrottleSlots), 2, "{report:?}");
+    assert!(metrics.encode().contains("herald_pruned_rows_total{table=\"throttle_slots\"} 2"), "{}", metrics.encode());
+    // The pruned bucket's cap starts afresh; the other keeps its slot.
+    let now = clock.now();
+    let again = store.take_throttle_slots(&[req("s", "o4"), req("s", "o5"), req("s", "o6")], now).await.unwrap();
+    assert_eq!(again[..2], [SlotAnswer::Granted, SlotAnswer::Granted]);
+    assert!(matches!(again[2], SlotAnswer::Capped { .. }), "still a cap of 2: {again:?}");
 }
 
 /// The loop's pass: each table by its own period, "0s" keeps for ever, the

@@ -209,6 +209,9 @@ backend_tests!(
     changes_through_the_api_are_audited_with_the_keys_name,
     failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted,
     the_send_log_page_shows_a_users_preference_changes_and_who_made_them,
+    the_rule_editor_edits_every_workflow_field_with_the_apis_checks,
+    the_dry_run_says_what_the_window_digest_and_cap_would_do,
+    an_operator_changes_a_users_preferences_and_the_audit_names_them,
 );
 
 /// Issue 14: a host's preference sync and the user's own choice are in the
@@ -258,12 +261,276 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     }
     let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
     assert!(page.body.contains("Digest of 2 trigger(s):"), "{}", page.body);
-    // The rule's page shows its workflows (edited through the API).
+    // The rule's editor shows its workflows (set through the API) in its fields.
     let page = ui.get(&format!("/ui/rules/{rule_id}"), Some(&s.cookie)).await;
     assert_eq!(page.status, 200, "{}", page.body);
-    assert!(page.body.contains("Send window: mon,fri 09:00–18:00"), "{}", page.body);
-    assert!(page.body.contains("Frequency cap: 3 per 86400 s (scope rule)"), "{}", page.body);
-    assert!(page.body.contains("In the preference center as “Product news”"), "{}", page.body);
+    for field in [
+        "name=\"sw_day_mon\" value=\"1\" checked",
+        "name=\"sw_day_fri\" value=\"1\" checked",
+        "name=\"sw_from\" value=\"09:00\"",
+        "name=\"throttle_limit\" value=\"3\"",
+        "name=\"throttle_per\" value=\"86400\"",
+        "name=\"display_name\" value=\"Product news\"",
+    ] {
+        assert!(page.body.contains(field), "{field}: {}", page.body);
+    }
+    assert!(!page.body.contains("name=\"sw_day_tue\" value=\"1\" checked"), "{}", page.body);
+    ui.stop().await;
+}
+
+/// The editor's fields for a rule with every workflow field but digest
+/// (which escalation excludes), as the form posts them.
+fn workflow_form() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("name", "Invoices"),
+        ("trigger_type", "invoice.due"),
+        ("channel", "inbox"),
+        ("category", "billing"),
+        ("delay", "0"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_subject", "Invoice due"),
+        ("loc0_text", "Pay it"),
+        ("sw_day_tue", "1"),
+        ("sw_day_thu", "1"),
+        ("sw_from", "08:00"),
+        ("sw_until", "17:30"),
+        ("throttle_limit", "5"),
+        ("throttle_per", "3600"),
+        ("throttle_scope", "category"),
+        ("esc_after", "600"),
+        ("esc_unless", "seen"),
+        ("esc_channel", "email"),
+        ("esc_fallback_locale", "en"),
+        ("esc0_tag", "en"),
+        ("esc0_subject", "Unread invoice"),
+        ("esc0_text", "See the app"),
+        ("display_name", "Billing"),
+        ("description", "Invoices and receipts"),
+        ("action", "save"),
+    ]
+}
+
+fn with(
+    form: &[(&'static str, &'static str)],
+    changes: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<_> = form.iter().filter(|(k, _)| !changes.iter().any(|(c, _)| c == k)).cloned().collect();
+    out.extend(changes.iter().filter(|(_, v)| !v.is_empty()));
+    out
+}
+
+/// Issue 14: the editor edits every workflow field, refuses a bad value
+/// with the API's check naming the field (and saves nothing), and a save
+/// replaces the fields (an emptied group removes its field).
+async fn the_rule_editor_edits_every_workflow_field_with_the_apis_checks(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    // A blank editor has every workflow group, escalation's template too.
+    let blank = ui.get("/ui/rules/new", Some(&s.cookie)).await;
+    for field in [
+        "name=\"sw_from\"",
+        "name=\"digest_window\"",
+        "name=\"throttle_limit\"",
+        "name=\"esc_after\"",
+        "name=\"esc0_tag\" value=\"en\"",
+        "name=\"esc0_subject\"",
+        "name=\"display_name\"",
+    ] {
+        assert!(blank.body.contains(field), "{field}: {}", blank.body);
+    }
+    let saved = ui.action(&s, "/ui/rules/new", &workflow_form()).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let rules = ui.store.list_rules().await.unwrap();
+    assert_eq!(rules.len(), 1);
+    let view = herald::planning::rule::RuleView::from(&rules[0]);
+    let json = serde_json::to_value(&view).unwrap();
+    assert_eq!(json["send_window"], serde_json::json!({"days": ["tue", "thu"], "from": "08:00", "until": "17:30"}));
+    assert_eq!(json["throttle"], serde_json::json!({"limit": 5, "per": 3600, "scope": "category"}));
+    assert_eq!(json["escalate"]["after"], 600);
+    assert_eq!(json["escalate"]["unless"], "seen");
+    assert_eq!(json["escalate"]["template"]["locales"]["en"]["subject"], "Unread invoice");
+    assert_eq!(
+        (json["display_name"].as_str(), json["description"].as_str()),
+        (Some("Billing"), Some("Invoices and receipts"))
+    );
+    let id = view.id.clone();
+    let path = format!("/ui/rules/{id}");
+
+    // Each bad value: the form again (422) naming the field, nothing saved.
+    for (changes, field, says) in [
+        (vec![("sw_from", "9am")], "send_window.from", "is not a time of day"),
+        (vec![("sw_until", "08:00")], "send_window.until", "must differ"),
+        (vec![("throttle_limit", "0")], "throttle.limit", "must be 1 to 1000"),
+        (vec![("throttle_per", "a day")], "throttle.per", "is not a whole number of seconds"),
+        (vec![("throttle_scope", "user")], "throttle.scope", "expected rule or category"),
+        (vec![("esc_after", "0")], "escalate.after", "must be 1 to"),
+        (vec![("esc_channel", "pigeon")], "escalate.channel", "pigeon"),
+        (vec![("esc0_subject", "{{ oops")], "escalate.template.locales.en.subject", "line 1"),
+        (vec![("digest_window", "0")], "digest.window", "must be 1 to"),
+        (vec![("digest_window", "60"), ("digest_key", "payload.(")], "digest.key", ""),
+    ] {
+        let page = ui.action(&s, &path, &with(&workflow_form(), &changes)).await;
+        assert_eq!(page.status, 422, "{changes:?}: {}", page.body);
+        assert!(page.body.contains(&format!("<code>{field}</code>")), "{changes:?} names {field}: {}", page.body);
+        assert!(page.body.contains(says), "{changes:?} says {says:?}: {}", page.body);
+        assert_eq!(ui.store.list_rules().await.unwrap()[0].workflow, rules[0].workflow, "{changes:?}: nothing saved");
+    }
+    // Digest and escalation together: refused by the API's rule.
+    let page = ui.action(&s, &path, &with(&workflow_form(), &[("digest_window", "60")])).await;
+    assert_eq!(page.status, 422);
+    assert!(page.body.contains("cannot be combined with digest"), "{}", page.body);
+    // A preview shows the same refusal before any save.
+    let preview = with(&workflow_form(), &[("sw_from", "25:00"), ("action", "preview")]);
+    let page = ui.action(&s, &path, &preview).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<code>send_window.from</code>"), "{}", page.body);
+
+    // A save replaces: no day ticked is every day, an emptied group goes,
+    // escalation swapped for a digest.
+    let changed = with(
+        &workflow_form(),
+        &[
+            ("sw_day_tue", ""),
+            ("sw_day_thu", ""),
+            ("throttle_limit", ""),
+            ("throttle_per", ""),
+            ("esc_after", ""),
+            ("esc0_tag", ""),
+            ("esc0_subject", ""),
+            ("esc0_text", ""),
+            ("digest_window", "900"),
+            ("digest_key", "payload.thread"),
+            ("digest_max_items", "20"),
+            ("loc0_subject", "{{ digest.count }} invoices"),
+            ("description", ""),
+        ],
+    );
+    let saved = ui.action(&s, &path, &changed).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let json =
+        serde_json::to_value(herald::planning::rule::RuleView::from(&ui.store.get_rule(&id).await.unwrap().unwrap()))
+            .unwrap();
+    assert_eq!(json["send_window"]["days"].as_array().unwrap().len(), 7, "{json}");
+    assert!(
+        json.get("throttle").is_none() && json.get("escalate").is_none() && json.get("description").is_none(),
+        "{json}"
+    );
+    assert_eq!(json["digest"], serde_json::json!({"window": 900, "key": "payload.thread", "max_items": 20}));
+    assert_eq!(json["display_name"], "Billing");
+    // The editor shows what was saved: every day shown as no day ticked.
+    let page = ui.get(&path, Some(&s.cookie)).await;
+    assert!(page.body.contains("name=\"digest_key\" value=\"payload.thread\""), "{}", page.body);
+    assert!(!page.body.contains("value=\"1\" checked"), "{}", page.body);
+    assert_eq!(ui.audit_actions().await, ["login", "rule.create", "rule.update"]);
+    ui.stop().await;
+}
+
+/// Issue 14: the dry run says, per recent trigger, what the send window
+/// (until when, in which zone), the digest (opens or joins, due when) and
+/// the cap (N of limit, or capped) would do; on the screen and in the API.
+async fn the_dry_run_says_what_the_window_digest_and_cap_would_do(db: &TestDb) {
+    use herald::store::{NewTrigger, TriggerStore};
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let at = |t: &str| herald::clock::Millis(chrono::DateTime::parse_from_rfc3339(t).unwrap().timestamp_millis());
+    let mut windowed = disabled_rule("report");
+    windowed.workflow = Some(serde_json::json!({
+        "send_window": {"days": ["mon","tue","wed","thu","fri"], "from": "09:00", "until": "18:00"},
+        "throttle": {"limit": 1, "per": 86400, "scope": "rule"},
+    }));
+    ui.store.insert_rule(&windowed).await.unwrap();
+    let mut digest = disabled_rule("comment");
+    digest.workflow = Some(serde_json::json!({"digest": {"window": 3600}}));
+    ui.store.insert_rule(&digest).await.unwrap();
+    let berlin: herald::planning::recipient::RecipientInput =
+        serde_json::from_value(serde_json::json!({"timezone": "Europe/Berlin"})).unwrap();
+    ui.store.put_recipient(&berlin.into_row(&common::user("u1"), T0).unwrap()).await.unwrap();
+    for (kind, t) in [
+        ("report", "2026-03-04T20:00:00Z"),
+        ("report", "2026-03-05T08:30:00Z"),
+        ("comment", "2026-03-04T10:00:00Z"),
+        ("comment", "2026-03-04T10:20:00Z"),
+    ] {
+        let trigger = NewTrigger {
+            id: new_id(),
+            trigger_type: kind.into(),
+            user_id: common::user("u1"),
+            payload: serde_json::json!({}),
+            idempotency_key: None,
+            request_hash: None,
+            occurred_at: at(t),
+        };
+        ui.store.insert_trigger(&trigger, at(t)).await.unwrap();
+    }
+    let mut page = ui.get(&format!("/ui/rules/{}/enable", windowed.id), Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    page.body = page.body.replace("&#x2f;", "/").replace("&#x27;", "'");
+    assert!(page.body.contains("held by the rule's send window (mon,tue,wed,thu,fri 09:00–18:00, Europe/Berlin) until 2026-03-05T08:00:00.000Z"), "{}", page.body);
+    assert!(page.body.contains("Thu 2026-03-05 09:00 in Europe/Berlin"), "{}", page.body);
+    assert!(page.body.contains("1 of 1 used (cap 1 per day)"), "{}", page.body);
+    assert!(page.body.contains("would be capped: 1 already sent to u1"), "{}", page.body);
+    let page = ui.get(&format!("/ui/rules/{}/enable", digest.id), Some(&s.cookie)).await;
+    assert!(page.body.contains("would open a new digest, due 2026-03-04T11:00:00.000Z"), "{}", page.body);
+    assert!(page.body.contains("would join the digest opened by trigger"), "{}", page.body);
+    // The API's preview says the same.
+    let resp =
+        ui.send(ui.http.get(format!("{}/v1/rules/{}/preview", ui.base, windowed.id)).bearer_auth(&ui.api_key)).await;
+    let preview: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
+    let results = preview["results"].as_array().unwrap();
+    assert!(
+        results.iter().any(|r| r["window"].as_str().is_some_and(|w| w.contains("until 2026-03-05T08:00:00.000Z"))),
+        "{preview}"
+    );
+    assert!(results.iter().any(|r| r["cap"].as_str().is_some_and(|c| c.starts_with("would be capped"))), "{preview}");
+    // The editor shows it for the rule as typed.
+    let page = ui.get(&format!("/ui/rules/{}", windowed.id), Some(&s.cookie)).await;
+    assert!(page.body.contains("What the workflows would do"), "{}", page.body);
+    assert!(page.body.contains("would be capped"), "{}", page.body);
+    ui.stop().await;
+}
+
+/// Issue 14: an operator changes a user's preferences from the send-log
+/// page; it is the user's choice from then on, and the audit trail (on the
+/// same page) names the operator.
+async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let mut news = disabled_rule("news");
+    news.category = "news".into();
+    news.enabled = true;
+    ui.store.insert_rule(&news).await.unwrap();
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Change their preferences"), "{}", page.body);
+    assert!(page.body.contains("value=\"news:inbox\" checked"), "{}", page.body);
+    let resp = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    assert_eq!((resp.status, resp.location.as_deref()), (303, Some("/ui/sends?q=u1")), "{}", resp.body);
+    let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();
+    assert_eq!(recipient.user_choices.get("news").and_then(|c| c.get("inbox")), Some(&false));
+    let flash = cookie_pair(&resp.set_cookies, "herald_flash").unwrap_or_default();
+    let page = ui.get("/ui/sends?q=u1", Some(&format!("{}; {flash}", s.cookie))).await;
+    assert!(page.body.contains("value=\"news:inbox\">"), "now off: {}", page.body);
+    assert!(page.body.contains("decided by user"), "{}", page.body);
+    let who = format!("by operator {} (operator screen): news by inbox: off", ui.email);
+    assert!(page.body.contains(&who), "{who}: {}", page.body);
+    // The same again changes nothing and writes no second audit row.
+    ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
+    // What the user cannot choose is refused and changes nothing.
+    let bad = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "gossip:inbox")]).await;
+    assert_eq!(bad.status, 303);
+    assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
+    // Without the CSRF token: refused.
+    let forged = ui
+        .post(
+            "/ui/sends/preferences",
+            Some(&s.cookie),
+            &[("user", "u1"), ("shown", "news:inbox"), ("on", "news:inbox")],
+        )
+        .await;
+    assert_eq!(forged.status, 403);
+    let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();
+    assert_eq!(recipient.user_choices.get("news").and_then(|c| c.get("inbox")), Some(&false));
     ui.stop().await;
 }
 

@@ -19,7 +19,8 @@ use herald::planning::planner::Planner;
 use herald::planning::recipient::RecipientInput;
 use herald::planning::rule::RuleInput;
 use herald::store::{
-    DigestStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, TriggerStore,
+    DigestStore, EventStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store,
+    TriggerStore,
 };
 use serde_json::{Value, json};
 
@@ -69,6 +70,9 @@ async fn a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the
     assert_eq!(row.attempts, 1, "only the real attempt counts");
     assert_eq!(row.due_at, at("2026-03-05T09:00:00Z"));
     assert_eq!(row.expires_at, Some(at("2026-03-05T09:05:00Z")), "five minutes of grace were left");
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "a claimed lane's hold is an event too: {held:?}");
+    assert_eq!(held[0]["until"], "2026-03-05T09:00:00.000Z");
     clock.set(at("2026-03-05T09:01:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1);
     assert_eq!(channel.calls(), 2, "the hold never called the channel");
@@ -139,6 +143,13 @@ async fn a_message_due_at_night_waits_for_the_window_and_keeps_its_grace(db: &Te
     let why = row.last_error.as_deref().unwrap();
     assert!(why.contains("held by the rule's send window (mon,tue,wed,thu,fri 09:00–18:00, Europe/Berlin)"), "{why}");
     assert!(why.contains("until 2026-03-05T08:00:00.000Z"), "{why}");
+    // The events stream says so, written with the hold.
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0]["outbox_id"], row.id.as_str());
+    assert_eq!(held[0]["until"], "2026-03-05T08:00:00.000Z");
+    assert_eq!(held[0]["reason"], "send_window");
+    assert_eq!(held[0]["detail"], why);
 
     clock.set(at("2026-03-05T07:59:59Z"));
     assert_eq!(w.tick().await.unwrap().claimed, 0, "not before the opening");
@@ -173,9 +184,22 @@ async fn quiet_hours_hold_every_rule_but_transactional_ones(db: &TestDb) {
     assert_eq!(pending[0].due_at, at("2026-01-14T12:00:00Z"), "07:00 EST");
     let why = pending[0].last_error.as_deref().unwrap();
     assert!(why.contains("the recipient's quiet hours (22:00–07:00, America/New_York)"), "{why}");
+    let held = held_events(db).await;
+    assert_eq!(held.len(), 1, "one event for the held row, none for the one sent: {held:?}");
+    assert_eq!(
+        (held[0]["reason"].as_str(), held[0]["until"].as_str()),
+        (Some("quiet_hours"), Some("2026-01-14T12:00:00.000Z"))
+    );
 
     clock.set(at("2026-01-14T12:00:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1);
+    assert_eq!(held_events(db).await.len(), 1, "delivering writes no second hold");
+}
+
+/// The `held` events on the events stream, oldest first (their data).
+async fn held_events(db: &TestDb) -> Vec<Value> {
+    let events = db.store.events_after(0, 1000).await.unwrap();
+    events.into_iter().filter(|e| e.kind == "held").map(|e| e.data).collect()
 }
 
 fn count(log: &[herald::store::SendRecord], status: &str) -> usize {
@@ -536,6 +560,74 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     assert!(text.contains("You have an unread invoice"), "{text}");
 }
 
+/// `herald sends` tells a hold from an error and prints the digest and
+/// escalation links the API gives (SQLite: the binary reads the test's file).
+async fn herald_sends_prints_holds_digests_and_escalation_links() {
+    let db = TestDb::new(Backend::Sqlite).await;
+    let db = &db;
+    // Wednesday 20:00 UTC: after the window's closing.
+    let clock = ManualClock::at(at("2026-03-04T20:00:00Z"));
+    add_rule(db, clock.now(), "report", json!({"send_window": {"from": "09:00", "until": "18:00"}})).await;
+    add_rule(db, clock.now(), "comment", digest_rule(3600, json!({}))).await;
+    add_rule(
+        db,
+        clock.now(),
+        "invoice",
+        json!({"escalate": {"after": 1800, "unless": "read", "channel": "webhook", "template":
+            {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
+    )
+    .await;
+    trigger(db, &clock, "report", "u1").await;
+    let mut digest = Vec::new();
+    for n in 0..2 {
+        digest.push(insert_unplanned(db, &clock, "comment", "u1", json!({"n": n})).await);
+        planner_on(db.arc(), &clock).tick().await.unwrap();
+    }
+    trigger(db, &clock, "invoice", "u1").await;
+    let w = worker(db.arc(), herald::app::registry(), &clock, WorkerConfig::default());
+    let report = w.tick().await.unwrap();
+    assert!(report.held >= 1, "{report:?}");
+
+    let run = |json: bool| {
+        let mut args = vec!["sends", "--user-id", "u1", "--database-url", db.url.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+            .args(&args)
+            .env_remove("HERALD_DATABASE_URL")
+            .env("HERALD_LOG", "warn")
+            .current_dir(std::env::temp_dir())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = run(false);
+    assert!(
+        text.contains("held until 2026-03-05T09:00:00.000Z: held by the rule's send window (mon,tue,wed,thu,fri,sat,sun 09:00–18:00, UTC)"),
+        "{text}"
+    );
+    assert!(!text.contains("last error: held"), "a hold is not an error: {text}");
+    assert!(text.contains(&format!("digest of 2 trigger(s): {}, {}", digest[0], digest[1])), "{text}");
+    let timeline = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
+    let follow_up = timeline.messages.iter().find(|m| m.follow_up_of.is_some()).expect("a follow-up is planned");
+    let original = follow_up.follow_up_of.clone().unwrap();
+    assert!(text.contains(&format!("follow-up of inbox message {original}")), "{text}");
+    assert!(text.contains(&format!("followed up by {}", follow_up.outbox_id)), "{text}");
+    assert_eq!(text.matches(&format!("followed up by {}", follow_up.outbox_id)).count(), 1, "once per message: {text}");
+
+    let json: Value = serde_json::from_str(&run(true)).unwrap();
+    let pending = json["pending"].as_array().unwrap();
+    let held = pending.iter().find(|p| p["held_until"].is_string()).expect("the held row says until when");
+    assert_eq!(held["held_until"], "2026-03-05T09:00:00.000Z");
+    let d = pending.iter().find(|p| p["digest_triggers"].is_array()).expect("the digest says what it holds");
+    assert_eq!(d["digest_triggers"], json!(digest));
+    // The API says the same about the held row.
+    let held_api = timeline.messages.iter().find(|m| m.held_until.is_some()).unwrap();
+    assert_eq!(held_api.held_until.as_deref(), Some("2026-03-05T09:00:00.000Z"));
+}
+
 async fn api_refuses_each_bad_workflow_field_by_name() {
     let app = App::start_on(Backend::Sqlite, |_| {}).await;
     let base = json!({
@@ -768,6 +860,10 @@ fn main() -> std::process::ExitCode {
     trials.push(common::harness::test(
         "api::refuses_each_bad_workflow_field_by_name",
         api_refuses_each_bad_workflow_field_by_name,
+    ));
+    trials.push(common::harness::test(
+        "cli::herald_sends_prints_holds_digests_and_escalation_links",
+        herald_sends_prints_holds_digests_and_escalation_links,
     ));
     trials.push(common::harness::test(
         "api::the_preference_center_wins_over_a_host_sync_and_is_audited",

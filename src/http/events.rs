@@ -2,7 +2,8 @@
 //! Server-Sent Events, resumable with `Last-Event-ID`.
 //!
 //! Every terminal outcome (sent, failed, suppressed, bounced, expired,
-//! cancelled), every suppression added (unsubscribes, hard bounces) and every
+//! cancelled), every hold (a send window, quiet hours or an escalation's
+//! wait put a message back, with until when and why), every suppression added (unsubscribes, hard bounces) and every
 //! suppression lifted, in the order they committed. The events are rows of
 //! `engagement_events`, written in the same transaction as what they
 //! report and numbered in commit order (their `position`), so a follower
@@ -45,7 +46,7 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 
 /// Outcome events as Server-Sent Events. First a `ready` event (where the
 /// stream starts); then each event's `event` is its kind (`outcome`,
-/// `suppression`, `suppression_lifted`), its `id` the event's position in
+/// `held`, `suppression`, `suppression_lifted`), its `id` the event's position in
 /// commit order (send it back as `Last-Event-ID` to resume; an event id from
 /// an older version is accepted too), its `data` the event as JSON.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery),

@@ -63,6 +63,9 @@ pub struct AppState {
     /// Signs and checks the end users' inbox tokens.
     pub user_tokens: user_auth::TokenKey,
     pub token_ttl: std::time::Duration,
+    /// The zone send windows and quiet hours are read in for a recipient
+    /// without one (`worker.default_timezone`): the rule preview's.
+    pub default_timezone: chrono_tz::Tz,
     /// The operator screen's session and login settings.
     pub ui: crate::config::UiSettings,
     /// The operator logins' password checks (`ui.login_concurrency`).

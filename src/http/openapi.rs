@@ -31,7 +31,7 @@ use utoipa::{Modify, OpenApi};
         (name = "users", description = "Recipients, and what reached them"),
         (name = "outbox", description = "Scheduled and finished messages"),
         (name = "inbox", description = "An end user's own inbox, with a per-user token"),
-        (name = "events", description = "Outcome events for the host application to follow"),
+        (name = "events", description = "Outcome, hold and suppression events for the host application to follow"),
         (name = "bounces", description = "Bounce and complaint messages, kept as evidence"),
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),

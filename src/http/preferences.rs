@@ -81,9 +81,27 @@ struct Offered {
 /// The categories and channels the enabled rules offer.
 async fn offered(state: &AppState) -> Result<BTreeMap<String, Offered>, ApiError> {
     let book = state.planner.rules().current().await?;
+    Ok(offered_by(book.all().map(|rule| (&rule.row, rule.follow_up_channel()))))
+}
+
+/// [`offered`] read from the store, for the command line (no rule cache):
+/// the enabled rules, each with its escalation's channel.
+async fn offered_in_store(store: &dyn crate::store::Store) -> Result<BTreeMap<String, Offered>, ApiError> {
+    let rules: Vec<crate::planning::planner::PlanRule> = store
+        .list_rules()
+        .await?
+        .into_iter()
+        .filter(|r| r.enabled)
+        .map(crate::planning::planner::PlanRule::new)
+        .collect();
+    Ok(offered_by(rules.iter().map(|rule| (&rule.row, rule.follow_up_channel()))))
+}
+
+fn offered_by<'a>(
+    rules: impl Iterator<Item = (&'a crate::store::RuleRow, Option<&'a str>)>,
+) -> BTreeMap<String, Offered> {
     let mut out: BTreeMap<String, Offered> = BTreeMap::new();
-    for rule in book.all() {
-        let row = &rule.row;
+    for (row, follow_up) in rules {
         let w: crate::planning::workflow::WorkflowInput =
             row.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
         let entry = out.entry(row.category.clone()).or_insert_with(|| Offered {
@@ -98,11 +116,11 @@ async fn offered(state: &AppState) -> Result<BTreeMap<String, Offered>, ApiError
             entry.description = w.description;
         }
         entry.channels.insert(row.channel.clone());
-        if let Some(c) = rule.follow_up_channel() {
+        if let Some(c) = follow_up {
             entry.channels.insert(c.to_owned());
         }
     }
-    Ok(out)
+    out
 }
 
 fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>) -> PreferenceCenter {
@@ -182,7 +200,19 @@ async fn apply(
     who: &str,
     offered: &BTreeMap<String, Offered>,
 ) -> Result<PreferenceCenter, ApiError> {
-    let recipient = state.store.get_recipient(user).await?;
+    apply_in(&*state.store, state.clock.now(), user, change, who, offered).await
+}
+
+/// [`apply`] on a store at `now`, for the command line too.
+async fn apply_in(
+    store: &dyn crate::store::Store,
+    now: crate::clock::Millis,
+    user: &UserId,
+    change: PreferenceChange,
+    who: &str,
+    offered: &BTreeMap<String, Offered>,
+) -> Result<PreferenceCenter, ApiError> {
+    let recipient = store.get_recipient(user).await?;
     let mut choices = recipient.as_ref().map(|r| r.user_choices.clone()).unwrap_or_default();
     let mut said = Vec::new();
     for (category, channels) in change.categories {
@@ -194,25 +224,34 @@ async fn apply(
             choices.entry(category.clone()).or_default().insert(channel, on);
         }
     }
-    let now = state.clock.now();
     if !said.is_empty() {
-        state.store.set_user_choices(user, &choices, now).await?;
-        audit_preferences(state, who, user, said.join("; ")).await;
+        store.set_user_choices(user, &choices, now).await?;
+        audit_preferences_in(store, now, who, user, said.join("; ")).await;
     }
-    let recipient = state.store.get_recipient(user).await?;
+    let recipient = store.get_recipient(user).await?;
     Ok(center(offered, recipient.as_ref()))
 }
 
 /// One preference change in the audit log (target `user:ID`), shown on the
 /// user's send-log page.
 pub async fn audit_preferences(state: &AppState, who: &str, user: &UserId, detail: String) {
+    audit_preferences_in(&*state.store, state.clock.now(), who, user, detail).await
+}
+
+async fn audit_preferences_in(
+    store: &dyn crate::store::Store,
+    now: crate::clock::Millis,
+    who: &str,
+    user: &UserId,
+    detail: String,
+) {
     let entry = AuditEntry {
         operator_email: who.to_owned(),
         action: "preferences.change".into(),
         target: format!("user:{user}"),
         detail: Some(detail),
     };
-    if let Err(e) = state.store.append_audit(&entry, state.clock.now()).await {
+    if let Err(e) = store.append_audit(&entry, now).await {
         tracing::error!(error = %e, user = %user, "could not write the preference change to the audit log");
     }
 }
@@ -354,16 +393,87 @@ pub async fn save(
             _ => false,
         };
     }
+    let change = change_from_form(&shown, &on);
+    check(&change, &offered).map_err(ApiError::Invalid)?;
+    let who = format!("user {user} (preference page)");
+    let center = apply(&state, &user, change, &who, &offered).await?;
+    Ok(page(&form(&token, &center, true)))
+}
+
+/// A form's boxes as a change: each `CATEGORY:CHANNEL` shown is on when
+/// ticked, off when not (transactional is never changed).
+fn change_from_form(shown: &BTreeSet<String>, on: &BTreeSet<String>) -> PreferenceChange {
     let mut change = PreferenceChange { categories: BTreeMap::new() };
-    for value in &shown {
+    for value in shown {
         let Some((category, channel)) = value.split_once(':') else { continue };
         if category == TRANSACTIONAL {
             continue;
         }
         change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on.contains(value));
     }
-    check(&change, &offered).map_err(ApiError::Invalid)?;
-    let who = format!("user {user} (preference page)");
-    let center = apply(&state, &user, change, &who, &offered).await?;
-    Ok(page(&form(&token, &center, true)))
+    change
+}
+
+/// The user's preference center as they see it, for the operator screen.
+pub async fn center_for(state: &AppState, user: &UserId) -> Result<PreferenceCenter, ApiError> {
+    let offered = offered(state).await?;
+    let recipient = state.store.get_recipient(user).await?;
+    Ok(center(&offered, recipient.as_ref()))
+}
+
+/// A change an operator makes for the user from the operator screen (the
+/// same form as the hosted page): checked like the user's own, stored as
+/// the user's choice (so a host's sync does not undo it either) and audited
+/// with `who` naming the operator. Returns what changed, in words (empty:
+/// nothing did).
+pub async fn change_by_operator(
+    state: &AppState,
+    user: &UserId,
+    shown: &BTreeSet<String>,
+    on: &BTreeSet<String>,
+    who: &str,
+) -> Result<Vec<String>, ApiError> {
+    let offered = offered(state).await?;
+    change_checked(&*state.store, state.clock.now(), user, change_from_form(shown, on), who, &offered).await
+}
+
+/// The user's preference center read from the store, and a change an
+/// operator makes from the command line (`herald preferences`): checked,
+/// stored as the user's choice and audited as [`change_by_operator`] does.
+/// `None` reads only.
+pub async fn center_or_change_in_store(
+    store: &dyn crate::store::Store,
+    now: crate::clock::Millis,
+    user: &UserId,
+    change: Option<PreferenceChange>,
+    who: &str,
+) -> Result<(PreferenceCenter, Vec<String>), ApiError> {
+    let offered = offered_in_store(store).await?;
+    let changed = match change {
+        Some(change) => change_checked(store, now, user, change, who, &offered).await?,
+        None => Vec::new(),
+    };
+    let recipient = store.get_recipient(user).await?;
+    Ok((center(&offered, recipient.as_ref()), changed))
+}
+
+/// Checks and applies a change; what changed, in words.
+async fn change_checked(
+    store: &dyn crate::store::Store,
+    now: crate::clock::Millis,
+    user: &UserId,
+    change: PreferenceChange,
+    who: &str,
+    offered: &BTreeMap<String, Offered>,
+) -> Result<Vec<String>, ApiError> {
+    check(&change, offered).map_err(ApiError::Invalid)?;
+    let before = store.get_recipient(user).await?.map(|r| r.user_choices).unwrap_or_default();
+    apply_in(store, now, user, change.clone(), who, offered).await?;
+    Ok(change
+        .categories
+        .iter()
+        .flat_map(|(category, channels)| channels.iter().map(move |(channel, on)| (category, channel, *on)))
+        .filter(|(category, channel, on)| before.get(*category).and_then(|c| c.get(*channel)) != Some(on))
+        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if on { "on" } else { "off" }))
+        .collect())
 }

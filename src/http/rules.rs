@@ -234,6 +234,10 @@ pub struct PreviewItem {
     pub occurred_at: String,
     #[serde(flatten)]
     pub decision: RuleDecision,
+    /// For a message it would plan: what the rule's send window (and the
+    /// recipient's quiet hours), digest and frequency cap would do with it.
+    #[serde(flatten)]
+    pub workflow: crate::planning::dry_run::WorkflowNotes,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -279,20 +283,54 @@ pub async fn dry_run(
 ) -> Result<Preview, ApiError> {
     let trigger_type = trigger_type.unwrap_or_else(|| rule.trigger_type.clone());
     let recent = state.store.recent_triggers(&trigger_type, limit).await?;
+    // Every recipient at once: conditions read them, and so do quiet hours
+    // and time zones.
+    let users: Vec<&str> = recent.iter().map(|t| t.user_id.as_str()).collect();
+    let recipients: std::collections::HashMap<String, crate::store::RecipientRow> =
+        state.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
     let mut results = Vec::with_capacity(recent.len());
+    let mut plans = Vec::with_capacity(recent.len());
     for t in &recent {
-        let recipient = match crate::domain::UserId::parse("user_id", &t.user_id) {
-            Ok(u) if rule.condition.is_some() => state.store.get_recipient(&u).await?,
-            _ => None,
-        };
-        let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient.as_ref());
-        if let Some(decision) = plan.decisions.into_iter().next() {
+        let recipient = recipients.get(&t.user_id);
+        let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient);
+        if let Some(decision) = plan.decisions.first().cloned() {
             results.push(PreviewItem {
                 trigger_id: t.id.clone(),
                 user_id: t.user_id.clone(),
                 occurred_at: t.occurred_at.to_rfc3339(),
                 decision,
+                workflow: Default::default(),
             });
+            plans.push((t, plan));
+        }
+    }
+    // What the workflow would do, simulated oldest first.
+    if let Ok(workflow) = crate::planning::workflow::RuleWorkflow::from_stored(rule.workflow.as_ref()) {
+        let mut steps = Vec::new();
+        let mut index = Vec::new();
+        for (i, (t, plan)) in plans.iter().enumerate().rev() {
+            if !plan.decisions.first().is_some_and(|d| d.planned) {
+                continue;
+            }
+            index.push(i);
+            steps.push(crate::planning::dry_run::Step {
+                trigger_id: &t.id,
+                user_id: &t.user_id,
+                occurred_at: t.occurred_at,
+                due_at: plan.rows.first().map(|r| r.due_at),
+                digest_bucket: plan.digests.first().map(|d| d.bucket.as_str()),
+                recipient: recipients.get(&t.user_id),
+            });
+        }
+        let notes = crate::planning::dry_run::simulate(
+            &rule.category,
+            rule.delay_seconds,
+            &workflow,
+            state.default_timezone,
+            &steps,
+        );
+        for (i, n) in index.into_iter().zip(notes) {
+            results[i].workflow = n;
         }
     }
     Ok(Preview {

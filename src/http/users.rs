@@ -118,8 +118,12 @@ pub struct MessageHistory {
     pub due_at: String,
     pub attempts: i64,
     /// The last error, for a row still waiting to be retried; the outcome's
-    /// detail for a finished one.
+    /// detail for a finished one; for a held row, why it is held.
     pub detail: Option<String>,
+    /// For a row a send window, quiet hours or an escalation's wait holds:
+    /// when it falls due again (RFC 3339). `detail` says why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
     pub created_at: String,
     /// Send-log rows for this message, oldest first.
     pub history: Vec<SendEvent>,
@@ -221,6 +225,7 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             due_at: r.due_at.to_rfc3339(),
             attempts: r.attempts,
             detail: r.last_error.clone(),
+            held_until: r.hold_detail().map(|_| r.due_at.to_rfc3339()),
             created_at: r.created_at.to_rfc3339(),
             history,
             digest_triggers: digests.remove(&r.id),

@@ -48,8 +48,8 @@ pub struct RuleInput {
     /// `{"days": ["mon","tue","wed","thu","fri"], "from": "09:00", "until": "18:00"}`.
     #[serde(default)]
     pub send_window: Option<SendWindowInput>,
-    /// Folds a burst of triggers into one message (accepted and checked;
-    /// a rule with a digest cannot be turned on yet).
+    /// Folds a burst of triggers for one user (and key) into one message:
+    /// `{"window": 3600, "key": "payload.thread_id", "max_items": 50}`.
     #[serde(default)]
     pub digest: Option<DigestInput>,
     /// At most `limit` messages to a user in any `per` seconds, checked at
@@ -57,8 +57,7 @@ pub struct RuleInput {
     #[serde(default)]
     pub throttle: Option<ThrottleInput>,
     /// On an inbox rule, a follow-up on another channel unless the inbox
-    /// message was seen/read in time (accepted and checked; a rule with
-    /// escalation cannot be turned on yet).
+    /// message was seen/read in time.
     #[serde(default)]
     pub escalate: Option<EscalateInput>,
     /// The category's name in the end user's preference center.

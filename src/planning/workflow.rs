@@ -129,6 +129,9 @@ impl WorkflowInput {
 const MAX_DIGEST_WINDOW: i64 = 31 * 24 * 3600;
 /// Longest cap window and escalation delay: a year, as for `delay`.
 const MAX_PERIOD: i64 = 366 * 24 * 3600;
+/// The longest `per` a cap may have: a frequency-cap slot last used longer
+/// ago than this counts for no rule (retention prunes it).
+pub const MAX_THROTTLE_PER: std::time::Duration = std::time::Duration::from_secs(MAX_PERIOD as u64);
 /// Most messages a cap allows per window: each allowed message is a row
 /// Herald keeps per user (see `store::throttle`).
 pub const MAX_THROTTLE_LIMIT: i64 = 1000;
@@ -569,6 +572,23 @@ impl Gate {
     }
 }
 
+/// Why a scheduled row's `last_error` says it waits, when it is a hold
+/// rather than a retry's error: `send_window`, `quiet_hours` or
+/// `escalation` (a follow-up waiting for its inbox message). The hold's
+/// detail is the only record of it on the row (a hold is not an attempt),
+/// so the views that tell a hold from an error ask here.
+pub fn hold_reason(detail: &str) -> Option<&'static str> {
+    if detail.starts_with("held by the rule's send window") {
+        Some("send_window")
+    } else if detail.starts_with("held by the recipient's quiet hours") {
+        Some("quiet_hours")
+    } else if detail.starts_with("waiting ") && detail.contains(" the inbox message ") {
+        Some("escalation")
+    } else {
+        None
+    }
+}
+
 /// Minutes since midnight, for tests and displays.
 pub fn minutes_of_day(t: NaiveTime) -> u32 {
     t.hour() * 60 + t.minute()
@@ -731,6 +751,32 @@ mod tests {
         assert_eq!(until, at("2026-03-05T09:00:00Z"));
         assert_eq!(expires_at, Some(at("2026-03-05T09:55:00Z")), "the grace left moves with it");
         assert!(detail.contains("send window (mon,tue,wed,thu,fri 09:00–18:00, UTC)"), "{detail}");
+    }
+
+    #[test]
+    fn a_hold_is_told_apart_from_a_retry_error() {
+        let g = gate(Some(window(WEEKDAYS_ONLY, "09:00", "18:00")), Some(("22:00", "07:00")), "UTC");
+        let GateDecision::Hold { detail, .. } = g.decide(at("2026-03-07T12:00:00Z"), None, at("2026-03-07T12:00:00Z"))
+        else {
+            panic!()
+        };
+        assert_eq!(hold_reason(&detail), Some("send_window"), "{detail}");
+        let GateDecision::Hold { detail, .. } = g.decide(at("2026-03-04T23:00:00Z"), None, at("2026-03-04T23:00:00Z"))
+        else {
+            panic!()
+        };
+        assert_eq!(hold_reason(&detail), Some("send_window"), "outside the window first: {detail}");
+        let q = gate(None, Some(("22:00", "07:00")), "UTC");
+        let GateDecision::Hold { detail, .. } = q.decide(at("2026-03-04T23:00:00Z"), None, at("2026-03-04T23:00:00Z"))
+        else {
+            panic!()
+        };
+        assert_eq!(hold_reason(&detail), Some("quiet_hours"), "{detail}");
+        assert_eq!(
+            hold_reason("waiting until 2026-03-04T10:00:00.000Z for the inbox message x to be read"),
+            Some("escalation")
+        );
+        assert_eq!(hold_reason("smtp: 421 try again later"), None);
     }
 
     #[test]

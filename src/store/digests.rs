@@ -125,19 +125,28 @@ pub(super) async fn add(
             "INSERT INTO engagement_digests (bucket, outbox_id, opened_at, items) VALUES (?, '', 0, 0){}",
             d.on_conflict_do_nothing("bucket")
         );
-        sqlx::query(&d.sql(&create))
-            .bind(item.bucket.clone())
-            .execute(&mut *conn)
-            .await
-            .map_err(db("digest: bucket"))?;
         let lock = if d == Dialect::Sqlite { "" } else { " FOR UPDATE" };
-        let open = sqlx::query(
-            &d.sql(&format!("SELECT outbox_id, opened_at, items FROM engagement_digests WHERE bucket = ?{lock}")),
-        )
-        .bind(item.bucket.clone())
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db("digest: read bucket"))?;
+        let read = d.sql(&format!("SELECT outbox_id, opened_at, items FROM engagement_digests WHERE bucket = ?{lock}"));
+        // Retention deletes closed buckets: one it deleted between this
+        // insert (which found it, and on PostgreSQL does not lock it) and
+        // the read is simply made again.
+        let mut open = None;
+        for _ in 0..3 {
+            sqlx::query(&d.sql(&create))
+                .bind(item.bucket.clone())
+                .execute(&mut *conn)
+                .await
+                .map_err(db("digest: bucket"))?;
+            open = sqlx::query(&read)
+                .bind(item.bucket.clone())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(db("digest: read bucket"))?;
+            if open.is_some() {
+                break;
+            }
+        }
+        let open = open.ok_or_else(|| db("digest: read bucket")(sqlx::Error::RowNotFound))?;
         let read = || -> Result<(String, i64, i64), sqlx::Error> {
             Ok((text(&open, "outbox_id")?, open.try_get("opened_at")?, open.try_get("items")?))
         };

@@ -26,7 +26,9 @@ pub struct EventRow {
     /// Where the event stands in commit order; what a follower resumes from.
     pub position: i64,
     /// `outcome` (a send-log row: sent, failed, suppressed, bounced,
-    /// expired, cancelled, complained), `suppression` or `suppression_lifted`.
+    /// expired, cancelled, complained), `held` (a message put back until
+    /// a send window opens, quiet hours end or an escalation's wait is
+    /// over; not an outcome), `suppression` or `suppression_lifted`.
     pub kind: String,
     pub user_id: Option<String>,
     pub outbox_id: Option<String>,

@@ -47,6 +47,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(11, "workflows", "0011_workflows.sql"),
     migration!(12, "instances", "0012_instances.sql"),
     migration!(13, "retention", "0013_retention.sql"),
+    migration!(14, "workflow_retention", "0014_workflow_retention.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

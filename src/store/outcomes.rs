@@ -2,9 +2,10 @@
 //!
 //! One flush, whatever its size, is one transaction of a fixed number of
 //! statements: the fenced outbox update, the send-log rows, the positions,
-//! the events, the inbox messages and (PostgreSQL) one notification. The
-//! per-row version of this (three statements a row) is what held the drain
-//! to about 1,600 rows a second.
+//! the events (outcomes, and `held` for a row a send window, quiet hours or
+//! an escalation's wait put back), the inbox messages and (PostgreSQL) one
+//! notification. The per-row version of this (three statements a row) is
+//! what held the drain to about 1,600 rows a second.
 
 use std::collections::HashSet;
 
@@ -85,8 +86,25 @@ impl SqlStore {
         for item in items {
             let ok = won.contains(item.row.id.as_str());
             results.push(ok);
-            let (true, RecordAction::Finish(outcome)) = (ok, &item.action) else { continue };
             let row = &item.row;
+            // A hold is not an outcome (no send-log row), but a follower
+            // keeping its own state wants to know the message waits and
+            // why: an event in the same transaction as the hold.
+            if let (true, RecordAction::Hold { due_at, detail, .. }) = (ok, &item.action) {
+                events.push(NewEvent {
+                    kind: "held",
+                    user_id: Some(row.user_id.clone()),
+                    outbox_id: Some(row.id.clone()),
+                    data: serde_json::json!({
+                        "outbox_id": row.id, "user_id": row.user_id, "rule_id": row.rule_id,
+                        "trigger_id": row.trigger_id, "channel": row.channel, "status": "scheduled",
+                        "until": due_at.to_rfc3339(), "reason": crate::planning::workflow::hold_reason(detail),
+                        "detail": detail, "at": now.to_rfc3339(),
+                    }),
+                });
+                continue;
+            }
+            let (true, RecordAction::Finish(outcome)) = (ok, &item.action) else { continue };
             events.push(NewEvent {
                 kind: "outcome",
                 user_id: Some(row.user_id.clone()),

@@ -35,16 +35,30 @@ pub enum Prunable {
     /// Planned triggers none of whose messages is still scheduled or
     /// sending. Their idempotency keys go with them.
     Triggers,
+    /// Closed digests (`engagement_digests`): a bucket whose digest message
+    /// is no longer scheduled or sending, so no trigger can join it (the
+    /// next trigger opens a new one either way). Never an open digest.
+    Digests,
+    /// Which triggers went into a digest (`engagement_digest_items`), once
+    /// the digest message itself has been pruned from the outbox: as long
+    /// as the send log shows the message, it shows what it held.
+    DigestItems,
+    /// Frequency-cap slots last used longer ago than any cap can count.
+    ThrottleSlots,
 }
 
 impl Prunable {
-    pub const ALL: [Prunable; 6] = [
+    /// In pass order: digest items after the outbox rows they follow.
+    pub const ALL: [Prunable; 9] = [
         Prunable::Outbox,
         Prunable::Sends,
         Prunable::Events,
         Prunable::ArchivedInbox,
         Prunable::Bounces,
         Prunable::Triggers,
+        Prunable::Digests,
+        Prunable::DigestItems,
+        Prunable::ThrottleSlots,
     ];
 
     /// The full configuration key that sets it.
@@ -65,6 +79,12 @@ impl Prunable {
             Prunable::ArchivedInbox => ("retention.archived_inbox", "archived_inbox"),
             Prunable::Bounces => ("retention.bounces", "bounces"),
             Prunable::Triggers => ("retention.triggers", "triggers"),
+            // The digest tables live as long as the outbox rows they
+            // describe; the slots' age is not a setting (see
+            // `RetentionSettings::period`).
+            Prunable::Digests => ("retention.outbox", "digests"),
+            Prunable::DigestItems => ("retention.outbox", "digest_items"),
+            Prunable::ThrottleSlots => ("retention.enabled", "throttle_slots"),
         }
     }
 }
@@ -100,6 +120,9 @@ impl SqlStore {
                 total
             }
             Prunable::Events => self.prune_events(cutoff, limit).await?,
+            Prunable::Digests | Prunable::DigestItems | Prunable::ThrottleSlots => {
+                self.prune_workflow(table, cutoff, limit).await?
+            }
             // The rest: one delete of the oldest rows before the cutoff.
             single => {
                 let (table, condition, order, cutoff, op) = match single {
@@ -127,7 +150,11 @@ impl SqlStore {
                         Bound::Millis(cutoff.0),
                         "prune triggers",
                     ),
-                    Prunable::Outbox | Prunable::Events => unreachable!("pruned above"),
+                    Prunable::Outbox
+                    | Prunable::Events
+                    | Prunable::Digests
+                    | Prunable::DigestItems
+                    | Prunable::ThrottleSlots => unreachable!("pruned above"),
                 };
                 let sql = limited_delete(d, table, condition, order);
                 let query = match cutoff {
@@ -138,6 +165,59 @@ impl SqlStore {
             }
         };
         Ok(deleted)
+    }
+
+    /// The workflow tables. Their keys are not ids (a bucket; a trigger and
+    /// rule; a bucket and slot), so the batch is chosen by the row's
+    /// physical address where the key is composite (SQLite's `rowid`,
+    /// PostgreSQL's `ctid`), and the condition is tested again on the row
+    /// being deleted: a slot taken again, or a digest joined, between the
+    /// choice and the delete is left alone (PostgreSQL re-reads a row that
+    /// changed under it; MySQL's single-table delete locks what it reads;
+    /// SQLite has one writer).
+    async fn prune_workflow(&self, table: Prunable, cutoff: Millis, limit: i64) -> Result<u64, StoreError> {
+        let d = self.dialect();
+        let physical = if d == Dialect::Postgres { "ctid" } else { "rowid" };
+        let (name, key, condition, order, op) = match table {
+            // Open means its message may still take a trigger: scheduled
+            // (or being delivered, and then retried).
+            Prunable::Digests => (
+                "engagement_digests",
+                "bucket",
+                "opened_at < ? AND NOT EXISTS (SELECT 1 FROM engagement_outbox o \
+                 WHERE o.id = engagement_digests.outbox_id AND o.status IN ('scheduled', 'sending'))",
+                "opened_at",
+                "prune closed digests",
+            ),
+            Prunable::DigestItems => (
+                "engagement_digest_items",
+                physical,
+                "created_at < ? AND NOT EXISTS (SELECT 1 FROM engagement_outbox o \
+                 WHERE o.id = engagement_digest_items.outbox_id)",
+                "created_at",
+                "prune digest items",
+            ),
+            Prunable::ThrottleSlots => {
+                ("engagement_throttle_slots", physical, "used_at < ?", "used_at", "prune throttle slots")
+            }
+            other => unreachable!("{other:?} is not a workflow table"),
+        };
+        let sql = d.sql(&match d {
+            Dialect::MySql => format!("DELETE FROM {name} WHERE {condition} ORDER BY {order} LIMIT ?"),
+            Dialect::Postgres => format!(
+                "DELETE FROM {name} WHERE {key} = ANY(ARRAY(SELECT {key} FROM {name} WHERE {condition} \
+                 ORDER BY {order} LIMIT ?)) AND {condition}"
+            ),
+            Dialect::Sqlite => format!(
+                "DELETE FROM {name} WHERE {key} IN (SELECT {key} FROM {name} WHERE {condition} ORDER BY {order} \
+                 LIMIT ?) AND {condition}"
+            ),
+        });
+        let mut query = sqlx::query(&sql).bind(cutoff.0).bind(limit);
+        if d != Dialect::MySql {
+            query = query.bind(cutoff.0);
+        }
+        Ok(query.execute(self.writer()).await.map_err(StoreError::db(op))?.rows_affected())
     }
 
     /// Events are keyed by position, appended in (nearly) time order: read

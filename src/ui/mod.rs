@@ -59,6 +59,7 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
         .route("/sends", get(sends::search))
+        .route("/sends/preferences", post(sends::change_preferences))
         .route("/suppressions", get(suppressions::list).post(suppressions::add))
         .route("/suppressions/lift", post(suppressions::lift))
         .route("/suppressions/{hash}", get(suppressions::evidence))

@@ -1,5 +1,7 @@
 //! Rules: the list with each rule's switch, the editor with its rendered
-//! preview, and the dry run shown before a rule is turned on.
+//! preview (every field, the workflow fields included, checked as the API
+//! checks them), and the dry run shown before a rule is turned on (with
+//! what the send window, digest and cap would do).
 //!
 //! A rule is created off, whatever the form says: the only way on is the
 //! switch, and the switch always shows the dry run first (what the rule would
@@ -22,6 +24,7 @@ use crate::http::problem::ApiError;
 use crate::http::rules::{create_rule, delete_rule, dry_run, load, update_rule};
 use crate::planning::rule::{FieldError, RuleInput, RulePatch, RuleView};
 use crate::planning::template::{Condition, LocaleTemplate, TemplateSet};
+use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput};
 
 const ACTIVE: &str = "/ui/rules";
 
@@ -40,6 +43,228 @@ struct LocaleForm {
     html: String,
 }
 
+/// The workflow fields of the editor, as typed. A group left empty is no
+/// such field on the rule (saving removes it); the days of a send window
+/// are one checkbox each (`sw_day_mon` …), none ticked meaning every day,
+/// as leaving `days` out does in the API.
+#[derive(Debug, Clone, Default, Serialize)]
+struct WorkflowForm {
+    sw_days: Vec<String>,
+    sw_from: String,
+    sw_until: String,
+    digest_window: String,
+    digest_key: String,
+    digest_max_items: String,
+    throttle_limit: String,
+    throttle_per: String,
+    throttle_scope: String,
+    esc_after: String,
+    esc_unless: String,
+    esc_channel: String,
+    esc_fallback_locale: String,
+    esc_locales: Vec<LocaleForm>,
+    display_name: String,
+    description: String,
+}
+
+impl WorkflowForm {
+    /// No workflow field, with the escalation's choices on their defaults
+    /// and an empty block to write its template in.
+    fn blank() -> WorkflowForm {
+        WorkflowForm {
+            throttle_scope: "rule".into(),
+            esc_unless: "read".into(),
+            esc_channel: "email".into(),
+            esc_fallback_locale: "en".into(),
+            esc_locales: vec![LocaleForm { tag: "en".into(), ..Default::default() }],
+            ..Default::default()
+        }
+    }
+
+    fn from_input(input: &RuleInput) -> WorkflowForm {
+        let (sw, d, t, e) = (&input.send_window, &input.digest, &input.throttle, &input.escalate);
+        let num = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
+        let mut esc_locales: Vec<LocaleForm> = e
+            .iter()
+            .flat_map(|e| e.template.locales.iter())
+            .map(|(tag, t)| LocaleForm {
+                tag: tag.clone(),
+                subject: t.subject.clone(),
+                text: t.text.clone(),
+                html: t.html.clone().unwrap_or_default(),
+            })
+            .collect();
+        if esc_locales.is_empty() {
+            esc_locales = WorkflowForm::blank().esc_locales;
+        }
+        esc_locales.push(LocaleForm::default());
+        WorkflowForm {
+            // Every day is shown as no day ticked: the same window.
+            sw_days: sw.as_ref().map(|w| w.days.clone()).filter(|d| d.len() < 7).unwrap_or_default(),
+            sw_from: sw.as_ref().map(|w| w.from.clone()).unwrap_or_default(),
+            sw_until: sw.as_ref().map(|w| w.until.clone()).unwrap_or_default(),
+            digest_window: num(d.as_ref().map(|d| d.window)),
+            digest_key: d.as_ref().and_then(|d| d.key.clone()).unwrap_or_default(),
+            digest_max_items: num(d.as_ref().and_then(|d| d.max_items)),
+            throttle_limit: num(t.as_ref().map(|t| t.limit)),
+            throttle_per: num(t.as_ref().map(|t| t.per)),
+            throttle_scope: t.as_ref().map_or_else(|| "rule".to_owned(), |t| t.scope.clone()),
+            esc_after: num(e.as_ref().map(|e| e.after)),
+            esc_unless: e.as_ref().map_or_else(|| "read".to_owned(), |e| e.unless.clone()),
+            esc_channel: e.as_ref().map_or_else(|| "email".to_owned(), |e| e.channel.clone()),
+            esc_fallback_locale: e.as_ref().map_or_else(|| "en".to_owned(), |e| e.template.fallback_locale.clone()),
+            esc_locales,
+            display_name: input.display_name.clone().unwrap_or_default(),
+            description: input.description.clone().unwrap_or_default(),
+        }
+    }
+
+    fn from_fields(f: &HashMap<String, String>) -> WorkflowForm {
+        let get = |k: &str| f.get(k).map(|v| v.trim().to_owned()).unwrap_or_default();
+        WorkflowForm {
+            sw_days: crate::planning::workflow::WEEKDAYS
+                .iter()
+                .filter(|d| f.contains_key(&format!("sw_day_{d}")))
+                .map(|d| (*d).to_owned())
+                .collect(),
+            sw_from: get("sw_from"),
+            sw_until: get("sw_until"),
+            digest_window: get("digest_window"),
+            digest_key: get("digest_key"),
+            digest_max_items: get("digest_max_items"),
+            throttle_limit: get("throttle_limit"),
+            throttle_per: get("throttle_per"),
+            throttle_scope: get("throttle_scope"),
+            esc_after: get("esc_after"),
+            esc_unless: get("esc_unless"),
+            esc_channel: get("esc_channel"),
+            esc_fallback_locale: get("esc_fallback_locale"),
+            esc_locales: locale_blocks(f, "esc"),
+            display_name: get("display_name"),
+            description: get("description"),
+        }
+    }
+
+    /// Fills the workflow fields of `input`, adding an error naming the
+    /// API's field for what cannot even be read (a number that is not one,
+    /// a group given in part). The rest is checked by the API's validation.
+    fn apply(&self, input: &mut RuleInput, errors: &mut Vec<FieldError>) {
+        let mut number = |field: &str, v: &str, what: &str| -> Option<i64> {
+            if v.is_empty() {
+                return None;
+            }
+            v.parse::<i64>()
+                .map_err(|_| errors.push(FieldError::new(field, format!("{v:?} is not a whole number{what}"))))
+                .ok()
+        };
+        let secs = " of seconds";
+        let digest_window = number("digest.window", &self.digest_window, secs);
+        let digest_max = number("digest.max_items", &self.digest_max_items, "");
+        let throttle_limit = number("throttle.limit", &self.throttle_limit, "");
+        let throttle_per = number("throttle.per", &self.throttle_per, secs);
+        let esc_after = number("escalate.after", &self.esc_after, secs);
+        let opt = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+
+        input.send_window = match (self.sw_from.is_empty(), self.sw_until.is_empty(), self.sw_days.is_empty()) {
+            (true, true, true) => None,
+            (true, _, _) | (_, true, _) => {
+                let field = if self.sw_from.is_empty() { "send_window.from" } else { "send_window.until" };
+                errors
+                    .push(FieldError::new(field, "required for a send window (HH:MM); leave the group empty for none"));
+                None
+            }
+            (false, false, no_days) => Some(SendWindowInput {
+                days: if no_days {
+                    crate::planning::workflow::WEEKDAYS.iter().map(|d| (*d).to_owned()).collect()
+                } else {
+                    self.sw_days.clone()
+                },
+                from: self.sw_from.clone(),
+                until: self.sw_until.clone(),
+            }),
+        };
+        input.digest = match (&digest_window, self.digest_key.is_empty() && self.digest_max_items.is_empty()) {
+            (Some(w), _) => Some(DigestInput { window: *w, key: opt(&self.digest_key), max_items: digest_max }),
+            (None, true) if self.digest_window.is_empty() => None,
+            (None, _) => {
+                if self.digest_window.is_empty() {
+                    errors.push(FieldError::new("digest.window", "required for a digest (seconds)"));
+                }
+                None
+            }
+        };
+        input.throttle = match (throttle_limit, throttle_per) {
+            (Some(limit), Some(per)) => Some(ThrottleInput { limit, per, scope: self.throttle_scope.clone() }),
+            _ if self.throttle_limit.is_empty() && self.throttle_per.is_empty() => None,
+            (l, p) => {
+                if l.is_none() && self.throttle_limit.is_empty() {
+                    errors.push(FieldError::new("throttle.limit", "required for a frequency cap"));
+                }
+                if p.is_none() && self.throttle_per.is_empty() {
+                    errors.push(FieldError::new("throttle.per", "required for a frequency cap (seconds)"));
+                }
+                None
+            }
+        };
+        let esc_template_given = self.esc_locales.iter().any(|l| !l.subject.is_empty() || !l.text.is_empty());
+        input.escalate = match esc_after {
+            Some(after) => {
+                let locales = locale_map(&self.esc_locales, "escalate.template.locales", errors);
+                Some(EscalateInput {
+                    after,
+                    unless: self.esc_unless.clone(),
+                    channel: self.esc_channel.clone(),
+                    template: TemplateSet { fallback_locale: self.esc_fallback_locale.clone(), locales },
+                })
+            }
+            None if self.esc_after.is_empty() && esc_template_given => {
+                errors.push(FieldError::new("escalate.after", "required for escalation (seconds)"));
+                None
+            }
+            None => None,
+        };
+        input.display_name = opt(&self.display_name);
+        input.description = opt(&self.description);
+    }
+}
+
+/// The locale blocks `{prefix}{N}_tag` etc. of a posted form, the empty
+/// ones dropped and one empty block added (where a locale is added).
+fn locale_blocks(f: &HashMap<String, String>, prefix: &str) -> Vec<LocaleForm> {
+    let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let mut locales = Vec::new();
+    for i in 0..50 {
+        let key = |part: &str| format!("{prefix}{i}_{part}");
+        if !f.contains_key(&key("tag")) {
+            break;
+        }
+        locales.push(LocaleForm {
+            tag: get(&key("tag")).trim().to_owned(),
+            subject: get(&key("subject")),
+            text: get(&key("text")),
+            html: get(&key("html")),
+        });
+    }
+    locales.retain(|l| !(l.tag.is_empty() && l.subject.is_empty() && l.text.is_empty() && l.html.is_empty()));
+    locales.push(LocaleForm::default());
+    locales
+}
+
+/// The template's locales from the form's blocks; a block without a tag
+/// is an error on `field`.
+fn locale_map(blocks: &[LocaleForm], field: &str, errors: &mut Vec<FieldError>) -> BTreeMap<String, LocaleTemplate> {
+    let mut locales = BTreeMap::new();
+    for l in blocks.iter().filter(|l| !l.tag.is_empty() || !l.subject.is_empty() || !l.text.is_empty()) {
+        if l.tag.is_empty() {
+            errors.push(FieldError::new(field, "every variant needs a locale tag such as en or de"));
+            continue;
+        }
+        let html = Some(l.html.clone()).filter(|h| !h.trim().is_empty());
+        locales.insert(l.tag.clone(), LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html });
+    }
+    locales
+}
+
 /// The editor's fields, as typed (numbers stay text until saved, so a typo
 /// is shown back as it was typed).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -54,6 +279,8 @@ struct RuleForm {
     webhook_url: String,
     fallback_locale: String,
     locales: Vec<LocaleForm>,
+    /// The workflow fields, as typed (see [`WorkflowForm`]).
+    wf: WorkflowForm,
     sample_user: String,
     sample_payload: String,
     /// Where the sample came from, or why there is none (shown under it).
@@ -85,6 +312,7 @@ impl RuleForm {
             webhook_url: input.webhook_url.clone().unwrap_or_default(),
             fallback_locale: input.template.fallback_locale.clone(),
             locales,
+            wf: WorkflowForm::from_input(input),
             sample_user: String::new(),
             sample_payload: String::new(),
             sample_note: String::new(),
@@ -94,21 +322,7 @@ impl RuleForm {
     /// Reads the posted fields; locale blocks are `loc{N}_tag` etc.
     fn from_fields(f: &HashMap<String, String>) -> RuleForm {
         let get = |k: &str| f.get(k).cloned().unwrap_or_default();
-        let mut locales = Vec::new();
-        for i in 0..50 {
-            let key = |part: &str| format!("loc{i}_{part}");
-            if !f.contains_key(&key("tag")) {
-                break;
-            }
-            locales.push(LocaleForm {
-                tag: get(&key("tag")).trim().to_owned(),
-                subject: get(&key("subject")),
-                text: get(&key("text")),
-                html: get(&key("html")),
-            });
-        }
-        locales.retain(|l| !(l.tag.is_empty() && l.subject.is_empty() && l.text.is_empty() && l.html.is_empty()));
-        locales.push(LocaleForm::default());
+        let locales = locale_blocks(f, "loc");
         RuleForm {
             name: get("name"),
             trigger_type: get("trigger_type").trim().to_owned(),
@@ -120,6 +334,7 @@ impl RuleForm {
             webhook_url: get("webhook_url").trim().to_owned(),
             fallback_locale: get("fallback_locale").trim().to_owned(),
             locales,
+            wf: WorkflowForm::from_fields(f),
             sample_user: get("sample_user").trim().to_owned(),
             sample_payload: get("sample_payload"),
             sample_note: String::new(),
@@ -140,20 +355,9 @@ impl RuleForm {
         };
         let delay = seconds("delay", &self.delay, &mut errors).unwrap_or(0);
         let grace = seconds("grace", &self.grace, &mut errors);
-        let mut locales = BTreeMap::new();
-        for l in self.locales.iter().filter(|l| !l.tag.is_empty() || !l.subject.is_empty() || !l.text.is_empty()) {
-            if l.tag.is_empty() {
-                errors.push(FieldError::new("template.locales", "every variant needs a locale tag such as en or de"));
-                continue;
-            }
-            let html = Some(l.html.clone()).filter(|h| !h.trim().is_empty());
-            locales.insert(l.tag.clone(), LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html });
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        let locales = locale_map(&self.locales, "template.locales", &mut errors);
         let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
-        Ok(RuleInput {
+        let mut input = RuleInput {
             name: self.name.trim().to_owned(),
             trigger_type: self.trigger_type.clone(),
             condition: opt(&self.condition),
@@ -170,7 +374,9 @@ impl RuleForm {
             escalate: None,
             display_name: None,
             description: None,
-        })
+        };
+        self.wf.apply(&mut input, &mut errors);
+        if errors.is_empty() { Ok(input) } else { Err(errors) }
     }
 }
 
@@ -216,6 +422,14 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
     {
         found.blocking.push(FieldError::from(&e));
     }
+    // The workflow fields as the API checks them, so a preview shows what
+    // a save would refuse.
+    crate::planning::workflow::validate(
+        &input.workflow(),
+        &input.channel,
+        |name| crate::delivery::channel::catalog::check_known(name).map_err(|e| e.to_string()),
+        &mut found.blocking,
+    );
     let payload: serde_json::Value = match form.sample_payload.trim() {
         "" => serde_json::json!({}),
         p => match serde_json::from_str(p) {
@@ -319,15 +533,28 @@ async fn editor(
 ) -> Result<Response, UiError> {
     let form = with_sample(state, form).await?;
     let mut sample_errors = Vec::new();
+    let mut dry = None;
     let preview = match form.to_input() {
         Ok(input) => {
             let (p, found) = preview(state, &form, &input).await?;
+            let valid = found.blocking.is_empty() && errors.is_empty();
             for e in found.blocking {
                 if !errors.contains(&e) {
                     errors.push(e);
                 }
             }
             sample_errors = found.sample;
+            // The rule as typed, against recent triggers: what its send
+            // window, digest and cap would do (nothing is saved or planned).
+            if valid
+                && !input.workflow().is_empty()
+                && let Ok(mut row) = input.clone().into_row(state.clock.now(), &state.webhooks)
+            {
+                if let Some(id) = id {
+                    row.id = id.to_owned();
+                }
+                dry = Some(dry_run(state, &row, None, 20).await?);
+            }
             Some(p)
         }
         Err(form_errors) => {
@@ -354,7 +581,8 @@ async fn editor(
             "id": id, "rule": rule, "form": form, "errors": errors.iter().map(|e| serde_json::json!({
                 "field": e.field, "where": position(e),
             })).collect::<Vec<_>>(),
-            "field_errors": field_errors, "preview": preview,
+            "field_errors": field_errors, "preview": preview, "dry_run": dry,
+            "weekdays": crate::planning::workflow::WEEKDAYS,
         }))
         .into_response())
 }
@@ -380,6 +608,7 @@ pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Op
         delay: "0".into(),
         fallback_locale: "en".into(),
         locales: vec![LocaleForm { tag: "en".into(), ..Default::default() }, LocaleForm::default()],
+        wf: WorkflowForm::blank(),
         ..Default::default()
     };
     editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await
@@ -469,9 +698,14 @@ pub async fn save(
         category: Some(input.category),
         enabled: None,
         webhook_url: Some(input.webhook_url),
-        // The screen's editor does not show the workflow fields yet: a
-        // save keeps what the API set.
-        ..Default::default()
+        // The editor shows every workflow field: what it posts replaces
+        // them, and a group left empty removes that field.
+        send_window: Some(input.send_window),
+        digest: Some(input.digest),
+        throttle: Some(input.throttle),
+        escalate: Some(input.escalate),
+        display_name: Some(input.display_name),
+        description: Some(input.description),
     };
     match update_rule(&state, &id, patch).await {
         Ok(changed) => {
@@ -493,8 +727,11 @@ pub async fn confirm_enable(
 ) -> Result<Response, UiError> {
     let rule = load(&state, &id).await.map_err(not_found)?;
     let preview = dry_run(&state, &rule, None, 50).await?;
+    let workflow = preview.results.iter().any(|r| r.workflow != Default::default());
     Ok(Page::new(&op, ACTIVE, "rule_enable.html", format!("Turn on \"{}\"?", rule.name))
-        .with(serde_json::json!({ "rule": RuleView::new(&rule, &state.channels), "preview": preview }))
+        .with(serde_json::json!({
+            "rule": RuleView::new(&rule, &state.channels), "preview": preview, "workflow": workflow,
+        }))
         .into_response())
 }
 

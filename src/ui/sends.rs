@@ -2,13 +2,16 @@
 //! address. An address is hashed before anything is searched (the send log
 //! holds only hashes), with the same deployment key the email channel uses.
 
+use std::collections::BTreeSet;
+
 use axum::Extension;
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::session::Operator;
-use super::{Page, UiError};
+use super::{Page, UiError, redirect_with};
 use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::users::timeline;
@@ -62,12 +65,55 @@ pub async fn search(
         None => Vec::new(),
     };
     let preference_changes = state.store.audit_for_target(&format!("user:{user}"), 50).await?;
+    let center = crate::http::preferences::center_for(&state, &user).await?;
     let rules = state.store.list_rules().await?;
     let rule_names: std::collections::HashMap<String, String> = rules.into_iter().map(|r| (r.id, r.name)).collect();
     Ok(page
         .with(serde_json::json!({
             "q": q, "mode": "user", "timeline": timeline, "recipient": recipient,
             "suppressions": suppressions, "rule_names": rule_names, "preference_changes": preference_changes,
+            "center": center,
         }))
         .into_response())
+}
+
+/// An operator changes the user's preferences (the preference center's
+/// choices, for a user who asked support, say): `user`, then `shown` for
+/// each box on the form and `on` for each ticked. Audited with the
+/// operator as who, on the user's send-log page like the user's own.
+pub async fn change_preferences(
+    State(state): State<AppState>,
+    Extension(op): Extension<Operator>,
+    body: Bytes,
+) -> Result<Response, UiError> {
+    let (mut user, mut shown, mut on) = (String::new(), BTreeSet::new(), BTreeSet::new());
+    for (k, v) in url::form_urlencoded::parse(&body) {
+        match k.as_ref() {
+            "user" => user = v.trim().to_owned(),
+            "shown" => {
+                shown.insert(v.into_owned());
+            }
+            "on" => {
+                on.insert(v.into_owned());
+            }
+            _ => {}
+        }
+    }
+    let user = UserId::parse("user", &user).map_err(|e| UiError::BadRequest(e.to_string()))?;
+    let back =
+        format!("/ui/sends?q={}", url::form_urlencoded::byte_serialize(user.as_str().as_bytes()).collect::<String>());
+    let who = format!("operator {} (operator screen)", op.email);
+    match crate::http::preferences::change_by_operator(&state, &user, &shown, &on, &who).await {
+        Ok(changed) if changed.is_empty() => Ok(redirect_with(&state, &back, "Nothing changed.")),
+        Ok(changed) => Ok(redirect_with(
+            &state,
+            &back,
+            format!("Preferences of {user} changed ({}); recorded in the audit log.", changed.join("; ")),
+        )),
+        Err(crate::http::problem::ApiError::Invalid(errors)) => {
+            let said: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+            Ok(redirect_with(&state, &back, format!("Not changed: {}", said.join("; "))))
+        }
+        Err(e) => Err(e.into()),
+    }
 }

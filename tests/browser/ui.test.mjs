@@ -10,7 +10,9 @@
 // all at once with the filter; a rule is deleted from the screen; changes
 // made through the API are in the audit log with the key's name; the outbox
 // and the other pages are readable at 390 px (nothing wider than the
-// screen). Screenshots of every page, at 1280 px and at 390 px, go to
+// screen). Issue 14: the editor's workflow fields (a refusal under its
+// field, a save) and the dry run's window, digest and cap notes, on a
+// laptop and a phone. Screenshots of every page, at 1280 px and at 390 px, go to
 // test-output/ui-*.png at the repository root.
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -258,6 +260,44 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     assert.match(log, /api key "browser-test"[\s\S]*rule\.(create|enable)/, "changes through the API name the key");
     await shot("16-audit");
 
+    // Issue 14: the workflow fields are edited in the same form (no
+    // JavaScript); a bad value is refused under its field and nothing is
+    // saved; the dry run says what the window, digest and cap would do.
+    await page.goto(`${base}/ui/rules/new`);
+    await page.fill("input[name=name]", "Comment digest");
+    await page.fill("input[name=trigger_type]", "comment.created");
+    await page.fill("input[name=category]", "comments");
+    await page.fill("input[name=loc0_subject]", "{{ digest.count }} comments");
+    await page.fill("textarea[name=loc0_text]", "new comments");
+    await page.check("input[name=sw_day_mon]");
+    await page.fill("input[name=sw_from]", "9am");
+    await page.fill("input[name=sw_until]", "18:00");
+    await page.fill("input[name=digest_window]", "3600");
+    await page.fill("input[name=throttle_limit]", "3");
+    await page.fill("input[name=throttle_per]", "86400");
+    await page.fill("input[name=display_name]", "Comments");
+    await page.click("button[value=save]");
+    const fromError = await page.evaluate(() => {
+      const next = document.querySelector("input[name=sw_from]").closest("label").nextElementSibling;
+      return next && next.classList.contains("field-error") ? next.textContent : null;
+    });
+    assert.match(fromError ?? "", /"9am" is not a time of day/, "the error is under the field");
+    await shot("16b-rule-workflow-refused");
+    await page.fill("input[name=sw_from]", "09:00");
+    await page.click("button[value=save]");
+    assert.match(await flash(), /created/);
+    const digestRule = new URL(page.url()).pathname.split("/").pop();
+    const saved = await api("GET", `/v1/rules/${digestRule}`);
+    assert.deepEqual(saved.send_window, { days: ["mon"], from: "09:00", until: "18:00" });
+    assert.deepEqual(saved.throttle, { limit: 3, per: 86400, scope: "rule" });
+    assert.equal(saved.digest.window, 3600);
+    await page.goto(`${base}/ui/rules/${digestRule}/enable`);
+    const dry = await page.textContent("main table");
+    assert.match(dry, /Window: due [^ ]+: /);
+    assert.match(dry, /Digest: would open a new digest/);
+    assert.match(dry, /Cap: 1 of 3 used/);
+    await shot("16c-rule-workflow-dry-run");
+
     // The same pages on a phone: nothing is wider than the screen.
     await page.setViewportSize({ width: 390, height: 844 });
     const fits = async (path) => {
@@ -278,6 +318,10 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     await shot("18d-phone-outbox-failed");
     await fits(`/ui/rules/${ruleId}`);
     await shot("18e-phone-rule-editor");
+    await fits(`/ui/rules/${digestRule}`);
+    await shot("18e2-phone-rule-editor-workflows");
+    await fits(`/ui/rules/${digestRule}/enable`);
+    await shot("18e3-phone-rule-dry-run");
     await fits("/ui/audit");
     await shot("18f-phone-audit");
     await page.setViewportSize({ width: 1280, height: 860 });
