@@ -225,14 +225,23 @@ impl SqlStore {
     /// run of them older than the cutoff by a range of the primary key. A
     /// plain "created_at < cutoff ORDER BY position" would, once nothing
     /// is old enough, walk the whole table to find that out.
+    /// The oldest event alone is read first: most passes find it too young
+    /// and stop there, rather than reading `limit` rows to learn nothing.
     async fn prune_events(&self, cutoff: Millis, limit: i64) -> Result<u64, StoreError> {
         let d = self.dialect();
-        let oldest =
-            sqlx::query(&d.sql("SELECT position, created_at FROM engagement_events ORDER BY position LIMIT ?"))
-                .bind(limit)
-                .fetch_all(self.pool())
-                .await
-                .map_err(StoreError::db("prune events: read the oldest"))?;
+        let sql = d.sql("SELECT position, created_at FROM engagement_events ORDER BY position LIMIT ?");
+        let read = |n: i64| sqlx::query(&sql).bind(n).fetch_all(self.pool());
+        let first = read(1).await.map_err(StoreError::db("prune events: read the oldest"))?;
+        match first.first() {
+            None => return Ok(0),
+            Some(row) => {
+                let created_at: i64 = row.try_get("created_at").map_err(StoreError::db("prune events: created_at"))?;
+                if created_at >= cutoff.0 {
+                    return Ok(0);
+                }
+            }
+        }
+        let oldest = read(limit).await.map_err(StoreError::db("prune events: read the oldest"))?;
         let mut last = None;
         for row in &oldest {
             let created_at: i64 = row.try_get("created_at").map_err(StoreError::db("prune events: created_at"))?;
