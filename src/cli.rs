@@ -428,6 +428,7 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
                 payload: payload.clone(),
                 due_at,
                 expires_at,
+                follow_up_at: None,
             }
         })
         .collect();

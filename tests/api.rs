@@ -386,6 +386,7 @@ async fn outbox_lists_pages_retries_and_cancels() {
         payload: json!({"title": "Maintenance tonight\n at 22:00"}),
         due_at: SystemClock.now().plus(Duration::from_secs(3600)),
         expires_at: None,
+        follow_up_at: None,
     };
     app.db.store.enqueue(std::slice::from_ref(&hand), SystemClock.now()).await.unwrap();
     let (_, mine) = app.get("/v1/outbox?user_id=p0").await;

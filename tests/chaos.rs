@@ -107,6 +107,7 @@ async fn enqueue(db: &TestDb, channel: &str, rows: usize) {
             },
             due_at: clock.now(),
             expires_at: None,
+            follow_up_at: None,
         })
         .collect();
     for chunk in rows.chunks(1000) {

@@ -90,6 +90,7 @@ async fn enqueue_inbox(store: &SqlStore, inbox: usize) {
             payload: serde_json::json!({ "title": format!("cluster {i}") }),
             due_at: now,
             expires_at: None,
+            follow_up_at: None,
         })
         .collect();
     for chunk in rows.chunks(1000) {

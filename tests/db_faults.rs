@@ -83,6 +83,7 @@ async fn enqueue_spread(store: &SqlStore, prefix: &str, rows: usize) {
             payload: serde_json::json!({ "title": format!("{prefix} {i}") }),
             due_at: herald::clock::Millis(now.0 + step * i as i64),
             expires_at: None,
+            follow_up_at: None,
         })
         .collect();
     for chunk in rows.chunks(1000) {

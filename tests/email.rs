@@ -69,6 +69,7 @@ async fn enqueue(store: &dyn Store, to: &str, category: &str) -> String {
                          "category": category }),
         due_at: SystemClock.now(),
         expires_at: None,
+        follow_up_at: None,
     };
     store.enqueue(&[row], SystemClock.now()).await.unwrap();
     id

@@ -50,6 +50,7 @@ async fn enqueue(db: &TestDb, inbox: usize, emails: usize) {
             payload: serde_json::json!({ "to": format!("slow{i}@lease.test"), "subject": format!("lease {i}"), "text": "x" }),
             due_at: now,
             expires_at: None,
+            follow_up_at: None,
         });
     }
     for i in 0..inbox {
@@ -63,6 +64,7 @@ async fn enqueue(db: &TestDb, inbox: usize, emails: usize) {
             payload: serde_json::json!({ "title": format!("lease {i}") }),
             due_at: now,
             expires_at: None,
+            follow_up_at: None,
         });
     }
     for chunk in rows.chunks(1000) {

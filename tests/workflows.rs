@@ -35,6 +35,7 @@ backend_tests!(
     a_digest_closes_early_at_max_items_and_keys_keep_digests_apart,
     a_window_opens_at_local_time_across_a_dst_change_in_two_zones,
     escalation_is_cancelled_when_read_in_time_and_emailed_otherwise,
+    a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances,
     a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the_window_waits,
 );
 
@@ -560,6 +561,37 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     assert!(text.contains("You have an unread invoice"), "{text}");
 }
 
+/// The follow-up is no outbox row until it falls due; then two instances
+/// looking at once plan it once.
+async fn a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances(db: &TestDb) {
+    let clock = ManualClock::at(at("2026-03-04T10:00:00Z"));
+    add_rule(
+        db,
+        clock.now(),
+        "invoice",
+        json!({"escalate": {"after": 600, "unless": "read", "channel": "webhook", "template":
+            {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
+    )
+    .await;
+    trigger(db, &clock, "invoice", "u1").await;
+    let a = worker(Arc::new(db.another_instance().await), herald::app::registry(), &clock, WorkerConfig::default());
+    let b = worker(Arc::new(db.another_instance().await), herald::app::registry(), &clock, WorkerConfig::default());
+    assert_eq!(a.tick().await.unwrap().sent, 1, "the inbox message");
+    let follow_ups = || async {
+        let t = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
+        t.messages.into_iter().filter(|m| m.follow_up_of.is_some()).count()
+    };
+    clock.advance(Duration::from_secs(599));
+    let _ = tokio::join!(a.tick(), b.tick());
+    assert_eq!(follow_ups().await, 0, "nothing planned before it falls due");
+    clock.advance(Duration::from_secs(1));
+    let (ra, rb) = tokio::join!(a.tick(), b.tick());
+    let (_, _) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(follow_ups().await, 1, "one follow-up, whoever planned it");
+    let _ = tokio::join!(a.tick(), b.tick());
+    assert_eq!(follow_ups().await, 1, "and never a second");
+}
+
 /// `herald sends` tells a hold from an error and prints the digest and
 /// escalation links the API gives (SQLite: the binary reads the test's file).
 async fn herald_sends_prints_holds_digests_and_escalation_links() {
@@ -587,6 +619,9 @@ async fn herald_sends_prints_holds_digests_and_escalation_links() {
     let w = worker(db.arc(), herald::app::registry(), &clock, WorkerConfig::default());
     let report = w.tick().await.unwrap();
     assert!(report.held >= 1, "{report:?}");
+    // The follow-up is planned when it falls due, half an hour on.
+    clock.advance(Duration::from_secs(1800));
+    w.tick().await.unwrap();
 
     let run = |json: bool| {
         let mut args = vec!["sends", "--user-id", "u1", "--database-url", db.url.as_str()];

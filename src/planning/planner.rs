@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::domain::{ChannelName, UserId};
 use crate::planning::template::{Condition, TemplateError};
-use crate::planning::workflow::{Digest, FOLLOW_UP_PREFIX, RuleWorkflow};
+use crate::planning::workflow::{Digest, RuleWorkflow};
 use crate::store::{
     NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
@@ -195,30 +195,21 @@ pub fn evaluate_rules<'a>(
         let due_at = trigger.occurred_at.plus(Duration::from_secs(rule.delay_seconds.max(0) as u64));
         let expires_at = rule.grace_seconds.map(|g| due_at.plus(Duration::from_secs(g.max(0) as u64)));
         let id = new_id();
-        // An escalating inbox rule plans its follow-up with the message: the
-        // worker holds it until `after` past the inbox delivery, and cancels
-        // it if the message was seen or read by then.
+        // An escalating inbox rule's message carries when its follow-up
+        // falls due; the worker plans the follow-up row then
+        // (`delivery::worker::follow_ups`), holds it until `after` past the
+        // inbox delivery, and cancels it if the message was seen or read by
+        // then. Planned with the message instead, every trigger cost a
+        // second outbox row at intake, for a follow-up that is most often
+        // cancelled.
         let follow_up = escalate.as_ref().and_then(|(ch, after)| {
             let channel = ChannelName::parse("escalate.channel", ch).ok()?;
-            Some(NewOutboxRow {
-                id: new_id(),
-                dedupe_key: format!("{FOLLOW_UP_PREFIX}{id}"),
-                rule_id: Some(rule.id.clone()),
-                trigger_id: Some(trigger.id.clone()),
-                user_id: user_id.clone(),
-                channel,
-                payload: trigger.payload.clone(),
-                due_at: due_at.plus(Duration::from_secs((*after).max(0) as u64)),
-                expires_at: None,
-            })
+            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64))))
         });
         match &follow_up {
-            Some(f) => decisions.push(decide(
+            Some((channel, at)) => decisions.push(decide(
                 true,
-                format!(
-                    "{} due {due_at}, then {} at the earliest {} unless seen or read",
-                    rule.channel, f.channel, f.due_at
-                ),
+                format!("{} due {due_at}, then {channel} at the earliest {at} unless seen or read", rule.channel),
             )),
             None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
         }
@@ -232,8 +223,8 @@ pub fn evaluate_rules<'a>(
             payload: trigger.payload.clone(),
             due_at,
             expires_at,
+            follow_up_at: follow_up.map(|(_, at)| at),
         });
-        rows.extend(follow_up);
     }
     Plan { rows, digests, decisions }
 }

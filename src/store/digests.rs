@@ -197,6 +197,7 @@ pub(super) async fn add(
             payload: serde_json::json!({}),
             due_at,
             expires_at: item.grace_ms.map(|g| Millis(due_at.0 + g)),
+            follow_up_at: None,
         };
         let created = super::outbox::insert(conn, d, std::slice::from_ref(&row), false, now).await?;
         if !created.first().is_some_and(|e| e.created) {

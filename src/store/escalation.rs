@@ -6,7 +6,7 @@ use sqlx::Row;
 
 use super::json_rows::{Col, keys_json};
 use super::rows::text;
-use super::{Dialect, SqlStore, Store, StoreError};
+use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
@@ -26,6 +26,15 @@ pub trait EscalationStore: Send + Sync {
     /// The state of these outbox rows (those that exist) and their inbox
     /// messages, in one query.
     async fn original_states(&self, outbox_ids: &[&str]) -> Result<Vec<OriginalState>, StoreError>;
+
+    /// Up to `limit` messages whose follow-up fell due by `now`, earliest
+    /// first, with when it fell due.
+    async fn due_follow_ups(&self, now: Millis, limit: u32) -> Result<Vec<(OutboxRow, Millis)>, StoreError>;
+
+    /// In one transaction: inserts the follow-up rows (a dedupe key that
+    /// exists already plans nothing: another instance got there first) and
+    /// marks `originals` as having had their follow-up planned.
+    async fn plan_follow_ups(&self, rows: &[NewOutboxRow], originals: &[&str], now: Millis) -> Result<(), StoreError>;
 }
 
 #[async_trait]
@@ -72,5 +81,41 @@ impl EscalationStore for SqlStore {
             });
         }
         Ok(out)
+    }
+    async fn due_follow_ups(&self, now: Millis, limit: u32) -> Result<Vec<(OutboxRow, Millis)>, StoreError> {
+        let sql =
+            self.dialect().sql("SELECT * FROM engagement_outbox WHERE follow_up_at <= ? ORDER BY follow_up_at LIMIT ?");
+        let rows = sqlx::query(&sql)
+            .bind(now.0)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("due follow-ups"))?;
+        rows.iter()
+            .map(|r| {
+                let at: i64 = r.try_get("follow_up_at").map_err(StoreError::db("due follow-ups"))?;
+                Ok((OutboxRow::from_any(r)?, Millis(at)))
+            })
+            .collect()
+    }
+
+    async fn plan_follow_ups(&self, rows: &[NewOutboxRow], originals: &[&str], now: Millis) -> Result<(), StoreError> {
+        if originals.is_empty() {
+            return Ok(());
+        }
+        let d = self.dialect();
+        let db = StoreError::db;
+        let mut tx = self.begin_write().await.map_err(db("plan follow-ups: begin"))?;
+        super::outbox::insert(&mut tx, d, rows, false, now).await?;
+        let keys = d.json_rows(&[("k", Col::Key)], "done");
+        let sql =
+            d.sql(&format!("UPDATE engagement_outbox SET follow_up_at = NULL WHERE id IN (SELECT done.k FROM {keys})"));
+        sqlx::query(&sql)
+            .bind(keys_json(originals.iter().copied())?)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("plan follow-ups: mark originals"))?;
+        tx.commit().await.map_err(db("plan follow-ups: commit"))?;
+        Ok(())
     }
 }

@@ -48,6 +48,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(12, "instances", "0012_instances.sql"),
     migration!(13, "retention", "0013_retention.sql"),
     migration!(14, "workflow_retention", "0014_workflow_retention.sql"),
+    migration!(15, "follow_up_at", "0015_follow_up_at.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

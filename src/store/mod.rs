@@ -222,6 +222,10 @@ pub struct NewOutboxRow {
     /// `due_at + grace`: past this the row ends as `expired`, never delivered.
     /// Fixed at planning time, so retries cannot stretch it.
     pub expires_at: Option<Millis>,
+    /// For an inbox message whose rule escalates: when its follow-up falls
+    /// due. The worker plans the follow-up row then (see
+    /// `delivery::worker::follow_ups`), not with the message.
+    pub follow_up_at: Option<Millis>,
 }
 
 /// What became of one row handed to [`Store::enqueue`].

@@ -22,6 +22,7 @@ const COLUMNS: &[(&str, Col)] = &[
     ("payload", Col::Text),
     ("due_at", Col::Int),
     ("expires_at", Col::Int),
+    ("follow_up_at", Col::Int),
 ];
 
 /// Inserts rows on the caller's connection, skipping any whose dedupe key
@@ -48,9 +49,9 @@ pub(crate) async fn insert(
     };
     let sql = d.sql(&format!(
         "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-         due_at, expires_at, attempts, created_at, updated_at) \
+         due_at, expires_at, follow_up_at, attempts, created_at, updated_at) \
          SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled', \
-         r.due_at, r.expires_at, 0, ?, ? FROM {from}{filter}{tail}"
+         r.due_at, r.expires_at, r.follow_up_at, 0, ?, ? FROM {from}{filter}{tail}"
     ));
     let mut inserted: Option<std::collections::HashSet<String>> =
         (d != Dialect::MySql).then(|| std::collections::HashSet::with_capacity(rows.len()));
@@ -59,8 +60,19 @@ pub(crate) async fn insert(
             .iter()
             .map(|r| {
                 let (user, channel, payload) = (r.user_id.as_str(), r.channel.as_str(), r.payload.to_string());
-                let expires = r.expires_at.map(|t| t.0);
-                (&r.id, &r.dedupe_key, &r.rule_id, &r.trigger_id, user, channel, payload, r.due_at.0, expires)
+                let (expires, follow_up) = (r.expires_at.map(|t| t.0), r.follow_up_at.map(|t| t.0));
+                (
+                    &r.id,
+                    &r.dedupe_key,
+                    &r.rule_id,
+                    &r.trigger_id,
+                    user,
+                    channel,
+                    payload,
+                    r.due_at.0,
+                    expires,
+                    follow_up,
+                )
             })
             .collect();
         let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);

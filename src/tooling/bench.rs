@@ -114,6 +114,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
             },
             due_at: now,
             expires_at: None,
+            follow_up_at: None,
         })
         .collect();
     let started = Instant::now();

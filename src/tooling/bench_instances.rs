@@ -115,6 +115,7 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
             payload: serde_json::json!({ "title": format!("bench message {i}") }),
             due_at: later,
             expires_at: None,
+            follow_up_at: None,
         })
         .collect();
     for chunk in rows.chunks(1000) {

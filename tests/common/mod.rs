@@ -245,6 +245,7 @@ pub fn row(user_id: &str, channel: &str, due_at: Millis) -> NewOutboxRow {
         payload: serde_json::json!({ "title": "hello" }),
         due_at,
         expires_at: None,
+        follow_up_at: None,
     }
 }
 

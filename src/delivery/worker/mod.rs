@@ -18,6 +18,7 @@
 //! transaction; an enqueue wakes the worker at once; shutdown puts back what
 //! it did not finish.
 
+mod follow_ups;
 mod lane;
 pub mod lease;
 pub mod policy;
@@ -294,7 +295,8 @@ impl Worker {
         self.tick_until(&CancellationToken::new()).await
     }
 
-    /// One sweep: take back stale claims, then a batch from each channel's
+    /// One sweep: take back stale claims, plan the escalation follow-ups
+    /// that fell due, then a batch from each channel's
     /// lane (and the due rows of channels this instance does not have),
     /// deliver them, record, and wait for all of it.
     ///
@@ -308,6 +310,7 @@ impl Worker {
         if shutdown.is_cancelled() || !self.may_start() {
             return Ok(report);
         }
+        self.plan_follow_ups().await?;
         let mut inflight = InFlight::new();
         for lane in &self.inner.lanes {
             if lane.direct {
@@ -354,6 +357,10 @@ impl Worker {
         {
             let (worker, shutdown) = (self.clone(), shutdown.clone());
             tasks.spawn(async move { worker.maintain(shutdown).await });
+        }
+        {
+            let (worker, shutdown) = (self.clone(), shutdown.clone());
+            tasks.spawn(async move { worker.run_follow_ups(shutdown).await });
         }
         if let Some(lease) = &inner.lease {
             let (worker, lease, shutdown) = (self.clone(), lease.clone(), shutdown.clone());

@@ -1,0 +1,104 @@
+//! Escalation follow-ups, planned when they fall due.
+//!
+//! An inbox message of an escalating rule carries when its follow-up falls
+//! due (`follow_up_at`, set by the planner). Once that time has passed,
+//! any instance plans the follow-up row here: due at that time, its dedupe
+//! key naming the message, so two instances doing it at once plan one. The
+//! follow-up then goes through the lanes like any row, and composing it
+//! decides whether it goes (see `compose::follow_up_decision`: held until
+//! `after` past the inbox delivery, cancelled if the message was seen or
+//! read by then).
+//!
+//! Planning the follow-up with the message, as the first version did,
+//! wrote a second outbox row for every trigger at intake (with its nine
+//! index entries), for a follow-up that is most often cancelled; it cost
+//! a fifth of the pipeline's rate. The price of planning late: the send
+//! log shows the follow-up only from when it fell due (the trigger's
+//! decision says when it will), and a rule deleted or no longer escalating
+//! by then plans none.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Worker;
+use crate::domain::{ChannelName, UserId};
+use crate::planning::workflow::{FOLLOW_UP_PREFIX, RuleWorkflow};
+use crate::store::{NewOutboxRow, StoreError, new_id};
+
+/// How often each instance looks for follow-ups that fell due: one
+/// indexed read that finds nothing most of the time.
+pub(super) const FOLLOW_UP_EVERY: Duration = Duration::from_secs(1);
+
+impl Worker {
+    /// Plans up to a batch of follow-ups that fell due; how many.
+    pub(super) async fn plan_follow_ups(&self) -> Result<usize, StoreError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let due = inner.store.due_follow_ups(now, inner.config.batch).await?;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        // Each rule's follow-up channel as the rule says now.
+        let mut channels: HashMap<String, Option<ChannelName>> = HashMap::new();
+        for (row, _) in &due {
+            let Some(id) = &row.rule_id else { continue };
+            if channels.contains_key(id) {
+                continue;
+            }
+            let channel = inner.store.get_rule(id).await?.and_then(|rule| {
+                let escalate = RuleWorkflow::from_stored(rule.workflow.as_ref()).ok()?.escalate?;
+                ChannelName::parse("escalate.channel", &escalate.channel).ok()
+            });
+            channels.insert(id.clone(), channel);
+        }
+        let mut rows = Vec::with_capacity(due.len());
+        for (row, at) in &due {
+            let channel = row.rule_id.as_ref().and_then(|id| channels.get(id).cloned().flatten());
+            let (Some(channel), Ok(user_id)) = (channel, UserId::parse("user_id", &row.user_id)) else {
+                tracing::info!(outbox = %row.id, "the rule no longer escalates: no follow-up");
+                continue;
+            };
+            rows.push(NewOutboxRow {
+                id: new_id(),
+                dedupe_key: format!("{FOLLOW_UP_PREFIX}{}", row.id),
+                rule_id: row.rule_id.clone(),
+                trigger_id: row.trigger_id.clone(),
+                user_id,
+                channel,
+                payload: serde_json::from_str(&row.payload).unwrap_or(serde_json::Value::Null),
+                due_at: *at,
+                expires_at: None,
+                follow_up_at: None,
+            });
+        }
+        let originals: Vec<&str> = due.iter().map(|(row, _)| row.id.as_str()).collect();
+        // Two instances planning the same follow-ups is a race one loses
+        // (a deadlock on MariaDB, a certification failure on Galera): the
+        // loser tries again and finds them planned.
+        crate::store::race::retry_lost_race("plan follow-ups", || inner.store.plan_follow_ups(&rows, &originals, now))
+            .await?;
+        for lane in &inner.lanes {
+            if rows.iter().any(|r| r.channel.as_str() == lane.channel) {
+                lane.wake.notify_one();
+            }
+        }
+        Ok(rows.len())
+    }
+
+    /// Plans follow-ups as they fall due until `shutdown`.
+    pub(super) async fn run_follow_ups(&self, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            if self.may_start()
+                && let Err(e) = self.plan_follow_ups().await
+            {
+                tracing::warn!(error = %e, "could not plan the escalation follow-ups that fell due; trying again");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(FOLLOW_UP_EVERY) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+    }
+}
