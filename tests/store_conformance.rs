@@ -536,6 +536,11 @@ async fn an_idempotency_key_returns_the_first_trigger(db: &TestDb) {
     let TriggerInsert::Existing(first) = db.store.insert_trigger(&t("second"), T0).await.unwrap() else { panic!() };
     assert_eq!((first.id.as_str(), first.payload["a"].as_i64()), ("first", Some(1)));
     assert!(db.store.get_trigger("second").await.unwrap().is_none());
+    // The in-doubt check's read (on MariaDB `SET STATEMENT wsrep_sync_wait
+    // = 1 FOR …`, which a server that is not a Galera node accepts too).
+    let found = db.store.recorded_triggers(&["second", "first", "never"]).await.unwrap();
+    assert_eq!(found, vec!["first".to_owned()]);
+    assert!(db.store.recorded_triggers(&[]).await.unwrap().is_empty());
 }
 
 async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb) {
