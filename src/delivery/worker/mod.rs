@@ -473,6 +473,9 @@ impl Worker {
                     report.released += self.dispatch(unknown, &shutdown, &mut inflight).await;
                     self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
                 }
+                Err(e) if e.is_lost_race() => {
+                    tracing::debug!(error = %e, "looking for rows of channels this instance lacks lost a race; next round")
+                }
                 Err(e) => tracing::warn!(error = %e, "could not look for rows of channels this instance lacks"),
             }
             self.progress(|r| r.add(&report));
@@ -490,7 +493,12 @@ impl Worker {
         let token = new_id();
         let known: Vec<&str> = inner.lanes.iter().map(|l| l.channel.as_str()).collect();
         let (started, now) = (std::time::Instant::now(), inner.clock.now());
-        let rows = inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token).await?;
+        // On Galera this UPDATE can lose a certification race like any
+        // claim: tried again at once, not a WARN (issue 17's cluster bench).
+        let rows = crate::store::race::retry_lost_race("claim unknown channels", || {
+            inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token)
+        })
+        .await?;
         self.note_taken(&rows, started, now);
         Ok(Claimed { token, rows })
     }
