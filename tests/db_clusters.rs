@@ -320,13 +320,25 @@ async fn patroni_async_leader_killed() {
     herald::app::migrate_waiting(&store, Duration::from_secs(60), |e, _| eprintln!("async: waiting to migrate: {e}"))
         .await
         .unwrap();
+    // Asynchronous: the standby may not have replayed `CREATE DATABASE`
+    // yet when `up` returns (a run failed on that): ask again for a while.
     let node = |port: u16| async move {
-        sqlx::pool::PoolOptions::<sqlx::Any>::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect(&format!("postgres://postgres@127.0.0.1:{port}/herald"))
-            .await
-            .unwrap()
+        let started = Instant::now();
+        loop {
+            let pool = sqlx::pool::PoolOptions::<sqlx::Any>::new()
+                .max_connections(2)
+                .acquire_timeout(Duration::from_secs(5))
+                .connect(&format!("postgres://postgres@127.0.0.1:{port}/herald"))
+                .await;
+            match pool {
+                Ok(pool) => break pool,
+                Err(e) if started.elapsed() < Duration::from_secs(30) => {
+                    eprintln!("async: node on {port} not ready: {e}");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Err(e) => panic!("node on {port}: {e}"),
+            }
+        }
     };
     // `up` makes pg1 the leader and pg2 its standby.
     let (pg1, pg2) = (node(5441).await, node(5442).await);
