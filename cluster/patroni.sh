@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # PostgreSQL 15 under Patroni on this machine: one etcd, two Patroni-managed
-# PostgreSQL nodes in synchronous mode, and HAProxy sending connections to
+# PostgreSQL nodes in synchronous mode (or asynchronous, to show what that
+# costs: HERALD_PATRONI_SYNC=off or `up --async`), and HAProxy sending connections to
 # whichever node Patroni's REST API says is the primary. For trying Herald
 # on Patroni and for its cluster tests. Everything listens on 127.0.0.1 and
 # lives under $HERALD_PATRONI_DIR (default /tmp/herald-cluster/patroni).
 #
-#   cluster/patroni.sh up              etcd, pg1 (leader), pg2 (sync standby), HAProxy
+#   cluster/patroni.sh up [--async]    etcd, pg1 (leader), pg2 (sync standby), HAProxy
 #   cluster/patroni.sh state           patronictl list, and where HAProxy points
 #   cluster/patroni.sh kill leader|pgN SIGKILL a node's Patroni and postmaster
 #   cluster/patroni.sh start pgN       start a node's Patroni again (it rejoins)
 #   cluster/patroni.sh stop [--clean]  stop everything (--clean: remove the data)
+#   cluster/patroni.sh lag on|off      hold (SIGSTOP) or release the primary's WAL
+#                                      senders: the standby falls behind, as on a
+#                                      slow link (asynchronous mode only; in
+#                                      synchronous mode commits would wait)
 #
 # Ports: etcd 2379/2380; PostgreSQL 5441 (pg1), 5442 (pg2); Patroni REST
 # 8011, 8012; HAProxy 5440 (the primary), stats on 7440. Herald's URL:
@@ -25,6 +30,11 @@ DIR="${HERALD_PATRONI_DIR:-/tmp/herald-cluster/patroni}"
 PGBIN="${HERALD_PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)}"
 HAPROXY_PORT=5440
 RUN_AS=postgres
+# Asynchronous replication: a standby may be behind when it is promoted, so
+# a failover can lose commits the old primary acknowledged. Patroni then
+# promotes a standby however far behind (maximum_lag_on_failover 1 GiB)
+# rather than waiting for the old primary to return.
+SYNC="${HERALD_PATRONI_SYNC:-on}"
 
 pgport() { echo $((5440 + ${1#pg})); }
 restport() { echo $((8010 + ${1#pg})); }
@@ -77,8 +87,8 @@ bootstrap:
     ttl: 20
     loop_wait: 2
     retry_timeout: 5
-    maximum_lag_on_failover: 1048576
-    synchronous_mode: true
+    maximum_lag_on_failover: $([ "$SYNC" = off ] && echo 1073741824 || echo 1048576)
+    synchronous_mode: $([ "$SYNC" = off ] && echo false || echo true)
     postgresql:
       use_pg_rewind: true
       parameters:
@@ -170,7 +180,7 @@ up() {
   start_node pg1
   wait_role pg1 primary
   start_node pg2
-  wait_role pg2 sync
+  if [ "$SYNC" = off ]; then wait_role pg2 replica; else wait_role pg2 sync; fi
   haproxy_up
   # On the leader itself: through HAProxy the first connections can still
   # reach the standby (up until its checks fail).
@@ -179,7 +189,7 @@ up() {
     echo "show stat" | socat - "unix-connect:$DIR/haproxy.sock" | grep -q '^primary,pg2,.*,DOWN,' && break
     sleep 0.5
   done
-  echo "patroni up: postgres://postgres@127.0.0.1:$HAPROXY_PORT/herald (pg1 :$(pgport pg1), pg2 :$(pgport pg2))"
+  echo "patroni up ($([ "$SYNC" = off ] && echo asynchronous || echo synchronous) replication): postgres://postgres@127.0.0.1:$HAPROXY_PORT/herald (pg1 :$(pgport pg1), pg2 :$(pgport pg2))"
 }
 
 leader() {
@@ -193,13 +203,35 @@ kill_node() {
   local n=$1
   [ "$n" = leader ] && n=$(leader)
   local d="$DIR/$n"
-  local ppid pmpid
+  local ppid pmpid children
   ppid=$(cat "$d/patroni.pid" 2>/dev/null || true)
   pmpid=$(head -n1 "$d/data/postmaster.pid" 2>/dev/null || true)
+  # The whole node, as when its machine dies: the postmaster's children
+  # too (backends and WAL senders would otherwise linger a moment).
+  children=$( [ -n "$pmpid" ] && pgrep -P "$pmpid" | tr '\n' ' ' || true)
   [ -n "$ppid" ] && kill -KILL "$ppid" 2>/dev/null || true
   [ -n "$pmpid" ] && kill -KILL "$pmpid" 2>/dev/null || true
+  for pid in $children; do kill -KILL "$pid" 2>/dev/null || true; done
   rm -f "$d/patroni.pid"
-  echo "$n: Patroni ($ppid) and postmaster ($pmpid) SIGKILLed"
+  echo "$n: Patroni ($ppid), postmaster ($pmpid) and its processes SIGKILLed"
+}
+
+# SIGSTOP (on) or SIGCONT (off) the primary's WAL senders: the standbys
+# keep what reached them and fall behind, as behind a slow or broken link.
+# (Holding a standby's WAL receiver instead is not the same: what the
+# sender already wrote waits in the socket and arrives after the kill.)
+lag() {
+  local sig
+  case "$1" in on) sig=STOP ;; off) sig=CONT ;; *) echo "lag on|off" >&2; exit 2 ;; esac
+  local n pm pid found=0
+  for n in pg1 pg2; do
+    pm=$(head -n1 "$DIR/$n/data/postmaster.pid" 2>/dev/null || true)
+    [ -n "$pm" ] && kill -0 "$pm" 2>/dev/null || continue
+    for pid in $(pgrep -P "$pm" -f walsender || true); do
+      kill -"$sig" "$pid" && found=1 && echo "$n: WAL sender $pid SIG$sig"
+    done
+  done
+  [ "$found" = 1 ] || [ "$sig" = CONT ] || { echo "no WAL sender running" >&2; exit 1; }
 }
 
 state() {
@@ -236,10 +268,11 @@ stop() {
 }
 
 case "${1:-}" in
-  up) up ;;
+  up) [ "${2:-}" = --async ] && SYNC=off; up ;;
   state) state ;;
+  lag) lag "${2:?on or off}" ;;
   kill) kill_node "${2:?leader or pg1/pg2}" ;;
   start) need; start_node "${2:?pg1 or pg2}"; echo "started ${2}" ;;
   stop) stop "${2:-}" ;;
-  *) sed -n '2,17p' "$0"; exit 2 ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

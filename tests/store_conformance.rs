@@ -12,6 +12,7 @@ use herald::domain::{OutboxStatus, SendStatus};
 use herald::store::{Finish, NewInboxMessage, Store, new_id};
 
 backend_tests!(
+    instances_claim_from_their_own_slice_first_on_mysql,
     migrate_twice_applies_nothing_the_second_time,
     a_repeated_dedupe_key_plans_nothing_new,
     claim_takes_only_due_rows_oldest_first_and_counts_the_attempt,
@@ -537,6 +538,11 @@ async fn an_idempotency_key_returns_the_first_trigger(db: &TestDb) {
     let TriggerInsert::Existing(first) = db.store.insert_trigger(&t("second"), T0).await.unwrap() else { panic!() };
     assert_eq!((first.id.as_str(), first.payload["a"].as_i64()), ("first", Some(1)));
     assert!(db.store.get_trigger("second").await.unwrap().is_none());
+    // The in-doubt check's read (on MariaDB `SET STATEMENT wsrep_sync_wait
+    // = 1 FOR …`, which a server that is not a Galera node accepts too).
+    let found = db.store.recorded_triggers(&["second", "first", "never"]).await.unwrap();
+    assert_eq!(found, vec!["first".to_owned()]);
+    assert!(db.store.recorded_triggers(&[]).await.unwrap().is_empty());
 }
 
 async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb) {
@@ -1203,4 +1209,63 @@ async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver
     let day = t.plus(herald::store::LAPSED_INSTANCE_RETENTION).plus(Duration::from_secs(60));
     db.store.rescue_lapsed(day.minus(deliver_timeout), day).await.unwrap();
     assert!(db.store.instances().await.unwrap().is_empty());
+}
+
+/// On MariaDB/MySQL (Galera) two instances with leases claim from disjoint
+/// slices of the due rows (`CRC32(id) MOD 2` = their rank by id), so
+/// instances on different nodes seldom collide; an instance whose slice is
+/// empty takes from the whole set. Elsewhere claims are as before: the
+/// oldest due rows, whoever claims.
+async fn instances_claim_from_their_own_slice_first_on_mysql(db: &TestDb) {
+    use herald::store::{InstanceIdentity, InstanceStore};
+    use sqlx::Row;
+    let (a_id, b_id) = ("instance-a", "instance-b");
+    for id in [a_id, b_id] {
+        let who = InstanceIdentity { id: id.into(), host: "h".into(), pid: 1, started_at: T0 };
+        db.store.renew_lease(&who, T0, T0.plus(Duration::from_secs(60))).await.unwrap();
+    }
+    let (a, b) = (db.store.for_instance(a_id), db.store.for_instance(b_id));
+    let rows: Vec<_> = (0..40).map(|i| row("u", "email", T0.plus(Duration::from_millis(i)))).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let now = T0.plus(Duration::from_secs(1));
+    let won_a = a.claim_channel("email", now, 5, "token-a").await.unwrap();
+    let won_b = b.claim_channel("email", now, 5, "token-b").await.unwrap();
+    assert_eq!((won_a.len(), won_b.len()), (5, 5));
+    let ids = |won: &[herald::store::OutboxRow]| won.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    if db.backend() != common::Backend::MySql {
+        // Unchanged: the oldest due first, in turn.
+        assert_eq!(ids(&won_a), rows[..5].iter().map(|r| r.id.clone()).collect::<Vec<_>>());
+        assert_eq!(ids(&won_b), rows[5..10].iter().map(|r| r.id.clone()).collect::<Vec<_>>());
+        return;
+    }
+    let slice_of = |id: String| {
+        let pool = db.store.pool().clone();
+        async move {
+            let row = sqlx::query("SELECT CAST(MOD(CRC32(?), 2) AS SIGNED)").bind(id).fetch_one(&pool).await.unwrap();
+            row.get::<i64, _>(0)
+        }
+    };
+    // Ranks by id: instance-a is 0, instance-b is 1.
+    for id in ids(&won_a) {
+        assert_eq!(slice_of(id).await, 0, "instance a claims from its slice");
+    }
+    for id in ids(&won_b) {
+        assert_eq!(slice_of(id).await, 1, "instance b claims from its slice");
+    }
+    // The inbox's peek (claim and outcome in one transaction) likewise.
+    let inbox: Vec<_> = (0..10).map(|i| row("u", "inbox", T0.plus(Duration::from_millis(i)))).collect();
+    db.store.enqueue(&inbox, T0).await.unwrap();
+    for r in a.peek_channel("inbox", now, 10, &[]).await.unwrap() {
+        assert_eq!(slice_of(r.id).await, 0, "instance a reads its slice of the inbox first");
+    }
+    // Instance a drains its slice; then it takes what is left elsewhere.
+    let mut total = won_a.len() + won_b.len();
+    loop {
+        let more = a.claim_channel("email", now, 5, &format!("token-a{total}")).await.unwrap();
+        if more.is_empty() {
+            break;
+        }
+        total += more.len();
+    }
+    assert_eq!(total, 40, "an empty slice falls back to the whole set");
 }

@@ -104,6 +104,41 @@ impl Modify for Conventions {
                             .build(),
                     )
                 });
+                // Every operation that reads or writes the database (all but
+                // the few listed) answers 503 with Retry-After while it is
+                // away, or after a lost race that replays did not resolve
+                // (`problem::ApiError`, `retry`).
+                let id = op.operation_id.as_deref().unwrap_or_default();
+                if !NO_DATABASE.contains(&id) {
+                    op.responses.responses.entry("503".to_owned()).or_insert_with(|| {
+                        RefOr::T(
+                            utoipa::openapi::ResponseBuilder::new()
+                                .description(
+                                    "The database is unavailable (a failover, a lost node) or kept losing races \
+                                     with other instances; nothing was changed, or, for a trigger, it is recorded \
+                                     at most once. Send the request again after `Retry-After` seconds (a trigger \
+                                     with the same `idempotency_key`)",
+                                )
+                                .header(
+                                    "Retry-After",
+                                    utoipa::openapi::HeaderBuilder::new()
+                                        .schema(Some(
+                                            utoipa::openapi::ObjectBuilder::new()
+                                                .schema_type(utoipa::openapi::schema::Type::Integer),
+                                        ))
+                                        .description(Some("Seconds to wait before sending the request again"))
+                                        .build(),
+                                )
+                                .content(
+                                    "application/problem+json",
+                                    utoipa::openapi::ContentBuilder::new()
+                                        .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
+                                        .build(),
+                                )
+                                .build(),
+                        )
+                    });
+                }
                 for (status, response) in op.responses.responses.iter_mut() {
                     if let RefOr::T(r) = response
                         && r.description.trim().is_empty()
@@ -115,6 +150,10 @@ impl Modify for Conventions {
         }
     }
 }
+
+/// Operations that never touch the database, so never answer 503: the
+/// unsubscribe page only checks its token's signature.
+const NO_DATABASE: &[&str] = &["unsubscribe_show"];
 
 /// The description a response gets when its annotation gives none.
 fn default_description(status: &str) -> &'static str {
@@ -140,4 +179,29 @@ fn default_description(status: &str) -> &'static str {
 
 pub fn document() -> utoipa::openapi::OpenApi {
     ApiDoc::openapi()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_operation_on_the_database_documents_its_503_with_retry_after() {
+        let doc = serde_json::to_value(super::document()).unwrap();
+        let mut checked = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                let id = op["operationId"].as_str().unwrap();
+                let unavailable = &op["responses"]["503"];
+                if super::NO_DATABASE.contains(&id) {
+                    assert!(unavailable.is_null(), "{method} {path} never reaches the database");
+                    continue;
+                }
+                assert!(unavailable.is_object(), "{method} {path} ({id}) does not document its 503");
+                assert_eq!(unavailable["headers"]["Retry-After"]["schema"]["type"], "integer", "{method} {path}");
+                assert!(unavailable["content"]["application/problem+json"].is_object(), "{method} {path}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "only {checked} operations");
+        assert!(doc["paths"]["/v1/triggers"]["post"]["responses"]["503"].is_object());
+    }
 }

@@ -114,7 +114,9 @@ async fn record_batch(
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(MAX_PAUSE);
             let ids: Vec<&str> = triggers.iter().map(|t| t.id.as_str()).collect();
-            match store.trigger_times(&ids).await {
+            // On Galera this read may reach another node than the commit
+            // did: `recorded_triggers` waits for that node to catch up.
+            match store.recorded_triggers(&ids).await {
                 // None of them (one transaction): record them again.
                 Ok(found) if found.is_empty() => break,
                 Ok(found) => {
@@ -122,7 +124,7 @@ async fn record_batch(
                     // idempotency key another trigger held: asking again
                     // answers which (it cannot insert anything twice).
                     tracing::info!(triggers = found.len(), "the triggers had been recorded; acknowledging them");
-                    let found: std::collections::HashSet<String> = found.into_iter().map(|(id, _)| id).collect();
+                    let found: std::collections::HashSet<String> = found.into_iter().collect();
                     let rest: Vec<NewTrigger> = triggers.iter().filter(|t| !found.contains(&t.id)).cloned().collect();
                     let mut rest = if rest.is_empty() {
                         Vec::new()

@@ -194,7 +194,7 @@ impl StoreError {
     }
 }
 
-fn mysql_number(e: &dyn sqlx::error::DatabaseError) -> Option<u16> {
+pub(crate) fn mysql_number(e: &dyn sqlx::error::DatabaseError) -> Option<u16> {
     e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().map(|m| m.number())
 }
 

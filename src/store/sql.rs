@@ -58,12 +58,42 @@ pub struct SqlStore {
     /// found (see `instances`). `None`: claims name no instance and only
     /// the stale window takes them back.
     instance: Option<Arc<str>>,
+    /// On MariaDB/MySQL (Galera): this instance's slice of the due rows,
+    /// see [`ClaimSlice`].
+    slice: Arc<std::sync::Mutex<ClaimSlice>>,
 }
+
+/// Claims spread over the instances on MariaDB/MySQL. On Galera every node
+/// takes writes, and two instances on different nodes that claim (or, for
+/// the inbox, finish) the same oldest due rows at once collide at commit:
+/// one loses the certification and tries again (`race`). There is no
+/// `SKIP LOCKED` across nodes. So each instance with a lease first looks in
+/// its own slice, the rows whose `CRC32(id) MOD n` is its rank among the
+/// `n` live instances (by id, read from `engagement_instances` at most every
+/// [`SLICE_REFRESH`]), and only when its slice has nothing due takes from
+/// the whole set as before. Slices are a preference, not a partition: a
+/// row outside every slice (the count changed) is still claimed, and the
+/// compare-and-set still decides. PostgreSQL (one primary, row locks) and
+/// SQLite (one writer) claim as before.
+#[derive(Debug, Default)]
+struct ClaimSlice {
+    read_at: Option<std::time::Instant>,
+    /// (rank, instances); `None` with fewer than two live instances.
+    slice: Option<(u32, u32)>,
+}
+
+/// How often an instance re-reads the live instances for its slice.
+const SLICE_REFRESH: Duration = Duration::from_secs(5);
 
 /// Every fixed query, already in the dialect's placeholder form.
 struct Queries {
     claim: String,
     claim_channel: String,
+    /// MariaDB/MySQL: `claim_channel` within a slice (binds `n`, `rank`
+    /// before the limit).
+    claim_channel_slice: String,
+    /// MariaDB/MySQL: `peek_channel` within a slice (likewise).
+    peek_channel_slice: String,
     claim_unknown: String,
     peek_channel: String,
     next_due_channel: String,
@@ -166,9 +196,20 @@ impl Queries {
                  WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
             )
         };
+        let in_slice = "MOD(CRC32(id), ?) = ?";
+        let claim_channel_slice = format!(
+            "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
+             AND {in_slice} ORDER BY due_at LIMIT ?"
+        );
+        let peek_channel_slice = format!(
+            "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
+             AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) AND {in_slice} ORDER BY due_at LIMIT ?"
+        );
         Queries {
             claim: d.sql(&claim),
             claim_channel: d.sql(&claim_channel),
+            claim_channel_slice: d.sql(&claim_channel_slice),
+            peek_channel_slice: d.sql(&peek_channel_slice),
             claim_unknown: d.sql(&claim_unknown),
             peek_channel: d.sql(&peek_channel),
             next_due_channel: d
@@ -264,13 +305,38 @@ impl SqlStore {
             events_appended: Arc::new(watch::channel(0).0),
             q: Arc::new(Queries::new(dialect)),
             instance: None,
+            slice: Arc::default(),
         })
     }
 
     /// This store (the same pools), claiming for instance `id`: every claim
     /// it makes names the instance (see [`super::InstanceStore`]).
     pub fn for_instance(&self, id: &str) -> SqlStore {
-        SqlStore { instance: Some(Arc::from(id)), ..self.clone() }
+        SqlStore { instance: Some(Arc::from(id)), slice: Arc::default(), ..self.clone() }
+    }
+
+    /// This instance's claim slice (rank, live instances) on MariaDB/MySQL
+    /// with a lease and at least one other live instance; see [`ClaimSlice`].
+    /// A failure to read the instances means no slice, never a failed claim.
+    async fn claim_slice(&self, now: Millis) -> Option<(u32, u32)> {
+        let me = self.instance.as_deref().filter(|_| self.dialect == Dialect::MySql)?;
+        {
+            let cached = self.slice.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if cached.read_at.is_some_and(|t| t.elapsed() < SLICE_REFRESH) {
+                return cached.slice;
+            }
+        }
+        let live = sqlx::query("SELECT id FROM engagement_instances WHERE expires_at >= ? ORDER BY id")
+            .bind(now.0)
+            .fetch_all(&self.pool)
+            .await
+            .ok()?;
+        let ids: Vec<String> = live.iter().filter_map(|r| text(r, "id").ok()).collect();
+        let slice =
+            ids.iter().position(|id| id == me).filter(|_| ids.len() > 1).map(|rank| (rank as u32, ids.len() as u32));
+        let mut cached = self.slice.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *cached = ClaimSlice { read_at: Some(std::time::Instant::now()), slice };
+        slice
     }
 
     /// The instance this store claims for, if any.
@@ -576,6 +642,22 @@ impl Store for SqlStore {
         limit: u32,
         token: &str,
     ) -> Result<Vec<OutboxRow>, StoreError> {
+        if let Some((rank, n)) = self.claim_slice(now).await {
+            let claim = sqlx::query(&self.q.claim_channel_slice)
+                .bind(token.to_owned())
+                .bind(self.instance.as_deref().map(str::to_owned))
+                .bind(now.0)
+                .bind(now.0)
+                .bind(channel.to_owned())
+                .bind(now.0)
+                .bind(i64::from(n))
+                .bind(i64::from(rank))
+                .bind(i64::from(limit));
+            let won = self.run_claim(claim, token).await?;
+            if !won.is_empty() {
+                return Ok(won);
+            }
+        }
         let claim = sqlx::query(&self.q.claim_channel)
             .bind(token.to_owned())
             .bind(self.instance.as_deref().map(str::to_owned))
@@ -612,6 +694,21 @@ impl Store for SqlStore {
         limit: u32,
         exclude: &[String],
     ) -> Result<Vec<OutboxRow>, StoreError> {
+        if let Some((rank, n)) = self.claim_slice(now).await {
+            let rows = sqlx::query(&self.q.peek_channel_slice)
+                .bind(channel.to_owned())
+                .bind(now.0)
+                .bind(keys_json(exclude.iter().map(String::as_str))?)
+                .bind(i64::from(n))
+                .bind(i64::from(rank))
+                .bind(i64::from(limit))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(StoreError::db("read due rows"))?;
+            if !rows.is_empty() {
+                return outbox_rows(&rows);
+            }
+        }
         let rows = sqlx::query(&self.q.peek_channel)
             .bind(channel.to_owned())
             .bind(now.0)

@@ -136,6 +136,14 @@ pub trait TriggerStore: Send + Sync {
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError>;
     /// When each of these triggers happened (those that exist), in one query.
     async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError>;
+    /// Which of these triggers are recorded, as seen after every commit the
+    /// cluster acknowledged: the in-doubt check of a batch whose commit got
+    /// no answer. The connection that committed is gone, so the read runs
+    /// on another, which on Galera may be another node; there it waits
+    /// until that node has applied everything the cluster committed before
+    /// reading (`wsrep_sync_wait = 1`, for this statement only). A plain
+    /// read elsewhere: PostgreSQL and SQLite read from the one primary.
+    async fn recorded_triggers(&self, ids: &[&str]) -> Result<Vec<String>, StoreError>;
     /// Triggers the planner has not handled, oldest first.
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
     /// Inserts the planned rows and marks the trigger planned, in one
@@ -408,6 +416,35 @@ impl TriggerStore for SqlStore {
             .map(|r| Ok((text(r, "id")?, Millis(r.try_get("occurred_at")?))))
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("trigger times"))
+    }
+
+    async fn recorded_triggers(&self, ids: &[&str]) -> Result<Vec<String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let d = self.dialect();
+        let select = d.select_by_keys("t.id", "engagement_triggers", "t", "id");
+        let keys = keys_json(ids.iter().copied())?;
+        let rows = match d {
+            // MariaDB's per-statement variable (also accepted, and without
+            // effect, on a server that is not a Galera node).
+            Dialect::MySql => {
+                let synced = format!("SET STATEMENT wsrep_sync_wait = 1 FOR {select}");
+                match sqlx::query(&synced).bind(keys.clone()).fetch_all(self.pool()).await {
+                    // MySQL has neither the syntax (1064) nor the variable (1193).
+                    Err(sqlx::Error::Database(e)) if matches!(super::mysql_number(e.as_ref()), Some(1064 | 1193)) => {
+                        sqlx::query(&select).bind(keys).fetch_all(self.pool()).await
+                    }
+                    other => other,
+                }
+            }
+            _ => sqlx::query(&select).bind(keys).fetch_all(self.pool()).await,
+        }
+        .map_err(StoreError::db("check recorded triggers"))?;
+        rows.iter()
+            .map(|r| text(r, "id"))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("check recorded triggers"))
     }
 
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {

@@ -256,9 +256,10 @@ impl Worker {
             .collect();
         let recorder = {
             let (store, clock) = (store.clone(), clock.clone());
+            let away = Arc::new(AwayLog::default());
             Batcher::spawn(RECORD_GROUP, move |items: Vec<Record>| {
-                let (store, clock) = (store.clone(), clock.clone());
-                async move { record_group(store.as_ref(), &items, clock.now()).await }
+                let (store, clock, away) = (store.clone(), clock.clone(), away.clone());
+                async move { record_group(store.as_ref(), &items, clock.now(), &away).await }
             })
         };
         let composer = Composer::new(store.clone(), keys).with_default_timezone(config.default_timezone);
@@ -479,6 +480,9 @@ impl Worker {
                     report.released += self.dispatch(unknown, &shutdown, &mut inflight).await;
                     self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
                 }
+                Err(e) if e.is_lost_race() => {
+                    tracing::debug!(error = %e, "looking for rows of channels this instance lacks lost a race; next round")
+                }
                 Err(e) => tracing::warn!(error = %e, "could not look for rows of channels this instance lacks"),
             }
             self.progress(|r| r.add(&report));
@@ -496,7 +500,12 @@ impl Worker {
         let token = new_id();
         let known: Vec<&str> = inner.lanes.iter().map(|l| l.channel.as_str()).collect();
         let (started, now) = (std::time::Instant::now(), inner.clock.now());
-        let rows = inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token).await?;
+        // On Galera this UPDATE can lose a certification race like any
+        // claim: tried again at once, not a WARN (issue 17's cluster bench).
+        let rows = crate::store::race::retry_lost_race("claim unknown channels", || {
+            inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token)
+        })
+        .await?;
         self.note_taken(&rows, started, now);
         Ok(Claimed { token, rows })
     }
@@ -615,10 +624,41 @@ impl Worker {
 /// the group for something in one of its rows (not a lost race), the rows
 /// are written one by one, so that row fails alone instead of holding back
 /// every outcome flushed with it.
+/// The WARN for outcomes kept while the database is away: one line for a
+/// failed flush with its count of rows, and then at most one every
+/// [`AWAY_LOG_EVERY`] with the flushes and rows that failed since (each
+/// kept row is retried from 250 ms to 2 s, and every retry is a flush: one
+/// line each would still be dozens a minute). DEBUG in between.
+#[derive(Default)]
+struct AwayLog {
+    /// When the last WARN went out, and the flushes and rows failed since.
+    state: Mutex<(Option<tokio::time::Instant>, u64, u64)>,
+}
+
+const AWAY_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl AwayLog {
+    /// Counts a failed flush of `rows`; `Some((flushes, rows))` to report
+    /// now (this one included), `None` to stay at DEBUG.
+    fn failed(&self, rows: usize) -> Option<(u64, u64)> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.1 += 1;
+        s.2 += rows as u64;
+        let now = tokio::time::Instant::now();
+        if s.0.is_some_and(|t| now.duration_since(t) < AWAY_LOG_EVERY) {
+            return None;
+        }
+        let report = (s.1, s.2);
+        *s = (Some(now), 0, 0);
+        Some(report)
+    }
+}
+
 async fn record_group(
     store: &dyn Store,
     items: &[Record],
     now: crate::clock::Millis,
+    away: &AwayLog,
 ) -> Vec<Result<bool, Arc<StoreError>>> {
     match crate::store::race::retry_lost_race("record outcomes", || store.record_outcomes(items, now)).await {
         Ok(won) => won.into_iter().map(Ok).collect(),
@@ -634,6 +674,28 @@ async fn record_group(
             out
         }
         Err(e) => {
+            // One line for the flush, however many rows it held: each row
+            // keeps its outcome and says so only at DEBUG (`record::record`),
+            // so a database away for a minute is a few lines, not one per row.
+            let channels: std::collections::BTreeSet<&str> = items.iter().map(|i| i.row.channel.as_str()).collect();
+            let channels = channels.into_iter().collect::<Vec<_>>().join(",");
+            if e.is_unavailable() || e.is_lost_race() {
+                match away.failed(items.len()) {
+                    Some((flushes, rows_since)) => tracing::warn!(
+                        rows = items.len(),
+                        channels,
+                        error = %e,
+                        flushes_failed_since_last_warning = flushes,
+                        rows_in_them = rows_since,
+                        "could not record a group of outcomes; keeping them until the database answers"
+                    ),
+                    None => {
+                        tracing::debug!(rows = items.len(), channels, error = %e, "could not record a group of outcomes; keeping them")
+                    }
+                }
+            } else {
+                tracing::warn!(rows = items.len(), channels, error = %e, "could not record a group of outcomes; trying again");
+            }
             let e = Arc::new(e);
             items.iter().map(|_| Err(e.clone())).collect()
         }
@@ -650,4 +712,96 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// at most once a minute and at least once every five seconds.
 fn reclaim_every(stale: Duration) -> Duration {
     (stale / 4).clamp(Duration::from_secs(5), Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use crate::clock::Millis;
+    use crate::domain::OutboxStatus;
+    use crate::store::{ConnectOptions, Finish, Record, RecordAction, SqlStore};
+
+    /// Log lines written while `f` runs on this thread.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn record(i: usize) -> Record {
+        Record {
+            row: crate::store::OutboxRow {
+                id: format!("row-{i}"),
+                dedupe_key: format!("k{i}"),
+                rule_id: None,
+                trigger_id: None,
+                user_id: "u".into(),
+                channel: "inbox".into(),
+                payload: "{}".into(),
+                status: OutboxStatus::Sending,
+                due_at: Millis(1_000),
+                expires_at: None,
+                attempts: 1,
+                last_error: None,
+                claim_token: Some(format!("t{i}")),
+                claimed_at: Some(Millis(1_000)),
+                created_at: Millis(0),
+                updated_at: Millis(0),
+            },
+            token: Some(format!("t{i}")),
+            action: RecordAction::Finish(Finish {
+                status: crate::domain::SendStatus::Sent,
+                detail: None,
+                transport: None,
+                address_hash: None,
+            }),
+            inbox: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flush_the_database_cannot_take_is_one_warning_with_its_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("h.db").display());
+        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+        // A closed pool is a database that is away (PoolClosed).
+        store.close().await;
+        let items: Vec<Record> = (0..50).map(record).collect();
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let away = super::AwayLog::default();
+        let results = {
+            let _guard = tracing::subscriber::set_default(subscriber);
+            let first = super::record_group(&store, &items, Millis(2_000), &away).await;
+            // The same rows retried, and a second group, within the window.
+            super::record_group(&store, &items, Millis(2_250), &away).await;
+            super::record_group(&store, &items[..7], Millis(2_500), &away).await;
+            first
+        };
+        assert_eq!(results.len(), 50);
+        assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.is_unavailable())));
+        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+        assert_eq!(warnings.len(), 1, "one line for the outage so far, not one per row or flush: {log}");
+        assert!(warnings[0].contains("rows=50") && warnings[0].contains("keeping them"), "{}", warnings[0]);
+        assert_eq!(log.lines().filter(|l| l.contains("DEBUG") && l.contains("keeping them")).count(), 2, "{log}");
+        // Once the window has passed, the next failure reports what failed
+        // meanwhile (the two flushes above and itself).
+        *away.state.lock().unwrap() = (Some(tokio::time::Instant::now() - super::AWAY_LOG_EVERY), 2, 57);
+        assert_eq!(away.failed(3), Some((3, 60)));
+    }
 }

@@ -231,10 +231,14 @@ pub(super) async fn record(
                     tracing::error!(outbox = %row.id, error = %e, failures, "could not record outcome; the row will be taken back and delivered again");
                     return RowResult::Unrecorded;
                 }
-                if failures == 1 {
-                    tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying until the database answers (the outcome is kept meanwhile)");
+                // While the database is away the flush that failed logged
+                // one WARN for all its rows (`record_group`); one per row
+                // would be thousands of lines for one outage. A row the
+                // database refuses for what it is says so itself.
+                if !away && failures == 1 {
+                    tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; trying again");
                 } else {
-                    tracing::debug!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; retrying");
+                    tracing::debug!(outbox = %row.id, error = %e, failures, retry_in = ?wait, "could not record outcome; keeping it and retrying until the database answers");
                 }
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(super::MAX_BACKOFF);
