@@ -879,8 +879,13 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     // Outbox and send log: three old rows finished long ago, one old row
     // finished recently (a long delay), one still scheduled, one new.
     let old: Vec<_> = (0..3).map(|i| made_at(&format!("old{i}"), T0, T0)).collect();
+    // And an old sent inbox message whose escalation follow-up is not
+    // planned yet: it stays until it is.
+    let mut escalating = made_at("escalating", T0, T0);
+    escalating.follow_up_at = Some(late.plus(DAY));
     store.enqueue(&old, T0).await.unwrap();
-    for r in store.claim_due(T0, 3, "t-old").await.unwrap() {
+    store.enqueue(std::slice::from_ref(&escalating), T0).await.unwrap();
+    for r in store.claim_due(T0, 4, "t-old").await.unwrap() {
         assert!(store.finish(&r, "t-old", &sent, T0).await.unwrap());
     }
     let delayed = made_at("delayed", T0, late);
@@ -891,7 +896,7 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
         assert!(store.finish(&r, "t-late", &sent, late).await.unwrap());
     }
     let events_before = store.events_after(0, 100).await.unwrap();
-    assert_eq!(events_before.len(), 5, "one outcome event per finished row");
+    assert_eq!(events_before.len(), 6, "one outcome event per finished row");
 
     // At most `limit` rows per call, then the rest.
     assert_eq!(store.prune(Prunable::Outbox, cutoff, 2).await.unwrap(), 2);
@@ -900,15 +905,20 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     for r in &old {
         assert!(store.get_outbox(&r.id).await.unwrap().is_none(), "an old sent row goes");
     }
-    for (r, why) in [(&delayed, "finished after the cutoff"), (&waiting, "still scheduled"), (&recent, "recent")] {
+    for (r, why) in [
+        (&delayed, "finished after the cutoff"),
+        (&waiting, "still scheduled"),
+        (&recent, "recent"),
+        (&escalating, "whose follow-up is still to be planned"),
+    ] {
         assert!(store.get_outbox(&r.id).await.unwrap().is_some(), "a row {why} stays");
     }
-    assert_eq!(store.prune(Prunable::Sends, cutoff, 1000).await.unwrap(), 3);
+    assert_eq!(store.prune(Prunable::Sends, cutoff, 1000).await.unwrap(), 4);
     assert!(store.sends_for_outbox(&old[0].id).await.unwrap().is_empty());
     assert_eq!(store.sends_for_outbox(&recent.id).await.unwrap().len(), 1, "recent send-log rows stay");
-    assert_eq!(store.prune(Prunable::Events, cutoff, 1000).await.unwrap(), 3);
+    assert_eq!(store.prune(Prunable::Events, cutoff, 1000).await.unwrap(), 4);
     let kept: Vec<i64> = store.events_after(0, 100).await.unwrap().iter().map(|e| e.position).collect();
-    let expected: Vec<i64> = events_before[3..].iter().map(|e| e.position).collect();
+    let expected: Vec<i64> = events_before[4..].iter().map(|e| e.position).collect();
     assert_eq!(kept, expected, "the newest events stay, positions unchanged");
     assert_eq!(store.prune(Prunable::Events, cutoff, 1000).await.unwrap(), 0);
 

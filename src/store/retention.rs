@@ -101,7 +101,15 @@ impl SqlStore {
                 // (status, id) index; the updated_at test keeps a row that
                 // was made long ago but finished recently (a long delay, a
                 // long retry) for the whole period.
-                let sql = limited_delete(d, "engagement_outbox", "status = ? AND id < ? AND updated_at < ?", "id");
+                // A sent inbox message whose escalation follow-up is not
+                // planned yet stays until it is (`after` may be longer than
+                // the retention period).
+                let sql = limited_delete(
+                    d,
+                    "engagement_outbox",
+                    "status = ? AND id < ? AND updated_at < ? AND follow_up_at IS NULL",
+                    "id",
+                );
                 let mut total = 0;
                 for status in OutboxStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
                     total += sqlx::query(&sql)
