@@ -86,19 +86,22 @@ impl Drop for Script {
     }
 }
 
-async fn enqueue_inbox(store: &SqlStore, inbox: usize) {
+/// `inbox` inbox rows for one user, due `due_in` from now, their dedupe
+/// keys and titles marked with `tag`.
+async fn enqueue_inbox(store: &SqlStore, inbox: usize, tag: &str, due_in: Duration) {
     let now = SystemClock.now();
     let user = UserId::parse("user_id", "cluster-user").unwrap();
+    let due = herald::clock::Millis(now.0 + due_in.as_millis() as i64);
     let rows: Vec<NewOutboxRow> = (0..inbox)
         .map(|i| NewOutboxRow {
             id: new_id(),
-            dedupe_key: format!("cluster:{i}"),
+            dedupe_key: format!("{tag}:{i}"),
             rule_id: None,
             trigger_id: None,
             user_id: user.clone(),
             channel: ChannelName::parse("channel", "inbox").unwrap(),
-            payload: serde_json::json!({ "title": format!("cluster {i}") }),
-            due_at: now,
+            payload: serde_json::json!({ "title": format!("{tag} {i}") }),
+            due_at: due,
             expires_at: None,
             follow_up_at: None,
         })
@@ -205,7 +208,7 @@ async fn drain_through_a_node_kill(name: &str, url: &str, instances: usize, kill
     .await
     .unwrap();
 
-    enqueue_inbox(&store, inbox).await;
+    enqueue_inbox(&store, inbox, "cluster", Duration::ZERO).await;
     let statuses = post_email_triggers(&store, &herald, emails).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     kill();
@@ -375,29 +378,7 @@ async fn patroni_async_leader_killed() {
     let statuses = post_email_triggers(&store, &herald, emails).await;
     // The inbox rows fall due once replication is held, so that their
     // outcomes are committed on the leader alone.
-    let due_in = Duration::from_secs(2);
-    {
-        let now = SystemClock.now();
-        let user = UserId::parse("user_id", "cluster-user").unwrap();
-        let due = herald::clock::Millis(now.0 + due_in.as_millis() as i64);
-        let rows: Vec<NewOutboxRow> = (0..inbox)
-            .map(|i| NewOutboxRow {
-                id: new_id(),
-                dedupe_key: format!("async:{i}"),
-                rule_id: None,
-                trigger_id: None,
-                user_id: user.clone(),
-                channel: ChannelName::parse("channel", "inbox").unwrap(),
-                payload: serde_json::json!({ "title": format!("async {i}") }),
-                due_at: due,
-                expires_at: None,
-                follow_up_at: None,
-            })
-            .collect();
-        for chunk in rows.chunks(1000) {
-            store.enqueue(chunk, now).await.unwrap();
-        }
-    }
+    enqueue_inbox(&store, inbox, "async", Duration::from_secs(2)).await;
     // Everything acknowledged so far is on the standby: what the failover
     // loses below is outcomes, not input.
     let caught_up = wait_caught_up(&pg1, &pg2).await;

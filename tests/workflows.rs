@@ -48,16 +48,7 @@ async fn a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the
     rule.id = herald::store::new_id();
     (rule.channel, rule.trigger_type) = ("scripted".into(), "ping".into());
     db.store.insert_rule(&rule).await.unwrap();
-    let first = std::sync::atomic::AtomicBool::new(true);
-    let channel = ScriptedChannel::new(move |_| {
-        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            Outcome::retry("421 try later")
-        } else {
-            Outcome::sent("scripted")
-        }
-    });
-    let mut registry = Registry::new();
-    registry.register("scripted", channel.clone());
+    let (registry, channel) = fails_once_then_sends();
     let config = WorkerConfig { retry: Duration::from_secs(300), ..WorkerConfig::default() };
     let w = worker(db.arc(), registry, &clock, config);
     trigger(db, &clock, "ping", "u1").await;
@@ -203,6 +194,23 @@ async fn held_events(db: &TestDb) -> Vec<Value> {
     events.into_iter().filter(|e| e.kind == "held").map(|e| e.data).collect()
 }
 
+/// A registry whose one channel, `scripted` (also returned, to count its
+/// calls), answers the first delivery "421 try later" and sends every
+/// later one.
+fn fails_once_then_sends() -> (Registry, Arc<ScriptedChannel>) {
+    let first = std::sync::atomic::AtomicBool::new(true);
+    let channel = ScriptedChannel::new(move |_| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Outcome::retry("421 try later")
+        } else {
+            Outcome::sent("scripted")
+        }
+    });
+    let mut registry = Registry::new();
+    registry.register("scripted", channel.clone());
+    (registry, channel)
+}
+
 fn count(log: &[herald::store::SendRecord], status: &str) -> usize {
     log.iter().filter(|s| s.status == status).count()
 }
@@ -258,16 +266,7 @@ async fn a_cap_holds_on_a_claimed_lane_and_a_retry_keeps_its_slot(db: &TestDb) {
     db.store.insert_rule(&rule).await.unwrap();
     let db_rule = db.store.get_rule(&rule.id).await.unwrap().unwrap();
     assert!(db_rule.workflow.is_some());
-    let first = std::sync::atomic::AtomicBool::new(true);
-    let channel = ScriptedChannel::new(move |_| {
-        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            Outcome::retry("421 try later")
-        } else {
-            Outcome::sent("scripted")
-        }
-    });
-    let mut registry = Registry::new();
-    registry.register("scripted", channel.clone());
+    let (registry, _) = fails_once_then_sends();
     let w = worker(db.arc(), registry, &clock, WorkerConfig::default());
     trigger(db, &clock, "ping.scripted", "u1").await;
     let r = w.tick().await.unwrap();

@@ -55,9 +55,12 @@ impl Worker {
         }
         let mut rows = Vec::with_capacity(due.len());
         for (row, at) in &due {
-            let channel = row.rule_id.as_ref().and_then(|id| channels.get(id).cloned().flatten());
-            let (Some(channel), Ok(user_id)) = (channel, UserId::parse("user_id", &row.user_id)) else {
-                tracing::info!(outbox = %row.id, "the rule no longer escalates: no follow-up");
+            let Some(channel) = row.rule_id.as_ref().and_then(|id| channels.get(id).cloned().flatten()) else {
+                tracing::info!(outbox = %row.id, "the rule was deleted or no longer escalates: no follow-up");
+                continue;
+            };
+            let Ok(user_id) = UserId::parse("user_id", &row.user_id) else {
+                tracing::warn!(outbox = %row.id, user = %row.user_id, "a stored user id is not valid: no follow-up");
                 continue;
             };
             rows.push(NewOutboxRow {
