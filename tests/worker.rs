@@ -30,6 +30,7 @@ backend_tests!(
     a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it,
     an_instance_that_cannot_renew_its_lease_starts_no_delivery,
     a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout,
+    a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once,
 );
 
 fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
@@ -411,6 +412,38 @@ async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb)
     w.heartbeat().await.unwrap();
     assert_eq!(w.tick().await.unwrap().sent, 1, "renewed: deliveries resume");
     assert_eq!(channel.calls(), 2);
+}
+
+/// A CI failure: `run` spawned the sweep for channels this instance lacks
+/// before its lease was taken, so the sweep's first round started nothing
+/// and the row waited for the next one (5 s at the least). The lease is now
+/// taken before anything starts; the row ends well inside that.
+async fn a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let r = row("u1", "pigeon", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let w = leased_worker(&db.store, "instance-a", sent_channel(), &clock);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let token = shutdown.clone();
+        async move { w.run(token).await }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut status = OutboxStatus::Scheduled;
+    while std::time::Instant::now() < deadline {
+        status = db.store.get_outbox(&r.id).await.unwrap().unwrap().status;
+        if status == OutboxStatus::Failed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+    assert_eq!(
+        status,
+        OutboxStatus::Failed,
+        "the first sweep after start ends the row of a channel this instance lacks"
+    );
 }
 
 /// Instance A claims a row and is lost (no more heartbeats, no outcome).

@@ -346,6 +346,21 @@ impl Worker {
             lanes = ?inner.lanes.iter().map(|l| l.channel.as_str()).collect::<Vec<_>>(),
             "outbox worker started"
         );
+        // Take the lease before any task starts: otherwise the first round
+        // of each finds it not yet held, and `maintain` (which then sleeps
+        // for several seconds) would leave the rows of channels this
+        // instance lacks waiting that long after every start. If the
+        // database is away, `keep_lease` goes on trying.
+        let first_renewal = match &inner.lease {
+            Some(lease) => match self.heartbeat().await {
+                Ok(_) => lease.renew_every(),
+                Err(e) => {
+                    tracing::warn!(instance = lease.instance(), error = %e, "could not take the lease; trying again");
+                    Duration::ZERO
+                }
+            },
+            None => Duration::ZERO,
+        };
         let mut tasks = tokio::task::JoinSet::new();
         for lane in &inner.lanes {
             let (worker, lane, shutdown) = (self.clone(), lane.clone(), shutdown.clone());
@@ -365,7 +380,7 @@ impl Worker {
         }
         if let Some(lease) = &inner.lease {
             let (worker, lease, shutdown) = (self.clone(), lease.clone(), shutdown.clone());
-            tasks.spawn(async move { worker.keep_lease(&lease, shutdown).await });
+            tasks.spawn(async move { worker.keep_lease(&lease, first_renewal, shutdown).await });
         }
         // One enqueue signal; every lane is woken by it.
         let wake = inner.store.enqueued_signal();
@@ -409,9 +424,13 @@ impl Worker {
     /// Renews the lease every third of it until `shutdown`; while renewing
     /// fails, tries again from 250 ms, doubling up to 2 s (the database is
     /// away: the lease should be back as soon as it is).
-    async fn keep_lease(&self, lease: &Lease, shutdown: CancellationToken) {
+    async fn keep_lease(&self, lease: &Lease, first: Duration, shutdown: CancellationToken) {
         let mut backoff = FIRST_BACKOFF;
-        let mut failing = false;
+        let mut failing = first.is_zero();
+        tokio::select! {
+            _ = tokio::time::sleep(first) => {}
+            _ = shutdown.cancelled() => {}
+        }
         while !shutdown.is_cancelled() {
             let pause = match self.heartbeat().await {
                 Ok(_) => {
