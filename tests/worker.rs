@@ -31,6 +31,7 @@ backend_tests!(
     an_instance_that_cannot_renew_its_lease_starts_no_delivery,
     a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout,
     a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once,
+    a_backlog_is_read_in_batches_that_grow,
 );
 
 fn registry_with(name: &str, channel: Arc<dyn Channel>) -> Registry {
@@ -412,6 +413,47 @@ async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb)
     w.heartbeat().await.unwrap();
     assert_eq!(w.tick().await.unwrap().sent, 1, "renewed: deliveries resume");
     assert_eq!(channel.calls(), 2);
+}
+
+/// Issue 12: a direct lane (the inbox) reads a backlog in batches that
+/// double after each full one (10, 20, 40, 80, then 100: ten times
+/// `worker.batch`), so 300 due rows take 6 reads and flushes, not 30; every
+/// row is still delivered once.
+async fn a_backlog_is_read_in_batches_that_grow(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let rows: Vec<_> = (0..300).map(|i| row(&format!("u{i}"), "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let metrics = herald::metrics::Metrics::new();
+    let w = herald::delivery::worker::Worker::new(
+        db.arc(),
+        inbox_registry(),
+        Arc::new(clock.clone()),
+        WorkerConfig { batch: 10, ..WorkerConfig::default() },
+        metrics.clone(),
+    );
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn({
+        let token = shutdown.clone();
+        async move { w.run(token).await }
+    });
+    let sent = || metric(&metrics.encode_text(), "herald_deliveries_total{channel=\"inbox\",outcome=\"sent\"} ");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while sent() < 300 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+    assert_eq!(sent(), 300);
+    let reads = metric(&metrics.encode_text(), "herald_claim_duration_seconds_count ");
+    assert!((5..=8).contains(&reads), "300 rows in {reads} reads of a batch of 10 growing to 100");
+    for r in &rows {
+        assert_eq!(db.store.sends_for_outbox(&r.id).await.unwrap().len(), 1, "each row once");
+    }
+}
+
+/// A counter's value in the text exposition (0 when absent).
+fn metric(text: &str, prefix: &str) -> u64 {
+    text.lines().find_map(|l| l.strip_prefix(prefix)).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// A CI failure: `run` spawned the sweep for channels this instance lacks
