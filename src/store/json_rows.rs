@@ -81,9 +81,28 @@ impl Dialect {
     /// read the keys first: its planner cannot tell how many a JSON array
     /// holds and may otherwise scan the table.)
     pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
+        if let Some(wanted) = self.first_of_each_row() {
+            // PostgreSQL: see `first_of_each_row`.
+            return self.sql(&format!("SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = ANY({wanted})"));
+        }
         let keys = self.json_rows(&[("k", Col::Key)], "wanted");
         let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
         self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
+    }
+
+    /// PostgreSQL only: the first column of each row of the JSON array
+    /// bound at its `?`, as one array computed once, for `col = ANY(…)`.
+    ///
+    /// PostgreSQL takes any set-returning function to return 100 rows, and
+    /// against a table of up to some tens of thousands of rows (a new
+    /// install, a benchmark, a table retention keeps small) a hash join
+    /// over a sequential scan of the table then looks cheaper than 100
+    /// index lookups: every flush of a few rows read the whole outbox and
+    /// the whole trigger table (`herald bench --pipeline` on PostgreSQL
+    /// spent most of the server's time there). An `= ANY(array)` condition
+    /// is planned as one index scan however small the table looks.
+    pub(crate) fn first_of_each_row(self) -> Option<&'static str> {
+        (self == Dialect::Postgres).then_some("ARRAY(SELECT r->>0 FROM jsonb_array_elements(CAST(? AS jsonb)) AS r)")
     }
 }
 
@@ -119,5 +138,20 @@ mod tests {
             "(SELECT value ->> 0 AS id, value ->> 1 AS n FROM json_each(?)) AS i"
         );
         assert_eq!(to_json(&[("a", 1), ("b", 2)]).unwrap(), r#"[["a",1],["b",2]]"#);
+    }
+
+    /// PostgreSQL finds keyed rows through `= ANY(array)`, which it plans
+    /// as an index scan whatever the table's size; a join against the JSON
+    /// became a sequential scan of tables up to tens of thousands of rows.
+    #[test]
+    fn postgres_reads_keys_into_an_array_the_others_join() {
+        assert_eq!(
+            Dialect::Postgres.select_by_keys("t.id", "engagement_triggers", "t", "id"),
+            "SELECT t.id FROM engagement_triggers t WHERE t.id = ANY(ARRAY(SELECT r->>0 FROM \
+             jsonb_array_elements(CAST($1 AS jsonb)) AS r))"
+        );
+        assert!(Dialect::Sqlite.select_by_keys("t.id", "engagement_triggers", "t", "id").contains(" JOIN "));
+        assert!(Dialect::MySql.select_by_keys("t.id", "engagement_triggers", "t", "id").contains("STRAIGHT_JOIN"));
+        assert_eq!(Dialect::Sqlite.first_of_each_row(), None);
     }
 }

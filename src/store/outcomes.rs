@@ -213,14 +213,21 @@ async fn fenced_update(
         // RETURNING names the updated table's column: qualified on
         // PostgreSQL (`id` alone is ambiguous with the JSON's), bare on SQLite.
         let id = if d == Dialect::Postgres { "o.id" } else { "id" };
-        let sql =
-            d.sql(&format!("UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {fence} RETURNING {id}"));
-        sqlx::query(&sql)
-            .bind(now.0)
-            .bind(changes.to_owned())
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(db("record outcomes: update outbox"))?
+        // PostgreSQL: the rows picked by primary key whatever the table's
+        // size looks like (see `first_of_each_row`); the ids come first in
+        // each change.
+        let (picked, again) = match d.first_of_each_row() {
+            Some(ids) => (format!("o.id = ANY({ids}) AND "), true),
+            None => (String::new(), false),
+        };
+        let sql = d.sql(&format!(
+            "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {picked}{fence} RETURNING {id}"
+        ));
+        let mut update = sqlx::query(&sql).bind(now.0).bind(changes.to_owned());
+        if again {
+            update = update.bind(changes.to_owned());
+        }
+        update.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))?
     } else {
         // No RETURNING: lock the rows that still hold their claim, then
         // update exactly those (the fence again, now on locked rows).
