@@ -12,8 +12,9 @@
 //! slowest delivery in the batch.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
 /// Submits items to a background task that flushes them in groups.
 pub struct Batcher<T, R> {
@@ -32,34 +33,59 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     /// handle is dropped.
     pub fn spawn<F, Fut>(max: usize, flush: F) -> Batcher<T, R>
     where
-        F: Fn(Vec<T>) -> Fut + Send + 'static,
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Vec<R>> + Send,
     {
-        let (tx, mut rx) = mpsc::channel::<(T, oneshot::Sender<R>)>(max * 4);
-        tokio::spawn(async move {
-            while let Some(first) = rx.recv().await {
-                let mut items = Vec::with_capacity(max);
-                let mut replies = Vec::with_capacity(max);
-                items.push(first.0);
-                replies.push(first.1);
-                while items.len() < max {
-                    match rx.try_recv() {
-                        Ok((item, reply)) => {
-                            items.push(item);
-                            replies.push(reply);
+        Batcher::spawn_parallel(max, 1, flush)
+    }
+
+    /// Like [`Batcher::spawn`], with up to `flushers` flushes running at
+    /// once: while one group is being written, the next gathers and starts
+    /// instead of waiting for it. Worth it where the database runs
+    /// transactions side by side (PostgreSQL, MySQL) and the flushes cannot
+    /// conflict; callers still get their own results, and a group is still
+    /// at most `max` items.
+    pub fn spawn_parallel<F, Fut>(max: usize, flushers: usize, flush: F) -> Batcher<T, R>
+    where
+        F: Fn(Vec<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Vec<R>> + Send,
+    {
+        let (tx, rx) = mpsc::channel::<(T, oneshot::Sender<R>)>(max * 4);
+        let (rx, flush) = (Arc::new(Mutex::new(rx)), Arc::new(flush));
+        for _ in 0..flushers.max(1) {
+            let (rx, flush) = (rx.clone(), flush.clone());
+            tokio::spawn(async move {
+                loop {
+                    // Gather a group while holding the queue; the next
+                    // flusher gathers while this one writes.
+                    let (items, replies) = {
+                        let mut rx = rx.lock().await;
+                        let Some(first) = rx.recv().await else { break };
+                        let mut items = Vec::with_capacity(max);
+                        let mut replies = Vec::with_capacity(max);
+                        items.push(first.0);
+                        replies.push(first.1);
+                        while items.len() < max {
+                            match rx.try_recv() {
+                                Ok((item, reply)) => {
+                                    items.push(item);
+                                    replies.push(reply);
+                                }
+                                Err(_) => break,
+                            }
                         }
-                        Err(_) => break,
+                        (items, replies)
+                    };
+                    let results = flush(items).await;
+                    debug_assert_eq!(results.len(), replies.len());
+                    for (reply, result) in replies.into_iter().zip(results) {
+                        // The caller may have been cancelled (shutdown); its
+                        // result is simply not wanted any more.
+                        let _ = reply.send(result);
                     }
                 }
-                let results = flush(items).await;
-                debug_assert_eq!(results.len(), replies.len());
-                for (reply, result) in replies.into_iter().zip(results) {
-                    // The caller may have been cancelled (shutdown); its
-                    // result is simply not wanted any more.
-                    let _ = reply.send(result);
-                }
-            }
-        });
+            });
+        }
         Batcher { tx }
     }
 
@@ -75,7 +101,6 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[tokio::test]
@@ -97,5 +122,27 @@ mod tests {
         }
         let n = flushes.load(Ordering::SeqCst);
         assert!((4..200).contains(&n), "200 items in {n} flushes: grouped, and at most 64 a flush");
+    }
+
+    /// With two flushers the second group is written while the first is
+    /// still being written: the first flush waits until a second one has
+    /// started, which with one flusher would never happen.
+    #[tokio::test]
+    async fn two_flushers_write_two_groups_at_once() {
+        let started = Arc::new(tokio::sync::Barrier::new(2));
+        let barrier = started.clone();
+        let batcher = Batcher::spawn_parallel(1, 2, move |items: Vec<u32>| {
+            let barrier = barrier.clone();
+            async move {
+                barrier.wait().await;
+                items.into_iter().map(|i| i + 1).collect()
+            }
+        });
+        let (a, b) = (batcher.clone(), batcher.clone());
+        let both = async { tokio::join!(a.submit(1), b.submit(2)) };
+        let (ra, rb) = tokio::time::timeout(std::time::Duration::from_secs(10), both)
+            .await
+            .expect("the two groups are flushed side by side");
+        assert_eq!((ra, rb), (Some(2), Some(3)));
     }
 }

@@ -184,6 +184,18 @@ struct Inner {
 /// Most outcomes written in one transaction.
 const RECORD_GROUP: usize = 1000;
 
+/// Outcome flushes in flight at once on PostgreSQL and MySQL. With one,
+/// a drain alternated: the server wrote a batch while Herald waited, then
+/// Herald composed the next while the server waited (a third of two cores
+/// idle). With two, the next batch's flush runs beside the current one's,
+/// as two instances' flushes always could: their rows are disjoint (a row
+/// is in one batch at a time), and the event positions are taken last,
+/// under the sequence row's lock, so events still commit in position order.
+/// PostgreSQL drain, `herald bench --rows 50000`, alternating: 10,465-12,642
+/// rows/s with one, 14,863-17,837 with two; MariaDB 8,791-9,786 against
+/// 11,687-12,797. SQLite keeps one: its writes take turns on one connection.
+const RECORD_FLUSHERS: usize = 2;
+
 impl Worker {
     pub fn new(
         store: Arc<dyn Store>,
@@ -257,7 +269,8 @@ impl Worker {
         let recorder = {
             let (store, clock) = (store.clone(), clock.clone());
             let away = Arc::new(AwayLog::default());
-            Batcher::spawn(RECORD_GROUP, move |items: Vec<Record>| {
+            let flushers = if store.dialect() == crate::store::Dialect::Sqlite { 1 } else { RECORD_FLUSHERS };
+            Batcher::spawn_parallel(RECORD_GROUP, flushers, move |items: Vec<Record>| {
                 let (store, clock, away) = (store.clone(), clock.clone(), away.clone());
                 async move { record_group(store.as_ref(), &items, clock.now(), &away).await }
             })
