@@ -187,16 +187,7 @@ async fn drain_through_a_node_kill(name: &str, url: &str, instances: usize, kill
         .unwrap();
     let sink = SmtpSink::start().await;
     let log_dir = output_dir(&format!("db-clusters/{name}"));
-    let env: Vec<(String, String)> = [
-        ("HERALD_EMAIL__TRANSPORT", sink.url()),
-        ("HERALD_EMAIL__FROM", "Herald Cluster <cluster@herald.test>".to_owned()),
-        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
-        ("HERALD_EMAIL__ADDRESS_SECRET", "cluster test secret, not for production".to_owned()),
-        ("HERALD_INBOX__TOKEN_SECRET", "cluster test token secret, at least 32 chars".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let env = cluster_env(&sink);
     let mut herald = Cluster::start(ClusterOptions {
         binary: env!("CARGO_BIN_EXE_herald").into(),
         database_url: url.to_owned(),
@@ -350,20 +341,11 @@ async fn patroni_async_leader_killed() {
 
     let sink = SmtpSink::start().await;
     let log_dir = output_dir("db-clusters/patroni-async");
-    let env: Vec<(String, String)> = [
-        ("HERALD_EMAIL__TRANSPORT", sink.url()),
-        ("HERALD_EMAIL__FROM", "Herald Cluster <cluster@herald.test>".to_owned()),
-        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
-        ("HERALD_EMAIL__ADDRESS_SECRET", "cluster test secret, not for production".to_owned()),
-        ("HERALD_INBOX__TOKEN_SECRET", "cluster test token secret, at least 32 chars".to_owned()),
-        // A row whose outcome the failover lost but whose claim survived
-        // is held by a live instance that renews its lease: only the stale
-        // window takes it back (15 minutes by default).
-        ("HERALD_WORKER__STALE", "90s".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let mut env = cluster_env(&sink);
+    // A row whose outcome the failover lost but whose claim survived is
+    // held by a live instance that renews its lease: only the stale window
+    // takes it back (15 minutes by default).
+    env.push(("HERALD_WORKER__STALE".to_owned(), "90s".to_owned()));
     let mut herald = Cluster::start(ClusterOptions {
         binary: env!("CARGO_BIN_EXE_herald").into(),
         database_url: url.to_owned(),
@@ -479,4 +461,19 @@ fn main() -> std::process::ExitCode {
         common::harness::on_request("patroni_leader_killed", patroni_leader_killed),
         common::harness::on_request("patroni_async_leader_killed", patroni_async_leader_killed),
     ])
+}
+
+/// The instances' settings in every cluster case: email to the test's SMTP
+/// sink, and fixed secrets.
+fn cluster_env(sink: &SmtpSink) -> Vec<(String, String)> {
+    [
+        ("HERALD_EMAIL__TRANSPORT", sink.url()),
+        ("HERALD_EMAIL__FROM", "Herald Cluster <cluster@herald.test>".to_owned()),
+        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
+        ("HERALD_EMAIL__ADDRESS_SECRET", "cluster test secret, not for production".to_owned()),
+        ("HERALD_INBOX__TOKEN_SECRET", "cluster test token secret, at least 32 chars".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect()
 }

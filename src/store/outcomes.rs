@@ -216,15 +216,14 @@ async fn fenced_update(
         // PostgreSQL: the rows picked by primary key whatever the table's
         // size looks like (see `first_of_each_row`); the ids come first in
         // each change.
-        let (picked, again) = match d.first_of_each_row() {
-            Some(ids) => (format!("o.id = ANY({ids}) AND "), true),
-            None => (String::new(), false),
-        };
+        let picked = d.first_of_each_row().map(|ids| format!("o.id = ANY({ids}) AND "));
         let sql = d.sql(&format!(
-            "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {picked}{fence} RETURNING {id}"
+            "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {}{fence} RETURNING {id}",
+            picked.as_deref().unwrap_or("")
         ));
         let mut update = sqlx::query(&sql).bind(now.0).bind(changes.to_owned());
-        if again {
+        if picked.is_some() {
+            // The same JSON again, for the ids picked.
             update = update.bind(changes.to_owned());
         }
         update.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))?

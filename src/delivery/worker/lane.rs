@@ -346,11 +346,12 @@ impl Worker {
                 continue;
             }
             let exclude = recording.as_ref().map_or(&[][..], |r| r.ids.as_slice());
-            let pause = match self.direct_batch(&lane, size, exclude).await {
+            let read = self.direct_batch(&lane, size, exclude).await;
+            let full = matches!(&read, Ok(Some(batch)) if batch.ids.len() as u32 >= size);
+            size = if full { size.saturating_mul(2).min(ceiling) } else { base };
+            let pause = match read {
                 Ok(Some(batch)) => {
                     backoff = FIRST_BACKOFF;
-                    let full = batch.ids.len() as u32 >= size;
-                    size = if full { size.saturating_mul(2).min(ceiling) } else { base };
                     if let Some(previous) = recording.replace(batch) {
                         self.finish_recording(previous).await;
                     }
@@ -362,19 +363,12 @@ impl Worker {
                 Ok(None) => match recording.take() {
                     // Everything due is being recorded: wait for it, then look again.
                     Some(previous) => {
-                        size = base;
                         self.finish_recording(previous).await;
                         continue;
                     }
-                    None => {
-                        size = base;
-                        self.pause_lane(&lane, false).await
-                    }
+                    None => self.pause_lane(&lane, false).await,
                 },
-                Err(e) => {
-                    size = base;
-                    self.failed_sweep(&lane, &e, &mut backoff)
-                }
+                Err(e) => self.failed_sweep(&lane, &e, &mut backoff),
             };
             self.wait(&lane, pause, &shutdown).await;
         }
