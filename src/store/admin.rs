@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::rows::OUTBOX_COLUMNS;
+use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS};
 use super::{CancelScope, OutboxRow, RuleStore, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
@@ -46,28 +46,40 @@ pub trait OutboxAdmin: Send + Sync {
     async fn send_counts_since(&self, since: Millis) -> Result<Vec<(String, i64)>, StoreError>;
 }
 
+/// The operator screen's list: the statement (with `?` marks) and its
+/// binds; the limit is bound after them.
+pub(super) fn list_outbox_sql(f: &OutboxFilter) -> (String, Vec<String>) {
+    let mut sql = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE 1 = 1");
+    let mut binds: Vec<String> = Vec::new();
+    if let Some(s) = f.status {
+        sql.push_str(" AND status = ?");
+        binds.push(s.as_str().to_owned());
+        // `sent` rows are found on the primary key, the rest on the
+        // status index (see IN_STATUS_INDEX).
+        if s != OutboxStatus::Sent {
+            sql.push_str(&format!(" AND {IN_STATUS_INDEX}"));
+        }
+    }
+    if let Some(u) = &f.user_id {
+        sql.push_str(" AND user_id = ?");
+        binds.push(u.clone());
+    }
+    if let Some(r) = &f.rule_id {
+        sql.push_str(" AND rule_id = ?");
+        binds.push(r.clone());
+    }
+    if let Some(b) = &f.before {
+        sql.push_str(" AND id < ?");
+        binds.push(b.clone());
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    (sql, binds)
+}
+
 #[async_trait]
 impl OutboxAdmin for SqlStore {
     async fn list_outbox(&self, f: &OutboxFilter) -> Result<Vec<OutboxRow>, StoreError> {
-        let mut sql = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE 1 = 1");
-        let mut binds: Vec<String> = Vec::new();
-        if let Some(s) = f.status {
-            sql.push_str(" AND status = ?");
-            binds.push(s.as_str().to_owned());
-        }
-        if let Some(u) = &f.user_id {
-            sql.push_str(" AND user_id = ?");
-            binds.push(u.clone());
-        }
-        if let Some(r) = &f.rule_id {
-            sql.push_str(" AND rule_id = ?");
-            binds.push(r.clone());
-        }
-        if let Some(b) = &f.before {
-            sql.push_str(" AND id < ?");
-            binds.push(b.clone());
-        }
-        sql.push_str(" ORDER BY id DESC LIMIT ?");
+        let (sql, binds) = list_outbox_sql(f);
         let sql = self.dialect().sql(&sql);
         let mut q = sqlx::query(&sql);
         for b in binds {

@@ -18,7 +18,7 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::rows::text;
+use super::rows::{IN_STATUS_INDEX, text};
 use super::{Dialect, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 
@@ -46,6 +46,19 @@ pub struct InstanceIdentity {
 /// status` and for operators asking "which instance held this row"). Its
 /// rows are rescued whether or not the row is still there.
 pub const LAPSED_INSTANCE_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Takes back the claims of instances whose lease lapsed (binds: detail,
+/// now, cutoff, cutoff). `status = 'sending'` first: the status index finds
+/// the few rows in flight; the lease is looked up per row by primary key.
+pub(super) fn rescue_lapsed_sql() -> String {
+    format!(
+        "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
+         last_error = ?, updated_at = ? \
+         WHERE status = 'sending' AND {IN_STATUS_INDEX} AND claimed_by IS NOT NULL AND claimed_at < ? \
+         AND NOT EXISTS (SELECT 1 FROM engagement_instances i \
+                         WHERE i.id = engagement_outbox.claimed_by AND i.expires_at >= ?)",
+    )
+}
 
 #[async_trait]
 pub trait InstanceStore {
@@ -111,15 +124,7 @@ impl InstanceStore for SqlStore {
             "claim taken back at {now}: the instance holding it lost its lease (it stopped, or lost the database) \
              and its deliveries had ended"
         );
-        // `status = 'sending'` first: the status index finds the few rows
-        // in flight; the lease is looked up per row by primary key.
-        let sql = d.sql(
-            "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
-             last_error = ?, updated_at = ? \
-             WHERE status = 'sending' AND claimed_by IS NOT NULL AND claimed_at < ? \
-             AND NOT EXISTS (SELECT 1 FROM engagement_instances i \
-                             WHERE i.id = engagement_outbox.claimed_by AND i.expires_at >= ?)",
-        );
+        let sql = d.sql(&rescue_lapsed_sql());
         let n = sqlx::query(&sql)
             .bind(detail)
             .bind(now.0)

@@ -49,6 +49,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(13, "retention", "0013_retention.sql"),
     migration!(14, "workflow_retention", "0014_workflow_retention.sql"),
     migration!(15, "follow_up_at", "0015_follow_up_at.sql"),
+    migration!(16, "outbox_partial_indexes", "0016_outbox_partial_indexes.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -13,6 +13,7 @@
 
 use sqlx::Row;
 
+use super::rows::IN_STATUS_INDEX;
 use super::{Dialect, SqlStore, Store, StoreError, first_id_at};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
@@ -104,15 +105,11 @@ impl SqlStore {
                 // A sent inbox message whose escalation follow-up is not
                 // planned yet stays until it is (`after` may be longer than
                 // the retention period).
-                let sql = limited_delete(
-                    d,
-                    "engagement_outbox",
-                    "status = ? AND id < ? AND updated_at < ? AND follow_up_at IS NULL",
-                    "id",
-                );
+                let (sent, others) = prune_outbox_sql(d);
                 let mut total = 0;
                 for status in OutboxStatus::ALL.into_iter().filter(|s| s.is_terminal()) {
-                    total += sqlx::query(&sql)
+                    let sql = if status == OutboxStatus::Sent { &sent } else { &others };
+                    total += sqlx::query(sql)
                         .bind(status.as_str())
                         .bind(first_id_at(cutoff))
                         .bind(cutoff.0)
@@ -274,6 +271,17 @@ enum Bound {
     /// A time-ordered id (UUIDv7): the smallest made at the cutoff.
     Id(String),
     Millis(i64),
+}
+
+/// The outbox's prune, one status at a time (binds: status, id bound,
+/// cutoff, limit): `sent` rows, nearly all of them, are a range of the
+/// primary key; the other statuses' rows are found on the status index
+/// (see IN_STATUS_INDEX).
+pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
+    let condition = "status = ? AND id < ? AND updated_at < ? AND follow_up_at IS NULL";
+    let sent = limited_delete(d, "engagement_outbox", condition, "id");
+    let others = limited_delete(d, "engagement_outbox", &format!("{condition} AND {IN_STATUS_INDEX}"), "id");
+    (sent, others)
 }
 
 /// `DELETE` of at most `?` (the last parameter) rows of `table` (by `id`) matching

@@ -33,6 +33,13 @@ pub(crate) fn opt_text(row: &AnyRow, col: &str) -> Result<Option<String>, sqlx::
 }
 
 /// The columns of `engagement_outbox`, in the order every query selects them.
+/// The status index's predicate (migration 16: finished rows are almost all
+/// `sent`, and they leave that index). A query that the status index serves
+/// repeats it beside its own status test: SQLite uses a partial index only
+/// when the query names its WHERE term, and PostgreSQL cannot prove it from
+/// a status bound as a parameter (a prepared statement's generic plan).
+pub(crate) const IN_STATUS_INDEX: &str = "status <> 'sent'";
+
 pub(crate) const OUTBOX_COLUMNS: &str = "id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
      due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at";
 

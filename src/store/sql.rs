@@ -9,7 +9,7 @@ use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
 use super::json_rows::{Col, keys_json, to_json};
-use super::rows::{OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
+use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord,
     StatusSummary, Store, StoreError, migrate,
@@ -236,10 +236,10 @@ impl Queries {
                 })
             },
             // Served by the status index: few rows are ever 'sending'.
-            reclaim: d.sql(
+            reclaim: d.sql(&format!(
                 "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
-                 last_error = ?, updated_at = ? WHERE status = 'sending' AND claimed_at < ?",
-            ),
+                 last_error = ?, updated_at = ? WHERE status = 'sending' AND {IN_STATUS_INDEX} AND claimed_at < ?"
+            )),
             next_due: format!("SELECT MIN(due_at) FROM {due_rows} WHERE status = 'scheduled'"),
             counts: "SELECT status, COUNT(*) FROM engagement_outbox GROUP BY status".to_owned(),
             oldest_due: d.sql(&format!(
@@ -903,5 +903,53 @@ impl Store for SqlStore {
             .fetch_all(&self.pool)
             .await
             .map_err(StoreError::db("inbox for user"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ConnectOptions;
+    use crate::store::admin::{OutboxFilter, list_outbox_sql};
+    use crate::store::instances::rescue_lapsed_sql;
+    use crate::store::retention::prune_outbox_sql;
+
+    /// SQLite's plan for `sql`: the detail of each step.
+    async fn plan(store: &SqlStore, sql: &str) -> String {
+        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(store.pool()).await.unwrap();
+        rows.iter().map(|r| r.try_get::<String, _>(3).unwrap()).collect::<Vec<_>>().join("; ")
+    }
+
+    /// The status index holds every status but `sent` (migration 16), and
+    /// SQLite uses a partial index only when the query names its term:
+    /// without it each of these would read the whole outbox, millions of
+    /// finished rows, to find the few in flight or failed.
+    #[tokio::test]
+    async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("h.db").display());
+        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+        store.migrate().await.unwrap();
+        let failed = OutboxFilter { status: Some(OutboxStatus::Failed), limit: 50, ..Default::default() };
+        let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
+        for (what, sql) in [
+            ("stale reclaim", store.q.reclaim.clone()),
+            ("lapsed instances", rescue_lapsed_sql()),
+            ("failed rows, newest first", list_outbox_sql(&failed).0),
+            ("prune of failed rows", prune_others),
+        ] {
+            let plan = plan(&store, &sql).await;
+            assert!(plan.contains("engagement_outbox_status"), "{what}: {plan}");
+        }
+        // `sent` rows are nearly every row: the primary key serves them.
+        let sent = OutboxFilter { status: Some(OutboxStatus::Sent), limit: 50, ..Default::default() };
+        let plan_sent = plan(&store, &list_outbox_sql(&sent).0).await;
+        assert!(!plan_sent.contains("engagement_outbox_status"), "{plan_sent}");
+        assert!(!plan(&store, &prune_sent).await.contains("SCAN engagement_outbox"));
+        // Lookups by rule and trigger use their partial indexes.
+        let by_rule = OutboxFilter { rule_id: Some("r".into()), limit: 50, ..Default::default() };
+        assert!(plan(&store, &list_outbox_sql(&by_rule).0).await.contains("engagement_outbox_rule"));
+        let by_trigger = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE trigger_id = ? ORDER BY id");
+        assert!(plan(&store, &by_trigger).await.contains("engagement_outbox_trigger"));
     }
 }
