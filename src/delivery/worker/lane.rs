@@ -16,6 +16,7 @@
 //! transaction for such a row, so it cannot be left `sending` or delivered
 //! twice, and it costs one write of the outbox row instead of two.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -34,6 +35,13 @@ use crate::store::{OutboxRow, StoreError, new_id};
 /// How long a composed row may wait for a delivery slot before it is
 /// composed again (see `dispatch`).
 const RECOMPOSE_AFTER: Duration = Duration::from_secs(1);
+
+/// A direct lane's batches being recorded while it reads the next. With
+/// one, a drain still alternated between reading and writing whenever a
+/// flush took longer than the next read; with two, the outcome flushes
+/// (`RECORD_FLUSHERS`) always have a batch to write while the lane composes
+/// the next. Their rows are left out of the read, as with one.
+const RECORDINGS_IN_FLIGHT: usize = 2;
 
 /// The largest batch a direct lane grows to while a backlog lasts (see
 /// `run_direct_lane`): ten times `worker.batch`, at most 1,000 rows (one
@@ -322,8 +330,9 @@ impl Worker {
         }
     }
 
-    /// A direct lane until `shutdown`: reads the next batch while the
-    /// current one is recorded (leaving its rows out), at most one ahead.
+    /// A direct lane until `shutdown`: reads the next batch while earlier
+    /// ones are recorded (leaving their rows out), at most
+    /// [`RECORDINGS_IN_FLIGHT`] of them.
     ///
     /// The batch grows while there is a backlog: after a full batch the next
     /// is twice the size, up to [`direct_batch_ceiling`]; a batch that is
@@ -336,7 +345,7 @@ impl Worker {
     /// backlog, but every caller of a trickle would wait for a large read;
     /// a per-row lane would never amortise the statements at all.
     pub(super) async fn run_direct_lane(&self, lane: Arc<Lane>, shutdown: CancellationToken) {
-        let mut recording: Option<Recording> = None;
+        let mut recording: VecDeque<Recording> = VecDeque::new();
         let mut backoff = FIRST_BACKOFF;
         let (base, ceiling) = (self.inner.config.batch.max(1), direct_batch_ceiling(self.inner.config.batch));
         let mut size = base;
@@ -345,14 +354,17 @@ impl Worker {
                 self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
                 continue;
             }
-            let exclude = recording.as_ref().map_or(&[][..], |r| r.ids.as_slice());
-            let read = self.direct_batch(&lane, size, exclude).await;
+            let exclude: Vec<String> = recording.iter().flat_map(|r| r.ids.iter().cloned()).collect();
+            let read = self.direct_batch(&lane, size, &exclude).await;
             let full = matches!(&read, Ok(Some(batch)) if batch.ids.len() as u32 >= size);
             size = if full { size.saturating_mul(2).min(ceiling) } else { base };
             let pause = match read {
                 Ok(Some(batch)) => {
                     backoff = FIRST_BACKOFF;
-                    if let Some(previous) = recording.replace(batch) {
+                    recording.push_back(batch);
+                    if recording.len() > RECORDINGS_IN_FLIGHT
+                        && let Some(previous) = recording.pop_front()
+                    {
                         self.finish_recording(previous).await;
                     }
                     if full {
@@ -360,7 +372,7 @@ impl Worker {
                     }
                     self.pause_lane(&lane, true).await
                 }
-                Ok(None) => match recording.take() {
+                Ok(None) => match recording.pop_front() {
                     // Everything due is being recorded: wait for it, then look again.
                     Some(previous) => {
                         self.finish_recording(previous).await;
@@ -372,7 +384,7 @@ impl Worker {
             };
             self.wait(&lane, pause, &shutdown).await;
         }
-        if let Some(previous) = recording {
+        while let Some(previous) = recording.pop_front() {
             self.finish_recording(previous).await;
         }
     }
