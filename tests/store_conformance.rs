@@ -16,6 +16,7 @@ backend_tests!(
     migrate_twice_applies_nothing_the_second_time,
     a_repeated_dedupe_key_plans_nothing_new,
     claim_takes_only_due_rows_oldest_first_and_counts_the_attempt,
+    a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound,
     concurrent_claims_never_hand_one_row_to_two_instances,
     finish_is_fenced_by_the_claim_token,
     outcome_and_send_log_row_are_written_together,
@@ -136,6 +137,28 @@ async fn claim_takes_only_due_rows_oldest_first_and_counts_the_attempt(db: &Test
     assert_eq!(ids, vec![due_second.id.clone()], "the future row is not due");
     assert!(db.store.claim_due(T0, 10, &new_id()).await.unwrap().is_empty());
     assert_eq!(db.store.next_due_at().await.unwrap(), Some(later.due_at));
+}
+
+/// The inbox lane's read: due rows oldest first, without the rows it is
+/// still recording, and with a bound, only rows due at or after it (where a
+/// backlog's next read starts).
+async fn a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound(db: &TestDb) {
+    let rows: Vec<_> = (0..4).map(|i| row("u1", "inbox", Millis(T0.0 - 4_000 + i * 1_000))).collect();
+    let later = row("u1", "inbox", T0.plus(Duration::from_secs(60)));
+    db.store.enqueue(&[rows.clone(), vec![later]].concat(), T0).await.unwrap();
+    let ids = |rs: Vec<herald::store::OutboxRow>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let all = ids(db.store.peek_channel("inbox", T0, 10, &[], None).await.unwrap());
+    assert_eq!(all, rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "every due row, oldest first");
+    let in_flight = [rows[0].id.clone(), rows[2].id.clone()];
+    let rest = ids(db.store.peek_channel("inbox", T0, 10, &in_flight, None).await.unwrap());
+    assert_eq!(rest, vec![rows[1].id.clone(), rows[3].id.clone()], "rows in flight are left out");
+    let from = ids(db.store.peek_channel("inbox", T0, 10, &in_flight, Some(rows[1].due_at)).await.unwrap());
+    assert_eq!(from, vec![rows[1].id.clone(), rows[3].id.clone()], "the bound is inclusive");
+    let from = ids(db.store.peek_channel("inbox", T0, 10, &[], Some(rows[2].due_at)).await.unwrap());
+    assert_eq!(from, vec![rows[2].id.clone(), rows[3].id.clone()], "rows due before the bound wait");
+    assert!(
+        db.store.peek_channel("inbox", T0, 10, &[], Some(T0.plus(Duration::from_secs(1)))).await.unwrap().is_empty()
+    );
 }
 
 async fn concurrent_claims_never_hand_one_row_to_two_instances(db: &TestDb) {
@@ -1265,7 +1288,7 @@ async fn instances_claim_from_their_own_slice_first_on_mysql(db: &TestDb) {
     // The inbox's peek (claim and outcome in one transaction) likewise.
     let inbox: Vec<_> = (0..10).map(|i| row("u", "inbox", T0.plus(Duration::from_millis(i)))).collect();
     db.store.enqueue(&inbox, T0).await.unwrap();
-    for r in a.peek_channel("inbox", now, 10, &[]).await.unwrap() {
+    for r in a.peek_channel("inbox", now, 10, &[], None).await.unwrap() {
         assert_eq!(slice_of(r.id).await, 0, "instance a reads its slice of the inbox first");
     }
     // Instance a drains its slice; then it takes what is left elsewhere.

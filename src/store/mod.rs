@@ -401,15 +401,17 @@ pub trait Store:
     ) -> Result<Vec<OutboxRow>, StoreError>;
 
     /// One channel's due rows, oldest due first, without claiming them
-    /// (leaving out `exclude`, rows this instance is still recording): for
-    /// a channel whose delivery is a write in this database, claimed and
-    /// finished in one transaction (see [`Record::token`]).
+    /// (leaving out `exclude`, rows this instance is still recording, and
+    /// with `from_due` rows due before it): for a channel whose delivery is
+    /// a write in this database, claimed and finished in one transaction
+    /// (see [`Record::token`]).
     async fn peek_channel(
         &self,
         channel: &str,
         now: Millis,
         limit: u32,
         exclude: &[String],
+        from_due: Option<Millis>,
     ) -> Result<Vec<OutboxRow>, StoreError>;
 
     /// The earliest `due_at` among one channel's scheduled rows.

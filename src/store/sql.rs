@@ -174,7 +174,7 @@ impl Queries {
         let taken = d.json_rows(&[("k", Col::Key)], "taken");
         let peek_channel = format!(
             "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
-             AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) ORDER BY due_at LIMIT ?"
+             AND due_at >= ? AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) ORDER BY due_at LIMIT ?"
         );
         let claim = if d.has_update_returning() {
             // The subquery picks candidates; the outer `status='scheduled'`
@@ -203,7 +203,8 @@ impl Queries {
         );
         let peek_channel_slice = format!(
             "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
-             AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) AND {in_slice} ORDER BY due_at LIMIT ?"
+             AND due_at >= ? AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) AND {in_slice} \
+             ORDER BY due_at LIMIT ?"
         );
         Queries {
             claim: d.sql(&claim),
@@ -693,10 +694,14 @@ impl Store for SqlStore {
         now: Millis,
         limit: u32,
         exclude: &[String],
+        from_due: Option<Millis>,
     ) -> Result<Vec<OutboxRow>, StoreError> {
+        // No lower bound is the smallest one: the statement stays the same.
+        let from_due = from_due.map_or(i64::MIN, |m| m.0);
         if let Some((rank, n)) = self.claim_slice(now).await {
             let rows = sqlx::query(&self.q.peek_channel_slice)
                 .bind(channel.to_owned())
+                .bind(from_due)
                 .bind(now.0)
                 .bind(keys_json(exclude.iter().map(String::as_str))?)
                 .bind(i64::from(n))
@@ -711,6 +716,7 @@ impl Store for SqlStore {
         }
         let rows = sqlx::query(&self.q.peek_channel)
             .bind(channel.to_owned())
+            .bind(from_due)
             .bind(now.0)
             .bind(keys_json(exclude.iter().map(String::as_str))?)
             .bind(i64::from(limit))

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, policy, record, tally};
 use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
 
+use crate::clock::Millis;
 use crate::delivery::channel::{Channel, Lookup, Outcome};
 use crate::delivery::compose::Prepared;
 use crate::store::{OutboxRow, StoreError, new_id};
@@ -78,7 +79,58 @@ pub(super) struct Recording {
     /// The rows' ids: read again while they are being recorded, they would
     /// be delivered twice over (and lose the compare-and-set).
     pub ids: Vec<String>,
+    /// The latest `due_at` among them: where the next read of a backlog
+    /// starts (see [`BacklogCursor`]).
+    pub last_due: Millis,
     pub results: JoinHandle<Vec<RowResult>>,
+}
+
+/// Where a direct lane's next read starts while a backlog lasts.
+///
+/// A read must leave out the rows of the batches still being recorded, and
+/// without a lower bound it walks past all of them in the index first, each
+/// fetched and tested against the exclusion list: on MariaDB 13 of the 40 ms
+/// a read of 1,000 rows took with two batches in flight. After a full batch
+/// the next read starts at that batch's latest due time instead, so it
+/// walks past only the rows due in that same millisecond.
+///
+/// The cost: a row that falls due behind the backlog's position while it
+/// drains (a row put back after a failed flush, one enqueued by a host with
+/// an explicit `due_at` in the past) waits until the lane starts over from
+/// the oldest due row, which it does after any batch that is not full and
+/// at least every [`CURSOR_HOLD`] (by the worker's clock). The alternative,
+/// always starting at the oldest due row, reads every such row at once but
+/// makes every read of a deep backlog pay for the rows in flight.
+#[derive(Default)]
+struct BacklogCursor {
+    from: Option<(Millis, Millis)>,
+}
+
+/// The longest a direct lane reads from its backlog position before it
+/// starts over from the oldest due row (see [`BacklogCursor`]).
+const CURSOR_HOLD: Duration = Duration::from_secs(1);
+
+impl BacklogCursor {
+    /// The lower bound for the next read, or `None` to start over.
+    fn bound(&mut self, now: Millis) -> Option<Millis> {
+        match self.from {
+            Some((due, since)) if now.since(since) < CURSOR_HOLD => Some(due),
+            _ => {
+                self.from = None;
+                None
+            }
+        }
+    }
+
+    /// After a read: a full batch moves the position to its latest due
+    /// time (keeping when the run of full batches began); anything else
+    /// starts over.
+    fn after(&mut self, full: bool, last_due: Option<Millis>, now: Millis) {
+        self.from = match (full, last_due) {
+            (true, Some(due)) => Some((due, self.from.map_or(now, |(_, since)| since))),
+            _ => None,
+        };
+    }
 }
 
 impl Recording {
@@ -209,21 +261,22 @@ impl Worker {
     }
 
     /// Reads, composes and delivers a batch of a direct lane's rows (leaving
-    /// out `exclude`, rows still being recorded), and starts recording them;
-    /// `None` when none is due.
+    /// out `exclude`, rows still being recorded, and rows due before
+    /// `from_due`), and starts recording them; `None` when none is due.
     pub(super) async fn direct_batch(
         &self,
         lane: &Lane,
         limit: u32,
         exclude: &[String],
+        from_due: Option<Millis>,
     ) -> Result<Option<Recording>, StoreError> {
         let inner = &self.inner;
         let started = Instant::now();
         let now = inner.clock.now();
-        let mut rows = inner.store.peek_channel(&lane.channel, now, limit, exclude).await?;
-        if rows.is_empty() {
+        let mut rows = inner.store.peek_channel(&lane.channel, now, limit, exclude, from_due).await?;
+        let Some(last_due) = rows.iter().map(|r| r.due_at).max() else {
             return Ok(None);
-        }
+        };
         self.note_taken(&rows, started, now);
         // The attempt this is: counted when it is recorded (see `Record::token`).
         rows.iter_mut().for_each(|r| r.attempts += 1);
@@ -258,7 +311,7 @@ impl Worker {
                 .map(|(row, decision, inbox)| record(&worker, row, None, decision.clone(), inbox.clone()));
             futures::future::join_all(records).await
         });
-        Ok(Some(Recording { ids, results }))
+        Ok(Some(Recording { ids, last_due, results }))
     }
 
     /// A claimed lane until `shutdown`: claims the next batch while the
@@ -349,15 +402,19 @@ impl Worker {
         let mut backoff = FIRST_BACKOFF;
         let (base, ceiling) = (self.inner.config.batch.max(1), direct_batch_ceiling(self.inner.config.batch));
         let mut size = base;
+        let mut cursor = BacklogCursor::default();
         while !shutdown.is_cancelled() {
             if !self.may_start() {
                 self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
                 continue;
             }
             let exclude: Vec<String> = recording.iter().flat_map(|r| r.ids.iter().cloned()).collect();
-            let read = self.direct_batch(&lane, size, &exclude).await;
+            let from_due = cursor.bound(self.inner.clock.now());
+            let read = self.direct_batch(&lane, size, &exclude, from_due).await;
             let full = matches!(&read, Ok(Some(batch)) if batch.ids.len() as u32 >= size);
             size = if full { size.saturating_mul(2).min(ceiling) } else { base };
+            let last_due = read.as_ref().ok().and_then(|b| b.as_ref().map(|b| b.last_due));
+            cursor.after(full, last_due, self.inner.clock.now());
             let pause = match read {
                 Ok(Some(batch)) => {
                     backoff = FIRST_BACKOFF;
@@ -456,4 +513,40 @@ impl Worker {
 /// (or is composed again) together.
 fn this_and_rest(p: &Prepared, rest: impl Iterator<Item = Prepared>) -> Vec<OutboxRow> {
     std::iter::once(p.row().clone()).chain(rest.map(|p| p.row().clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Millis = Millis(1_800_000_000_000);
+
+    #[test]
+    fn a_backlog_is_read_on_from_its_position_until_a_batch_is_not_full() {
+        let mut cursor = BacklogCursor::default();
+        assert_eq!(cursor.bound(T), None, "the first read starts at the oldest due row");
+        cursor.after(true, Some(Millis(T.0 - 500)), T);
+        assert_eq!(cursor.bound(T), Some(Millis(T.0 - 500)));
+        cursor.after(true, Some(Millis(T.0 - 400)), T.plus(Duration::from_millis(10)));
+        assert_eq!(cursor.bound(T.plus(Duration::from_millis(20))), Some(Millis(T.0 - 400)));
+        cursor.after(false, Some(Millis(T.0 - 300)), T.plus(Duration::from_millis(30)));
+        assert_eq!(cursor.bound(T.plus(Duration::from_millis(40))), None, "a batch that is not full starts over");
+        cursor.after(true, Some(T), T);
+        cursor.after(true, None, T);
+        assert_eq!(cursor.bound(T), None, "a failed or empty read starts over");
+    }
+
+    #[test]
+    fn a_run_of_full_batches_starts_over_after_the_hold() {
+        let mut cursor = BacklogCursor::default();
+        cursor.after(true, Some(Millis(T.0 - 500)), T);
+        // Every batch full, but the run began CURSOR_HOLD ago: rows left
+        // behind the position (a failed flush's, a late enqueue with an
+        // early due time) are read again from the oldest.
+        cursor.after(true, Some(Millis(T.0 - 100)), T.plus(Duration::from_millis(900)));
+        assert_eq!(cursor.bound(T.plus(Duration::from_millis(999))), Some(Millis(T.0 - 100)));
+        assert_eq!(cursor.bound(T.plus(CURSOR_HOLD)), None);
+        cursor.after(true, Some(Millis(T.0 + 10)), T.plus(CURSOR_HOLD));
+        assert_eq!(cursor.bound(T.plus(CURSOR_HOLD)), Some(Millis(T.0 + 10)), "a new run from here");
+    }
 }

@@ -328,7 +328,7 @@ impl Worker {
         let mut inflight = InFlight::new();
         for lane in &self.inner.lanes {
             if lane.direct {
-                if let Some(batch) = self.direct_batch(lane, self.inner.config.batch, &[]).await? {
+                if let Some(batch) = self.direct_batch(lane, self.inner.config.batch, &[], None).await? {
                     report.claimed += batch.ids.len();
                     batch.finish(&mut report).await;
                 }
