@@ -149,7 +149,7 @@ async fn a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound(db: &Tes
     let ids = |rs: Vec<herald::store::OutboxRow>| rs.into_iter().map(|r| r.id).collect::<Vec<_>>();
     let all = ids(db.store.peek_channel("inbox", T0, 10, &[], None).await.unwrap());
     assert_eq!(all, rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(), "every due row, oldest first");
-    let in_flight = [rows[0].id.clone(), rows[2].id.clone()];
+    let in_flight = [rows[0].id.as_str(), rows[2].id.as_str()];
     let rest = ids(db.store.peek_channel("inbox", T0, 10, &in_flight, None).await.unwrap());
     assert_eq!(rest, vec![rows[1].id.clone(), rows[3].id.clone()], "rows in flight are left out");
     let from = ids(db.store.peek_channel("inbox", T0, 10, &in_flight, Some(rows[1].due_at)).await.unwrap());

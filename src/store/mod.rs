@@ -410,7 +410,7 @@ pub trait Store:
         channel: &str,
         now: Millis,
         limit: u32,
-        exclude: &[String],
+        exclude: &[&str],
         from_due: Option<Millis>,
     ) -> Result<Vec<OutboxRow>, StoreError>;
 

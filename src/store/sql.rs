@@ -693,7 +693,7 @@ impl Store for SqlStore {
         channel: &str,
         now: Millis,
         limit: u32,
-        exclude: &[String],
+        exclude: &[&str],
         from_due: Option<Millis>,
     ) -> Result<Vec<OutboxRow>, StoreError> {
         // No lower bound is the smallest one: the statement stays the same.
@@ -703,7 +703,7 @@ impl Store for SqlStore {
                 .bind(channel.to_owned())
                 .bind(from_due)
                 .bind(now.0)
-                .bind(keys_json(exclude.iter().map(String::as_str))?)
+                .bind(keys_json(exclude.iter().copied())?)
                 .bind(i64::from(n))
                 .bind(i64::from(rank))
                 .bind(i64::from(limit))
@@ -718,7 +718,7 @@ impl Store for SqlStore {
             .bind(channel.to_owned())
             .bind(from_due)
             .bind(now.0)
-            .bind(keys_json(exclude.iter().map(String::as_str))?)
+            .bind(keys_json(exclude.iter().copied())?)
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
             .await

@@ -103,7 +103,15 @@ pub(super) struct Recording {
 /// makes every read of a deep backlog pay for the rows in flight.
 #[derive(Default)]
 struct BacklogCursor {
-    from: Option<(Millis, Millis)>,
+    from: Option<Position>,
+}
+
+#[derive(Clone, Copy)]
+struct Position {
+    /// The latest `due_at` of the last full batch: the next read's bound.
+    due: Millis,
+    /// When this run of full batches began (the worker's clock).
+    since: Millis,
 }
 
 /// The longest a direct lane reads from its backlog position before it
@@ -114,7 +122,7 @@ impl BacklogCursor {
     /// The lower bound for the next read, or `None` to start over.
     fn bound(&mut self, now: Millis) -> Option<Millis> {
         match self.from {
-            Some((due, since)) if now.since(since) < CURSOR_HOLD => Some(due),
+            Some(p) if now.since(p.since) < CURSOR_HOLD => Some(p.due),
             _ => {
                 self.from = None;
                 None
@@ -127,7 +135,7 @@ impl BacklogCursor {
     /// starts over.
     fn after(&mut self, full: bool, last_due: Option<Millis>, now: Millis) {
         self.from = match (full, last_due) {
-            (true, Some(due)) => Some((due, self.from.map_or(now, |(_, since)| since))),
+            (true, Some(due)) => Some(Position { due, since: self.from.map_or(now, |p| p.since) }),
             _ => None,
         };
     }
@@ -267,7 +275,7 @@ impl Worker {
         &self,
         lane: &Lane,
         limit: u32,
-        exclude: &[String],
+        exclude: &[&str],
         from_due: Option<Millis>,
     ) -> Result<Option<Recording>, StoreError> {
         let inner = &self.inner;
@@ -408,7 +416,7 @@ impl Worker {
                 self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
                 continue;
             }
-            let exclude: Vec<String> = recording.iter().flat_map(|r| r.ids.iter().cloned()).collect();
+            let exclude: Vec<&str> = recording.iter().flat_map(|r| r.ids.iter().map(String::as_str)).collect();
             let from_due = cursor.bound(self.inner.clock.now());
             let read = self.direct_batch(&lane, size, &exclude, from_due).await;
             let full = matches!(&read, Ok(Some(batch)) if batch.ids.len() as u32 >= size);

@@ -194,6 +194,9 @@ const RECORD_GROUP: usize = 1000;
 /// PostgreSQL drain, `herald bench --rows 50000`, alternating: 10,465-12,642
 /// rows/s with one, 14,863-17,837 with two; MariaDB 8,791-9,786 against
 /// 11,687-12,797. SQLite keeps one: its writes take turns on one connection.
+/// A third was measured with two batches recorded per lane and gave nothing
+/// (medians with two and three: PostgreSQL 14,800 and 15,600, MariaDB 11,100
+/// and 10,700, within the noise), so there are two.
 const RECORD_FLUSHERS: usize = 2;
 
 impl Worker {
