@@ -26,6 +26,7 @@ backend_tests!(
     status_summary_counts_every_status_and_finds_the_oldest_due,
     inbox_insert_is_idempotent_on_the_outbox_id,
     one_transaction_records_many_outcomes_each_fenced,
+    a_flush_longer_than_one_statement_writes_every_row_once_in_order,
     send_log_reads_newest_first_and_pending_rows_separately,
     user_ids_are_case_sensitive,
     long_and_unicode_values_round_trip,
@@ -394,6 +395,56 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     assert!(db.store.sends_for_outbox(&claimed[1].id).await.unwrap().is_empty(), "a lost claim writes nothing");
     assert_eq!(db.store.get_outbox(&claimed[1].id).await.unwrap().unwrap().status, OutboxStatus::Sending);
     assert_eq!(db.store.get_outbox(&claimed[2].id).await.unwrap().unwrap().status, OutboxStatus::Scheduled);
+}
+
+/// A flush of more rows than one statement takes (MySQL cuts it into runs
+/// of fixed lengths, the others into chunks) still writes one event, one
+/// send-log row and one inbox message per row, at consecutive positions.
+async fn a_flush_longer_than_one_statement_writes_every_row_once_in_order(db: &TestDb) {
+    use herald::store::{EventStore, InboxStore, Record, RecordAction};
+    const N: usize = 1_283;
+    let rows: Vec<_> = (0..N).map(|_| row("u1", "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    let claimed = db.store.claim_due(T0, N as u32, "mine").await.unwrap();
+    assert_eq!(claimed.len(), N);
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let items: Vec<Record> = claimed
+        .iter()
+        .map(|r| Record {
+            row: r.clone(),
+            token: Some("mine".into()),
+            action: RecordAction::Finish(sent.clone()),
+            inbox: Some(NewInboxMessage {
+                outbox_id: r.id.clone(),
+                user_id: "u1".into(),
+                title: format!("for {}", r.id),
+                body: None,
+                url: None,
+                data: None,
+            }),
+        })
+        .collect();
+    assert_eq!(db.store.record_outcomes(&items, T0).await.unwrap(), vec![true; N]);
+
+    let events = db.store.events_after(0, 2 * N as u32).await.unwrap();
+    let inbox = db.store.inbox_after(&user("u1"), 0, 2 * N as u32).await.unwrap();
+    let mut positions: Vec<i64> = events.iter().map(|e| e.position).chain(inbox.iter().map(|m| m.position)).collect();
+    positions.sort_unstable();
+    let first = positions[0];
+    assert_eq!(positions, (first..first + 2 * N as i64).collect::<Vec<_>>(), "one position each, none skipped");
+    let mut expected: Vec<&str> = claimed.iter().map(|r| r.id.as_str()).collect();
+    expected.sort_unstable();
+    let mut evented: Vec<&str> = events.iter().map(|e| e.outbox_id.as_deref().unwrap()).collect();
+    evented.sort_unstable();
+    assert_eq!(evented, expected, "one outcome event per row");
+    let mut delivered: Vec<&str> = inbox.iter().map(|m| m.outbox_id.as_str()).collect();
+    delivered.sort_unstable();
+    assert_eq!(delivered, expected, "one inbox message per row");
+    assert!(inbox.iter().all(|m| m.title == format!("for {}", m.outbox_id)), "each message with its own row's title");
+    for r in [&claimed[0], &claimed[N / 2], &claimed[N - 1]] {
+        assert_eq!(db.store.sends_for_outbox(&r.id).await.unwrap().len(), 1);
+        assert_eq!(db.store.get_outbox(&r.id).await.unwrap().unwrap().status, OutboxStatus::Sent);
+    }
 }
 
 fn rule_row(trigger_type: &str, enabled: bool) -> herald::store::RuleRow {

@@ -57,6 +57,9 @@ pub(crate) async fn insert(
     if events.is_empty() {
         return Ok(());
     }
+    if d == Dialect::MySql {
+        return insert_values(conn, events, first, now).await;
+    }
     let from = d.json_rows(
         &[
             ("id", Col::Key),
@@ -85,6 +88,36 @@ pub(crate) async fn insert(
             .execute(&mut *conn)
             .await
             .map_err(StoreError::db("append events"))?;
+    }
+    Ok(())
+}
+
+/// MySQL: the same rows as multi-row `VALUES` (see `values`).
+async fn insert_values(
+    conn: &mut AnyConnection,
+    events: &[NewEvent],
+    first: i64,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let mut position = first;
+    for run in super::values::ladder(events) {
+        let sql = format!(
+            "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) VALUES {}",
+            super::values::placeholders(7, run.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for e in run {
+            query = query
+                .bind(new_id())
+                .bind(position)
+                .bind(e.kind)
+                .bind(e.user_id.as_deref())
+                .bind(e.outbox_id.as_deref())
+                .bind(e.data.to_string())
+                .bind(now.0);
+            position += 1;
+        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("append events"))?;
     }
     Ok(())
 }

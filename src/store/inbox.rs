@@ -29,6 +29,10 @@ pub(crate) async fn insert_rows(
     if msgs.is_empty() {
         return Ok(Vec::new());
     }
+    if d == Dialect::MySql {
+        insert_values(conn, msgs, first, now).await?;
+        return Ok(Vec::new());
+    }
     let from = d.json_rows(
         &[
             ("id", Col::Key),
@@ -74,6 +78,40 @@ pub(crate) async fn insert_rows(
         }
     }
     Ok(written)
+}
+
+/// MySQL: the same rows as multi-row `VALUES` (see `values`), skipping a
+/// message whose outbox row already has one.
+async fn insert_values(
+    conn: &mut AnyConnection,
+    msgs: &[&NewInboxMessage],
+    first: i64,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let mut position = first;
+    for run in super::values::ladder(msgs) {
+        let sql = format!(
+            "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
+             VALUES {} ON DUPLICATE KEY UPDATE outbox_id = outbox_id",
+            super::values::placeholders(9, run.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for m in run {
+            query = query
+                .bind(new_id())
+                .bind(position)
+                .bind(m.outbox_id.as_str())
+                .bind(m.user_id.as_str())
+                .bind(m.title.as_str())
+                .bind(m.body.as_deref())
+                .bind(m.url.as_deref())
+                .bind(m.data.as_ref().map(|d| d.to_string()))
+                .bind(now.0);
+            position += 1;
+        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
+    }
+    Ok(())
 }
 
 /// Which messages a page shows.

@@ -46,6 +46,7 @@ mod sql;
 mod suppressions;
 mod throttle;
 mod triggers;
+mod values;
 
 use std::sync::Arc;
 

@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use sqlx::AnyConnection;
+use sqlx::{AnyConnection, Executor};
 
 use super::events::NewEvent;
 use super::json_rows::{Col, to_json};
@@ -75,7 +75,7 @@ impl SqlStore {
         for (fence, group) in [(Fence::Claimed, claimed), (Fence::Unclaimed, unclaimed)] {
             if !group.is_empty() {
                 let changes: Vec<Change> = group.into_iter().map(change).collect();
-                won.extend(fenced_update(&mut tx, d, fence, &to_json(&changes)?, now).await?);
+                won.extend(fenced_update(&mut tx, d, fence, &changes, now).await?);
             }
         }
 
@@ -190,10 +190,11 @@ async fn fenced_update(
     conn: &mut AnyConnection,
     d: Dialect,
     fence: Fence,
-    changes: &str,
+    changes: &[Change<'_>],
     now: Millis,
 ) -> Result<HashSet<String>, StoreError> {
     let db = StoreError::db;
+    let json = to_json(changes)?;
     let from = d.json_rows(CHANGE_COLUMNS, "c");
     // The rows are found by primary key, driven by the JSON. Left alone,
     // SQLite walks the status index and scans the JSON once per matching
@@ -221,30 +222,62 @@ async fn fenced_update(
             "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {}{fence} RETURNING {id}",
             picked.as_deref().unwrap_or("")
         ));
-        let mut update = sqlx::query(&sql).bind(now.0).bind(changes.to_owned());
+        let mut update = sqlx::query(&sql).bind(now.0).bind(json.clone());
         if picked.is_some() {
             // The same JSON again, for the ids picked.
-            update = update.bind(changes.to_owned());
+            update = update.bind(json);
         }
         update.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))?
     } else {
-        // No RETURNING: lock the rows that still hold their claim, then
-        // update exactly those (the fence again, now on locked rows).
-        let rows =
-            sqlx::query(&format!("SELECT o.id FROM {from} STRAIGHT_JOIN engagement_outbox o ON {fence} FOR UPDATE"))
-                .bind(changes.to_owned())
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(db("record outcomes: lock outbox rows"))?;
-        sqlx::query(&format!("UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET {SET_CHANGE_MYSQL}"))
-            .bind(changes.to_owned())
-            .bind(now.0)
-            .execute(&mut *conn)
-            .await
-            .map_err(db("record outcomes: update outbox"))?;
-        rows
+        return fenced_update_without_returning(conn, &from, &fence, changes, json, now).await;
     };
     ids.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
+}
+
+/// MySQL has no `UPDATE … RETURNING`. The sure way to learn which rows
+/// still held their claim is to lock them first (`SELECT … FOR UPDATE`)
+/// and then update exactly those, but that reads every row twice, and on
+/// MariaDB the outbox update was already the costliest statement of a
+/// drain. Nearly always every claim still holds, so the update goes first,
+/// behind a savepoint: when the fence matched every change (the server
+/// counts rows matched, not changed: sqlx asks for `CLIENT_FOUND_ROWS`),
+/// every id won and nothing more is read. Otherwise the update is undone
+/// to the savepoint and the rows are locked and updated the sure way.
+async fn fenced_update_without_returning(
+    conn: &mut AnyConnection,
+    from: &str,
+    fence: &str,
+    changes: &[Change<'_>],
+    json: String,
+    now: Millis,
+) -> Result<HashSet<String>, StoreError> {
+    let db = StoreError::db;
+    let update = format!("UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET {SET_CHANGE_MYSQL}");
+    conn.execute("SAVEPOINT fenced_update").await.map_err(db("record outcomes: savepoint"))?;
+    let matched = sqlx::query(&update)
+        .bind(json.clone())
+        .bind(now.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(db("record outcomes: update outbox"))?
+        .rows_affected();
+    let ids: HashSet<String> = changes.iter().map(|c| c.0.to_owned()).collect();
+    if matched == ids.len() as u64 && ids.len() == changes.len() {
+        return Ok(ids);
+    }
+    conn.execute("ROLLBACK TO SAVEPOINT fenced_update").await.map_err(db("record outcomes: back to the savepoint"))?;
+    let rows = sqlx::query(&format!("SELECT o.id FROM {from} STRAIGHT_JOIN engagement_outbox o ON {fence} FOR UPDATE"))
+        .bind(json.clone())
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db("record outcomes: lock outbox rows"))?;
+    sqlx::query(&update)
+        .bind(json)
+        .bind(now.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(db("record outcomes: update outbox"))?;
+    rows.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
 }
 
 /// The distinct users whose inbox gets a message, sorted.

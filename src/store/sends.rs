@@ -32,6 +32,9 @@ pub(crate) async fn insert(
     sends: &[NewSend],
     now: Millis,
 ) -> Result<(), StoreError> {
+    if d == Dialect::MySql {
+        return insert_values(conn, sends, now).await;
+    }
     let from = d.json_rows(
         &[
             ("id", Col::Key),
@@ -81,6 +84,35 @@ pub(crate) async fn insert(
             .execute(&mut *conn)
             .await
             .map_err(StoreError::db("append to the send log"))?;
+    }
+    Ok(())
+}
+
+/// MySQL: the same rows as multi-row `VALUES` (see `values`).
+async fn insert_values(conn: &mut AnyConnection, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
+    for run in super::values::ladder(sends) {
+        let sql = format!(
+            "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
+             address_hash, status, detail, attempts, created_at) VALUES {}",
+            super::values::placeholders(12, run.len())
+        );
+        let mut query = sqlx::query(&sql);
+        for s in run {
+            query = query
+                .bind(new_id_at(now))
+                .bind(s.outbox_id.as_str())
+                .bind(s.rule_id.as_deref())
+                .bind(s.trigger_id.as_deref())
+                .bind(s.user_id.as_str())
+                .bind(s.channel.as_str())
+                .bind(s.transport.as_deref())
+                .bind(s.address_hash.as_deref())
+                .bind(s.status)
+                .bind(s.detail.as_deref())
+                .bind(s.attempts)
+                .bind(now.0);
+        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("append to the send log"))?;
     }
     Ok(())
 }
