@@ -76,9 +76,10 @@ impl Claimed {
 
 /// A direct batch whose outcomes are being recorded.
 pub(super) struct Recording {
-    /// The rows' ids: read again while they are being recorded, they would
-    /// be delivered twice over (and lose the compare-and-set).
-    pub ids: Vec<String>,
+    /// The rows' ids and due times: read again while they are being
+    /// recorded, they would be delivered twice over (and lose the
+    /// compare-and-set).
+    pub rows: Vec<(String, Millis)>,
     /// The latest `due_at` among them: where the next read of a backlog
     /// starts (see [`BacklogCursor`]).
     pub last_due: Millis,
@@ -112,6 +113,17 @@ struct Position {
     due: Millis,
     /// When this run of full batches began (the worker's clock).
     since: Millis,
+}
+
+/// The ids a read from `from_due` must leave out: the rows still being
+/// recorded that are due at or after it (a row due before it cannot be
+/// read again). With the cursor in a backlog that is a handful of rows
+/// instead of the whole of two batches: a long exclusion list costs every
+/// read (on MariaDB 2,000 ids took a read of 1,000 rows from 14 to 22 ms
+/// even when none of them was in its range).
+fn in_flight_from(recording: &VecDeque<Recording>, from_due: Option<Millis>) -> Vec<&str> {
+    let from = from_due.unwrap_or(Millis(i64::MIN));
+    recording.iter().flat_map(|r| r.rows.iter().filter(|(_, due)| *due >= from).map(|(id, _)| id.as_str())).collect()
 }
 
 /// The longest a direct lane reads from its backlog position before it
@@ -288,7 +300,7 @@ impl Worker {
         self.note_taken(&rows, started, now);
         // The attempt this is: counted when it is recorded (see `Record::token`).
         rows.iter_mut().for_each(|r| r.attempts += 1);
-        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        let ids: Vec<(String, Millis)> = rows.iter().map(|r| (r.id.clone(), r.due_at)).collect();
         let mut decided = Vec::with_capacity(rows.len());
         let mut due = Vec::with_capacity(rows.len());
         for row in rows {
@@ -319,7 +331,7 @@ impl Worker {
                 .map(|(row, decision, inbox)| record(&worker, row, None, decision.clone(), inbox.clone()));
             futures::future::join_all(records).await
         });
-        Ok(Some(Recording { ids, last_due, results }))
+        Ok(Some(Recording { rows: ids, last_due, results }))
     }
 
     /// A claimed lane until `shutdown`: claims the next batch while the
@@ -416,10 +428,10 @@ impl Worker {
                 self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
                 continue;
             }
-            let exclude: Vec<&str> = recording.iter().flat_map(|r| r.ids.iter().map(String::as_str)).collect();
             let from_due = cursor.bound(self.inner.clock.now());
+            let exclude = in_flight_from(&recording, from_due);
             let read = self.direct_batch(&lane, size, &exclude, from_due).await;
-            let full = matches!(&read, Ok(Some(batch)) if batch.ids.len() as u32 >= size);
+            let full = matches!(&read, Ok(Some(batch)) if batch.rows.len() as u32 >= size);
             size = if full { size.saturating_mul(2).min(ceiling) } else { base };
             let last_due = read.as_ref().ok().and_then(|b| b.as_ref().map(|b| b.last_due));
             cursor.after(full, last_due, self.inner.clock.now());
@@ -528,6 +540,22 @@ mod tests {
     use super::*;
 
     const T: Millis = Millis(1_800_000_000_000);
+
+    /// A read from the cursor leaves out only the rows in flight it could
+    /// find again; a read from the oldest due row leaves out all of them.
+    #[tokio::test]
+    async fn a_read_leaves_out_the_rows_in_flight_at_or_after_its_bound() {
+        let batch = |rows: &[(&str, i64)]| Recording {
+            rows: rows.iter().map(|(id, due)| (id.to_string(), Millis(T.0 + due))).collect(),
+            last_due: Millis(T.0 + rows.iter().map(|r| r.1).max().unwrap()),
+            results: tokio::spawn(async { Vec::new() }),
+        };
+        let recording = VecDeque::from([batch(&[("a", 1), ("b", 2)]), batch(&[("c", 2), ("d", 3), ("e", 4)])]);
+        assert_eq!(in_flight_from(&recording, None), ["a", "b", "c", "d", "e"]);
+        assert_eq!(in_flight_from(&recording, Some(Millis(T.0 + 2))), ["b", "c", "d", "e"], "due at the bound counts");
+        assert_eq!(in_flight_from(&recording, Some(Millis(T.0 + 4))), ["e"]);
+        assert!(in_flight_from(&recording, Some(Millis(T.0 + 5))).is_empty());
+    }
 
     #[test]
     fn a_backlog_is_read_on_from_its_position_until_a_batch_is_not_full() {

@@ -332,7 +332,7 @@ impl Worker {
         for lane in &self.inner.lanes {
             if lane.direct {
                 if let Some(batch) = self.direct_batch(lane, self.inner.config.batch, &[], None).await? {
-                    report.claimed += batch.ids.len();
+                    report.claimed += batch.rows.len();
                     batch.finish(&mut report).await;
                 }
             } else {
