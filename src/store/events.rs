@@ -57,8 +57,8 @@ pub(crate) async fn insert(
     if events.is_empty() {
         return Ok(());
     }
-    if d == Dialect::MySql {
-        return insert_values(conn, events, first, now).await;
+    if super::values::inserts_as_values(d) {
+        return insert_values(conn, d, events, first, now).await;
     }
     let from = d.json_rows(
         &[
@@ -92,19 +92,20 @@ pub(crate) async fn insert(
     Ok(())
 }
 
-/// MySQL: the same rows as multi-row `VALUES` (see `values`).
+/// The same rows as multi-row `VALUES` (see `values`).
 async fn insert_values(
     conn: &mut AnyConnection,
+    d: Dialect,
     events: &[NewEvent],
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
     let mut position = first;
     for run in super::values::ladder(events) {
-        let sql = format!(
+        let sql = d.sql(&format!(
             "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) VALUES {}",
             super::values::placeholders(7, run.len())
-        );
+        ));
         let mut query = sqlx::query(&sql);
         for e in run {
             query = query

@@ -29,9 +29,8 @@ pub(crate) async fn insert_rows(
     if msgs.is_empty() {
         return Ok(Vec::new());
     }
-    if d == Dialect::MySql {
-        insert_values(conn, msgs, first, now).await?;
-        return Ok(Vec::new());
+    if super::values::inserts_as_values(d) {
+        return insert_values(conn, d, msgs, first, now).await;
     }
     let from = d.json_rows(
         &[
@@ -46,16 +45,11 @@ pub(crate) async fn insert_rows(
         ],
         "m",
     );
-    // SQLite needs a WHERE before ON CONFLICT in INSERT … SELECT (its
-    // parser would otherwise read ON as a join constraint).
-    let (filter, tail) = match d {
-        Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE engagement_inbox.outbox_id = engagement_inbox.outbox_id"),
-        Dialect::Postgres => ("", " ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"),
-        Dialect::Sqlite => (" WHERE true", " ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"),
-    };
+    // PostgreSQL only from here (see `values::inserts_as_values`).
     let sql = d.sql(&format!(
         "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-         SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from}{filter}{tail}"
+         SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from} \
+         ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"
     ));
     let mut written = Vec::new();
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
@@ -69,32 +63,33 @@ pub(crate) async fn insert_rows(
             })
             .collect();
         let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
-        if d == Dialect::MySql {
-            query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-        } else {
-            for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))? {
-                written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
-            }
+        for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))? {
+            written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
         }
     }
     Ok(written)
 }
 
-/// MySQL: the same rows as multi-row `VALUES` (see `values`), skipping a
-/// message whose outbox row already has one.
+/// The same rows as multi-row `VALUES` (see `values`), skipping a message
+/// whose outbox row already has one; except on MySQL, answers the outbox
+/// ids written.
 async fn insert_values(
     conn: &mut AnyConnection,
+    d: Dialect,
     msgs: &[&NewInboxMessage],
     first: i64,
     now: Millis,
-) -> Result<(), StoreError> {
+) -> Result<Vec<String>, StoreError> {
+    let returning = if d.has_update_returning() { " RETURNING outbox_id" } else { "" };
+    let skip = d.on_conflict_do_nothing("outbox_id");
+    let mut written = Vec::new();
     let mut position = first;
     for run in super::values::ladder(msgs) {
-        let sql = format!(
+        let sql = d.sql(&format!(
             "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-             VALUES {} ON DUPLICATE KEY UPDATE outbox_id = outbox_id",
+             VALUES {}{skip}{returning}",
             super::values::placeholders(9, run.len())
-        );
+        ));
         let mut query = sqlx::query(&sql);
         for m in run {
             query = query
@@ -109,9 +104,16 @@ async fn insert_values(
                 .bind(now.0);
             position += 1;
         }
-        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
+        let db = StoreError::db("insert inbox messages");
+        if returning.is_empty() {
+            query.execute(&mut *conn).await.map_err(db)?;
+        } else {
+            for row in query.fetch_all(&mut *conn).await.map_err(db)? {
+                written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
+            }
+        }
     }
-    Ok(())
+    Ok(written)
 }
 
 /// Which messages a page shows.

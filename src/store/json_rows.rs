@@ -10,9 +10,9 @@
 //! same for every batch size (so it is prepared once per connection), and
 //! costs one bind instead of ten per row. Each dialect has a table function
 //! for it: `json_to_recordset` (PostgreSQL), `JSON_TABLE` (MariaDB 10.6+,
-//! MySQL 8) and `json_each` (SQLite). MySQL's inserts on the delivery path
-//! are the exception: there `JSON_TABLE` cost more than the rows' writes,
-//! so they bind every value (see `values`).
+//! MySQL 8) and `json_each` (SQLite). The flush's inserts on MySQL and
+//! SQLite are the exception: there reading the JSON cost more than the
+//! rows' writes, so they bind every value (see `values`).
 
 use serde::Serialize;
 

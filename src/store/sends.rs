@@ -32,8 +32,8 @@ pub(crate) async fn insert(
     sends: &[NewSend],
     now: Millis,
 ) -> Result<(), StoreError> {
-    if d == Dialect::MySql {
-        return insert_values(conn, sends, now).await;
+    if super::values::inserts_as_values(d) {
+        return insert_values(conn, d, sends, now).await;
     }
     let from = d.json_rows(
         &[
@@ -88,14 +88,14 @@ pub(crate) async fn insert(
     Ok(())
 }
 
-/// MySQL: the same rows as multi-row `VALUES` (see `values`).
-async fn insert_values(conn: &mut AnyConnection, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
+/// The same rows as multi-row `VALUES` (see `values`).
+async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
     for run in super::values::ladder(sends) {
-        let sql = format!(
+        let sql = d.sql(&format!(
             "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
              address_hash, status, detail, attempts, created_at) VALUES {}",
             super::values::placeholders(12, run.len())
-        );
+        ));
         let mut query = sqlx::query(&sql);
         for s in run {
             query = query
