@@ -1,6 +1,6 @@
 //! Putting rows into `engagement_outbox`, in sets.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::AnyConnection;
 
@@ -40,52 +40,11 @@ pub(crate) async fn insert(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let from = d.json_rows(COLUMNS, "r");
-    let (filter, tail) = match d {
-        Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key"),
-        Dialect::Postgres => ("", " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"),
-        // SQLite reads ON after INSERT … SELECT as a join without a WHERE.
-        Dialect::Sqlite => (" WHERE true", " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"),
-    };
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-         due_at, expires_at, follow_up_at, attempts, created_at, updated_at) \
-         SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled', \
-         r.due_at, r.expires_at, r.follow_up_at, 0, ?, ? FROM {from}{filter}{tail}"
-    ));
-    let mut inserted: Option<std::collections::HashSet<String>> =
-        (d != Dialect::MySql).then(|| std::collections::HashSet::with_capacity(rows.len()));
-    for chunk in rows.chunks(CHUNK) {
-        let json: Vec<_> = chunk
-            .iter()
-            .map(|r| {
-                let (user, channel, payload) = (r.user_id.as_str(), r.channel.as_str(), r.payload.to_string());
-                let (expires, follow_up) = (r.expires_at.map(|t| t.0), r.follow_up_at.map(|t| t.0));
-                (
-                    &r.id,
-                    &r.dedupe_key,
-                    &r.rule_id,
-                    &r.trigger_id,
-                    user,
-                    channel,
-                    payload,
-                    r.due_at.0,
-                    expires,
-                    follow_up,
-                )
-            })
-            .collect();
-        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
-        match &mut inserted {
-            Some(ids) => {
-                for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
-                    ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
-                }
-            }
-            None => {
-                query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?;
-            }
-        }
+    let mut inserted: Option<HashSet<String>> = (d != Dialect::MySql).then(|| HashSet::with_capacity(rows.len()));
+    if super::values::inserts_as_values(d) {
+        insert_values(conn, d, rows, inserted.as_mut(), now).await?;
+    } else {
+        insert_json(conn, d, rows, inserted.as_mut(), now).await?;
     }
     let created = |r: &NewOutboxRow| Enqueued { id: r.id.clone(), dedupe_key: r.dedupe_key.clone(), created: true };
     if fresh {
@@ -117,4 +76,102 @@ pub(crate) async fn insert(
             Enqueued { created: id == r.id, id, dedupe_key: r.dedupe_key.clone() }
         })
         .collect())
+}
+
+/// PostgreSQL: the rows as one JSON array (see `json_rows`). Adds the ids
+/// written to `inserted`.
+async fn insert_json(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    rows: &[NewOutboxRow],
+    mut inserted: Option<&mut HashSet<String>>,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let from = d.json_rows(COLUMNS, "r");
+    let sql = d.sql(&format!(
+        "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
+         due_at, expires_at, follow_up_at, attempts, created_at, updated_at) \
+         SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled', \
+         r.due_at, r.expires_at, r.follow_up_at, 0, ?, ? FROM {from} ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
+    ));
+    for chunk in rows.chunks(CHUNK) {
+        let json: Vec<_> = chunk
+            .iter()
+            .map(|r| {
+                let (user, channel, payload) = (r.user_id.as_str(), r.channel.as_str(), r.payload.to_string());
+                let (expires, follow_up) = (r.expires_at.map(|t| t.0), r.follow_up_at.map(|t| t.0));
+                (
+                    &r.id,
+                    &r.dedupe_key,
+                    &r.rule_id,
+                    &r.trigger_id,
+                    user,
+                    channel,
+                    payload,
+                    r.due_at.0,
+                    expires,
+                    follow_up,
+                )
+            })
+            .collect();
+        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
+        for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
+            if let Some(ids) = inserted.as_deref_mut() {
+                ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// MySQL and SQLite: the rows as multi-row `VALUES` (see `values`). Adds
+/// the ids written to `inserted` when given (not on MySQL, which cannot say
+/// which rows it skipped).
+async fn insert_values(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    rows: &[NewOutboxRow],
+    mut inserted: Option<&mut HashSet<String>>,
+    now: Millis,
+) -> Result<(), StoreError> {
+    let skip = match d {
+        Dialect::MySql => " ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key",
+        _ => " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
+    };
+    for run in super::values::ladder(rows) {
+        let sql = d.sql(&format!(
+            "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
+             due_at, expires_at, follow_up_at, attempts, created_at, updated_at) VALUES {}{skip}",
+            super::values::placeholders(14, run.len())
+        ));
+        let mut query = sqlx::query(&sql);
+        for r in run {
+            query = query
+                .bind(r.id.as_str())
+                .bind(r.dedupe_key.as_str())
+                .bind(r.rule_id.as_deref())
+                .bind(r.trigger_id.as_deref())
+                .bind(r.user_id.as_str())
+                .bind(r.channel.as_str())
+                .bind(r.payload.to_string())
+                .bind("scheduled")
+                .bind(r.due_at.0)
+                .bind(r.expires_at.map(|t| t.0))
+                .bind(r.follow_up_at.map(|t| t.0))
+                .bind(0_i64)
+                .bind(now.0)
+                .bind(now.0);
+        }
+        match inserted.as_deref_mut() {
+            Some(ids) => {
+                for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
+                    ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
+                }
+            }
+            None => {
+                query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -11,6 +11,9 @@
 //! column with `->>`, parsing the row's JSON again for every column).
 //! PostgreSQL parses the array once as `jsonb` and measured the same either
 //! way (medians 25,700 and 26,100 rows/s), so it keeps the one statement.
+//! The outbox's own insert (planning, enqueue) does the same: MariaDB's
+//! enqueue medians went from 30,000 to 35,400 rows/s, SQLite's stayed at
+//! about 60,000.
 //!
 //! A `VALUES` list's text changes with its length, and each text is a new
 //! prepared statement, so a batch is cut into runs whose lengths come from
