@@ -222,14 +222,14 @@ async fn fenced_update(
             "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {}{fence} RETURNING {id}",
             picked.as_deref().unwrap_or("")
         ));
-        let mut update = sqlx::query(&sql).bind(now.0).bind(json.clone());
+        let mut update = sqlx::query(&sql).bind(now.0).bind(json.as_str());
         if picked.is_some() {
             // The same JSON again, for the ids picked.
-            update = update.bind(json);
+            update = update.bind(json.as_str());
         }
         update.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))?
     } else {
-        return fenced_update_without_returning(conn, &from, &fence, changes, json, now).await;
+        return fenced_update_without_returning(conn, &from, &fence, changes, &json, now).await;
     };
     ids.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
 }
@@ -248,14 +248,14 @@ async fn fenced_update_without_returning(
     from: &str,
     fence: &str,
     changes: &[Change<'_>],
-    json: String,
+    json: &str,
     now: Millis,
 ) -> Result<HashSet<String>, StoreError> {
     let db = StoreError::db;
     let update = format!("UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET {SET_CHANGE_MYSQL}");
     conn.execute("SAVEPOINT fenced_update").await.map_err(db("record outcomes: savepoint"))?;
     let matched = sqlx::query(&update)
-        .bind(json.clone())
+        .bind(json)
         .bind(now.0)
         .execute(&mut *conn)
         .await
@@ -267,7 +267,7 @@ async fn fenced_update_without_returning(
     }
     conn.execute("ROLLBACK TO SAVEPOINT fenced_update").await.map_err(db("record outcomes: back to the savepoint"))?;
     let rows = sqlx::query(&format!("SELECT o.id FROM {from} STRAIGHT_JOIN engagement_outbox o ON {fence} FOR UPDATE"))
-        .bind(json.clone())
+        .bind(json)
         .fetch_all(&mut *conn)
         .await
         .map_err(db("record outcomes: lock outbox rows"))?;

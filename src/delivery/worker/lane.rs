@@ -80,9 +80,6 @@ pub(super) struct Recording {
     /// recorded, they would be delivered twice over (and lose the
     /// compare-and-set).
     pub rows: Vec<(String, Millis)>,
-    /// The latest `due_at` among them: where the next read of a backlog
-    /// starts (see [`BacklogCursor`]).
-    pub last_due: Millis,
     pub results: JoinHandle<Vec<RowResult>>,
 }
 
@@ -154,6 +151,12 @@ impl BacklogCursor {
 }
 
 impl Recording {
+    /// The latest `due_at` among the rows: where the next read of a backlog
+    /// starts (see [`BacklogCursor`]).
+    fn last_due(&self) -> Option<Millis> {
+        self.rows.iter().map(|(_, due)| *due).max()
+    }
+
     pub async fn finish(self, report: &mut TickReport) {
         match self.results.await {
             Ok(results) => results.into_iter().for_each(|r| tally(report, r)),
@@ -294,13 +297,13 @@ impl Worker {
         let started = Instant::now();
         let now = inner.clock.now();
         let mut rows = inner.store.peek_channel(&lane.channel, now, limit, exclude, from_due).await?;
-        let Some(last_due) = rows.iter().map(|r| r.due_at).max() else {
+        if rows.is_empty() {
             return Ok(None);
-        };
+        }
         self.note_taken(&rows, started, now);
         // The attempt this is: counted when it is recorded (see `Record::token`).
         rows.iter_mut().for_each(|r| r.attempts += 1);
-        let ids: Vec<(String, Millis)> = rows.iter().map(|r| (r.id.clone(), r.due_at)).collect();
+        let in_flight: Vec<(String, Millis)> = rows.iter().map(|r| (r.id.clone(), r.due_at)).collect();
         let mut decided = Vec::with_capacity(rows.len());
         let mut due = Vec::with_capacity(rows.len());
         for row in rows {
@@ -331,7 +334,7 @@ impl Worker {
                 .map(|(row, decision, inbox)| record(&worker, row, None, decision.clone(), inbox.clone()));
             futures::future::join_all(records).await
         });
-        Ok(Some(Recording { rows: ids, last_due, results }))
+        Ok(Some(Recording { rows: in_flight, results }))
     }
 
     /// A claimed lane until `shutdown`: claims the next batch while the
@@ -433,7 +436,7 @@ impl Worker {
             let read = self.direct_batch(&lane, size, &exclude, from_due).await;
             let full = matches!(&read, Ok(Some(batch)) if batch.rows.len() as u32 >= size);
             size = if full { size.saturating_mul(2).min(ceiling) } else { base };
-            let last_due = read.as_ref().ok().and_then(|b| b.as_ref().map(|b| b.last_due));
+            let last_due = read.as_ref().ok().and_then(|b| b.as_ref().and_then(Recording::last_due));
             cursor.after(full, last_due, self.inner.clock.now());
             let pause = match read {
                 Ok(Some(batch)) => {
@@ -547,7 +550,6 @@ mod tests {
     async fn a_read_leaves_out_the_rows_in_flight_at_or_after_its_bound() {
         let batch = |rows: &[(&str, i64)]| Recording {
             rows: rows.iter().map(|(id, due)| (id.to_string(), Millis(T.0 + due))).collect(),
-            last_due: Millis(T.0 + rows.iter().map(|r| r.1).max().unwrap()),
             results: tokio::spawn(async { Vec::new() }),
         };
         let recording = VecDeque::from([batch(&[("a", 1), ("b", 2)]), batch(&[("c", 2), ("d", 3), ("e", 4)])]);
