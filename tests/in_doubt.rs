@@ -286,7 +286,10 @@ async fn a_commit_that_never_arrived_is_recorded_again_once() {
 /// When the database stays away past the instance's 20 s wait it cannot
 /// know: the answer is 503 (never 202 for a trigger it has not seen
 /// recorded), and the client's retry with the same key is acknowledged
-/// without doubling it.
+/// without doubling it. On PostgreSQL the intake writes up to three groups
+/// at once, so the three requests may be split: a group committed on
+/// another connection (the proxy cuts one, and refuses only new ones) is
+/// acknowledged, truthfully; the group whose commit was cut is 503.
 async fn a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_doubled() {
     let server = Server::start().await;
     assert_eq!(server.post_triggers("warm", 1).await, vec![202]);
@@ -294,11 +297,12 @@ async fn a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_dou
     let started = Instant::now();
     let statuses = server.post_triggers("away", 3).await;
     assert_eq!(server.proxy.fired(), 1, "the fault was not reached");
-    assert!(statuses.iter().all(|s| *s == 503), "answers while the database is away: {statuses:?}");
+    assert!(statuses.contains(&503), "the cut group is answered 503: {statuses:?}");
+    assert!(statuses.iter().all(|s| *s == 503 || *s == 202), "answers while the database is away: {statuses:?}");
     assert!(started.elapsed() < Duration::from_secs(30), "answered after {:?}", started.elapsed());
     // It did commit: the 503 was "cannot tell", not "not recorded".
     let recorded = server.recorded("away").await;
-    assert!(recorded.values().all(|n| *n == 1), "{recorded:?}");
+    assert!(recorded.len() == 3 && recorded.values().all(|n| *n == 1), "{recorded:?}");
     while Instant::now() < started + Duration::from_secs(26) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
