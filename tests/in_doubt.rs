@@ -287,9 +287,11 @@ async fn a_commit_that_never_arrived_is_recorded_again_once() {
 /// know: the answer is 503 (never 202 for a trigger it has not seen
 /// recorded), and the client's retry with the same key is acknowledged
 /// without doubling it. On PostgreSQL the intake writes up to three groups
-/// at once, so the three requests may be split: a group committed on
-/// another connection (the proxy cuts one, and refuses only new ones) is
-/// acknowledged, truthfully; the group whose commit was cut is 503.
+/// at once, so the three requests may be split: a group whose COMMIT went
+/// through on another connection before the cut (the proxy waits 300 ms
+/// after forwarding the faulted COMMIT, so that the server commits it,
+/// before it cuts every connection) is acknowledged, truthfully; the group
+/// whose answer was cut is 503.
 async fn a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_doubled() {
     let server = Server::start().await;
     assert_eq!(server.post_triggers("warm", 1).await, vec![202]);
