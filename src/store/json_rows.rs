@@ -103,15 +103,21 @@ impl Dialect {
     /// the whole trigger table (`herald bench --pipeline` on PostgreSQL
     /// spent most of the server's time there). An `= ANY(array)` condition
     /// is planned as one index scan unless the table's statistics say it
-    /// fits in a page or two. One gap is left: a connection's cached
-    /// generic plan made while an analysed table was that small stays a
-    /// sequential scan as the table grows, until the next `ANALYZE`
-    /// (autovacuum's, after a tenth of the table has changed) makes it plan
-    /// again. `herald bench --pipeline` meets it in its first minute (most
-    /// trigger-time reads were such scans in a 5 s run, 1 to 3 ms each);
-    /// planning every execution instead (`plan_cache_mode =
-    /// force_custom_plan`) removed the scans but measured no faster over
-    /// the run, so it is not done.
+    /// fits in a page or two. But a connection caches a statement's plan
+    /// (a generic one after five executions), and one made while an
+    /// analysed table was that small stays a sequential scan as the table
+    /// grows, until the next `ANALYZE` (autovacuum's, after a tenth of the
+    /// table has changed). `herald bench --pipeline` met that in its first
+    /// minute: in a 5 s run 723 of 905 trigger-time reads and 513 outcome
+    /// flushes scanned the whole table, 1 to 3 ms each against 0.02 ms. So
+    /// the statements that find a few rows in a growing table on every
+    /// batch (the flush's outbox update, the batch's trigger times) are
+    /// sent unnamed on PostgreSQL (`persistent(false)`): planned at every
+    /// execution for the table as it is, at the cost of one more round
+    /// trip. Pipeline, alternating with them cached: 1.01-1.20x triggers/s
+    /// in seven pairs, p99 17-21 -> 12.5-17 ms, backlog at the end 51-556 ->
+    /// 21-51. Planning every statement instead (`plan_cache_mode =
+    /// force_custom_plan`) measured no faster: it plans the big inserts too.
     pub(crate) fn first_of_each_row(self) -> Option<&'static str> {
         (self == Dialect::Postgres).then_some("ARRAY(SELECT r->>0 FROM jsonb_array_elements(CAST(? AS jsonb)) AS r)")
     }

@@ -222,7 +222,11 @@ async fn fenced_update(
             "UPDATE engagement_outbox AS o SET {SET_CHANGE} FROM {from} WHERE {}{fence} RETURNING {id}",
             picked.as_deref().unwrap_or("")
         ));
-        let mut update = sqlx::query(&sql).bind(now.0).bind(json.as_str());
+        let mut update = sqlx::query(&sql)
+            // Planned at every execution on PostgreSQL: see `first_of_each_row`.
+            .persistent(d != Dialect::Postgres)
+            .bind(now.0)
+            .bind(json.as_str());
         if picked.is_some() {
             // The same JSON again, for the ids picked.
             update = update.bind(json.as_str());

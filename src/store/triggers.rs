@@ -408,6 +408,8 @@ impl TriggerStore for SqlStore {
         }
         let sql = self.dialect().select_by_keys("t.id, t.occurred_at", "engagement_triggers", "t", "id");
         let rows = sqlx::query(&sql)
+            // Planned at every execution on PostgreSQL: see `first_of_each_row`.
+            .persistent(self.dialect() != Dialect::Postgres)
             .bind(keys_json(ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
