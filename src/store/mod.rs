@@ -302,6 +302,12 @@ pub struct NewInboxMessage {
 /// is the database's (this machine's clock corrected by the skew the
 /// service's [`crate::clock::DbClock`] measured), so ids from an instance
 /// whose clock is wrong still sort, and age, with everyone else's.
+///
+/// The random bits come from a thread-local CSPRNG (uuid's `fast-rng`), not
+/// a `getrandom` system call per id: a SQLite drain spent a sixth of its
+/// outcome flushes' own CPU there (three ids a row: send log, event, inbox
+/// message). Whole `herald bench --rows 100000` runs, alternating: 1.02-1.17x
+/// faster (median 1.05), system time 2.35 -> 2.03 s.
 pub fn new_id() -> String {
     // A context keeps the ids this process makes in the same millisecond
     // in order.
