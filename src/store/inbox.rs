@@ -18,20 +18,24 @@ use crate::domain::UserId;
 /// Writes inbox messages at positions `first ..` (reserved by the caller in
 /// this transaction, see `positions`) on the caller's connection. A message
 /// whose outbox row already has one is skipped, so a redelivery shows one
-/// message. Except on MySQL (no RETURNING), answers the outbox ids written.
+/// message. With `answer`, except on MySQL (no RETURNING), answers the
+/// outbox ids written; without it (the outcome flush, which knows its rows
+/// already) the statement returns nothing, so no row is read back.
 pub(crate) async fn insert_rows(
     conn: &mut AnyConnection,
     d: Dialect,
     msgs: &[&NewInboxMessage],
     first: i64,
     now: Millis,
+    answer: bool,
 ) -> Result<Vec<String>, StoreError> {
     if msgs.is_empty() {
         return Ok(Vec::new());
     }
     if super::values::inserts_as_values(d) {
-        return insert_values(conn, d, msgs, first, now).await;
+        return insert_values(conn, d, msgs, first, now, answer).await;
     }
+    let returning = if answer { " RETURNING outbox_id" } else { "" };
     let from = d.json_rows(
         &[
             ("id", Col::Key),
@@ -49,7 +53,7 @@ pub(crate) async fn insert_rows(
     let sql = d.sql(&format!(
         "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
          SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from} \
-         ON CONFLICT (outbox_id) DO NOTHING RETURNING outbox_id"
+         ON CONFLICT (outbox_id) DO NOTHING{returning}"
     ));
     let mut written = Vec::new();
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
@@ -63,6 +67,10 @@ pub(crate) async fn insert_rows(
             })
             .collect();
         let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
+        if !answer {
+            query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
+            continue;
+        }
         for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))? {
             written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
         }
@@ -71,16 +79,17 @@ pub(crate) async fn insert_rows(
 }
 
 /// The same rows as multi-row `VALUES` (see `values`), skipping a message
-/// whose outbox row already has one; except on MySQL, answers the outbox
-/// ids written.
+/// whose outbox row already has one; with `answer`, except on MySQL,
+/// answers the outbox ids written.
 async fn insert_values(
     conn: &mut AnyConnection,
     d: Dialect,
     msgs: &[&NewInboxMessage],
     first: i64,
     now: Millis,
+    answer: bool,
 ) -> Result<Vec<String>, StoreError> {
-    let returning = if d.has_update_returning() { " RETURNING outbox_id" } else { "" };
+    let returning = if answer && d.has_update_returning() { " RETURNING outbox_id" } else { "" };
     let skip = d.on_conflict_do_nothing("outbox_id");
     let mut written = Vec::new();
     let mut position = first;
