@@ -22,10 +22,10 @@ const GROUP: usize = 500;
 
 /// Groups written at once on PostgreSQL and MySQL: while one commits, the
 /// next is already being written instead of gathering behind it, as two
-/// instances' intakes would. SQLite keeps one: its writes take turns on one
-/// connection anyway. Concurrent groups cannot record a key twice: the
-/// unique index makes the second wait for the first and then find its row,
-/// as between instances; a deadlock between them is a lost race, retried.
+/// instances' intakes would (SQLite keeps one: `concurrent_flushes`).
+/// Concurrent groups cannot record a key twice: the unique index makes the
+/// second wait for the first and then find its row, as between instances;
+/// a deadlock between them is a lost race, retried.
 /// `herald bench --pipeline --duration 10` on PostgreSQL, 2 cores,
 /// alternating: one 1,609-1,686 triggers/s, two 1,775-1,863, three
 /// 1,947-1,962 (the database's CPU is the limit beyond that); on MariaDB
@@ -59,7 +59,7 @@ pub struct Intake {
 
 impl Intake {
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, rules: Arc<RuleBook>) -> Intake {
-        let flushers = if store.dialect() == crate::store::Dialect::Sqlite { 1 } else { FLUSHERS };
+        let flushers = store.dialect().concurrent_flushes(FLUSHERS);
         let writer = Batcher::spawn_parallel(GROUP, flushers, move |triggers: Vec<NewTrigger>| {
             let (store, clock, rules) = (store.clone(), clock.clone(), rules.clone());
             async move { record(store.as_ref(), clock.as_ref(), &rules, triggers).await }

@@ -57,6 +57,14 @@ impl Dialect {
         !matches!(self, Dialect::MySql)
     }
 
+    /// How many group-commit flushes (see `batch`) may write at once when
+    /// `wanted` would: PostgreSQL and MySQL run transactions side by side;
+    /// SQLite has one writer connection, so its writes take turns anyway
+    /// and a second flush would only wait for it.
+    pub fn concurrent_flushes(self, wanted: usize) -> usize {
+        if self == Dialect::Sqlite { 1 } else { wanted }
+    }
+
     /// The tail of an `INSERT` that skips a row whose unique key exists.
     /// MySQL's `INSERT IGNORE` would also swallow truncation and other
     /// errors, so it gets a no-op update instead.
@@ -77,6 +85,13 @@ impl fmt::Display for Dialect {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_sqlite_flushes_one_group_at_a_time() {
+        assert_eq!(Dialect::Sqlite.concurrent_flushes(3), 1);
+        assert_eq!(Dialect::Postgres.concurrent_flushes(3), 3);
+        assert_eq!(Dialect::MySql.concurrent_flushes(2), 2);
+    }
 
     #[test]
     fn postgres_numbers_its_placeholders() {

@@ -143,9 +143,7 @@ impl SqlStore {
             // Last, after every row lock this transaction takes (see positions).
             let first = super::positions::reserve(&mut tx, d, events.len() + inbox.len()).await?;
             super::events::insert(&mut tx, d, &events, first, now).await?;
-            // Which messages were written is not asked: a row's message is
-            // written exactly when its fenced update won, above.
-            super::inbox::insert_rows(&mut tx, d, &inbox, first + events.len() as i64, now, false).await?;
+            super::inbox::write_rows(&mut tx, d, &inbox, first + events.len() as i64, now).await?;
         }
         let users = inbox_users(&inbox);
         if !events.is_empty() {

@@ -882,12 +882,12 @@ impl Store for SqlStore {
             let new: Vec<&NewInboxMessage> = all.into_iter().filter(|m| !existing.contains(&m.outbox_id)).collect();
             if !new.is_empty() {
                 let first = super::positions::reserve(&mut tx, d, new.len()).await?;
-                super::inbox::insert_rows(&mut tx, d, &new, first, now, true).await?;
+                super::inbox::insert_rows(&mut tx, d, &new, first, now).await?;
             }
             new.iter().map(|m| m.outbox_id.clone()).collect()
         } else {
             let first = super::positions::reserve(&mut tx, d, all.len()).await?;
-            super::inbox::insert_rows(&mut tx, d, &all, first, now, true).await?.into_iter().collect()
+            super::inbox::insert_rows(&mut tx, d, &all, first, now).await?.into_iter().collect()
         };
         let created: Vec<bool> = msgs.iter().map(|m| written.contains(&m.outbox_id)).collect();
         let mut users: Vec<String> =

@@ -272,7 +272,7 @@ impl Worker {
         let recorder = {
             let (store, clock) = (store.clone(), clock.clone());
             let away = Arc::new(AwayLog::default());
-            let flushers = if store.dialect() == crate::store::Dialect::Sqlite { 1 } else { RECORD_FLUSHERS };
+            let flushers = store.dialect().concurrent_flushes(RECORD_FLUSHERS);
             Batcher::spawn_parallel(RECORD_GROUP, flushers, move |items: Vec<Record>| {
                 let (store, clock, away) = (store.clone(), clock.clone(), away.clone());
                 async move { record_group(store.as_ref(), &items, clock.now(), &away).await }
