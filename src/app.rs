@@ -321,7 +321,7 @@ pub async fn serve_with_clock(
             TokenKey::ephemeral()
         }
     };
-    let state = AppState {
+    let state = AppState::new(http::AppParts {
         store: dyn_store,
         metrics,
         clock,
@@ -339,7 +339,7 @@ pub async fn serve_with_clock(
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         shutdown: shutdown.clone(),
-    };
+    });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };
     let app = http::router(state, config.http.max_body_bytes, &cors);
     tracing::info!(addr = %listener.local_addr()?, database = %store.dialect(), "herald serving");
