@@ -101,13 +101,13 @@ async fn insert_values(
     now: Millis,
 ) -> Result<(), StoreError> {
     let mut position = first;
-    for run in super::values::ladder(events) {
+    for run in super::values::runs(d, events) {
         let sql = d.sql(&format!(
-            "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) VALUES {}",
-            super::values::placeholders(7, run.len())
+            "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) {}",
+            super::values::source(d, 7, &run)
         ));
         let mut query = sqlx::query(&sql);
-        for e in run {
+        for e in run.rows {
             query = query
                 .bind(new_id())
                 .bind(position)
@@ -118,6 +118,7 @@ async fn insert_values(
                 .bind(now.0);
             position += 1;
         }
+        let query = super::values::bind_padding(query, 7, &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("append events"))?;
     }
     Ok(())

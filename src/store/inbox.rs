@@ -115,14 +115,14 @@ async fn insert_values(
     let skip = d.on_conflict_do_nothing("outbox_id");
     let mut written = Vec::new();
     let mut position = first;
-    for run in super::values::ladder(msgs) {
+    for run in super::values::runs(d, msgs) {
         let sql = d.sql(&format!(
             "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-             VALUES {}{skip}{returning}",
-            super::values::placeholders(9, run.len())
+             {}{skip}{returning}",
+            super::values::source(d, 9, &run)
         ));
         let mut query = sqlx::query(&sql);
-        for m in run {
+        for m in run.rows {
             query = query
                 .bind(new_id())
                 .bind(position)
@@ -135,6 +135,7 @@ async fn insert_values(
                 .bind(now.0);
             position += 1;
         }
+        let query = super::values::bind_padding(query, 9, &run);
         let db = StoreError::db("insert inbox messages");
         if returning.is_empty() {
             query.execute(&mut *conn).await.map_err(db)?;

@@ -138,14 +138,14 @@ async fn insert_values(
         Dialect::MySql => " ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key",
         _ => " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
     };
-    for run in super::values::ladder(rows) {
+    for run in super::values::runs(d, rows) {
         let sql = d.sql(&format!(
             "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-             due_at, expires_at, follow_up_at, attempts, created_at, updated_at) VALUES {}{skip}",
-            super::values::placeholders(14, run.len())
+             due_at, expires_at, follow_up_at, attempts, created_at, updated_at) {}{skip}",
+            super::values::source(d, 14, &run)
         ));
         let mut query = sqlx::query(&sql);
-        for r in run {
+        for r in run.rows {
             query = query
                 .bind(r.id.as_str())
                 .bind(r.dedupe_key.as_str())
@@ -162,6 +162,7 @@ async fn insert_values(
                 .bind(now.0)
                 .bind(now.0);
         }
+        let query = super::values::bind_padding(query, 14, &run);
         match inserted.as_deref_mut() {
             Some(ids) => {
                 for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {

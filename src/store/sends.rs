@@ -90,14 +90,14 @@ pub(crate) async fn insert(
 
 /// The same rows as multi-row `VALUES` (see `values`).
 async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
-    for run in super::values::ladder(sends) {
+    for run in super::values::runs(d, sends) {
         let sql = d.sql(&format!(
             "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-             address_hash, status, detail, attempts, created_at) VALUES {}",
-            super::values::placeholders(12, run.len())
+             address_hash, status, detail, attempts, created_at) {}",
+            super::values::source(d, 12, &run)
         ));
         let mut query = sqlx::query(&sql);
-        for s in run {
+        for s in run.rows {
             query = query
                 .bind(new_id_at(now))
                 .bind(s.outbox_id.as_str())
@@ -112,6 +112,7 @@ async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], 
                 .bind(s.attempts)
                 .bind(now.0);
         }
+        let query = super::values::bind_padding(query, 12, &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("append to the send log"))?;
     }
     Ok(())
