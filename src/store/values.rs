@@ -65,8 +65,9 @@ pub(crate) struct Run<'a, T> {
 /// 37 µs a wake-up on average for that thread alone under the pipeline
 /// bench (`perf sched timehist`). Padding costs only NULL bindings and keeps
 /// the same few statement texts. MySQL's `VALUES` cannot be filtered
-/// without a derived table whose column names MariaDB takes from the
-/// first row, so it keeps the exact runs.
+/// without a derived table, whose columns MariaDB names after the first
+/// row's values (and `AS t (a, b)` is a syntax error in MariaDB 10.11), so
+/// it keeps the exact runs.
 pub(crate) fn runs<T>(d: Dialect, rows: &[T]) -> Vec<Run<'_, T>> {
     if d != Dialect::Sqlite {
         return ladder(rows).into_iter().map(|rows| Run { rows, padding: 0 }).collect();
