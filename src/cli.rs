@@ -834,6 +834,12 @@ async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
         "  delivered: {:>8.0} messages/s while the load ran; backlog at the end {}, drained {:.1}s later",
         r.delivered_per_sec, r.backlog_at_end, r.drain_after_load_seconds
     );
+    let column = |f: fn(&crate::tooling::bench_pipeline::LoadSecond) -> String| {
+        r.per_second.iter().map(f).collect::<Vec<_>>().join(" ")
+    };
+    println!("  per second: accepted {}", column(|s| s.accepted.to_string()));
+    println!("              delivered {}", column(|s| s.delivered.to_string()));
+    println!("              RSS MiB {}", column(|s| format!("{:.0}", s.rss_mib)));
     println!(
         "  trigger to delivery: p50 {:.0} ms, p99 {:.0} ms; one trigger into an idle service: p50 {:.0} ms, max {:.0} ms",
         r.trigger_to_delivery_ms.p50,

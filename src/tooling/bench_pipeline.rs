@@ -66,6 +66,21 @@ pub struct Percentiles {
     pub max: f64,
 }
 
+/// One second of the load: what a total hides (a run that slows down after
+/// its first seconds, memory that keeps growing).
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadSecond {
+    /// Seconds since the load started, at the end of this interval (the
+    /// last one may be shorter than a second).
+    pub at_seconds: f64,
+    /// Triggers answered 202 in this interval.
+    pub accepted: u64,
+    /// Inbox messages committed in this interval.
+    pub delivered: u64,
+    /// The process's RSS at the end of this interval.
+    pub rss_mib: f64,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct PipelineReport {
     pub database: String,
@@ -94,6 +109,9 @@ pub struct PipelineReport {
     pub rss_start_mib: f64,
     pub rss_end_mib: f64,
     pub peak_rss_mib: f64,
+    /// Second by second while the load ran. Requests still in flight when
+    /// it stopped count in `triggers_accepted`, not here.
+    pub per_second: Vec<LoadSecond>,
     /// PostgreSQL only: transactions committed per delivered message.
     pub pg_commits_per_message: Option<f64>,
     pub cores: usize,
@@ -179,7 +197,23 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
         });
     }
     let load_started = Instant::now();
-    tokio::time::sleep(opts.duration).await;
+    let mut per_second = Vec::new();
+    let (mut accepted_before, mut delivered_before) = (0, idle_delivered);
+    loop {
+        let left = opts.duration.saturating_sub(load_started.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+        let (accepted_now, delivered_now) = (accepted.load(Ordering::Relaxed), count_inbox(&store).await?);
+        per_second.push(LoadSecond {
+            at_seconds: load_started.elapsed().as_secs_f64(),
+            accepted: accepted_now - accepted_before,
+            delivered: delivered_now.saturating_sub(delivered_before),
+            rss_mib: rss_mib("VmRSS"),
+        });
+        (accepted_before, delivered_before) = (accepted_now, delivered_now);
+    }
     stop.store(true, Ordering::Relaxed);
     let mut api = Vec::new();
     while let Some(done) = clients.join_next().await {
@@ -229,6 +263,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
         rss_start_mib: rss_start,
         rss_end_mib: rss_end,
         peak_rss_mib: rss_mib("VmHWM"),
+        per_second,
         // Read while the service still held its connections open: a
         // backend reports its counts as it goes, so this undercounts a
         // little at most.
@@ -372,4 +407,29 @@ fn rss_mib(field: &str) -> f64 {
         .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
         .map_or(0.0, |kib| kib / 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A short run on SQLite: every accepted trigger ends with its message
+    /// (`run` fails otherwise), and the per-second series covers the load
+    /// and adds up to what the totals say.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_short_run_reports_each_second_of_its_load() {
+        let opts =
+            PipelineOptions { duration: Duration::from_secs(2), connections: 2, users: 20, ..Default::default() };
+        let r = run(&opts).await.unwrap();
+        assert!(r.triggers_accepted > 0 && r.errors == 0, "{r:?}");
+        assert_eq!(r.per_second.len(), 2, "one entry per second of load: {:?}", r.per_second);
+        assert!(r.per_second.windows(2).all(|w| w[0].at_seconds < w[1].at_seconds));
+        let accepted: u64 = r.per_second.iter().map(|s| s.accepted).sum();
+        assert!(accepted > 0 && accepted <= r.triggers_accepted, "{accepted} of {}", r.triggers_accepted);
+        assert!(
+            accepted + opts.connections as u64 >= r.triggers_accepted,
+            "at most one request in flight per connection is left out"
+        );
+        assert!(r.per_second.iter().all(|s| s.rss_mib > 0.0));
+    }
 }
