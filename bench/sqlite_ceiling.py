@@ -68,7 +68,13 @@ def main():
 def run(db, args):
     c = sqlite3.connect(db, isolation_level=None)
     # Herald's writer connection: see `sqlite_pool` in src/store/sql.rs.
-    for pragma in ("journal_mode = WAL", "synchronous = FULL", "mmap_size = 268435456", "cache_size = -65536"):
+    for pragma in (
+        "journal_mode = WAL",
+        "synchronous = FULL",
+        "mmap_size = 268435456",
+        "temp_store = MEMORY",
+        "cache_size = -65536",
+    ):
         c.execute("PRAGMA " + pragma)
     if args.rowid_send_log:
         c.executescript(
