@@ -205,7 +205,16 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
             break;
         }
         tokio::time::sleep(left.min(Duration::from_secs(1))).await;
-        let (accepted_now, delivered_now) = (accepted.load(Ordering::Relaxed), count_inbox(&store).await?);
+        // The load stops before the last second's count is read, so the
+        // series leaves out only what was in flight at that moment (at most
+        // one request per connection); counting first and stopping after the
+        // inbox count (a query that can take a while on a busy machine) let
+        // any number of requests fall between the two.
+        if load_started.elapsed() >= opts.duration {
+            stop.store(true, Ordering::Relaxed);
+        }
+        let accepted_now = accepted.load(Ordering::Relaxed);
+        let delivered_now = count_inbox(&store).await?;
         per_second.push(LoadSecond {
             at_seconds: load_started.elapsed().as_secs_f64(),
             accepted: accepted_now - accepted_before,
