@@ -71,7 +71,7 @@ def run(db, args):
     for pragma in (
         "journal_mode = WAL",
         "synchronous = FULL",
-        "mmap_size = 268435456",
+        "mmap_size = 0",
         "temp_store = MEMORY",
         "cache_size = -65536",
     ):
