@@ -9,7 +9,8 @@
 # Brings both clusters up (cluster/patroni.sh, cluster/galera.sh; as root),
 # runs per round and per target a fresh scratch database with
 #   herald bench --rows N --json                       (the drain: N inbox rows)
-#   herald bench --pipeline --duration S --json        (POST /v1/triggers to delivery)
+#   herald bench --pipeline --duration S --connections C --json   (POST /v1/triggers to delivery;
+#                                           C from CONNECTIONS, 16 as in the README's figures)
 # prints each figure and the medians' ratios, and stops the clusters
 # (--keep leaves them up). Defaults: target/release/herald, 20000 rows,
 # 15 s, 2 rounds. The local PostgreSQL is postgres://postgres@127.0.0.1:5432
@@ -78,7 +79,7 @@ for round in $(seq 1 "$ROUNDS"); do
     "$BIN" bench --rows "$ROWS" --bench-database-url "$url" --json >"$OUT/$target-drain-$round.json"
     drop "$target" herald_cbench_drain
     url=$(fresh "$target" herald_cbench_pipe)
-    "$BIN" bench --pipeline --duration "$DURATION" --bench-database-url "$url" --json >"$OUT/$target-pipeline-$round.json"
+    "$BIN" bench --pipeline --duration "$DURATION" --connections "${CONNECTIONS:-16}" --bench-database-url "$url" --json >"$OUT/$target-pipeline-$round.json"
     drop "$target" herald_cbench_pipe
     python3 - "$OUT" "$target" "$round" <<'EOF'
 import json, sys

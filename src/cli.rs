@@ -255,8 +255,10 @@ pub struct BenchArgs {
     /// With --pipeline: seconds of load
     #[arg(long, value_name = "SECS", default_value_t = 15, requires = "pipeline")]
     pub duration: u64,
-    /// With --pipeline: concurrent HTTP connections sending triggers
-    #[arg(long, value_name = "N", default_value_t = 16, requires = "pipeline")]
+    /// With --pipeline: concurrent HTTP connections sending triggers, each
+    /// waiting for its answer before the next (so N connections at a
+    /// latency L send at most N / L a second: 16 at 7 ms, 2,300)
+    #[arg(long, value_name = "N", default_value_t = crate::tooling::bench_pipeline::DEFAULT_CONNECTIONS, requires = "pipeline")]
     pub connections: usize,
     /// With --pipeline: the rule with a send window (open), a frequency cap
     /// (not reached), escalation (follow-ups due after the run) and

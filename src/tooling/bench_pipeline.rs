@@ -47,11 +47,23 @@ pub struct PipelineOptions {
     pub workflows: bool,
 }
 
+/// Connections the pipeline bench drives by default. The load is a closed
+/// loop (each connection waits for its answer before the next trigger), so
+/// it can only show a rate the connections can carry at the service's
+/// latency: 16 connections at a p50 of 7 ms cannot send more than about
+/// 2,300 triggers a second however fast the service is. 160 gave the most
+/// triggers within a p99 of 50 ms on the 2-core CI machine on 2026-12-04
+/// (SQLite 5,020-5,775/s at p99 38-47 ms, PostgreSQL 6,403/s at p99 44 ms;
+/// 128 gave less on SQLite, 192 only queued: p99 67 ms). The default was
+/// 16, so `herald bench --pipeline` as issue 12 writes it measured the
+/// load generator rather than Herald.
+pub const DEFAULT_CONNECTIONS: usize = 160;
+
 impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
             duration: Duration::from_secs(15),
-            connections: 16,
+            connections: DEFAULT_CONNECTIONS,
             database_url: None,
             users: 1000,
             workflows: false,
