@@ -339,8 +339,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     result
 }
 
-/// The stores a verb opened, checkpointed and closed by [`run`] before the
-/// process exits, whether the verb succeeded or not. A process that exits
+/// The stores a verb opened, closed by [`run`] before the process exits
+/// (see `SqlStore::close`), whether the verb succeeded or not. A process that exits
 /// with its SQLite connections open leaves what it wrote in the `-wal`
 /// file beside the database (safe, but the `.db` file alone is not the
 /// whole database): a user who ran `herald migrate` or `herald enqueue` and
@@ -360,9 +360,6 @@ async fn open_cli_store(config: &Config) -> anyhow::Result<crate::store::SqlStor
 async fn close_opened_stores() {
     let opened = std::mem::take(&mut *OPENED.lock().unwrap_or_else(|e| e.into_inner()));
     for store in opened {
-        if let Err(e) = store.checkpoint().await {
-            tracing::warn!(error = %e, "could not copy the write-ahead log into the database file before exiting");
-        }
         store.close().await;
     }
 }

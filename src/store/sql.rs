@@ -367,8 +367,10 @@ impl SqlStore {
     /// connection open, or the connection could land in the closed pool's
     /// idle queue and never be closed. A process that exited then left it,
     /// and on SQLite the write-ahead log beside the file, behind (2 to 9
-    /// `herald migrate` runs in 30, measured). The wait for stragglers is
-    /// bounded, for a caller that still holds a connection.
+    /// `herald migrate` runs in 30, measured). Closed in turn, the last
+    /// SQLite connection copies the log into the file and removes it. The
+    /// wait for stragglers is bounded, for a caller that still holds a
+    /// connection.
     pub async fn close(&self) {
         for pool in [&self.pool, &self.writer] {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
@@ -377,22 +379,6 @@ impl SqlStore {
             }
             pool.close().await;
         }
-    }
-
-    /// SQLite: copies what the write-ahead log holds into the database file
-    /// (`PRAGMA wal_checkpoint(PASSIVE)`), so the `.db` file alone is the
-    /// whole database once nobody else has it open; a no-op on the servers.
-    /// Passive because it never waits: with a `herald serve` writing to the
-    /// same file it copies what it can and returns, where `TRUNCATE` would
-    /// wait for that process's readers up to the busy timeout (10 s).
-    pub async fn checkpoint(&self) -> Result<(), StoreError> {
-        if self.dialect == Dialect::Sqlite {
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .execute(&self.writer)
-                .await
-                .map_err(StoreError::db("checkpoint the write-ahead log"))?;
-        }
-        Ok(())
     }
 
     /// A transaction that will write. On SQLite it takes the write lock at
@@ -979,13 +965,20 @@ mod tests {
     /// for their sorts' temporary tables.
     #[tokio::test]
     async fn sqlite_keeps_statement_journals_in_memory() {
+        for (which, mode) in pragma_on_both_pools("temp_store").await {
+            assert_eq!(mode, 2, "the {which}'s temp_store is MEMORY (2)");
+        }
+    }
+
+    /// `PRAGMA name` as the writer and a reader of a fresh SQLite store see it.
+    async fn pragma_on_both_pools(name: &str) -> [(&'static str, i64); 2] {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("h.db").display());
         let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
-        for (which, pool) in [("writer", &store.writer), ("reader", &store.pool)] {
-            let mode: i64 = sqlx::query_scalar("PRAGMA temp_store").fetch_one(pool).await.unwrap();
-            assert_eq!(mode, 2, "the {which}'s temp_store is MEMORY (2)");
-        }
+        let sql = format!("PRAGMA {name}");
+        let writer = sqlx::query_scalar(&sql).fetch_one(&store.writer).await.unwrap();
+        let reader = sqlx::query_scalar(&sql).fetch_one(&store.pool).await.unwrap();
+        [("writer", writer), ("reader", reader)]
     }
 
     /// No connection maps the database file into memory: with it, RSS grew
@@ -993,11 +986,7 @@ mod tests {
     /// not flat.
     #[tokio::test]
     async fn sqlite_reads_without_mapping_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("h.db").display());
-        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
-        for (which, pool) in [("writer", &store.writer), ("reader", &store.pool)] {
-            let mapped: i64 = sqlx::query_scalar("PRAGMA mmap_size").fetch_one(pool).await.unwrap();
+        for (which, mapped) in pragma_on_both_pools("mmap_size").await {
             assert_eq!(mapped, 0, "the {which} maps no part of the file");
         }
     }
