@@ -6,7 +6,7 @@
 //! enforcement is checked against: `tests/security.rs` calls every route here
 //! as every kind of caller that should be refused and asserts the refusal,
 //! checks that the OpenAPI document and this table agree route for route, and
-//! that the README's access table lists each one. A route added to the router
+//! that the access table in docs/security.md lists each one. A route added to the router
 //! but not here fails the OpenAPI cross-check (for `/v1`) or the review
 //! itself; a route listed here with the wrong access fails the calls.
 //!
@@ -42,7 +42,7 @@ pub enum Access {
 }
 
 impl Access {
-    /// How the README names it.
+    /// How docs/security.md names it.
     pub fn describe(self) -> &'static str {
         match self {
             Access::Public => "anyone",
