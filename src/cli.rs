@@ -11,6 +11,9 @@ use crate::config::{Config, FlagOverrides, HttpFlags};
 use crate::domain::{ChannelName, UserId};
 use crate::store::{NewOutboxRow, RecipientStore, Store, SuppressionStore, new_id};
 
+mod rules;
+mod users;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "herald",
@@ -69,6 +72,14 @@ pub enum Command {
     /// Work with bounce, complaint and auto-reply messages.
     #[command(subcommand)]
     Bounce(BounceCommand),
+    /// List and show rules, turn them on or off (recorded in the audit log
+    /// with the OS user as who).
+    #[command(subcommand)]
+    Rules(rules::RulesCommand),
+    /// Show a recipient, or change its address, locale, time zone, quiet
+    /// hours and the host's opt-outs.
+    #[command(subcommand)]
+    Users(users::UsersCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -401,6 +412,8 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Operators(cmd) => operators(&config, cmd).await,
+        Command::Rules(cmd) => rules::run(&config, cmd).await,
+        Command::Users(cmd) => users::run(&config, cmd).await,
         Command::Demo => {
             if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
                 eprintln!(

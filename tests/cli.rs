@@ -52,6 +52,14 @@ fn every_verb_has_help() {
         &["keys", "create"],
         &["operators"],
         &["operators", "add"],
+        &["rules"],
+        &["rules", "list"],
+        &["rules", "show"],
+        &["rules", "enable"],
+        &["rules", "disable"],
+        &["users"],
+        &["users", "show"],
+        &["users", "set"],
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");
@@ -451,4 +459,128 @@ fn operators_are_added_from_stdin_listed_and_removed() {
     assert!(stdout(&herald(dir.path(), &["operators", "list"])).contains("no operators"));
     let gone = herald(dir.path(), &["operators", "remove", "--email", "ops@example.com"]);
     assert!(!gone.status.success() && stderr(&gone).contains("no operator with email"));
+}
+
+/// The audit rows for `target`, newest first, read from the SQLite file.
+fn audit_rows(dir: &Path, target: &str) -> Vec<herald::store::AuditRow> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use herald::store::OperatorStore;
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}", dir.join("herald.db").display());
+        let store = herald::store::SqlStore::connect(&url, &Default::default()).await.unwrap();
+        let rows = store.audit_for_target(target, 10).await.unwrap();
+        store.close().await;
+        rows
+    })
+}
+
+#[test]
+fn rules_are_listed_shown_and_switched_and_the_audit_names_the_os_user() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(herald(dir.path(), &["demo"]).status.success(), "the demo leaves one enabled inbox rule");
+    let list: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["rules", "list", "--json"]))).unwrap();
+    let rule = &list["rules"][0];
+    let (id, name) = (rule["id"].as_str().unwrap().to_owned(), rule["name"].as_str().unwrap().to_owned());
+    assert_eq!(rule["enabled"], true, "{list}");
+    let text = stdout(&herald(dir.path(), &["rules", "list"]));
+    assert!(text.contains(&id) && text.contains(&name) && text.contains(" on "), "{text}");
+    let shown = stdout(&herald(dir.path(), &["rules", "show", &name]));
+    assert!(shown.contains(&id) && shown.contains("trigger:   demo.export_ready"), "{shown}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["rules", "show", &id, "--json"]))).unwrap();
+    assert_eq!(shown["id"], id.as_str());
+
+    // An unknown rule is named, with where to find the right one.
+    let out = herald(dir.path(), &["rules", "disable", "no-such-rule"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no rule has the id or name \"no-such-rule\""), "{}", stderr(&out));
+    assert!(stderr(&out).contains("herald rules list"), "{}", stderr(&out));
+
+    let as_alice = [("USER", "alice"), ("LOGNAME", "alice")];
+    let out = herald_env(dir.path(), &["rules", "disable", &id], &as_alice);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("is off; 0 scheduled message(s) cancelled (recorded in the audit log)"));
+    let out = herald_env(dir.path(), &["rules", "disable", &id], &as_alice);
+    assert!(stdout(&out).contains("is already off; nothing changed"), "{}", stdout(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["rules", "show", &id, "--json"]))).unwrap();
+    assert_eq!(json["enabled"], false);
+    let out = herald_env(dir.path(), &["rules", "enable", &name, "--json"], &[("USER", "bob"), ("LOGNAME", "bob")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["rule"]["enabled"], true, "{json}");
+
+    // The screen's entries, one per real switch (the repeated disable wrote none), naming who.
+    let rows = audit_rows(dir.path(), &id);
+    let seen: Vec<(&str, &str, Option<&str>)> =
+        rows.iter().map(|r| (r.operator_email.as_str(), r.action.as_str(), r.detail.as_deref())).collect();
+    let off = format!("\"{name}\" turned off; 0 scheduled message(s) cancelled");
+    let on = format!("\"{name}\" turned on");
+    assert_eq!(
+        seen,
+        vec![
+            ("os user bob (command line)", "rule.enable", Some(on.as_str())),
+            ("os user alice (command line)", "rule.disable", Some(off.as_str())),
+        ]
+    );
+}
+
+#[test]
+fn users_are_shown_and_set_field_by_field_with_refusals_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["users", "show", "--user-id", "u-1"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no user \"u-1\"; create one with `herald users set --user-id u-1"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-1", "--email", "ann@example.com", "--locale", "de"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("user u-1 created"), "{}", stdout(&out));
+
+    // Refusals name each field and what it accepts; nothing is stored.
+    let out =
+        herald(dir.path(), &["users", "set", "--user-id", "u-1", "--timezone", "Mars/Olympus", "--email", "nope"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("user u-1 was not changed"), "{err}");
+    assert!(err.contains("timezone: \"Mars/Olympus\" is not a time zone of the tz database"), "{err}");
+    assert!(err.contains("email: \"nope\" is not an email address"), "{err}");
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-1", "--category", "news=maybe"]);
+    assert!(stderr(&out).contains("--category: \"news=maybe\" is not CATEGORY=on|off"), "{}", stderr(&out));
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-1", "--quiet-hours", "late"]);
+    assert!(stderr(&out).contains("--quiet-hours: \"late\" is not FROM-UNTIL"), "{}", stderr(&out));
+
+    // Only the fields given change; the host's opt-out is audited with the OS user.
+    let out = herald_env(
+        dir.path(),
+        &["users", "set", "--user-id", "u-1", "--timezone", "Europe/Berlin", "--quiet-hours", "22:00-07:00"],
+        &[("USER", "carol"), ("LOGNAME", "carol")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = herald_env(
+        dir.path(),
+        &["users", "set", "--user-id", "u-1", "--category", "marketing=off", "--channel", "email=off"],
+        &[("USER", "carol"), ("LOGNAME", "carol")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["users", "show", "--user-id", "u-1", "--json"]))).unwrap();
+    assert_eq!(json["email"], "ann@example.com", "{json}");
+    assert_eq!(json["locale"], "de", "{json}");
+    assert_eq!(json["timezone"], "Europe/Berlin", "{json}");
+    assert_eq!(json["quiet_hours"]["from"], "22:00", "{json}");
+    assert_eq!(json["preferences"]["categories"]["marketing"], false, "{json}");
+    assert_eq!(json["preferences"]["channels"]["email"], false, "{json}");
+    let text = stdout(&herald(dir.path(), &["users", "show", "--user-id", "u-1"]));
+    assert!(text.contains("quiet hours: 22:00-07:00") && text.contains("categories:  marketing=off"), "{text}");
+
+    let rows = audit_rows(dir.path(), "user:u-1");
+    assert_eq!(rows.len(), 1, "only the preference change is audited: {rows:?}");
+    assert_eq!(rows[0].operator_email, "os user carol (command line)");
+    assert_eq!(rows[0].action, "preferences.change");
 }

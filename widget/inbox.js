@@ -18,7 +18,7 @@
     .badge { position: absolute; top: 0; right: 0; min-width: 16px; height: 16px; padding: 0 4px; box-sizing: border-box;
              border-radius: 8px; background: #d1242f; color: #fff; font-size: 11px; line-height: 16px; text-align: center; }
     .badge[hidden] { display: none; }
-    .panel { position: absolute; right: 0; top: 100%; width: min(340px, 90vw); max-height: 420px; overflow: auto;
+    .panel { position: absolute; left: 0; top: 100%; width: min(340px, 90vw); max-height: 420px; overflow: auto;
              background: #fff; border: 1px solid #d0d7de; border-radius: 8px; box-shadow: 0 8px 24px rgba(0,0,0,.12); z-index: 1000; }
     .panel[hidden] { display: none; }
     header { display: flex; justify-content: space-between; align-items: center; padding: 8px 12px; border-bottom: 1px solid #eaeef2; font-weight: 600; }
@@ -248,12 +248,40 @@
       const open = this.panel.hidden;
       this.panel.hidden = !open;
       this.bell.setAttribute("aria-expanded", String(open));
+      this.place(open);
       if (open) this.render(); // fresh relative times
       // Opening the list is seeing what is in it.
       if (open && !this.failure) this.items.filter((m) => !m.seen_at).forEach((m) => {
         m.seen_at = new Date().toISOString();
         this.post(`/v1/inbox/${encodeURIComponent(m.id)}/seen`).catch(() => {});
       });
+    }
+
+    // Keeps the open panel inside the viewport wherever the bell sits. It
+    // hangs under the bell, aligned with the bell's right edge when there is
+    // room on the left (a bell at the top right, the usual place) and pushed
+    // right as far as needed otherwise, 8 px from either edge. A fixed
+    // `right: 0` anchor (the first version) opened it off-screen for a bell
+    // at the left of a page, as in the README's own example; a CSS-only
+    // rule cannot know where on the page the bell is. Placed again when the
+    // window is resized while it is open.
+    place(open) {
+      if (!open) {
+        if (this.onResize) window.removeEventListener("resize", this.onResize);
+        this.onResize = null;
+        return;
+      }
+      const margin = 8;
+      const viewport = document.documentElement.clientWidth || window.innerWidth;
+      const width = Math.min(340, viewport - 2 * margin);
+      const bell = this.bell.getBoundingClientRect();
+      const left = Math.max(margin, Math.min(bell.right - width, viewport - margin - width));
+      this.panel.style.width = `${width}px`;
+      this.panel.style.left = `${left - this.getBoundingClientRect().left}px`;
+      if (!this.onResize) {
+        this.onResize = () => this.place(!this.panel.hidden);
+        window.addEventListener("resize", this.onResize);
+      }
     }
 
     render() {

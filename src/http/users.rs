@@ -34,9 +34,24 @@ pub async fn put(
     ApiJson(input): ApiJson<RecipientInput>,
 ) -> Result<(StatusCode, ApiJson<RecipientView>), ApiError> {
     let user = user(&user_id)?;
+    let (view, created) = put_recipient(&state, &user, input, &caller.audit_name()).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, ApiJson(view)))
+}
+
+/// Validates and stores a recipient, keeping the user's own choices and the
+/// creation time of an existing one, and records a change of the host's
+/// preferences in the audit trail as `who`. The API's PUT and `herald users
+/// set` both come through here. `true` when the user is new.
+pub async fn put_recipient(
+    state: &AppState,
+    user: &UserId,
+    input: RecipientInput,
+    who: &str,
+) -> Result<(RecipientView, bool), ApiError> {
     let now = state.clock.now();
-    let mut row = input.into_row(&user, now).map_err(ApiError::Invalid)?;
-    let existing = state.store.get_recipient(&user).await?;
+    let mut row = input.into_row(user, now).map_err(ApiError::Invalid)?;
+    let existing = state.store.get_recipient(user).await?;
     let before = existing.as_ref().map(|e| e.preferences.clone()).unwrap_or_else(|| serde_json::json!({}));
     if let Some(existing) = existing {
         row.created_at = existing.created_at;
@@ -50,10 +65,9 @@ pub async fn put(
     };
     if before != row.preferences && !(empty(&before) && empty(&row.preferences)) {
         let detail = format!("host preferences set to {}", row.preferences);
-        super::preferences::audit_preferences(&state, &caller.audit_name(), &user, detail).await;
+        super::preferences::audit_preferences(state, who, user, detail).await;
     }
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, ApiJson(RecipientView::from(&row))))
+    Ok((RecipientView::from(&row), created))
 }
 
 #[utoipa::path(get, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),

@@ -148,3 +148,81 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
     await new Promise((ok) => server.once("exit", ok));
   }
 });
+
+// Issue 27, item 24: the panel opened off-screen for a bell at the left of
+// a page (the README's own example page: the element first in <body>), as
+// it was anchored `right: 0` to the bell. Wherever the bell sits (left,
+// middle, right) and at 1280 and 390 px, the open panel lies inside the
+// viewport, also after the window is resized while it is open.
+test("the widget's panel stays inside the viewport wherever the bell sits", { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "herald-widget-place-"));
+  writeFileSync(join(dir, "herald.toml"), `
+[inbox]
+cors_origins = ["*"]
+token_secret = "a-test-secret-that-is-at-least-32-characters"
+`);
+  const { base: api, server, api: call } = await startHerald(dir);
+  let browser;
+  const page_server = createServer();
+  try {
+    const { token } = await call("POST", "/v1/users/ada/token");
+    const pagePort = await freePort();
+    const hostBase = `http://127.0.0.1:${pagePort}`;
+    const layouts = {
+      // The README's example, as written: no layout at all.
+      left: (t) => `<!doctype html><title>My app</title>
+        <herald-inbox api="${api}" token="${t}"></herald-inbox>`,
+      middle: (t) => `<!doctype html><meta name="viewport" content="width=device-width"><title>Middle</title>
+        <div style="text-align:center"><herald-inbox api="${api}" token="${t}"></herald-inbox></div>`,
+      right: (t) => `<!doctype html><meta name="viewport" content="width=device-width"><title>Right</title>
+        <nav style="display:flex; justify-content:space-between"><strong>App</strong>
+        <herald-inbox api="${api}" token="${t}"></herald-inbox></nav>`,
+    };
+    page_server.on("request", (req, res) => {
+      const url = new URL(req.url, hostBase);
+      const layout = layouts[url.pathname.slice(1)];
+      res.writeHead(layout ? 200 : 404, { "content-type": "text/html" });
+      res.end(layout ? `${layout(url.searchParams.get("token"))}<script src="${api}/widget/inbox.js"></script>` : "");
+    });
+    await new Promise((ok) => page_server.listen(pagePort, "127.0.0.1", ok));
+    browser = await chromium.launch({
+      executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+             "--no-first-run", "--disable-component-update", "--disable-sync"],
+    });
+    const placement = (page) => page.evaluate(() => {
+      const el = document.querySelector("herald-inbox");
+      const r = el.shadowRoot.querySelector(".panel").getBoundingClientRect();
+      const bell = el.shadowRoot.querySelector(".bell").getBoundingClientRect();
+      return { left: r.left, right: r.right, width: r.width, top: r.top, bellBottom: bell.bottom,
+               viewport: document.documentElement.clientWidth };
+    });
+    const inside = (p, what) => {
+      assert.ok(p.width > 0, `${what}: the panel is shown`);
+      assert.ok(p.left >= 0, `${what}: the panel starts inside the viewport (left ${p.left})`);
+      assert.ok(p.right <= p.viewport, `${what}: the panel ends inside the viewport (right ${p.right} of ${p.viewport})`);
+      assert.ok(Math.abs(p.top - p.bellBottom) < 2, `${what}: the panel hangs under the bell`);
+    };
+    const errors = [];
+    for (const [name, width] of [["left", 1280], ["left", 390], ["middle", 1280], ["middle", 390], ["right", 1280], ["right", 390]]) {
+      const page = await browser.newPage({ viewport: { width, height: 700 } });
+      page.on("pageerror", (e) => errors.push(String(e)));
+      await page.goto(`${hostBase}/${name}?token=${encodeURIComponent(token)}`);
+      await waitFor(() => page.evaluate(() => document.querySelector("herald-inbox")?.shadowRoot?.querySelector(".bell")), 10_000, "the widget");
+      await page.evaluate(() => document.querySelector("herald-inbox").shadowRoot.querySelector(".bell").click());
+      inside(await placement(page), `bell at the ${name}, ${width} px`);
+      await page.screenshot({ path: join(shots, `widget-5-${name}-${width}.png`) });
+      // Resized while open (a phone turned, a window narrowed): placed again.
+      await page.setViewportSize({ width: width === 1280 ? 390 : 1280, height: 700 });
+      await waitFor(async () => { const p = await placement(page); return p.left >= 0 && p.right <= p.viewport && p; },
+        5_000, `the panel to stay inside after a resize (bell at the ${name})`);
+      await page.close();
+    }
+    assert.deepEqual(errors, []);
+  } finally {
+    if (browser) await browser.close();
+    page_server.close();
+    server.kill("SIGTERM");
+    await new Promise((ok) => server.once("exit", ok));
+  }
+});

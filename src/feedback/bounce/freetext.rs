@@ -37,7 +37,11 @@ const MAX_CANDIDATES: usize = 200;
 /// Words that, just before an address, mark it as the sender or a contact
 /// rather than a failed recipient (`MAIL FROM:<a@b>`, `envelope-from <a@b>`,
 /// `please contact postmaster@b`).
-const SENDER_CONTEXT: &[&str] = &["from", "sender", "return-path", "reply-to", "errors-to", "contact", "mailto"];
+///
+/// `message-id` is there too: a forwarded or quoted bounce shows the
+/// notice's own `Message-Id: <...@host>`, which has the shape of an address.
+const SENDER_CONTEXT: &[&str] =
+    &["from", "sender", "return-path", "reply-to", "errors-to", "contact", "mailto", "message-id", "in-reply-to"];
 
 /// Phrases of a warning that delivery is still being retried.
 const DELAY_PHRASES: &[&str] = &[
@@ -185,13 +189,20 @@ pub(crate) fn recipients(view: &MessageView, original: &OriginalHeaders) -> Vec<
 
     let single = candidates.len() == 1;
     let mut out = Vec::with_capacity(candidates.len());
-    for (i, c) in candidates.iter().enumerate() {
-        let next_line = candidates
+    for c in &candidates {
+        // The block ends where another recipient is named, first mention or
+        // not: reports written twice (a local-language summary, then the
+        // MTA's English one, as Mail.ru and Japanese carriers send) name
+        // every recipient again, and the last recipient's block must not run
+        // on into the others' repeated diagnostics.
+        let next_line = report.addresses[c.section]
             .iter()
             .enumerate()
-            .filter(|(j, o)| *j != i && o.section == c.section && o.line > c.line)
-            .map(|(_, o)| o.line)
-            .min();
+            .skip(c.line + 1)
+            .find(|(_, found)| {
+                found.iter().any(|f| f.address != c.address && candidates.iter().any(|o| o.address == f.address))
+            })
+            .map(|(l, _)| l);
         let lines = &report.sections[c.section];
         let end = next_line.unwrap_or(lines.len()).min(c.line + MAX_BLOCK_LINES).min(lines.len());
         let first_in_section = candidates.iter().filter(|o| o.section == c.section).map(|o| o.line).min().unwrap_or(0);
@@ -257,6 +268,14 @@ fn strip_decoration(line: &str) -> String {
 
 /// True when the words just before the address make it a sender or contact.
 fn is_sender_context(line: &str, f: &Found) -> bool {
+    // A header line quoted in the report (a forwarded notice's own `From:`
+    // with a display name, its `Message-Id:`) names no failed recipient,
+    // however far the address stands from the field name.
+    const HEADER_FIELDS: &[&str] = &["from:", "sender:", "reply-to:", "return-path:", "message-id:", "in-reply-to:"];
+    let head = line.trim_start_matches(['>', ' ', '\t']).to_ascii_lowercase();
+    if HEADER_FIELDS.iter().any(|h| head.starts_with(h)) {
+        return true;
+    }
     let before = line.get(..f.start).unwrap_or("");
     let mut tail: Vec<char> = before.chars().rev().take(24).collect();
     tail.reverse();

@@ -278,7 +278,9 @@ const NO_SUCH_USER: &[&str] = &[
     "no such address",
     "no such person",
     "no such account",
-    "user doesn't have a",
+    "no such local user",
+    "mailbox unknown",
+    "addressee unknown",
     "bad recipient",
     "utilisateur inconnu",
 ];
@@ -301,8 +303,16 @@ const NOT_FOUND: &[&str] = &[
     "mailbox not found",
     "mailbox does not exist",
     "mailbox not present",
+    // RFC 5321's text for 550 ("Requested action not taken: mailbox
+    // unavailable") also covers policy refusals, but in practice it is the
+    // big providers' answer to an unknown recipient (Outlook.com/Hotmail's
+    // "550 5.5.0 Requested action not taken: mailbox unavailable"); a
+    // policy refusal says so in words of [`SOFT_DESPITE_CODE`]. Tried as the
+    // weak kind of evidence (needing a 5.1.x code or RCPT TO), it turned
+    // Hotmail's unknown users soft.
     "mailbox unavailable",
     "mailbox is unavailable",
+    "mailbox doesn't exist",
     "mailbox invalid",
     "address does not exist",
     "address doesn't exist",
@@ -329,6 +339,23 @@ const NOT_FOUND: &[&str] = &[
     "bad destination mailbox",
     "destinataire invalide",
     "unrouteable address",
+    // IMail's "Invalid final delivery userid".
+    "invalid final delivery userid",
+];
+
+/// A mail provider's own verdict that it holds no such account, worded so
+/// that it can only come from its directory (see [`Words::AccountGone`]).
+const NO_SUCH_ACCOUNT: &[&str] = &[
+    // Yahoo and AOL: "554 delivery error: dd This user doesn't have a
+    // yahoo.com account". Yahoo checks recipients after DATA, so the stage
+    // rule that softens "user unknown" at DATA must not apply to it.
+    "user doesn't have a",
+    // Gmail: "The email account that you tried to reach does not exist".
+    "tried to reach does not exist",
+    // Exchange's resolver (`RESOLVER.ADR.RecipNotFound`, `RecipientNotFound`),
+    // often the only words of its bounces.
+    "recipnotfound",
+    "recipientnotfound",
 ];
 
 /// Phrases saying the recipient's domain or host does not exist or takes no
@@ -368,6 +395,14 @@ const NO_SUCH_HOST: &[&str] = &[
     "no such host",
     "domain name in the email address is incorrect",
     "domain not reachable",
+    // Exchange's `SMTPSEND.DNS.NonExistentDomain` and Exim's "all relevant
+    // MX records point to non-existent hosts".
+    "nonexistentdomain",
+    "nonexistent domain",
+    "non-existent domain",
+    "nonexistent host",
+    "non-existent host",
+    "no mx or a record",
 ];
 
 /// Phrases saying the address moved away for good.
@@ -496,10 +531,18 @@ pub(crate) fn classify_in_context(
     // or a disabled account talking, unless it answered RCPT TO.
     let code_says_mailbox_exists = status.is_some_and(|s| s.get(1..4) == Some(".2."));
     let local_agent = local_agent_unknown_user(own) || local_agent_unknown_user(context);
+    if status == Some("5.4.1") && exchange_directory_rejection(own) {
+        return BounceKind::Hard;
+    }
     match words(own).or_else(|| words(context)) {
         Some(Words::Soft) => BounceKind::Soft,
         _ if transient => BounceKind::Soft,
         Some(Words::DomainGone) => BounceKind::Hard,
+        // The provider's own SMTP answer (it carries a code); quoted without
+        // one by a relaying mailer it is only the stock phrase again.
+        Some(Words::AccountGone) if status.is_some() || reply.is_some() => BounceKind::Hard,
+        Some(Words::AccountGone) if code_says_gone || stage == Some(Stage::Rcpt) || local_agent => BounceKind::Hard,
+        Some(Words::AccountGone) => BounceKind::Soft,
         Some(Words::UserGone | Words::UserNotFound) | None if local_agent => BounceKind::Hard,
         Some(Words::UserGone | Words::UserNotFound) if code_says_gone || stage == Some(Stage::Rcpt) => BounceKind::Hard,
         Some(Words::UserGone) => BounceKind::Soft,
@@ -508,6 +551,16 @@ pub(crate) fn classify_in_context(
         Some(Words::UserNotFound) => BounceKind::Hard,
         None => code_verdict(status, reply),
     }
+}
+
+/// Exchange Online's directory-based edge blocking: "550 5.4.1 Recipient
+/// address rejected: Access denied" is Microsoft's documented answer for a
+/// recipient that is not in the receiving organisation's directory. The
+/// words alone ("access denied") read like a policy refusal, which is why
+/// they count only with the 5.4.1 code Microsoft always sends with them.
+fn exchange_directory_rejection(own: &str) -> bool {
+    let lower = own.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
+    lower.contains("recipient address rejected: access denied")
 }
 
 /// What the words of a diagnostic say, if anything.
@@ -525,14 +578,20 @@ enum Words {
     UserNotFound,
     /// No such domain or host, no mail accepted there, or moved away.
     DomainGone,
+    /// A provider's directory says the account does not exist, in words no
+    /// filter uses. Hard at any SMTP stage: some providers (Yahoo) check
+    /// recipients only after DATA.
+    AccountGone,
 }
 
 fn words(text: &str) -> Option<Words> {
     let lower = text.to_ascii_lowercase();
     if contains_any(&lower, SOFT_DESPITE_CODE) {
         Some(Words::Soft)
-    } else if contains_any(&lower, NO_SUCH_HOST) || contains_any(&lower, MOVED) || domain_unreachable(&lower) {
+    } else if contains_any(&lower, NO_SUCH_HOST) || contains_any(&lower, MOVED) || domain_named_missing(&lower) {
         Some(Words::DomainGone)
+    } else if contains_any(&lower, NO_SUCH_ACCOUNT) {
+        Some(Words::AccountGone)
     } else if contains_any(&lower, NOT_FOUND) || bare_address_rejected(&lower) {
         Some(Words::UserNotFound)
     } else if contains_any(&lower, NO_SUCH_USER) {
@@ -542,37 +601,80 @@ fn words(text: &str) -> Option<Words> {
     }
 }
 
-/// Postfix's "domain example.com not reachable" (the domain named between the
-/// words), as opposed to a host that did not answer.
-fn domain_unreachable(lower: &str) -> bool {
-    lower.match_indices("not reachable").any(|(i, _)| {
-        let before = &lower[..i];
-        before.rfind("domain ").is_some_and(|d| before[d..].split_whitespace().count() <= 2)
+/// "Domain example.com <verdict>" with the domain named between the words:
+/// Postfix's "domain example.com not reachable", Gmail's "the domain
+/// example.com couldn't be found", "domain example.com does not exist". The
+/// fixed phrases of [`NO_SUCH_HOST`] cannot hold a name in the middle. A
+/// host that did not answer ("host mx.example.com not reachable") is not
+/// this: hosts go down and come back, domains that do not exist do not.
+fn domain_named_missing(lower: &str) -> bool {
+    const VERDICTS: &[&str] =
+        &["not reachable", "couldn't be found", "could not be found", "not found", "does not exist", "doesn't exist"];
+    VERDICTS.iter().any(|verdict| {
+        lower.match_indices(verdict).any(|(i, _)| {
+            let before = &lower[..i];
+            before.rfind("domain ").is_some_and(|d| {
+                let between: Vec<&str> = before[d..].split_whitespace().collect();
+                // "domain" and at most the name; "was"/"is" may sit before the verdict.
+                let between: Vec<&&str> = between.iter().filter(|w| !matches!(**w, "was" | "is")).collect();
+                between.len() <= 2
+            })
+        })
     })
 }
 
 /// A local delivery agent's own "unknown user" (sendmail's `mail.local`,
-/// procmail, Postfix's `local`/`virtual`, Dovecot's LDA, maildrop), quoted in
-/// the session transcript of a bounce. The final mailbox server looked the
-/// user up and found nobody: no content filter speaks through these.
+/// procmail, Postfix's `local`/`virtual`, Dovecot's LDA and LMTP, Cyrus,
+/// maildrop), quoted in the session transcript of a bounce. The final
+/// mailbox server looked the user up and found nobody: no content filter
+/// speaks through these.
+///
+/// Read line by line: the agent's name (optionally with its `(user)` tag,
+/// as Dovecot writes `lda(carol):`) followed by `:` and, on the same line,
+/// one of the missing-mailbox phrases. Postfix's `local` and `virtual`
+/// print no name, only `unknown user: "carol"` with the looked-up login in
+/// quotes, which no remote server's reply looks like. A fixed list of whole
+/// strings ("mail.local: unknown user", ...) was the first version; it
+/// missed the same agents' other wordings ("User doesn't exist", "Mailbox
+/// does not exist") and the `(user)` tag of every agent but one.
 pub(crate) fn local_agent_unknown_user(text: &str) -> bool {
     const AGENTS: &[&str] = &[
-        "mail.local: unknown user",
-        "mail.local: user unknown",
-        "procmail: unknown user",
-        "maildrop: unknown user",
-        "lda: unknown user",
-        "lda(",
-        "deliver: unknown user",
-        "local: unknown user",
-        "virtual: unknown user",
-        "local delivery failed: unknown user",
+        "mail.local",
+        "procmail",
+        "maildrop",
+        "dovecot-lda",
+        "dovecot",
+        "lda",
+        "deliver",
+        "lmtp",
+        "lmtpd",
+        "cyrus",
+        "local",
+        "virtual",
+        "local delivery failed",
     ];
     let lower = text.to_ascii_lowercase();
-    AGENTS.iter().any(|a| {
-        lower.match_indices(a).any(|(i, m)| {
-            // `lda(user)` lines only count when they say the user is unknown.
-            *a != "lda(" || lower[i + m.len()..].lines().next().is_some_and(|l| l.contains("unknown user"))
+    if lower.contains("unknown user: \"") {
+        return true;
+    }
+    lower.lines().any(|line| {
+        AGENTS.iter().any(|agent| {
+            line.match_indices(agent).any(|(i, m)| {
+                let starts_word = line[..i].chars().next_back().is_none_or(|c| !c.is_ascii_alphanumeric() && c != '.');
+                let mut rest = &line[i + m.len()..];
+                // Dovecot's `lda(carol):`, `lmtp(carol)<1234><abc>:`.
+                while rest.starts_with(['(', '<']) {
+                    let close = if rest.starts_with('(') { ')' } else { '>' };
+                    match rest.find(close) {
+                        Some(end) => rest = &rest[end + 1..],
+                        None => break,
+                    }
+                }
+                starts_word
+                    && rest.starts_with(':')
+                    && (contains_any(rest, NO_SUCH_USER) || contains_any(rest, NOT_FOUND))
+                    && !contains_any(rest, SOFT_DESPITE_CODE)
+            })
         })
     })
 }

@@ -441,3 +441,81 @@ fn a_passing_dns_failure_stays_soft() {
     assert_eq!(classify(None, None, "domain example.org not reachable", None), BounceKind::Hard);
     assert_eq!(classify(None, None, "host mx.example.org not reachable", None), BounceKind::Soft);
 }
+
+/// Issue 27, item 15: wordings of missing domains, missing mailboxes and
+/// local delivery agents that the general rules missed, and the shape of
+/// reports that made a recipient's block swallow another's diagnostic.
+/// A named message and every recipient it must yield, in order.
+type Expected = (&'static str, &'static [u8], &'static [(&'static str, BounceKind)]);
+
+#[test]
+fn issue_27_cases() {
+    let cases: &[Expected] = &[
+        (
+            "two-language-report-repeats-recipients",
+            include_bytes!("../../../tests/data/bounce-cases/two-language-report-repeats-recipients.eml"),
+            &[("ann@example.org", BounceKind::Soft), ("bob@example.org", BounceKind::Hard)],
+        ),
+        (
+            "exchange-online-dbeb-5.4.1",
+            include_bytes!("../../../tests/data/bounce-cases/exchange-online-dbeb-5.4.1.eml"),
+            &[("bob@example.org", BounceKind::Hard)],
+        ),
+        (
+            "yahoo-no-account-after-data",
+            include_bytes!("../../../tests/data/bounce-cases/yahoo-no-account-after-data.eml"),
+            &[("carol@yahoo.example", BounceKind::Hard)],
+        ),
+        (
+            "domain-named-could-not-be-found",
+            include_bytes!("../../../tests/data/bounce-cases/domain-named-could-not-be-found.eml"),
+            &[("dave@no-such-domain.example", BounceKind::Hard)],
+        ),
+        (
+            "exchange-nonexistent-domain",
+            include_bytes!("../../../tests/data/bounce-cases/exchange-nonexistent-domain.eml"),
+            &[("erin@no-such-domain.example", BounceKind::Hard)],
+        ),
+        (
+            "postfix-local-unknown-user-no-code",
+            include_bytes!("../../../tests/data/bounce-cases/postfix-local-unknown-user-no-code.eml"),
+            &[("frank@example.org", BounceKind::Hard)],
+        ),
+        (
+            "maildrop-invalid-user-no-code",
+            include_bytes!("../../../tests/data/bounce-cases/maildrop-invalid-user-no-code.eml"),
+            &[("grace@example.org", BounceKind::Hard)],
+        ),
+        (
+            "forwarded-bounce-message-id",
+            include_bytes!("../../../tests/data/bounce-cases/forwarded-bounce-message-id.eml"),
+            &[("henry@example.org", BounceKind::Hard)],
+        ),
+    ];
+    // Every case is checked before failing, so one run names all that differ.
+    let mut wrong = Vec::new();
+    for (name, raw, expected) in cases {
+        let report = parse(raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got: Vec<(&str, BounceKind)> = report.recipients.iter().map(|r| (r.recipient.as_str(), r.kind)).collect();
+        if got != expected.to_vec() {
+            wrong.push(format!("{name}: expected {expected:?}, got {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+#[test]
+fn guarded_wordings_keep_their_verdicts() {
+    use super::status::classify;
+    // Outlook.com's answer to an unknown recipient, with no 5.1.x code.
+    assert_eq!(
+        classify(Some("5.5.0"), Some(550), "550 Requested action not taken: mailbox unavailable", None),
+        BounceKind::Hard
+    );
+    // "Access denied" without Exchange Online's 5.4.1 stays a policy refusal.
+    assert_eq!(classify(Some("5.7.1"), Some(550), "Recipient address rejected: Access denied", None), BounceKind::Soft);
+    // A host (not a domain) that cannot be found may come back.
+    assert_eq!(classify(None, None, "host mx.example.org could not be found", None), BounceKind::Soft);
+    // A quoted provider verdict without the provider's code needs corroboration.
+    assert_eq!(classify(None, None, "This user doesn't have a example.org account", None), BounceKind::Soft);
+}
