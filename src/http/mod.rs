@@ -16,6 +16,7 @@ mod openapi;
 pub mod outbox;
 pub mod preferences;
 pub mod problem;
+pub mod resume;
 pub mod retry;
 pub mod rules;
 pub mod server;

@@ -13,6 +13,7 @@
 pub mod app;
 pub mod harness;
 pub mod smtp;
+pub mod sse;
 
 use std::sync::Arc;
 
