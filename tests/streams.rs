@@ -3,7 +3,10 @@
 //! SQLite, PostgreSQL and MariaDB, against a running server whose clock the
 //! test moves (`ManualClock`).
 //!
-//! Issue 27: a malformed `Last-Event-ID` (`abc`, `1e3`, `3.0`, a number
+//! Issue 27: a stream outlived its credential (an API key revoked with
+//! `herald keys revoke`, a user token past its `exp`); now it ends, with an
+//! `end` event saying why, within the key cache's staleness of the
+//! revocation and at the token's expiry. And a malformed `Last-Event-ID` (`abc`, `1e3`, `3.0`, a number
 //! past i64) replayed the whole retained history, and one ahead of the
 //! counter waited silently; now the first is a `400` naming the header and
 //! the second starts the stream from now.
@@ -15,20 +18,23 @@ use std::time::Duration;
 
 use common::app::App;
 use common::harness::{self, Trial};
-use common::sse::Events;
+use common::sse::{Events, Next};
 use common::{Backend, T0};
 use herald::clock::{Clock, ManualClock};
 use herald::delivery::worker::WorkerConfig;
-use herald::store::{EventStore, Store};
+use herald::store::{EventStore, RecipientStore, Store};
 use serde_json::{Value, json};
 
 /// How long a test waits for what must come promptly: only a safety net,
 /// nothing here waits for time to pass.
 const SOON: Duration = Duration::from_secs(10);
 
+const TOKEN_TTL: Duration = Duration::from_secs(600);
+
 async fn start(backend: Backend, clock: &ManualClock) -> App {
     App::start_on_clock(backend, Arc::new(clock.clone()), |c| {
         c.inbox.token_secret = Some("a token secret for the stream tests, long enough".into());
+        c.inbox.token_ttl = TOKEN_TTL;
     })
     .await
 }
@@ -125,6 +131,75 @@ async fn a_last_event_id_from_the_future_starts_from_now(backend: Backend) {
     app.stop().await;
 }
 
+/// `herald keys revoke ID` against the test's database, as an operator runs it.
+async fn revoke_with_the_cli(app: &App, id: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["keys", "revoke", id])
+        .current_dir(dir.path())
+        .env("HERALD_DATABASE_URL", &app.db.url)
+        .env("HERALD_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "herald keys revoke: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+async fn an_event_stream_ends_when_its_key_is_revoked(backend: Backend) {
+    let clock = ManualClock::at(T0);
+    let app = start(backend, &clock).await;
+    let mut events = Events::new(open(&app, "/v1/events/stream", &app.key, None).await);
+    events.expect("ready", SOON).await;
+    deliver_inbox(&app, &clock, "ada", "while the key works").await;
+    events.expect("outcome", SOON).await;
+
+    let keys = app.db.store.list_api_keys().await.unwrap();
+    revoke_with_the_cli(&app, &keys[0].id).await;
+    // A revoked key stops working everywhere within the key cache's
+    // staleness: the test moves the clock past it rather than wait.
+    clock.advance(herald::http::auth::KEY_CACHE_TTL);
+    let end = events.expect("end", SOON).await.json();
+    assert_eq!(end["reason"], "key_revoked", "{end}");
+    assert_eq!(end["detail"], "this API key was revoked", "{end}");
+    assert!(matches!(events.next(SOON).await, Next::Ended), "the stream is closed");
+
+    // The client's reconnect is refused, so it stops trying.
+    let resp = open(&app, "/v1/events/stream", &app.key, None).await;
+    assert_eq!(resp.status().as_u16(), 401);
+    app.stop().await;
+}
+
+async fn an_inbox_stream_ends_when_its_token_expires(backend: Backend) {
+    let clock = ManualClock::at(T0);
+    let app = start(backend, &clock).await;
+    let token = user_token(&app, "ada").await;
+    let mut inbox = Events::new(open(&app, "/v1/inbox/stream", &token, None).await);
+    inbox.expect("count", SOON).await;
+
+    // A second before the token expires the stream still carries messages.
+    clock.advance(TOKEN_TTL - Duration::from_secs(1));
+    deliver_inbox(&app, &clock, "ada", "just in time").await;
+    assert_eq!(inbox.expect("message", SOON).await.json()["title"], "just in time");
+
+    clock.advance(Duration::from_secs(1));
+    let end = inbox.expect("end", SOON).await.json();
+    assert_eq!(end["reason"], "token_expired", "{end}");
+    assert!(end["detail"].as_str().unwrap().contains("fresh"), "says what to do: {end}");
+    assert!(matches!(inbox.next(SOON).await, Next::Ended), "the stream is closed");
+
+    // What the widget does next: its reconnect is refused, it asks its page
+    // for a fresh token, and that one streams again.
+    let resp = open(&app, "/v1/inbox/stream", &token, None).await;
+    assert_eq!(resp.status().as_u16(), 401);
+    let fresh = user_token(&app, "ada").await;
+    let mut again = Events::new(open(&app, "/v1/inbox/stream", &fresh, None).await);
+    again.expect("count", SOON).await;
+    deliver_inbox(&app, &clock, "ada", "with a fresh token").await;
+    assert_eq!(again.expect("message", SOON).await.json()["title"], "with a fresh token");
+    drop(again);
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials: Vec<Trial> = Vec::new();
     for (prefix, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
@@ -134,6 +209,8 @@ fn main() -> std::process::ExitCode {
             };
         }
         per_backend!(
+            an_event_stream_ends_when_its_key_is_revoked,
+            an_inbox_stream_ends_when_its_token_expires,
             a_malformed_last_event_id_is_refused_on_both_streams,
             a_last_event_id_from_the_future_starts_from_now
         );

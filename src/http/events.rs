@@ -13,7 +13,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::Deserialize;
@@ -21,6 +21,8 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::AppState;
+use super::auth::Caller;
+use super::credential::Credential;
 use super::problem::{ApiError, ApiQuery, Problem};
 use super::resume::{self, LastEventId, Resume};
 
@@ -52,7 +54,9 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 /// `suppression`, `suppression_lifted`), its `id` the event's position in
 /// commit order (send it back as `Last-Event-ID` to resume; an event id from
 /// an older version is accepted too), its `data` the event as JSON. A
-/// malformed `Last-Event-ID` is a `400` naming the header.
+/// malformed `Last-Event-ID` is a `400` naming the header. The stream ends
+/// (after an `end` event saying why) within five seconds of its API key's
+/// revocation, like any other request with that key.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events",
     params(EventsQuery, ("Last-Event-ID" = Option<String>, Header,
         description = "The `id` of the last event received: resume right after it")),
@@ -64,6 +68,7 @@ const BACKSTOP: Duration = Duration::from_secs(2);
     security(("api_key" = [])))]
 pub async fn stream(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
@@ -83,7 +88,10 @@ pub async fn stream(
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut signal = state.store.event_signal();
+    let credential = Credential::ApiKey { hash: caller.key_hash };
     tokio::spawn(async move {
+        let lapsed = credential.lapsed(&state);
+        tokio::pin!(lapsed);
         // Tells the follower where the stream starts, and that anything
         // committed from now on will reach it.
         let mut ready = serde_json::json!({ "after": last });
@@ -113,6 +121,12 @@ pub async fn stream(
                 }
             }
             tokio::select! {
+                // First: once the key is revoked, nothing more is sent.
+                biased;
+                why = &mut lapsed => {
+                    let _ = tx.send(Ok(why.event())).await;
+                    return;
+                }
                 changed = signal.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(BACKSTOP) => {}
                 _ = tx.closed() => return,

@@ -13,9 +13,10 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::AppState;
+use super::credential::Credential;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
 use super::resume::{self, LastEventId, Resume};
-use super::user_auth::InboxUser;
+use super::user_auth::{InboxUser, TokenExpiry};
 use crate::store::{InboxCounts, InboxFilter, InboxMark, InboxMessage};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -164,7 +165,9 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 /// and `count` events when the counts change. Reconnect with
 /// `Last-Event-ID` (browsers do) to receive what was missed, exactly once;
 /// a malformed one is a `400` naming the header, one ahead of every
-/// position handed out starts the stream from now.
+/// position handed out starts the stream from now. The stream ends (after an
+/// `end` event saying why) when its token expires: reconnect with a fresh
+/// one.
 #[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
     params(("Last-Event-ID" = Option<String>, Header,
         description = "The `id` of the last event received: resume right after it")),
@@ -177,6 +180,7 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 pub async fn stream(
     State(state): State<AppState>,
     Extension(InboxUser(user)): Extension<InboxUser>,
+    Extension(TokenExpiry(expires_at)): Extension<TokenExpiry>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     // Without Last-Event-ID the stream starts from now: the client reads
@@ -189,7 +193,10 @@ pub async fn stream(
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut changes = state.store.inbox_changes();
+    let credential = Credential::UserToken { expires_at };
     tokio::spawn(async move {
+        let lapsed = credential.lapsed(&state);
+        tokio::pin!(lapsed);
         let mut last_counts: Option<InboxCounts> = None;
         loop {
             // Send what is new since the last position, then the counts if
@@ -233,6 +240,12 @@ pub async fn stream(
                 }
             };
             tokio::select! {
+                // First: once the token has expired, nothing more is sent.
+                biased;
+                why = &mut lapsed => {
+                    let _ = tx.send(Ok(why.event())).await;
+                    return;
+                }
                 alive = wake => if !alive { return },
                 _ = tokio::time::sleep(STREAM_BACKSTOP) => {}
                 _ = tx.closed() => return,

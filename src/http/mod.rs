@@ -9,6 +9,7 @@
 pub mod access;
 pub mod auth;
 pub mod bounces;
+pub mod credential;
 pub mod events;
 pub mod inbox;
 pub mod nul;
