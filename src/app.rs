@@ -13,7 +13,7 @@ use crate::delivery::channel::Registry;
 use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
 use crate::delivery::channel::email::EmailChannel;
 use crate::delivery::channel::inbox::InboxChannel;
-use crate::delivery::channel::webhook::{SigningSecret, WebhookChannel};
+use crate::delivery::channel::webhook::{SigningSecrets, WebhookChannel};
 use crate::delivery::worker::Worker;
 use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
@@ -106,10 +106,10 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
 /// configured, webhooks when a signing secret is.
 pub fn configured_registry(config: &Config, email: Option<Arc<EmailChannel>>) -> Registry {
     let mut r = registry_with_email(email);
-    if let Some(secret) = &config.webhook.signing_secret {
+    if let Some(secrets) = &config.webhook.signing_secret {
         // Validated at load; a failure here is a bug, not a configuration error.
-        let secret = SigningSecret::parse(secret).expect("webhook.signing_secret was validated at load");
-        r.register("webhook", Arc::new(WebhookChannel::new(secret, config.webhook.policy(), config.webhook.timeout)));
+        let secrets = SigningSecrets::parse(secrets).expect("webhook.signing_secret was validated at load");
+        r.register("webhook", Arc::new(WebhookChannel::new(secrets, config.webhook.policy(), config.webhook.timeout)));
     }
     r
 }

@@ -111,7 +111,8 @@ pub enum KeysCommand {
     },
     /// List keys (names, prefixes, created, revoked), never the keys themselves.
     List,
-    /// Revoke a key by id; requests with it get 401 from then on.
+    /// Revoke a key by id; requests with it get 401 from then on (on every
+    /// instance within 5 s), and event streams opened with it end.
     Revoke {
         /// The key's id, from `herald keys list`
         id: String,

@@ -262,9 +262,11 @@ impl Default for InboxSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct WebhookSettings {
     /// Standard Webhooks signing secret, `whsec_` + base64 of at least 24
-    /// random bytes (`openssl rand -base64 32`). Without it the webhook
+    /// random bytes (`openssl rand -base64 32`), or a list of them while
+    /// receivers move from one to the next: every delivery is signed with
+    /// each (see `delivery::channel::signing`). Without it the webhook
     /// channel cannot deliver, and its rows end `failed` saying so.
-    pub signing_secret: Option<String>,
+    pub signing_secret: Option<crate::delivery::channel::signing::SecretList>,
     /// Allow rules to target loopback and private addresses. Off by default,
     /// so a rule cannot be used to reach internal services.
     pub allow_private_networks: bool,
@@ -657,10 +659,14 @@ impl Config {
         if self.planner.poll < Duration::from_millis(10) {
             return Err(invalid("planner.poll", humantime::format_duration(self.planner.poll), "at least 10ms"));
         }
-        if let Some(secret) = &self.webhook.signing_secret
-            && let Err(e) = crate::delivery::channel::webhook::SigningSecret::parse(secret)
+        if let Some(secrets) = &self.webhook.signing_secret
+            && let Err(e) = crate::delivery::channel::signing::SigningSecrets::parse(secrets)
         {
-            return Err(invalid("webhook.signing_secret", "(hidden)", format!("a Standard Webhooks secret: {e}")));
+            return Err(invalid(
+                "webhook.signing_secret",
+                e.shown(),
+                format!("a Standard Webhooks secret, or a list of them: {e}"),
+            ));
         }
         if self.webhook.timeout.is_zero() || self.webhook.timeout >= self.worker.deliver_timeout {
             return Err(invalid(
@@ -996,6 +1002,30 @@ mod tests {
             .to_string();
         assert!(err.contains("webhook.signing_secret") && err.contains("whsec_"), "{err}");
         assert!(!err.contains("hunter2"), "secrets are never printed: {err}");
+    }
+
+    #[test]
+    fn the_webhook_secret_takes_one_secret_or_a_list_for_a_rotation() {
+        use crate::delivery::channel::signing::SecretList;
+        let (new, old) = ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_dGhlIG9sZCBzZWNyZXQsIDMyIGJ5dGVzIGxvbmch");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("herald.toml");
+        std::fs::write(&path, format!("[webhook]\nsigning_secret = [\"{new}\", \"{old}\"]\n")).unwrap();
+        let c = Config::load(Some(&path), env(&[]), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.webhook.signing_secret, Some(SecretList::Many(vec![new.into(), old.into()])));
+        let list = format!("[\"{new}\", \"{old}\"]");
+        let c =
+            Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", &list)]), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.webhook.signing_secret.unwrap().texts(), [new, old], "the same list from the environment");
+        let c = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", new)]), &FlagOverrides::default()).unwrap();
+        assert_eq!(c.webhook.signing_secret, Some(SecretList::One(new.into())), "a single secret as before");
+
+        let bad = format!("[\"{new}\", \"hunter2\"]");
+        let err = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", &bad)]), &FlagOverrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("webhook.signing_secret") && err.contains("item [1]") && err.contains("whsec_"), "{err}");
+        assert!(!err.contains("hunter2") && !err.contains(new), "secrets are never printed: {err}");
     }
 
     #[test]

@@ -268,10 +268,12 @@ async fn chaos_mariadb_email() {
 }
 
 fn main() -> std::process::ExitCode {
+    use common::harness::on_request;
+    const WHY: &str = "a chaos run of tens of seconds that kills herald processes";
     common::harness::main(vec![
-        common::harness::on_request("chaos_postgres_inbox", chaos_postgres_inbox),
-        common::harness::on_request("chaos_mariadb_inbox", chaos_mariadb_inbox),
-        common::harness::on_request("chaos_postgres_email", chaos_postgres_email),
-        common::harness::on_request("chaos_mariadb_email", chaos_mariadb_email),
+        on_request("chaos_postgres_inbox", WHY, chaos_postgres_inbox),
+        on_request("chaos_mariadb_inbox", WHY, chaos_mariadb_inbox),
+        on_request("chaos_postgres_email", WHY, chaos_postgres_email),
+        on_request("chaos_mariadb_email", WHY, chaos_mariadb_email),
     ])
 }

@@ -456,10 +456,12 @@ async fn patroni_async_leader_killed() {
 }
 
 fn main() -> std::process::ExitCode {
+    use common::harness::on_request;
+    const WHY: &str = "starts a database cluster as root on fixed ports and takes minutes";
     common::harness::main(vec![
-        common::harness::on_request("galera_three_nodes_one_killed", galera_three_nodes_one_killed),
-        common::harness::on_request("patroni_leader_killed", patroni_leader_killed),
-        common::harness::on_request("patroni_async_leader_killed", patroni_async_leader_killed),
+        on_request("galera_three_nodes_one_killed", WHY, galera_three_nodes_one_killed),
+        on_request("patroni_leader_killed", WHY, patroni_leader_killed),
+        on_request("patroni_async_leader_killed", WHY, patroni_async_leader_killed),
     ])
 }
 

@@ -218,19 +218,25 @@ async fn faults(mut server: Server, name: &str) {
 
 async fn postgres_restart_and_connection_cuts() {
     let Some(pg) = PrivatePostgres::start() else {
-        common::harness::skip("no PostgreSQL server binaries under /usr/lib/postgresql/*/bin")
+        common::harness::skip(
+            "needs the PostgreSQL server binaries under /usr/lib/postgresql/*/bin: apt-get install postgresql",
+        )
     };
     faults(Server::Postgres(pg), "postgres").await;
 }
 
 async fn mariadb_restart_and_connection_cuts() {
-    let Some(db) = PrivateMariaDb::start().await else { common::harness::skip("/usr/sbin/mariadbd is not installed") };
+    let Some(db) = PrivateMariaDb::start().await else {
+        common::harness::skip("needs /usr/sbin/mariadbd: apt-get install mariadb-server")
+    };
     faults(Server::MariaDb(db), "mariadb").await;
 }
 
 fn main() -> std::process::ExitCode {
+    use common::harness::on_request;
+    const WHY: &str = "starts and stops its own database server, about a minute";
     common::harness::main(vec![
-        common::harness::on_request("postgres_restart_and_connection_cuts", postgres_restart_and_connection_cuts),
-        common::harness::on_request("mariadb_restart_and_connection_cuts", mariadb_restart_and_connection_cuts),
+        on_request("postgres_restart_and_connection_cuts", WHY, postgres_restart_and_connection_cuts),
+        on_request("mariadb_restart_and_connection_cuts", WHY, mariadb_restart_and_connection_cuts),
     ])
 }

@@ -529,7 +529,7 @@ fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf,
     };
     if !ok {
         assert!(!common::in_ci(), "CI=true but the openssl command line could not make a test CA");
-        common::harness::skip("the openssl command line could not make a test CA; install openssl");
+        common::harness::skip("needs the openssl command line to make a test CA: apt-get install openssl");
     }
     (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
 }

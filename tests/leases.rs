@@ -188,6 +188,7 @@ async fn a_killed_instances_rows_are_delivered_by_the_other_within_two_minutes()
 fn main() -> std::process::ExitCode {
     common::harness::main(vec![common::harness::on_request(
         "postgres::a_killed_instances_rows_are_delivered_by_the_other_within_two_minutes",
+        "kills a herald process and waits out its lease, about two minutes",
         a_killed_instances_rows_are_delivered_by_the_other_within_two_minutes,
     )])
 }

@@ -316,11 +316,11 @@ fn in_ci() -> bool {
 /// Whether `tool` runs. Outside CI a missing tool ends the test as ignored,
 /// naming the tool (the checks before it ran and passed; the rest did not);
 /// under `CI=true` it fails the test.
-fn have(tool: &str, probe: &[&str]) -> bool {
+fn have(tool: &str, install: &str, probe: &[&str]) -> bool {
     let ok = std::process::Command::new(tool).args(probe).output().is_ok_and(|o| o.status.success());
     if !ok {
         assert!(!in_ci(), "CI=true but {tool} is not installed (.ci/run installs it)");
-        common::harness::skip(format!("{tool} is not installed; the checks that need it did not run"));
+        common::harness::skip(format!("needs {tool} for the rest of its checks (those before it passed): {install}"));
     }
     ok
 }
@@ -352,7 +352,7 @@ async fn metrics_follow_accept_and_pass_promtool() {
         get(Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")).await;
     assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
     assert!(om.ends_with("# EOF\n"), "{om}");
-    if have("promtool", &["--version"]) {
+    if have("promtool", "apt-get install prometheus", &["--version"]) {
         use std::io::Write;
         let mut child = std::process::Command::new("promtool")
             .args(["check", "metrics"])
@@ -422,11 +422,11 @@ async fn the_openapi_document_is_valid_and_generates_a_client() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    if have("openapi-spec-validator", &["--help"]) {
+    if have("openapi-spec-validator", "pip install openapi-spec-validator", &["--help"]) {
         let said = run("openapi-spec-validator", &[file.to_str().unwrap()]);
         assert!(said.contains("OK"), "{said}");
     }
-    if have("openapi-python-client", &["--version"]) {
+    if have("openapi-python-client", "pip install openapi-python-client", &["--version"]) {
         run(
             "openapi-python-client",
             &[

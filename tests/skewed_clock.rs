@@ -36,7 +36,7 @@ async fn an_instance_an_hour_ahead_takes_no_claim_sends_nothing_early_and_expire
         if common::in_ci() {
             panic!("libfaketime is not installed (apt package faketime); .ci/run installs it");
         }
-        common::harness::skip("libfaketime is not installed (apt package faketime)")
+        common::harness::skip("needs libfaketime: apt-get install faketime")
     };
     let db = TestDb::new(backend).await;
     let (_, api_key) = herald::http::auth::generate("tests", herald::clock::Clock::now(&herald::clock::SystemClock));

@@ -114,6 +114,46 @@ async fn a_delivered_event_verifies_with_the_reference_implementation() {
     assert!(wh.verify(&tampered, &headers).is_err());
 }
 
+/// Issue 27: a secret rotation as Standard Webhooks allows it. With
+/// `webhook.signing_secret` a list, every delivery carries one signature per
+/// secret, so receivers still on the old secret and those already on the
+/// new one both verify it, and none has to move at the same moment.
+#[tokio::test]
+async fn during_a_rotation_either_secret_verifies_a_delivery() {
+    use herald::delivery::channel::Lookup;
+    use herald::delivery::channel::webhook::SecretList;
+    const NEW: &str = "whsec_dGhlIG5ldyBzZWNyZXQsIDMyIGJ5dGVzIGxvbmch";
+    let (base, seen) = receiver().await;
+    let mut config = herald::config::Config::default();
+    config.webhook.signing_secret = Some(SecretList::Many(vec![NEW.into(), SECRET.into()]));
+    config.webhook.allow_private_networks = true;
+    config.validate().expect("a list of secrets is a valid configuration");
+    let registry = herald::app::configured_registry(&config, None);
+    let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!("the webhook channel is configured") };
+    let outcome = webhook.deliver(&delivery(&format!("{base}/ok"))).await;
+    assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
+
+    let (headers, body) = seen.lock().unwrap().remove(0);
+    let signatures: Vec<&str> = headers["webhook-signature"].to_str().unwrap().split(' ').collect();
+    assert_eq!(signatures.len(), 2, "one signature per secret, space-separated: {signatures:?}");
+    assert!(signatures.iter().all(|s| s.starts_with("v1,")), "{signatures:?}");
+    for secret in [SECRET, NEW] {
+        standardwebhooks::Webhook::new(secret).unwrap().verify(&body, &headers).expect("either secret verifies");
+    }
+    let stranger = "whsec_YW5vdGhlciBkZXBsb3ltZW50J3Mgc2VjcmV0IGtleQ==";
+    assert!(standardwebhooks::Webhook::new(stranger).unwrap().verify(&body, &headers).is_err());
+
+    // After the rotation the old secret is dropped from the list, and its
+    // signature with it.
+    config.webhook.signing_secret = Some(SecretList::Many(vec![NEW.into()]));
+    let registry = herald::app::configured_registry(&config, None);
+    let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!() };
+    assert!(matches!(webhook.deliver(&delivery(&format!("{base}/ok"))).await, Outcome::Sent { .. }));
+    let (headers, body) = seen.lock().unwrap().remove(0);
+    assert!(standardwebhooks::Webhook::new(NEW).unwrap().verify(&body, &headers).is_ok());
+    assert!(standardwebhooks::Webhook::new(SECRET).unwrap().verify(&body, &headers).is_err(), "the old one is gone");
+}
+
 #[tokio::test]
 async fn each_response_class_leads_to_its_outcome() {
     let (base, _) = receiver().await;

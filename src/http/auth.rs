@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::header;
@@ -51,39 +51,66 @@ pub fn generate(name: &str, now: Millis) -> (String, ApiKeyRow) {
 pub struct Caller {
     pub key_id: String,
     pub key_name: String,
+    /// The key's SHA-256, so a long-lived response can look the key up
+    /// again (see `http::credential`) without holding the key itself.
+    pub key_hash: String,
 }
 
 /// How long a key's lookup is reused. A key revoked (on any instance, or
-/// with `herald keys revoke`) stops working everywhere within this time.
+/// with `herald keys revoke`) stops working everywhere within this time,
+/// open event streams included.
 pub const KEY_CACHE_TTL: Duration = Duration::from_secs(5);
 
 /// Keys seen recently, by hash, so a busy client costs one lookup every
 /// [`KEY_CACHE_TTL`] instead of one per request. Unknown keys are not
 /// remembered: a key created a moment ago works at once.
+///
+/// Ages are read on the service's clock (`AppState::clock`), not
+/// `Instant`, so a test moves past the staleness with a manual clock
+/// instead of waiting it out.
 #[derive(Clone, Default)]
 pub struct KeyCache {
-    seen: Arc<Mutex<HashMap<String, (Instant, ApiKeyRow)>>>,
+    seen: Arc<Mutex<HashMap<String, (Millis, ApiKeyRow)>>>,
 }
 
 /// Most keys remembered; past that the cache starts afresh.
 const KEY_CACHE_CAPACITY: usize = 10_000;
 
+/// A key as the cache knows it.
+#[derive(Debug, Clone)]
+pub enum KeyStatus {
+    /// It works; the answer may change once `fresh_until` has passed.
+    Active {
+        row: ApiKeyRow,
+        fresh_until: Millis,
+    },
+    Revoked,
+    Unknown,
+}
+
 impl KeyCache {
-    async fn lookup(&self, state: &AppState, hash: &str) -> Result<Option<ApiKeyRow>, ApiError> {
-        if let Some((at, row)) = self.seen.lock().unwrap_or_else(PoisonError::into_inner).get(hash)
-            && at.elapsed() < KEY_CACHE_TTL
-        {
-            return Ok(Some(row.clone()));
-        }
-        let found = state.store.api_key_by_hash(hash).await?;
-        if let Some(row) = &found {
-            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-            if seen.len() >= KEY_CACHE_CAPACITY {
-                seen.clear();
+    /// The key with this hash, from the cache while its lookup is younger
+    /// than [`KEY_CACHE_TTL`], from the database otherwise.
+    pub async fn status(&self, state: &AppState, hash: &str) -> Result<KeyStatus, ApiError> {
+        let now = state.clock.now();
+        let cached = self.seen.lock().unwrap_or_else(PoisonError::into_inner).get(hash).cloned();
+        // A lookup "from the future" (the clock was set back) is stale too.
+        let (at, row) = match cached {
+            Some((at, row)) if at <= now && now.since(at) < KEY_CACHE_TTL => (at, row),
+            _ => {
+                let Some(row) = state.store.api_key_by_hash(hash).await? else { return Ok(KeyStatus::Unknown) };
+                let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                if seen.len() >= KEY_CACHE_CAPACITY {
+                    seen.clear();
+                }
+                seen.insert(hash.to_owned(), (now, row.clone()));
+                (now, row)
             }
-            seen.insert(hash.to_owned(), (Instant::now(), row.clone()));
-        }
-        Ok(found)
+        };
+        Ok(match row.revoked_at {
+            Some(_) => KeyStatus::Revoked,
+            None => KeyStatus::Active { row, fresh_until: at.plus(KEY_CACHE_TTL) },
+        })
     }
 }
 
@@ -93,6 +120,10 @@ impl Caller {
         format!("api key \"{}\"", self.key_name)
     }
 }
+
+/// Why a key is refused, for the 401's detail.
+pub const REVOKED: &str = "this API key was revoked";
+pub const UNKNOWN: &str = "API key not recognised";
 
 pub async fn require_api_key(
     State(state): State<AppState>,
@@ -105,14 +136,14 @@ pub async fn require_api_key(
             detail: "missing API key: send the header `Authorization: Bearer <key>` (create a key with `herald keys create --name NAME`)".into(),
         });
     };
-    let found = state.api_keys.lookup(&state, &hash_key(key)).await?;
-    match found {
-        Some(k) if k.revoked_at.is_none() => {
-            req.extensions_mut().insert(Caller { key_id: k.id, key_name: k.name });
+    let key_hash = hash_key(key);
+    match state.api_keys.status(&state, &key_hash).await? {
+        KeyStatus::Active { row, .. } => {
+            req.extensions_mut().insert(Caller { key_id: row.id, key_name: row.name, key_hash });
             Ok(next.run(req).await)
         }
-        Some(_) => Err(ApiError::Unauthorized { detail: "this API key was revoked".into() }),
-        None => Err(ApiError::Unauthorized { detail: "API key not recognised".into() }),
+        KeyStatus::Revoked => Err(ApiError::Unauthorized { detail: REVOKED.into() }),
+        KeyStatus::Unknown => Err(ApiError::Unauthorized { detail: UNKNOWN.into() }),
     }
 }
 

@@ -13,7 +13,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::Deserialize;
@@ -21,7 +21,10 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::AppState;
-use super::problem::{ApiQuery, Problem};
+use super::auth::Caller;
+use super::credential::Credential;
+use super::problem::{ApiError, ApiQuery, Problem};
+use super::resume::{self, LastEventId, Resume};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -45,11 +48,18 @@ pub enum From {
 const BACKSTOP: Duration = Duration::from_secs(2);
 
 /// Outcome events as Server-Sent Events. First a `ready` event (where the
-/// stream starts); then each event's `event` is its kind (`outcome`,
-/// `held`, `suppression`, `suppression_lifted`), its `id` the event's position in
+/// stream starts: `{"after": position}`, plus a `note` when a
+/// `Last-Event-ID` ahead of every position handed out made it start from
+/// now); then each event's `event` is its kind (`outcome`, `held`,
+/// `suppression`, `suppression_lifted`), its `id` the event's position in
 /// commit order (send it back as `Last-Event-ID` to resume; an event id from
-/// an older version is accepted too), its `data` the event as JSON.
-#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery),
+/// an older version is accepted too), its `data` the event as JSON. A
+/// malformed `Last-Event-ID` is a `400` naming the header. The stream ends
+/// (after an `end` event saying why) within five seconds of its API key's
+/// revocation, like any other request with that key.
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events",
+    params(EventsQuery, ("Last-Event-ID" = Option<String>, Header,
+        description = "The `id` of the last event received: resume right after it")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -58,26 +68,36 @@ const BACKSTOP: Duration = Duration::from_secs(2);
     security(("api_key" = [])))]
 pub async fn stream(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<EventsQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Where to start is settled before answering, so a malformed id is a
+    // 400 rather than a stream that starts somewhere.
+    let mut note = None;
+    let mut last = match (resume::last_event_id(&headers)?, q.from) {
+        (Some(LastEventId::Position(p)), _) => {
+            let resume = Resume::check(&*state.store, p).await?;
+            note = resume.note();
+            resume.start()
+        }
+        // An event id, from a follower of an older version.
+        (Some(LastEventId::Legacy(id)), _) => state.store.event_position(&id).await?.unwrap_or(0),
+        (None, Some(From::Start)) => 0,
+        (None, _) => state.store.latest_event_position().await?,
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut signal = state.store.event_signal();
+    let credential = Credential::ApiKey { hash: caller.key_hash };
     tokio::spawn(async move {
-        let start = match (resume, q.from) {
-            (Some(id), _) => match id.parse::<i64>() {
-                Ok(position) => Ok(position),
-                // An event id, from a follower of an older version.
-                Err(_) => state.store.event_position(&id).await.map(|p| p.unwrap_or(0)),
-            },
-            (None, Some(From::Start)) => Ok(0),
-            (None, _) => state.store.latest_event_position().await,
-        };
-        let Ok(mut last) = start else { return };
+        let lapsed = credential.lapsed(&state);
+        tokio::pin!(lapsed);
         // Tells the follower where the stream starts, and that anything
         // committed from now on will reach it.
-        let ready = serde_json::json!({ "after": last });
+        let mut ready = serde_json::json!({ "after": last });
+        if let Some(note) = note {
+            ready["note"] = note.into();
+        }
         if tx.send(Ok(Event::default().event("ready").data(ready.to_string()))).await.is_err() {
             return;
         }
@@ -101,6 +121,12 @@ pub async fn stream(
                 }
             }
             tokio::select! {
+                // First: once the key is revoked, nothing more is sent.
+                biased;
+                why = &mut lapsed => {
+                    let _ = tx.send(Ok(why.event())).await;
+                    return;
+                }
                 changed = signal.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep(BACKSTOP) => {}
                 _ = tx.closed() => return,
@@ -108,5 +134,5 @@ pub async fn stream(
             }
         }
     });
-    Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default())
+    Ok(Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()))
 }

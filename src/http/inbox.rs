@@ -13,8 +13,10 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::AppState;
+use super::credential::Credential;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
-use super::user_auth::InboxUser;
+use super::resume::{self, LastEventId, Resume};
+use super::user_auth::{InboxUser, TokenExpiry};
 use crate::store::{InboxCounts, InboxFilter, InboxMark, InboxMessage};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -161,30 +163,41 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 /// Server-Sent Events: `message` events for new messages (their `id` is the
 /// message's position in commit order; the message's own id is in the data)
 /// and `count` events when the counts change. Reconnect with
-/// `Last-Event-ID` (browsers do) to receive what was missed, exactly once.
+/// `Last-Event-ID` (browsers do) to receive what was missed, exactly once;
+/// a malformed one is a `400` naming the header, one ahead of every
+/// position handed out starts the stream from now. The stream ends (after an
+/// `end` event saying why) when its token expires: reconnect with a fresh
+/// one.
 #[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
+    params(("Last-Event-ID" = Option<String>, Header,
+        description = "The `id` of the last event received: resume right after it")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
         (status = 401, body = Problem, content_type = "application/problem+json"),
     ),
     security(("user_token" = [])))]
 pub async fn stream(
     State(state): State<AppState>,
     Extension(InboxUser(user)): Extension<InboxUser>,
+    Extension(TokenExpiry(expires_at)): Extension<TokenExpiry>,
     headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    // Without Last-Event-ID the stream starts from now: the client reads
+    // the existing inbox with GET /v1/inbox. Settled before answering, so a
+    // malformed id is a 400 rather than a stream that starts somewhere.
+    let mut last = match resume::last_event_id(&headers)? {
+        Some(LastEventId::Position(p)) => Resume::check(&*state.store, p).await?.start(),
+        Some(LastEventId::Legacy(id)) => state.store.inbox_resume_position(&user, &id).await?,
+        None => state.store.inbox_latest_position(&user).await?,
+    };
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Event, Infallible>>(64);
     let mut changes = state.store.inbox_changes();
+    let credential = Credential::UserToken { expires_at };
     tokio::spawn(async move {
+        let lapsed = credential.lapsed(&state);
+        tokio::pin!(lapsed);
         let mut last_counts: Option<InboxCounts> = None;
-        // Without Last-Event-ID the stream starts from now: the client reads
-        // the existing inbox with GET /v1/inbox.
-        let start = match &resume {
-            Some(id) => state.store.inbox_resume_position(&user, id).await,
-            None => state.store.inbox_latest_position(&user).await,
-        };
-        let Ok(mut last) = start else { return };
         loop {
             // Send what is new since the last position, then the counts if
             // changed. Positions are in commit order: nothing committed later
@@ -227,6 +240,12 @@ pub async fn stream(
                 }
             };
             tokio::select! {
+                // First: once the token has expired, nothing more is sent.
+                biased;
+                why = &mut lapsed => {
+                    let _ = tx.send(Ok(why.event())).await;
+                    return;
+                }
                 alive = wake => if !alive { return },
                 _ = tokio::time::sleep(STREAM_BACKSTOP) => {}
                 _ = tx.closed() => return,
@@ -236,5 +255,5 @@ pub async fn stream(
             }
         }
     });
-    Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default())
+    Ok(Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default()))
 }

@@ -9,6 +9,7 @@
 pub mod access;
 pub mod auth;
 pub mod bounces;
+pub mod credential;
 pub mod events;
 pub mod inbox;
 pub mod nul;
@@ -16,6 +17,7 @@ mod openapi;
 pub mod outbox;
 pub mod preferences;
 pub mod problem;
+pub mod resume;
 pub mod retry;
 pub mod rules;
 pub mod server;

@@ -23,7 +23,8 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
-    /// For 422: every field that was refused, with line and column for templates.
+    /// For 422: every field that was refused, with line and column for
+    /// templates; for a 400 about a header, the header.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<FieldError>,
 }
@@ -32,6 +33,10 @@ pub struct Problem {
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// A request header Herald reads (`Last-Event-ID`) holds a value it
+    /// does not accept: a `400` whose `errors` name the header.
+    #[error("invalid header: {header}")]
+    BadHeader { header: &'static str, message: String },
     #[error("{detail}")]
     Unauthorized { detail: String },
     #[error("{0}")]
@@ -64,7 +69,7 @@ impl ApiError {
 
     fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::BadHeader { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
@@ -100,6 +105,9 @@ impl IntoResponse for ApiError {
             ApiError::Invalid(errors) => {
                 let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
                 (format!("invalid field(s): {}", fields.join(", ")), errors)
+            }
+            ApiError::BadHeader { header, message } => {
+                (format!("invalid header {header}: {message}"), vec![FieldError::new(header, message)])
             }
             other => (other.to_string(), vec![]),
         };

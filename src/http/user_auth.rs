@@ -48,6 +48,12 @@ struct Claims {
 #[derive(Debug, Clone)]
 pub struct InboxUser(pub UserId);
 
+/// When the request's token expires: the inbox stream ends then (see
+/// `http::credential`), since a token is only checked when a request
+/// arrives and a stream lives on after that.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenExpiry(pub Millis);
+
 impl TokenKey {
     pub fn new(secret: &[u8]) -> TokenKey {
         TokenKey(secret.to_vec())
@@ -77,6 +83,11 @@ impl TokenKey {
     /// The user a token names, if it is genuine and not expired. The error
     /// says which, for the 401's detail.
     pub fn verify(&self, token: &str, now: Millis) -> Result<UserId, &'static str> {
+        self.verify_until(token, now).map(|(user, _)| user)
+    }
+
+    /// [`TokenKey::verify`], with when the token expires.
+    pub fn verify_until(&self, token: &str, now: Millis) -> Result<(UserId, Millis), &'static str> {
         let (payload, sig) = token.split_once('.').ok_or("malformed token")?;
         let sig = URL_SAFE_NO_PAD.decode(sig).map_err(|_| "malformed token")?;
         // Constant-time comparison, inside the MAC library.
@@ -86,10 +97,12 @@ impl TokenKey {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .ok_or("malformed token")?;
-        if claims.exp.saturating_mul(1000) <= now.0 {
+        let expires_at = Millis(claims.exp.saturating_mul(1000));
+        if expires_at <= now {
             return Err("token expired");
         }
-        UserId::parse("sub", &claims.sub).map_err(|_| "malformed token")
+        let user = UserId::parse("sub", &claims.sub).map_err(|_| "malformed token")?;
+        Ok((user, expires_at))
     }
 }
 
@@ -108,9 +121,10 @@ pub async fn require_user_token(
             detail: "missing user token: send `Authorization: Bearer <token>` (from POST /v1/users/{id}/token)".into(),
         });
     };
-    match state.user_tokens.verify(&token, state.clock.now()) {
-        Ok(user) => {
+    match state.user_tokens.verify_until(&token, state.clock.now()) {
+        Ok((user, expires_at)) => {
             req.extensions_mut().insert(InboxUser(user));
+            req.extensions_mut().insert(TokenExpiry(expires_at));
             Ok(next.run(req).await)
         }
         Err(why) => Err(ApiError::Unauthorized { detail: why.into() }),

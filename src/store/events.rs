@@ -150,6 +150,10 @@ pub trait EventStore: Send + Sync {
     /// The position of the event with this id, for a follower that resumes
     /// with an event id; `None` if no such event is kept.
     async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError>;
+    /// The newest position handed out, to events and inbox messages alike
+    /// (0 before the first): a position a client sends back that is
+    /// greater was not handed out by this database.
+    async fn newest_position(&self) -> Result<i64, StoreError>;
     /// Changes every time events are appended (in this process, and on
     /// PostgreSQL in every instance).
     fn event_signal(&self) -> watch::Receiver<u64>;
@@ -202,6 +206,10 @@ impl EventStore for SqlStore {
             .await
             .map_err(StoreError::db("event position"))?;
         row.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(StoreError::db("event position"))
+    }
+
+    async fn newest_position(&self) -> Result<i64, StoreError> {
+        super::positions::newest(self.pool(), self.dialect()).await
     }
 
     fn event_signal(&self) -> watch::Receiver<u64> {

@@ -61,3 +61,17 @@ pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> R
     };
     Ok(last - n + 1)
 }
+
+/// The newest position of a committed transaction (0 before the first).
+/// A plain read: it waits for no writer (every dialect reads the committed
+/// row without its lock), and a writer that has taken positions but not
+/// committed has nothing visible to resume after yet.
+pub(crate) async fn newest(pool: &sqlx::AnyPool, d: Dialect) -> Result<i64, StoreError> {
+    sqlx::query(&d.sql("SELECT last FROM engagement_sequences WHERE name = ?"))
+        .bind(STREAM)
+        .fetch_optional(pool)
+        .await
+        .map_err(StoreError::db("newest position"))?
+        .map_or(Ok(0), |r| r.try_get(0))
+        .map_err(StoreError::db("newest position"))
+}

@@ -37,6 +37,16 @@ impl App {
     /// On `backend` (a test whose backend cannot be reached ends ignored,
     /// see `TestDb::new`).
     pub async fn start_on(backend: Backend, configure: impl FnOnce(&mut Config)) -> App {
+        App::start_inner(backend, None, configure).await
+    }
+
+    /// On `backend`, deciding by `clock` (a `ManualClock` the test moves)
+    /// instead of the database's.
+    pub async fn start_on_clock(backend: Backend, clock: Arc<dyn Clock>, configure: impl FnOnce(&mut Config)) -> App {
+        App::start_inner(backend, Some(clock), configure).await
+    }
+
+    async fn start_inner(backend: Backend, clock: Option<Arc<dyn Clock>>, configure: impl FnOnce(&mut Config)) -> App {
         let db = TestDb::new(backend).await;
         let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
         db.store.insert_api_key(&row).await.unwrap();
@@ -45,7 +55,11 @@ impl App {
         let mut config = test_config(&db);
         configure(&mut config);
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
+        let (store, token) = (db.store.clone(), shutdown.clone());
+        let task = match clock {
+            Some(clock) => tokio::spawn(herald::app::serve_with_clock(config, store, listener, token, clock)),
+            None => tokio::spawn(herald::app::serve_until(config, store, listener, token)),
+        };
         App { base, key, http: reqwest::Client::new(), db, shutdown, task }
     }
 

@@ -17,6 +17,17 @@
 //! Each suite's `main` lists its tests (`backend_tests!` lists the
 //! per-backend ones): a test function left out of the list is dead code,
 //! which `cargo clippy -D warnings` refuses.
+//!
+//! An ignored test says what it needs and the command that runs it, so the
+//! reader can act on the line alone: [`skip`]'s reason names what is
+//! missing and how to provide it, and [`test`] adds the command
+//! (`cargo test --test SUITE -- --exact NAME`). An opt-in test
+//! ([`on_request`]) names itself the same way: libtest-mimic prints a test
+//! flagged ignored as a bare `ignored` (its `with_ignored_flag` takes no
+//! reason; only a test that ran and ignored itself can give one), so
+//! without `--ignored` or `--include-ignored` an opt-in test is listed as
+//! one that ends ignored at once, with that reason (an outside review found
+//! nine bare `ignored` lines and thirteen `Ok(Ok(None))` reasons).
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -87,6 +98,16 @@ fn as_test_body<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
     result
 }
 
+/// The suite this harness runs in: the test target's name, as
+/// `cargo test --test` takes it.
+const SUITE: &str = env!("CARGO_CRATE_NAME");
+
+/// The command that runs one test of this suite.
+fn command(name: &str, opt_in: bool) -> String {
+    let ignored = if opt_in { " --ignored" } else { "" };
+    format!("cargo test --test {SUITE} --{ignored} --exact {name}")
+}
+
 /// An async test on its own two-worker tokio runtime (what
 /// `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` gave).
 pub fn test<F, Fut>(name: impl Into<String>, f: F) -> Trial
@@ -94,6 +115,8 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()>,
 {
+    let name = name.into();
+    let run = command(&name, false);
     Trial::ignorable_test(name, move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -101,30 +124,49 @@ where
             .build()
             .expect("a tokio runtime for the test");
         let outcome = as_test_body(|| runtime.block_on(f()));
-        completion(outcome)
+        completion(outcome, &run)
     })
 }
 
 /// A synchronous test.
 pub fn sync_test(name: impl Into<String>, f: impl FnOnce() + Send + 'static) -> Trial {
-    Trial::ignorable_test(name, move || completion(as_test_body(f)))
+    let name = name.into();
+    let run = command(&name, false);
+    Trial::ignorable_test(name, move || completion(as_test_body(f), &run))
 }
 
 /// A test that runs only when asked (`--ignored`, `--include-ignored`), like
-/// `#[ignore]`: the long chaos and fault runs.
-pub fn on_request<F, Fut>(name: impl Into<String>, f: F) -> Trial
+/// `#[ignore]`: the long chaos and fault runs. `why` says why it is opt-in
+/// (`"a chaos run, tens of seconds"`); without the flag the test is
+/// reported `ignored (opt-in, WHY: COMMAND)`.
+pub fn on_request<F, Fut>(name: impl Into<String>, why: &str, f: F) -> Trial
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()>,
 {
-    test(name, f).with_ignored_flag(true)
+    let name = name.into();
+    if asked_for_ignored() {
+        return test(name, f).with_ignored_flag(true);
+    }
+    let reason = format!("opt-in, {why}: {}", command(&name, true));
+    Trial::ignorable_test(name, move || Ok(Completion::ignored_with(reason)))
 }
 
-fn completion(outcome: std::thread::Result<()>) -> Result<Completion, libtest_mimic::Failed> {
+/// Whether the command line asks for the opt-in tests, read as
+/// libtest-mimic reads it.
+fn asked_for_ignored() -> bool {
+    static ASKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ASKED.get_or_init(|| {
+        let args = Arguments::from_args();
+        args.ignored || args.include_ignored
+    })
+}
+
+fn completion(outcome: std::thread::Result<()>, run: &str) -> Result<Completion, libtest_mimic::Failed> {
     match outcome {
         Ok(()) => Ok(Completion::Completed),
         Err(payload) => match payload.downcast::<Skip>() {
-            Ok(skip) => Ok(Completion::ignored_with(skip.0)),
+            Ok(skip) => Ok(Completion::ignored_with(format!("{}; then: {run}", skip.0))),
             // A real failure: the runner reports it with its message.
             Err(other) => resume_unwind(other),
         },

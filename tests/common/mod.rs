@@ -13,6 +13,7 @@
 pub mod app;
 pub mod harness;
 pub mod smtp;
+pub mod sse;
 
 use std::sync::Arc;
 
@@ -74,7 +75,11 @@ pub fn choose_server(backend: Backend, var_value: Option<&str>, listening: bool,
             ServerChoice::Fail(format!("CI=true but {var} is not set and nothing answers on 127.0.0.1:{port}"))
         }
         (None, false, false) => {
-            ServerChoice::Skip(format!("{backend:?}: {var} is not set and nothing answers on 127.0.0.1:{port}"))
+            let server = if backend == Backend::Postgres { "PostgreSQL" } else { "MariaDB or MySQL" };
+            ServerChoice::Skip(format!(
+                "needs a {server} server: {var} is not set and nothing answers on 127.0.0.1:{port} (start one \
+                 there, or set {var})"
+            ))
         }
     }
 }
@@ -181,7 +186,10 @@ async fn connect_admin(url: &str, given: bool) -> sqlx::AnyPool {
     match attempt {
         Ok(p) => p,
         Err(e) if !given && !in_ci() => {
-            harness::skip(format!("a server answers for {url} but does not take the login ({e}); set the URL"))
+            let var = if url.starts_with("postgres") { "HERALD_TEST_POSTGRES_URL" } else { "HERALD_TEST_MYSQL_URL" };
+            harness::skip(format!(
+                "a server answers for {url} but refuses the login ({e}): set {var} to a URL it accepts"
+            ))
         }
         Err(e) => panic!("cannot reach the test database at {url}: {e}"),
     }

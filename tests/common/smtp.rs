@@ -12,6 +12,29 @@ use tokio::io::AsyncBufReadExt;
 
 use super::in_ci;
 
+/// How long the sink may take to say READY.
+const STARTUP: Duration = Duration::from_secs(20);
+
+/// What to tell the reader when the sink did not say READY: aiosmtpd
+/// missing is by far the usual reason, and says what to install; anything
+/// else quotes the sink's own last words. (The reason used to be the
+/// debug print of the read, `Ok(Ok(None))`, which says nothing a reader
+/// can act on.)
+fn why_the_sink_did_not_start(
+    first: Result<std::io::Result<Option<String>>, tokio::time::error::Elapsed>,
+    stderr: &str,
+) -> String {
+    if stderr.contains("No module named 'aiosmtpd'") {
+        return "needs aiosmtpd (python3 cannot import it): pip install aiosmtpd".into();
+    }
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("nothing on stderr").trim();
+    match first {
+        Err(_) => format!("the SMTP sink (tests/smtp/server.py) did not say READY within {STARTUP:?}: {last}"),
+        Ok(Ok(Some(line))) => format!("the SMTP sink (tests/smtp/server.py) said {line:?} instead of READY: {last}"),
+        Ok(_) => format!("the SMTP sink (tests/smtp/server.py) exited before it was ready: {last}"),
+    }
+}
+
 /// `tests/smtp/server.py` on a free port; killed when dropped.
 pub struct SmtpSink {
     pub port: u16,
@@ -21,7 +44,8 @@ pub struct SmtpSink {
 
 impl SmtpSink {
     /// Starts the sink. Outside CI, a test without python3 or aiosmtpd ends
-    /// ignored, saying which is missing; under `CI=true` that is a failure.
+    /// ignored, saying which is missing and how to install it; under
+    /// `CI=true` that is a failure.
     pub async fn start() -> SmtpSink {
         SmtpSink::start_with(&[]).await
     }
@@ -39,6 +63,10 @@ impl SmtpSink {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
+        // The sink's stderr goes to a file, read only when it fails to
+        // start: a pipe nobody reads would fill and stall the sink.
+        let stderr_path = dir.path().join("sink-stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
         let spawned = tokio::process::Command::new("python3")
             .arg(&script)
             .arg(port.to_string())
@@ -46,24 +74,28 @@ impl SmtpSink {
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn();
         let mut child = match spawned {
             Ok(c) => c,
-            Err(e) if !in_ci() => {
-                super::harness::skip(format!("cannot run python3 ({e}); install python3 and aiosmtpd"))
-            }
+            Err(e) if !in_ci() => super::harness::skip(format!(
+                "needs python3 ({e}) with aiosmtpd: apt-get install python3 python3-pip, then pip install aiosmtpd"
+            )),
             Err(e) => panic!("CI=true but python3 cannot be run: {e}"),
         };
         let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        match tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await {
-            Ok(Ok(Some(l))) if l.trim() == "READY" => SmtpSink { port, dir, _child: child },
-            other if !in_ci() => {
-                super::harness::skip(format!("the SMTP sink did not start ({other:?}); pip install aiosmtpd"))
-            }
-            other => panic!("CI=true but the SMTP sink did not start: {other:?} (is aiosmtpd installed?)"),
+        let first = tokio::time::timeout(STARTUP, lines.next_line()).await;
+        if matches!(&first, Ok(Ok(Some(l))) if l.trim() == "READY") {
+            return SmtpSink { port, dir, _child: child };
         }
+        // Let it finish writing why it stopped (it has, if stdout closed).
+        let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        let why = why_the_sink_did_not_start(first, &std::fs::read_to_string(&stderr_path).unwrap_or_default());
+        if in_ci() {
+            panic!("CI=true but the SMTP sink did not start: {why}");
+        }
+        super::harness::skip(why)
     }
 
     /// Connections the server accepted (it logs one line per connection).

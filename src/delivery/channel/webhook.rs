@@ -15,12 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine;
-use hmac::{Hmac, KeyInit, Mac};
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde::Serialize;
-use sha2::Sha256;
 
+pub use super::signing::{SecretList, SigningSecret, SigningSecrets};
 use super::{Channel, Delivery, Outcome};
 
 /// Which target addresses a deployment allows.
@@ -145,31 +143,6 @@ impl Resolve for GuardedResolver {
     }
 }
 
-/// A Standard Webhooks signing secret: `whsec_` + base64 of the key bytes.
-#[derive(Clone)]
-pub struct SigningSecret(Vec<u8>);
-
-impl SigningSecret {
-    pub fn parse(s: &str) -> Result<SigningSecret, String> {
-        let b64 = s.strip_prefix("whsec_").ok_or("must start with \"whsec_\"")?;
-        let key = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .map_err(|e| format!("the part after \"whsec_\" must be base64 ({e})"))?;
-        if key.len() < 24 {
-            return Err("the key must be at least 24 bytes (32 random bytes recommended)".into());
-        }
-        Ok(SigningSecret(key))
-    }
-
-    /// `v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`
-    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(format!("{id}.{timestamp}.").as_bytes());
-        mac.update(body);
-        format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
-    }
-}
-
 /// The JSON body posted for one message.
 #[derive(Debug, Serialize)]
 struct Event<'a> {
@@ -197,12 +170,14 @@ const BODY_EXCERPT: usize = 200;
 
 pub struct WebhookChannel {
     client: reqwest::Client,
-    secret: SigningSecret,
+    /// Each delivery is signed with every one (see `channel::signing`).
+    secrets: SigningSecrets,
     policy: WebhookPolicy,
 }
 
 impl WebhookChannel {
-    pub fn new(secret: SigningSecret, policy: WebhookPolicy, timeout: Duration) -> WebhookChannel {
+    pub fn new(secrets: impl Into<SigningSecrets>, policy: WebhookPolicy, timeout: Duration) -> WebhookChannel {
+        let secrets = secrets.into();
         let client = reqwest::Client::builder()
             // Direct connections only. With a proxy from HTTP_PROXY or
             // HTTPS_PROXY the guarded resolver below resolves only the
@@ -219,7 +194,7 @@ impl WebhookChannel {
             .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
             .build()
             .expect("a client with a resolver and timeouts builds");
-        WebhookChannel { client, secret, policy }
+        WebhookChannel { client, secrets, policy }
     }
 }
 
@@ -261,7 +236,7 @@ impl Channel for WebhookChannel {
             .header("content-type", "application/json")
             .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string())
-            .header("webhook-signature", self.secret.sign(&id, timestamp, &body))
+            .header("webhook-signature", self.secrets.sign(&id, timestamp, &body))
             .body(body)
             .send()
             .await;
@@ -371,20 +346,5 @@ mod tests {
         assert!(err.to_string().contains("resolves only to loopback"), "{err}");
         let open = GuardedResolver { policy: WebhookPolicy { allow_private_networks: true } };
         assert!(open.resolve(Name::from_str("localhost").unwrap()).await.is_ok());
-    }
-
-    #[test]
-    fn secrets_must_be_standard_webhooks_secrets() {
-        assert!(SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_ok());
-        assert!(SigningSecret::parse("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").is_err());
-        assert!(SigningSecret::parse("whsec_short").is_err());
-    }
-
-    /// The example from the Standard Webhooks specification.
-    #[test]
-    fn signature_matches_the_specification_example() {
-        let secret = SigningSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
-        let sig = secret.sign("msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, br#"{"test": 2432232314}"#);
-        assert_eq!(sig, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
     }
 }
