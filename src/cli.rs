@@ -629,8 +629,12 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             links(&mut out, &r.id)?;
         }
     }
-    if log.is_empty() {
+    // An empty log says only that no outcome was recorded: with messages
+    // waiting above it, "nothing was ever scheduled" would contradict them.
+    if log.is_empty() && pending.is_empty() {
         writeln!(out, "nothing was ever scheduled for user {user}")?;
+    } else if log.is_empty() {
+        writeln!(out, "send log for user {user}: no outcome yet (nothing delivered or given up on so far)")?;
     } else {
         writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
     }
