@@ -22,6 +22,7 @@ use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::problem::ApiError;
 use crate::http::rules::{create_rule, delete_rule, dry_run, load, update_rule};
+use crate::planning::digest::DigestScheduleInput;
 use crate::planning::rule::{FieldError, RuleInput, RulePatch, RuleView};
 use crate::planning::template::{Condition, LocaleTemplate, TemplateSet};
 use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput};
@@ -53,6 +54,10 @@ struct WorkflowForm {
     sw_from: String,
     sw_until: String,
     digest_window: String,
+    /// A digest schedule's days (`ds_day_mon` …; none ticked: every day)
+    /// and time.
+    ds_days: Vec<String>,
+    ds_at: String,
     digest_key: String,
     digest_max_items: String,
     throttle_limit: String,
@@ -103,7 +108,14 @@ impl WorkflowForm {
             sw_days: sw.as_ref().map(|w| w.days.clone()).filter(|d| d.len() < 7).unwrap_or_default(),
             sw_from: sw.as_ref().map(|w| w.from.clone()).unwrap_or_default(),
             sw_until: sw.as_ref().map(|w| w.until.clone()).unwrap_or_default(),
-            digest_window: num(d.as_ref().map(|d| d.window)),
+            digest_window: num(d.as_ref().and_then(|d| d.window)),
+            ds_days: d
+                .as_ref()
+                .and_then(|d| d.schedule.as_ref())
+                .map(|s| s.days.clone())
+                .filter(|d| d.len() < 7)
+                .unwrap_or_default(),
+            ds_at: d.as_ref().and_then(|d| d.schedule.as_ref()).map(|s| s.at.clone()).unwrap_or_default(),
             digest_key: d.as_ref().and_then(|d| d.key.clone()).unwrap_or_default(),
             digest_max_items: num(d.as_ref().and_then(|d| d.max_items)),
             throttle_limit: num(t.as_ref().map(|t| t.limit)),
@@ -130,6 +142,12 @@ impl WorkflowForm {
             sw_from: get("sw_from"),
             sw_until: get("sw_until"),
             digest_window: get("digest_window"),
+            ds_days: crate::planning::workflow::WEEKDAYS
+                .iter()
+                .filter(|d| f.contains_key(&format!("ds_day_{d}")))
+                .map(|d| (*d).to_owned())
+                .collect(),
+            ds_at: get("ds_at"),
             digest_key: get("digest_key"),
             digest_max_items: get("digest_max_items"),
             throttle_limit: get("throttle_limit"),
@@ -183,14 +201,27 @@ impl WorkflowForm {
                 until: self.sw_until.clone(),
             }),
         };
-        input.digest = match (&digest_window, self.digest_key.is_empty() && self.digest_max_items.is_empty()) {
-            (Some(w), _) => Some(DigestInput { window: *w, key: opt(&self.digest_key), max_items: digest_max }),
-            (None, true) if self.digest_window.is_empty() => None,
-            (None, _) => {
+        // A window or a schedule (the API's checks refuse both, or a
+        // schedule without its time, naming the field).
+        let schedule = (!self.ds_at.is_empty() || !self.ds_days.is_empty()).then(|| DigestScheduleInput {
+            days: if self.ds_days.is_empty() {
+                crate::planning::workflow::WEEKDAYS.iter().map(|d| (*d).to_owned()).collect()
+            } else {
+                self.ds_days.clone()
+            },
+            at: self.ds_at.clone(),
+        });
+        let rest_empty = self.digest_key.is_empty() && self.digest_max_items.is_empty();
+        input.digest = match (&digest_window, schedule) {
+            (None, None) if self.digest_window.is_empty() && rest_empty => None,
+            (None, None) => {
                 if self.digest_window.is_empty() {
-                    errors.push(FieldError::new("digest.window", "required for a digest (seconds)"));
+                    errors.push(FieldError::new("digest.window", "required for a digest (seconds), or a schedule"));
                 }
                 None
+            }
+            (window, schedule) => {
+                Some(DigestInput { window: *window, schedule, key: opt(&self.digest_key), max_items: digest_max })
             }
         };
         input.throttle = match (throttle_limit, throttle_per) {
@@ -453,9 +484,10 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
             None
         }
     };
+    let now = state.clock.now();
     let ctx = serde_json::json!({
         "payload": payload,
-        "trigger": { "id": "preview", "type": input.trigger_type, "occurred_at": state.clock.now().to_rfc3339() },
+        "trigger": { "id": "preview", "type": input.trigger_type, "occurred_at": now.to_rfc3339() },
         "user": crate::planning::planner::user_context(user_id, recipient.as_ref()),
     });
     let condition = input.condition.as_ref().map(|c| match Condition::compile(c).and_then(|c| c.eval(&ctx)) {
@@ -463,9 +495,25 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
         Ok(false) => "false: this sample would plan nothing".to_owned(),
         Err(e) => format!("could not be evaluated for this sample: {}", position(&FieldError::from(&e))),
     });
+    // A digest rule's template renders with `digest` at delivery (and a
+    // payload of `{}`: the triggers' payloads are its items), so the
+    // preview gives it one, the sample as its only trigger. Without it
+    // every digest rule showed "`digest` is undefined", an error its
+    // deliveries never have.
+    let mut render_ctx = ctx.clone();
+    if input.digest.is_some() {
+        let sample = crate::store::DigestItemRow {
+            outbox_id: "preview".into(),
+            trigger_id: "preview".into(),
+            payload: ctx["payload"].clone(),
+            occurred_at: now,
+        };
+        render_ctx["digest"] = crate::planning::digest::context(&[sample]);
+        render_ctx["payload"] = serde_json::json!({});
+    }
     let mut rendered = Vec::new();
     for tag in input.template.locales.keys() {
-        rendered.push(match input.template.render(Some(tag), &ctx) {
+        rendered.push(match input.template.render(Some(tag), &render_ctx) {
             Ok(r) => Rendered {
                 locale: r.locale,
                 subject: Some(r.subject),
