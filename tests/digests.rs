@@ -152,6 +152,25 @@ async fn a_trigger_dated_a_month_ahead_swallows_no_digest(db: &TestDb) {
     let inbox = db.store.inbox_for_user(&user("u1"), 10).await.unwrap();
     let digests: Vec<&str> = inbox.iter().map(|m| m.title.as_str()).filter(|t| t.contains("new comments")).collect();
     assert_eq!(digests, ["4 new comments"]);
+
+    // Within the skew (a host's clock 4 minutes fast) the trigger keeps its
+    // occurred_at, and its digest is still due an hour after it was
+    // planned, on the worker's clock: not an hour after the host's.
+    let digest_of = |u: &'static str| async move {
+        let rows = db.store.pending_for_user(&user(u), 10).await.unwrap();
+        rows.into_iter().filter(|r| r.payload == "{}").map(|r| r.due_at).collect::<Vec<_>>()
+    };
+    let fast = host_trigger(db, &clock, "comment", "u2", clock.now().plus(Duration::from_secs(240))).await;
+    assert_eq!(db.store.get_trigger(&fast).await.unwrap().unwrap().occurred_at, at("2026-03-04T11:04:00Z"));
+    assert_eq!(digest_of("u2").await, [at("2026-03-04T12:00:00Z")]);
+    // A row the planner reaches late (it was down for two hours) opens
+    // a digest that collects for its whole hour from now, rather than one
+    // already due that the next trigger cannot join.
+    let late = clock.now().minus(Duration::from_secs(7200));
+    host_trigger(db, &clock, "comment", "u3", late).await;
+    clock.advance(Duration::from_secs(60));
+    host_trigger(db, &clock, "comment", "u3", clock.now()).await;
+    assert_eq!(digest_of("u3").await, [at("2026-03-04T12:00:00Z")], "one digest, due an hour after it opened");
 }
 
 /// Items 4 and 22 through the API: an `occurred_at` beyond the skew is a
