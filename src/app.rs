@@ -303,7 +303,10 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { retention.run(token).await });
     }
 
-    let rules = Arc::new(crate::planning::planner::RuleBook::new(dyn_store.clone()));
+    let rules = Arc::new(
+        crate::planning::planner::RuleBook::new(dyn_store.clone())
+            .with_default_timezone(config.worker.to_worker_config().default_timezone),
+    );
     let planner =
         Planner::with_rules(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll, config.planner.batch);
     let intake = crate::planning::intake::Intake::new(dyn_store.clone(), clock.clone(), rules);

@@ -611,7 +611,12 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
     let mut links = |out: &mut std::io::StdoutLock, id: &str| -> std::io::Result<()> {
         let Some(m) = messages.get(id).filter(|_| linked.insert(id.to_owned())) else { return Ok(()) };
         if let Some(t) = &m.digest_triggers {
-            writeln!(out, "      digest of {} trigger(s): {}", t.len(), t.join(", "))?;
+            // Where each of those triggers went, and when it goes out.
+            let when = match m.status.as_str() {
+                "scheduled" | "sending" => format!(", goes out {}", m.due_at),
+                status => format!(", {status}"),
+            };
+            writeln!(out, "      digest of {} trigger(s){when}: {}", t.len(), t.join(", "))?;
         }
         if let Some(o) = &m.follow_up_of {
             writeln!(out, "      follow-up of inbox message {o}")?;
@@ -643,8 +648,12 @@ async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()> {
             links(&mut out, &r.id)?;
         }
     }
-    if log.is_empty() {
+    // An empty log says only that no outcome was recorded: with messages
+    // waiting above it, "nothing was ever scheduled" would contradict them.
+    if log.is_empty() && pending.is_empty() {
         writeln!(out, "nothing was ever scheduled for user {user}")?;
+    } else if log.is_empty() {
+        writeln!(out, "send log for user {user}: no outcome yet (nothing delivered or given up on so far)")?;
     } else {
         writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
     }

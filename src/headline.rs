@@ -10,13 +10,17 @@
 //! subject, needs a column and a write on every delivery; a list page renders
 //! at most a page of subjects. A rule edited since shows its new wording,
 //! and a subject that cannot be rendered shows nothing rather than a guess.
+//! A digest message's subject is rendered with its `digest` (the triggers
+//! it holds, read once for the page), as at delivery: without it, every
+//! digest subject failed to render and the lists showed none.
 
 use std::collections::HashMap;
 
 use crate::domain::UserId;
 use crate::planning::planner::user_context;
 use crate::planning::template::TemplateSet;
-use crate::store::{OutboxRow, RecipientRow, RuleRow, Store, StoreError};
+use crate::planning::workflow::RuleWorkflow;
+use crate::store::{DigestItemRow, OutboxRow, RecipientRow, RuleRow, Store, StoreError};
 
 /// Longest headline shown; a subject is one line, a payload title need not be.
 const MAX_CHARS: usize = 200;
@@ -43,17 +47,32 @@ pub async fn subjects(store: &dyn Store, rows: &[OutboxRow]) -> Result<HashMap<S
             recipients.insert(r.user_id.as_str(), recipient);
         }
     }
+    // The triggers of the digest messages among them, in one read.
+    let digest_rows: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.rule_id.as_deref().and_then(|id| rules.get(id)).and_then(Option::as_ref).is_some_and(is_digest))
+        .map(|r| r.id.as_str())
+        .collect();
+    let mut digests: HashMap<String, Vec<DigestItemRow>> = HashMap::new();
+    for item in store.digest_items(&digest_rows).await? {
+        digests.entry(item.outbox_id.clone()).or_default().push(item);
+    }
     let mut out = HashMap::new();
     for r in rows {
         let payload: serde_json::Value = serde_json::from_str(&r.payload).unwrap_or_default();
         let subject = match r.rule_id.as_deref().and_then(|id| rules.get(id)).and_then(Option::as_ref) {
-            Some((rule, template)) => {
+            Some(rule_and_template) => {
+                let (rule, template) = rule_and_template;
                 let recipient = recipients.get(r.user_id.as_str()).and_then(Option::as_ref);
-                let ctx = serde_json::json!({
+                let mut ctx = serde_json::json!({
                     "payload": payload,
                     "trigger": { "id": r.trigger_id, "type": rule.trigger_type, "occurred_at": null },
                     "user": user_context(&r.user_id, recipient),
                 });
+                if is_digest(rule_and_template) {
+                    let items = digests.get(&r.id).map(Vec::as_slice).unwrap_or_default();
+                    ctx["digest"] = crate::planning::digest::context(items);
+                }
                 let locale = recipient.and_then(|p| p.locale.as_deref());
                 template.render(locale, &ctx).ok().map(|m| m.subject)
             }
@@ -67,6 +86,11 @@ pub async fn subjects(store: &dyn Store, rows: &[OutboxRow]) -> Result<HashMap<S
         }
     }
     Ok(out)
+}
+
+/// Whether a rule has a digest: its messages render with `digest`.
+fn is_digest((rule, _): &(RuleRow, TemplateSet)) -> bool {
+    RuleWorkflow::from_stored(rule.workflow.as_ref()).is_ok_and(|w| w.digest.is_some())
 }
 
 /// The whole message of one rule row, rendered as [`subjects`] renders the
@@ -93,11 +117,14 @@ pub async fn render_row(
         Some(id) => store.get_trigger(id).await?.map(|t| t.occurred_at.to_rfc3339()),
         None => None,
     };
-    let ctx = serde_json::json!({
+    let mut ctx = serde_json::json!({
         "payload": payload,
         "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at },
         "user": user_context(&row.user_id, recipient.as_ref()),
     });
+    if RuleWorkflow::from_stored(rule.workflow.as_ref()).is_ok_and(|w| w.digest.is_some()) {
+        ctx["digest"] = crate::planning::digest::context(&store.digest_items(&[row.id.as_str()]).await?);
+    }
     let locale = recipient.as_ref().and_then(|r| r.locale.as_deref());
     Ok(Some(template.render(locale, &ctx).map_err(|e| e.to_string())))
 }

@@ -21,7 +21,9 @@
 //!   for host-inserted triggers), `planning::rule` and `planning::recipient`
 //!   (what the API accepts, validated once), `planning::template` (minijinja
 //!   templates and rule conditions), `planning::workflow` (send windows,
-//!   quiet hours, caps, digests, escalation, read in the recipient's zone).
+//!   quiet hours, caps, digests, escalation, read in the recipient's zone),
+//!   `planning::digest` (when a digest closes, after a window or on a
+//!   calendar schedule, and the `digest` its template sees).
 //! - [`delivery`]: from a due row to a recorded outcome:
 //!   `delivery::worker` (a lane per channel; `worker::policy` decides retry,
 //!   give-up and expiry; `worker::lease` is this instance's lease),

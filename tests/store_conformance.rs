@@ -1105,7 +1105,7 @@ async fn retention_prunes_closed_digests_their_items_with_their_message_and_slot
                 channel: ChannelName::parse("channel", "inbox").unwrap(),
                 payload: serde_json::json!({}),
                 occurred_at: at,
-                window_ms,
+                close: herald::planning::digest::DigestClose::After(Duration::from_millis(window_ms as u64)),
                 max_items: 100,
                 delay_ms: 0,
                 grace_ms: None,

@@ -643,7 +643,13 @@ async fn herald_sends_prints_holds_digests_and_escalation_links() {
         "{text}"
     );
     assert!(!text.contains("last error: held"), "a hold is not an error: {text}");
-    assert!(text.contains(&format!("digest of 2 trigger(s): {}, {}", digest[0], digest[1])), "{text}");
+    assert!(
+        text.contains(&format!(
+            "digest of 2 trigger(s), goes out 2026-03-04T21:00:00.000Z: {}, {}",
+            digest[0], digest[1]
+        )),
+        "{text}"
+    );
     let timeline = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
     let follow_up = timeline.messages.iter().find(|m| m.follow_up_of.is_some()).expect("a follow-up is planned");
     let original = follow_up.follow_up_of.clone().unwrap();

@@ -351,19 +351,8 @@ impl Composer {
             "user": user_context(&row.user_id, recipient),
         });
         if workflow.digest.is_some() {
-            let items: Vec<serde_json::Value> = loaded
-                .digests
-                .get(&row.id)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(|i| {
-                    serde_json::json!({
-                        "payload": i.payload, "trigger_id": i.trigger_id, "occurred_at": i.occurred_at.to_rfc3339(),
-                    })
-                })
-                .collect();
-            ctx["digest"] = serde_json::json!({ "count": items.len(), "items": items });
+            let items = loaded.digests.get(&row.id).map(Vec::as_slice).unwrap_or_default();
+            ctx["digest"] = crate::planning::digest::context(items);
         }
         let locale = recipient.and_then(|r| r.locale.as_deref());
         match templates.render(locale, &ctx) {

@@ -292,7 +292,7 @@ pub async fn dry_run(
     let mut plans = Vec::with_capacity(recent.len());
     for t in &recent {
         let recipient = recipients.get(&t.user_id);
-        let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient);
+        let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient, state.default_timezone);
         if let Some(decision) = plan.decisions.first().cloned() {
             results.push(PreviewItem {
                 trigger_id: t.id.clone(),
@@ -317,6 +317,7 @@ pub async fn dry_run(
                 trigger_id: &t.id,
                 user_id: &t.user_id,
                 occurred_at: t.occurred_at,
+                arrived_at: t.planned_at.unwrap_or(t.created_at),
                 due_at: plan.rows.first().map(|r| r.due_at),
                 digest_bucket: plan.digests.first().map(|d| d.bucket.as_str()),
                 recipient: recipients.get(&t.user_id),

@@ -11,8 +11,9 @@ use super::problem::{ApiError, ApiJson};
 use crate::clock::Millis;
 use crate::domain::UserId;
 use crate::planning::intake::Accepted;
+use crate::planning::planner::OCCURRED_AT_SKEW;
 use crate::planning::rule::FieldError;
-use crate::store::{NewTrigger, OutboxRow, StoreError, TriggerRow, new_id};
+use crate::store::{DigestMembership, NewTrigger, OutboxRow, StoreError, TriggerRow, new_id};
 
 #[derive(Debug, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,7 +29,10 @@ pub struct TriggerInput {
     /// The same key again returns the first result and plans nothing new.
     #[serde(default)]
     pub idempotency_key: Option<String>,
-    /// RFC 3339; defaults to now. Delays count from here.
+    /// When it happened, RFC 3339; defaults to now. Delays count from
+    /// here. At most 5 minutes ahead of Herald's clock (a host's clock
+    /// running fast); later is refused with a 422: use a rule's `delay`
+    /// to send later.
     #[serde(default)]
     pub occurred_at: Option<String>,
 }
@@ -47,9 +51,34 @@ pub struct TriggerAccepted {
     pub trigger_id: String,
     /// True when this answers a repeated idempotency key.
     pub replayed: bool,
+    /// The messages of its own it planned.
     pub planned: Vec<PlannedMessage>,
+    /// The digests it went into (a rule with a digest plans no message of
+    /// its own for it): which digest message, how many triggers it holds
+    /// so far and when it is due.
+    pub digests: Vec<DigestMembership>,
     /// Why it planned what it did, in words.
     pub detail: Option<String>,
+}
+
+/// The answer's digests, read after the commit (the transaction that
+/// decides whether a trigger opens a digest or joins one is the store's),
+/// and the plan detail with them in words.
+async fn with_digests(
+    state: &AppState,
+    trigger_id: &str,
+    detail: Option<String>,
+) -> Result<(Vec<DigestMembership>, Option<String>), ApiError> {
+    let digests = state.store.digests_of_trigger(trigger_id).await?;
+    if digests.is_empty() {
+        return Ok((digests, detail));
+    }
+    let words: Vec<String> = digests
+        .iter()
+        .map(|d| format!("in digest {} ({}, {} trigger(s) so far, due {})", d.digest_id, d.channel, d.items, d.due_at))
+        .collect();
+    let detail = Some(format!("{}; {}", detail.unwrap_or_default(), words.join("; ")));
+    Ok((digests, detail))
 }
 
 fn planned_now(rows: &[crate::store::NewOutboxRow]) -> Vec<PlannedMessage> {
@@ -101,9 +130,22 @@ pub fn validate(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiErro
     {
         errors.push(FieldError::new("idempotency_key", "must be 1 to 255 characters without control characters"));
     }
+    let latest = now.plus(OCCURRED_AT_SKEW);
     let occurred_at = match &input.occurred_at {
         None => Some(now),
         Some(s) => match DateTime::parse_from_rfc3339(s) {
+            Ok(t) if t.timestamp_millis() > latest.0 => {
+                errors.push(FieldError::new(
+                    "occurred_at",
+                    format!(
+                        "{s:?} is in the future: a trigger says when something happened, so occurred_at may be at \
+                         most {} ahead of Herald's clock (now {now}); leave it out for now, and use the rule's \
+                         delay to send later",
+                        humantime::format_duration(OCCURRED_AT_SKEW)
+                    ),
+                ));
+                None
+            }
             Ok(t) => Some(Millis(t.timestamp_millis())),
             Err(e) => {
                 errors.push(FieldError::new(
@@ -159,8 +201,13 @@ pub async fn create(
         (trigger.id.clone(), trigger.request_hash.clone(), trigger.trigger_type.clone());
     let first = match state.intake.accept(trigger).await.map_err(StoreError::Shared)? {
         Accepted::Created(plan) => {
-            let detail = Some(plan.detail(&trigger_type));
-            let body = TriggerAccepted { trigger_id: id, replayed: false, planned: planned_now(&plan.rows), detail };
+            let mut detail = Some(plan.detail(&trigger_type));
+            let mut digests = Vec::new();
+            if !plan.digests.is_empty() {
+                (digests, detail) = with_digests(&state, &id, detail).await?;
+            }
+            let planned = planned_now(&plan.rows);
+            let body = TriggerAccepted { trigger_id: id, replayed: false, planned, digests, detail };
             return Ok((StatusCode::ACCEPTED, ApiJson(body)));
         }
         Accepted::Existing(first) => first,
@@ -190,5 +237,6 @@ async fn plan_and_describe(state: &AppState, row: &TriggerRow, replayed: bool) -
         },
     };
     let rows = state.store.outbox_for_trigger(&row.id).await?;
-    Ok(TriggerAccepted { trigger_id: row.id.clone(), replayed, planned: planned(&rows), detail })
+    let (digests, detail) = with_digests(state, &row.id, detail).await?;
+    Ok(TriggerAccepted { trigger_id: row.id.clone(), replayed, planned: planned(&rows), digests, detail })
 }

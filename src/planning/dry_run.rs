@@ -20,6 +20,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 
 use crate::clock::Millis;
+use crate::planning::digest::DigestEvery;
 use crate::planning::workflow::{Gate, GateDecision, RuleWorkflow, Span, parse_zone};
 use crate::store::RecipientRow;
 
@@ -29,6 +30,9 @@ pub struct Step<'a> {
     pub trigger_id: &'a str,
     pub user_id: &'a str,
     pub occurred_at: Millis,
+    /// When Herald recorded it: a digest's window runs on Herald's clock
+    /// (see `crate::planning::digest`), not on `occurred_at`.
+    pub arrived_at: Millis,
     /// The message's due time (a rule without a digest).
     pub due_at: Option<Millis>,
     /// The digest bucket the trigger would go into (a rule with a digest).
@@ -56,7 +60,7 @@ pub struct WorkflowNotes {
 
 struct OpenDigest {
     opener: String,
-    opened_at: Millis,
+    closes_at: Millis,
     items: i64,
     due_at: Millis,
 }
@@ -78,16 +82,15 @@ pub fn simulate(
         // When this step's message would be due, or `None` when the
         // trigger joins a digest that is already planned.
         let mut message_due = step.due_at;
+        let tz = step.recipient.and_then(|r| r.timezone.as_deref()).and_then(parse_zone).unwrap_or(default_tz);
         if let (Some(d), Some(bucket)) = (&workflow.digest, step.digest_bucket) {
-            let window = Duration::from_secs(d.window_seconds.max(1) as u64);
-            let open = digests
-                .get_mut(bucket)
-                .filter(|o| step.occurred_at < o.opened_at.plus(window) && o.items < d.max_items);
+            let now = step.arrived_at;
+            let open = digests.get_mut(bucket).filter(|o| now < o.closes_at && o.items < d.max_items);
             match open {
                 Some(o) => {
                     o.items += 1;
                     if o.items >= d.max_items {
-                        o.due_at = o.due_at.min(step.occurred_at);
+                        o.due_at = o.due_at.min(now);
                     }
                     notes.digest = Some(format!(
                         "would join the digest opened by trigger {} ({} of at most {} items), due {}{}",
@@ -100,21 +103,17 @@ pub fn simulate(
                     message_due = None;
                 }
                 None => {
-                    let start = step.occurred_at.plus(delay);
-                    let due_at = if d.max_items <= 1 { start } else { start.plus(window) };
-                    notes.digest = Some(format!(
-                        "would open a new digest, due {due_at} (when its {} s window closes, or at {} items)",
-                        d.window_seconds, d.max_items
-                    ));
-                    digests.insert(
-                        bucket,
-                        OpenDigest {
-                            opener: step.trigger_id.to_owned(),
-                            opened_at: step.occurred_at,
-                            items: 1,
-                            due_at,
-                        },
-                    );
+                    let close = d.close(tz);
+                    let closes_at = if d.max_items <= 1 { now } else { close.closes_at(now) };
+                    let due_at = closes_at.plus(delay);
+                    let when = match d.every {
+                        DigestEvery::Window(s) => format!("when its {s} s window closes"),
+                        DigestEvery::Schedule(s) => format!("at its schedule ({s} in {tz})"),
+                    };
+                    notes.digest =
+                        Some(format!("would open a new digest, due {due_at} ({when}, or at {} items)", d.max_items));
+                    digests
+                        .insert(bucket, OpenDigest { opener: step.trigger_id.to_owned(), closes_at, items: 1, due_at });
                     message_due = Some(due_at);
                 }
             }
@@ -135,7 +134,6 @@ pub fn simulate(
         };
         let mut goes_at = due;
         if workflow.send_window.is_some() || quiet.is_some() {
-            let tz = step.recipient.and_then(|r| r.timezone.as_deref()).and_then(parse_zone).unwrap_or(default_tz);
             let gate = Gate { window: workflow.send_window, quiet, tz };
             notes.window = Some(match gate.decide(due, None, due) {
                 GateDecision::Hold { until, detail, .. } => {
@@ -179,7 +177,8 @@ pub fn simulate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planning::workflow::{Digest, SendWindow, SendWindowInput, Throttle, ThrottleScope};
+    use crate::planning::digest::{Digest, DigestEvery};
+    use crate::planning::workflow::{SendWindow, SendWindowInput, Throttle, ThrottleScope};
 
     fn at(s: &str) -> Millis {
         Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
@@ -191,6 +190,7 @@ mod tests {
             trigger_id: id,
             user_id: user,
             occurred_at,
+            arrived_at: occurred_at,
             due_at: bucket.is_none().then_some(occurred_at),
             digest_bucket: bucket,
             recipient: None,
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn a_digest_opens_then_is_joined_and_the_cap_counts_digests() {
         let w = RuleWorkflow {
-            digest: Some(Digest { window_seconds: 3600, key: None, max_items: 3 }),
+            digest: Some(Digest { every: DigestEvery::Window(3600), key: None, max_items: 3 }),
             throttle: Some(Throttle { limit: 1, per_seconds: 86_400, scope: ThrottleScope::Rule }),
             ..Default::default()
         };

@@ -6,10 +6,12 @@
 //! [`rule`] and [`recipient`] are what the API accepts for rules and users,
 //! validated once; [`template`] holds the minijinja templates and rule
 //! conditions; [`workflow`] the rule's send windows, quiet hours, digests,
-//! caps and escalation, and [`dry_run`] what those would do in a rule's
-//! preview. Everything here ends in a row of
+//! caps and escalation ([`digest`]: when a digest closes, on a window or
+//! a calendar, and what its template sees), and [`dry_run`] what those
+//! would do in a rule's preview. Everything here ends in a row of
 //! `engagement_outbox`; nothing here talks to a channel.
 
+pub mod digest;
 pub mod dry_run;
 pub mod intake;
 pub mod planner;

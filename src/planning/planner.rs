@@ -18,10 +18,12 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Clock;
+use chrono_tz::Tz;
+
+use crate::clock::{Clock, Millis};
 use crate::domain::{ChannelName, UserId};
 use crate::planning::template::{Condition, TemplateError};
-use crate::planning::workflow::{Digest, RuleWorkflow};
+use crate::planning::workflow::{Digest, RuleWorkflow, parse_zone};
 use crate::store::{
     NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
@@ -31,6 +33,17 @@ use crate::store::{
 /// the other instances within this time. (A row planned by a rule disabled
 /// meanwhile is cancelled at delivery, which checks the rule again.)
 pub const RULES_STALENESS: Duration = Duration::from_secs(1);
+
+/// How far ahead of Herald's clock a trigger's `occurred_at` may be.
+/// `occurred_at` says when something happened, so it cannot be in the
+/// future; this much is the host's clock running ahead of the database's.
+/// `POST /v1/triggers` refuses a later one with a `422` naming the field; a
+/// row a host wrote into `engagement_triggers` itself cannot be refused,
+/// so the planner plans it as if it happened when it is planned, and its
+/// plan detail says so. Read as a schedule instead ("send on that date"),
+/// a typo in a date would hold a message for months without a word, and
+/// `delay` already says "later".
+pub const OCCURRED_AT_SKEW: Duration = Duration::from_secs(5 * 60);
 
 /// What one rule made of one trigger.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -49,21 +62,49 @@ pub struct Plan {
     /// Triggers going into digests instead of messages of their own.
     pub digests: Vec<NewDigestItem>,
     pub decisions: Vec<RuleDecision>,
+    /// What the planner changed about the trigger before planning it (an
+    /// `occurred_at` too far ahead), in words.
+    pub note: Option<String>,
 }
 
 impl Plan {
     /// One line for `engagement_triggers.plan_detail`.
     pub fn detail(&self, trigger_type: &str) -> String {
+        let note = self.note.as_ref().map(|n| format!("{n}; ")).unwrap_or_default();
         if self.decisions.is_empty() {
-            return format!("no enabled rule matches trigger type \"{trigger_type}\"");
+            return format!("{note}no enabled rule matches trigger type \"{trigger_type}\"");
         }
         let parts: Vec<String> =
             self.decisions.iter().map(|d| format!("rule \"{}\": {}", d.rule_name, d.reason)).collect();
         match self.digests.len() {
-            0 => format!("planned {} message(s); {}", self.rows.len(), parts.join("; ")),
-            n => format!("planned {} message(s) and {n} digest item(s); {}", self.rows.len(), parts.join("; ")),
+            0 => format!("{note}planned {} message(s); {}", self.rows.len(), parts.join("; ")),
+            n => format!(
+                "{note}planned {} message(s) of its own and went into {n} digest(s); {}",
+                self.rows.len(),
+                parts.join("; ")
+            ),
         }
     }
+}
+
+/// The trigger as the planner plans it at `now`: one whose `occurred_at`
+/// is more than [`OCCURRED_AT_SKEW`] ahead is planned as if it occurred at
+/// `now`, with the note that says so.
+pub fn as_of(trigger: &TriggerRow, now: Millis) -> (std::borrow::Cow<'_, TriggerRow>, Option<String>) {
+    if trigger.occurred_at <= now.plus(OCCURRED_AT_SKEW) {
+        return (std::borrow::Cow::Borrowed(trigger), None);
+    }
+    let ahead = Duration::from_secs(trigger.occurred_at.since(now).as_secs());
+    let note = format!(
+        "occurred_at {} is {} ahead of Herald's clock ({now}), more than the {} allowed: planned as if it \
+         occurred at {now}",
+        trigger.occurred_at,
+        humantime::format_duration(ahead),
+        humantime::format_duration(OCCURRED_AT_SKEW),
+    );
+    let mut planned = trigger.clone();
+    planned.occurred_at = now;
+    (std::borrow::Cow::Owned(planned), Some(note))
 }
 
 /// The context conditions and templates see.
@@ -115,9 +156,10 @@ impl PlanRule {
 
 /// Evaluates `rules` (already filtered to enabled rules of the trigger's
 /// type) against one trigger. For previews, which hold plain rows.
-pub fn evaluate(trigger: &TriggerRow, rules: &[RuleRow], recipient: Option<&RecipientRow>) -> Plan {
+/// `default_tz` is the zone of a recipient without one.
+pub fn evaluate(trigger: &TriggerRow, rules: &[RuleRow], recipient: Option<&RecipientRow>, default_tz: Tz) -> Plan {
     let rules: Vec<PlanRule> = rules.iter().cloned().map(PlanRule::new).collect();
-    evaluate_rules(trigger, rules.iter(), recipient)
+    evaluate_rules(trigger, rules.iter(), recipient, default_tz)
 }
 
 /// [`evaluate`] with compiled rules.
@@ -125,6 +167,7 @@ pub fn evaluate_rules<'a>(
     trigger: &TriggerRow,
     rules: impl IntoIterator<Item = &'a PlanRule>,
     recipient: Option<&RecipientRow>,
+    default_tz: Tz,
 ) -> Plan {
     let mut ctx = None;
     let mut rows = Vec::new();
@@ -173,9 +216,12 @@ pub fn evaluate_rules<'a>(
                     }
                 }
             };
+            // A schedule is read in the recipient's zone, as a send window is.
+            let tz = recipient.and_then(|r| r.timezone.as_deref()).and_then(parse_zone).unwrap_or(default_tz);
+            let close = spec.close(tz);
             decisions.push(decide(
                 true,
-                format!("{} digest (window {} s, at most {} items)", rule.channel, spec.window_seconds, spec.max_items),
+                format!("goes into its {} digest ({close}, at most {} items)", rule.channel, spec.max_items),
             ));
             digests.push(NewDigestItem {
                 bucket: crate::store::throttle_bucket("digest", &rule.id, &format!("{}\0{key_value}", trigger.user_id)),
@@ -185,7 +231,7 @@ pub fn evaluate_rules<'a>(
                 channel,
                 payload: trigger.payload.clone(),
                 occurred_at: trigger.occurred_at,
-                window_ms: spec.window_seconds.saturating_mul(1000),
+                close,
                 max_items: spec.max_items,
                 delay_ms: rule.delay_seconds.max(0).saturating_mul(1000),
                 grace_ms: rule.grace_seconds.map(|g| g.max(0).saturating_mul(1000)),
@@ -226,7 +272,7 @@ pub fn evaluate_rules<'a>(
             follow_up_at: follow_up.map(|(_, at)| at),
         });
     }
-    Plan { rows, digests, decisions }
+    Plan { rows, digests, decisions, note: None }
 }
 
 /// The enabled rules, by trigger type, as of at most [`RULES_STALENESS`]
@@ -234,12 +280,15 @@ pub fn evaluate_rules<'a>(
 pub struct RuleBook {
     store: Arc<dyn Store>,
     copy: Mutex<Option<(Instant, Arc<Book>)>>,
+    default_tz: Tz,
 }
 
 /// One copy of the enabled rules.
 #[derive(Default)]
 pub struct Book {
     by_type: HashMap<String, Vec<PlanRule>>,
+    /// The zone of recipients without one (`worker.default_timezone`).
+    default_tz: Tz,
 }
 
 impl Book {
@@ -252,24 +301,46 @@ impl Book {
         self.by_type.get(trigger_type).map_or(&[], Vec::as_slice)
     }
 
-    /// Whether a trigger of this type needs its recipient read: only a
-    /// condition can look at the user.
+    /// Whether a trigger of this type needs its recipient read: a
+    /// condition or a digest key can look at the user, and a digest
+    /// schedule is read in their zone.
     pub fn needs_recipient(&self, trigger_type: &str) -> bool {
         self.rules_for(trigger_type)
             .iter()
-            .any(|r| r.condition.is_some() || r.digest.as_ref().is_some_and(|d| d.1.is_some()))
+            .any(|r| r.condition.is_some() || r.digest.as_ref().is_some_and(|(d, key)| key.is_some() || d.needs_zone()))
     }
 
     /// Plans each trigger; `recipients` holds the users whose triggers have
-    /// a rule with a condition.
+    /// a rule that needs them ([`Book::needs_recipient`]).
     pub fn plan(&self, trigger: &TriggerRow, recipients: &HashMap<String, RecipientRow>) -> Plan {
-        evaluate_rules(trigger, self.rules_for(&trigger.trigger_type), recipients.get(&trigger.user_id))
+        evaluate_rules(
+            trigger,
+            self.rules_for(&trigger.trigger_type),
+            recipients.get(&trigger.user_id),
+            self.default_tz,
+        )
+    }
+
+    /// [`Book::plan`] at `now`, for a trigger a host wrote itself: one
+    /// dated too far ahead is planned as of `now` (see [`as_of`]).
+    pub fn plan_as_of(&self, trigger: &TriggerRow, recipients: &HashMap<String, RecipientRow>, now: Millis) -> Plan {
+        let (trigger, note) = as_of(trigger, now);
+        let mut plan = self.plan(&trigger, recipients);
+        plan.note = note;
+        plan
     }
 }
 
 impl RuleBook {
     pub fn new(store: Arc<dyn Store>) -> RuleBook {
-        RuleBook { store, copy: Mutex::new(None) }
+        RuleBook { store, copy: Mutex::new(None), default_tz: Tz::UTC }
+    }
+
+    /// The zone digest schedules are read in for recipients without one
+    /// (`worker.default_timezone`, as for send windows); UTC otherwise.
+    pub fn with_default_timezone(mut self, tz: Tz) -> RuleBook {
+        self.default_tz = tz;
+        self
     }
 
     /// The current copy, read again if it is older than [`RULES_STALENESS`].
@@ -280,7 +351,7 @@ impl RuleBook {
             return Ok(book.clone());
         }
         let read_at = Instant::now();
-        let mut book = Book::default();
+        let mut book = Book { default_tz: self.default_tz, ..Book::default() };
         for rule in self.store.enabled_rules().await? {
             book.by_type.entry(rule.trigger_type.clone()).or_default().push(PlanRule::new(rule));
         }
@@ -343,7 +414,8 @@ impl Planner {
         let book = self.rules.current().await?;
         let refs: Vec<&TriggerRow> = triggers.iter().collect();
         let recipients = self.rules.recipients_for(&book, &refs).await?;
-        let plans: Vec<Plan> = triggers.iter().map(|t| book.plan(t, &recipients)).collect();
+        let now = self.clock.now();
+        let plans: Vec<Plan> = triggers.iter().map(|t| book.plan_as_of(t, &recipients, now)).collect();
         let writes: Vec<TriggerPlan> = triggers
             .iter()
             .zip(&plans)
@@ -354,7 +426,7 @@ impl Planner {
                 detail: p.detail(&t.trigger_type),
             })
             .collect();
-        let won = self.store.plan_triggers(&writes, self.clock.now()).await?;
+        let won = self.store.plan_triggers(&writes, now).await?;
         Ok(plans.into_iter().zip(won).map(|(p, won)| won.then_some(p)).collect())
     }
 

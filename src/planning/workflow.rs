@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::planning::rule::FieldError;
-use crate::planning::template::{Condition, TemplateSet};
+use crate::planning::template::TemplateSet;
 
 /// The weekdays a send window names, Monday first.
 pub const WEEKDAYS: [&str; 7] = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"];
@@ -42,8 +42,61 @@ pub struct SendWindowInput {
     pub until: String,
 }
 
-fn every_day() -> Vec<String> {
+pub(crate) fn every_day() -> Vec<String> {
     WEEKDAYS.iter().map(|d| (*d).to_owned()).collect()
+}
+
+/// Weekday names as a bit set (bit `i`: weekday `i`, Monday = 0); errors
+/// name `field`.
+pub(crate) fn parse_days(field: &str, names: &[String]) -> Result<u8, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let mut days = 0u8;
+    if names.is_empty() {
+        errors.push(FieldError::new(field, "must name at least one day (mon, tue, wed, thu, fri, sat, sun)"));
+    }
+    for d in names {
+        match WEEKDAYS.iter().position(|w| *w == d.as_str()) {
+            Some(i) => days |= 1 << i,
+            None => errors.push(FieldError::new(
+                field,
+                format!("{d:?} is not a weekday; expected mon, tue, wed, thu, fri, sat or sun"),
+            )),
+        }
+    }
+    if errors.is_empty() { Ok(days) } else { Err(errors) }
+}
+
+/// Whether a [`parse_days`] set holds `date`'s weekday.
+pub(crate) fn on_day(days: u8, date: NaiveDate) -> bool {
+    days & (1 << date.weekday().num_days_from_monday()) != 0
+}
+
+/// The days of a [`parse_days`] set, as `mon,tue`.
+pub(crate) fn day_names(days: u8) -> String {
+    (0..7).filter(|i| days & (1 << i) != 0).map(|i| WEEKDAYS[i]).collect::<Vec<_>>().join(",")
+}
+
+/// `t` as local time in `tz`.
+pub(crate) fn local_time(tz: Tz, t: Millis) -> NaiveDateTime {
+    match tz.timestamp_millis_opt(t.0).single() {
+        Some(local) => local.naive_local(),
+        None => chrono::DateTime::from_timestamp_millis(t.0).unwrap_or_default().naive_utc(),
+    }
+}
+
+/// The instant a local time happens in `tz`: the first of two (autumn),
+/// or the end of the gap for one that does not exist (spring).
+pub(crate) fn local_instant(tz: Tz, local: NaiveDateTime) -> Option<Millis> {
+    let mut t = local;
+    for _ in 0..=24 * 60 {
+        match tz.from_local_datetime(&t) {
+            chrono::LocalResult::Single(x) | chrono::LocalResult::Ambiguous(x, _) => {
+                return Some(Millis(x.timestamp_millis()));
+            }
+            chrono::LocalResult::None => t += chrono::Duration::minutes(1),
+        }
+    }
+    None
 }
 
 /// `"quiet_hours": {"from": "22:00", "until": "07:00"}` on a recipient.
@@ -56,20 +109,7 @@ pub struct QuietHoursInput {
     pub until: String,
 }
 
-/// `"digest": {"window": 3600, "key": "payload.thread_id", "max_items": 50}`.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DigestInput {
-    /// Seconds from a digest's first trigger until it closes (1 to 31 days).
-    pub window: i64,
-    /// Optional minijinja expression (like `condition`): triggers with
-    /// different values go into different digests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// The digest closes early when it holds this many triggers (1 to 1000).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_items: Option<i64>,
-}
+pub use crate::planning::digest::{Digest, DigestInput};
 
 /// `"throttle": {"limit": 3, "per": 86400, "scope": "rule"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, utoipa::ToSchema)]
@@ -125,8 +165,6 @@ impl WorkflowInput {
     }
 }
 
-/// Longest digest window: a month.
-const MAX_DIGEST_WINDOW: i64 = 31 * 24 * 3600;
 /// Longest cap window and escalation delay: a year, as for `delay`.
 const MAX_PERIOD: i64 = 366 * 24 * 3600;
 /// The longest `per` a cap may have: a frequency-cap slot last used longer
@@ -161,24 +199,7 @@ pub fn validate(
         let _ = SendWindow::parse(sw).map_err(|e| errors.extend(e));
     }
     if let Some(d) = &w.digest {
-        if !(1..=MAX_DIGEST_WINDOW).contains(&d.window) {
-            errors.push(FieldError::new("digest.window", format!("must be 1 to {MAX_DIGEST_WINDOW} seconds")));
-        }
-        if let Some(key) = &d.key {
-            if key.contains('\0') {
-                errors.push(FieldError::new("digest.key", crate::domain::NUL_REFUSED));
-            } else if let Err(e) = Condition::compile(key) {
-                let mut fe = FieldError::from(&e);
-                fe.field = "digest.key".into();
-                fe.message = fe.message.replacen("condition", "digest.key", 1);
-                errors.push(fe);
-            }
-        }
-        if let Some(m) = d.max_items
-            && !(1..=1000).contains(&m)
-        {
-            errors.push(FieldError::new("digest.max_items", "must be 1 to 1000"));
-        }
+        crate::planning::digest::validate(d, errors);
     }
     if let Some(t) = &w.throttle {
         let _ = Throttle::parse(t).map_err(|e| errors.extend(e));
@@ -268,37 +289,17 @@ pub struct SendWindow {
 
 impl SendWindow {
     pub fn parse(input: &SendWindowInput) -> Result<SendWindow, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let mut days = 0u8;
-        if input.days.is_empty() {
-            errors.push(FieldError::new(
-                "send_window.days",
-                "must name at least one day (mon, tue, wed, thu, fri, sat, sun)",
-            ));
-        }
-        for d in &input.days {
-            match WEEKDAYS.iter().position(|w| *w == d.as_str()) {
-                Some(i) => days |= 1 << i,
-                None => errors.push(FieldError::new(
-                    "send_window.days",
-                    format!("{d:?} is not a weekday; expected mon, tue, wed, thu, fri, sat or sun"),
-                )),
-            }
-        }
+        let days = parse_days("send_window.days", &input.days);
         let span =
             Span::parse("send_window", &QuietHoursInput { from: input.from.clone(), until: input.until.clone() });
-        match span {
-            Ok(span) if errors.is_empty() => Ok(SendWindow { days, span }),
-            Ok(_) => Err(errors),
-            Err(e) => {
-                errors.extend(e);
-                Err(errors)
-            }
+        match (days, span) {
+            (Ok(days), Ok(span)) => Ok(SendWindow { days, span }),
+            (days, span) => Err([days.err(), span.err()].into_iter().flatten().flatten().collect()),
         }
     }
 
     fn opens_on(self, date: NaiveDate) -> bool {
-        self.days & (1 << date.weekday().num_days_from_monday()) != 0
+        on_day(self.days, date)
     }
 
     fn contains(self, local: NaiveDateTime) -> bool {
@@ -316,8 +317,7 @@ impl SendWindow {
 
 impl fmt::Display for SendWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days: Vec<&str> = (0..7).filter(|i| self.days & (1 << i) != 0).map(|i| WEEKDAYS[i]).collect();
-        write!(f, "{} {}", days.join(","), self.span)
+        write!(f, "{} {}", day_names(self.days), self.span)
     }
 }
 
@@ -403,15 +403,6 @@ pub fn follow_up_of(dedupe_key: &str) -> Option<&str> {
     dedupe_key.strip_prefix(FOLLOW_UP_PREFIX)
 }
 
-/// A rule's digest, as the planner uses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Digest {
-    pub window_seconds: i64,
-    pub key: Option<String>,
-    /// `max_items`, or 1000 when not given.
-    pub max_items: i64,
-}
-
 impl RuleWorkflow {
     /// Parses the stored JSON; `Err` holds the detail to record for the
     /// rule's rows (a stored workflow that no longer reads).
@@ -423,11 +414,7 @@ impl RuleWorkflow {
         Ok(RuleWorkflow {
             send_window: input.send_window.as_ref().map(SendWindow::parse).transpose().map_err(describe)?,
             throttle: input.throttle.as_ref().map(Throttle::parse).transpose().map_err(describe)?,
-            digest: input.digest.map(|d| Digest {
-                window_seconds: d.window.max(1),
-                key: d.key,
-                max_items: d.max_items.unwrap_or(1000).clamp(1, 1000),
-            }),
+            digest: input.digest.as_ref().map(Digest::parse).transpose().map_err(describe)?,
             escalate: input.escalate.map(|e| Escalate {
                 after_seconds: e.after.max(1),
                 unless_read: e.unless == "read",
@@ -465,25 +452,11 @@ pub enum GateDecision {
 
 impl Gate {
     fn local(&self, t: Millis) -> NaiveDateTime {
-        match self.tz.timestamp_millis_opt(t.0).single() {
-            Some(local) => local.naive_local(),
-            None => chrono::DateTime::from_timestamp_millis(t.0).unwrap_or_default().naive_utc(),
-        }
+        local_time(self.tz, t)
     }
 
-    /// The instant a local time happens in this zone: the first of two
-    /// (autumn), or the end of the gap for one that does not exist (spring).
     fn instant(&self, local: NaiveDateTime) -> Option<Millis> {
-        let mut t = local;
-        for _ in 0..=24 * 60 {
-            match self.tz.from_local_datetime(&t) {
-                chrono::LocalResult::Single(x) | chrono::LocalResult::Ambiguous(x, _) => {
-                    return Some(Millis(x.timestamp_millis()));
-                }
-                chrono::LocalResult::None => t += chrono::Duration::minutes(1),
-            }
-        }
-        None
+        local_instant(self.tz, local)
     }
 
     fn window_open(&self, local: NaiveDateTime) -> bool {

@@ -27,6 +27,7 @@ use super::rows::text;
 use super::{Dialect, NewOutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::{ChannelName, UserId};
+use crate::planning::digest::DigestClose;
 
 /// One trigger going into a digest, as the planner decided it.
 #[derive(Debug, Clone)]
@@ -38,8 +39,11 @@ pub struct NewDigestItem {
     pub user_id: UserId,
     pub channel: ChannelName,
     pub payload: serde_json::Value,
+    /// Orders the items and is shown in them; the window is Herald's own
+    /// clock (see `crate::planning::digest`).
     pub occurred_at: Millis,
-    pub window_ms: i64,
+    /// When a digest this trigger opens closes, from its opening.
+    pub close: DigestClose,
     pub max_items: i64,
     pub delay_ms: i64,
     pub grace_ms: Option<i64>,
@@ -54,10 +58,30 @@ pub struct DigestItemRow {
     pub occurred_at: Millis,
 }
 
+/// The digest message a trigger went into, as it is now: the answer to
+/// "where did my trigger go" when it planned no message of its own.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct DigestMembership {
+    /// The digest message's outbox id (as in `GET /v1/users/{id}/sends`).
+    pub digest_id: String,
+    pub rule_id: String,
+    pub channel: String,
+    /// The digest message's status now: `scheduled` while it collects
+    /// triggers and waits to go out.
+    pub status: String,
+    /// When it goes out (RFC 3339): when its window or schedule closes,
+    /// at once when it is full, or later if a send window holds it.
+    pub due_at: String,
+    /// Triggers in it so far, this one included.
+    pub items: i64,
+}
+
 #[async_trait]
 pub trait DigestStore: Send + Sync {
     /// The triggers in these digest messages, oldest first per message.
     async fn digest_items(&self, outbox_ids: &[&str]) -> Result<Vec<DigestItemRow>, StoreError>;
+    /// The digests this trigger went into (one per digest rule it matched).
+    async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError>;
 }
 
 #[async_trait]
@@ -93,6 +117,33 @@ impl DigestStore for SqlStore {
             })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("digest items"))
+    }
+
+    async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError> {
+        let sql = self.dialect().sql(
+            "SELECT i.outbox_id, i.rule_id, o.channel, o.status, o.due_at, \
+             (SELECT COUNT(*) FROM engagement_digest_items c WHERE c.outbox_id = i.outbox_id) AS items \
+             FROM engagement_digest_items i JOIN engagement_outbox o ON o.id = i.outbox_id \
+             WHERE i.trigger_id = ? ORDER BY i.rule_id",
+        );
+        let rows = sqlx::query(&sql)
+            .bind(trigger_id.to_owned())
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("digests of trigger"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(DigestMembership {
+                    digest_id: text(r, "outbox_id")?,
+                    rule_id: text(r, "rule_id")?,
+                    channel: text(r, "channel")?,
+                    status: text(r, "status")?,
+                    due_at: Millis(r.try_get("due_at")?).to_rfc3339(),
+                    items: r.try_get("items")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("digests of trigger"))
     }
 }
 
@@ -151,7 +202,9 @@ pub(super) async fn add(
             Ok((text(&open, "outbox_id")?, open.try_get("opened_at")?, open.try_get("items")?))
         };
         let (outbox_id, opened_at, count) = read().map_err(db("digest: read bucket"))?;
-        let in_window = !outbox_id.is_empty() && item.occurred_at.0 < opened_at + item.window_ms;
+        // Open until it closes on Herald's clock; `now` is the database's
+        // time, the one the worker reads to find the digest due.
+        let in_window = !outbox_id.is_empty() && now < item.close.closes_at(Millis(opened_at));
         if in_window && count < item.max_items {
             let closing = count + 1 >= item.max_items;
             // The compare-and-set that decides whether the open digest is
@@ -184,9 +237,9 @@ pub(super) async fn add(
                 continue;
             }
         }
-        // Open the next digest: this trigger is its first.
-        let start = item.occurred_at.0 + item.delay_ms;
-        let due_at = Millis(if item.max_items <= 1 { start } else { start + item.window_ms });
+        // Open the next digest: this trigger is its first, and it opens now.
+        let closes_at = if item.max_items <= 1 { now } else { item.close.closes_at(now) };
+        let due_at = Millis(closes_at.0.saturating_add(item.delay_ms));
         let row = NewOutboxRow {
             id: super::new_id(),
             dedupe_key: format!("digest:{}:{}", item.rule_id, item.trigger_id),
@@ -207,7 +260,7 @@ pub(super) async fn add(
         insert_item(conn, d, item, &row.id, now).await?;
         sqlx::query(&d.sql("UPDATE engagement_digests SET outbox_id = ?, opened_at = ?, items = 1 WHERE bucket = ?"))
             .bind(row.id.clone())
-            .bind(item.occurred_at.0)
+            .bind(now.0)
             .bind(item.bucket.clone())
             .execute(&mut *conn)
             .await

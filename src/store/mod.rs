@@ -59,7 +59,7 @@ use crate::domain::{ChannelName, SendStatus, UserId};
 pub use admin::{OutboxAdmin, OutboxFilter, RowAction};
 pub use bounces::{BounceEvidence, BounceRow, BounceStore, MatchedSend, NewBounce};
 pub use dialect::Dialect;
-pub use digests::{DigestItemRow, DigestStore, NewDigestItem};
+pub use digests::{DigestItemRow, DigestMembership, DigestStore, NewDigestItem};
 pub use escalation::{EscalationStore, OriginalState};
 pub use events::{EventRow, EventStore};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};

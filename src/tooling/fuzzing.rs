@@ -242,7 +242,7 @@ fn trigger_body(body: &[u8]) {
     // Every accepted payload can be planned against a rule with a condition
     // and rendered by a template that reads it.
     let row = trigger.unplanned_row(NOW);
-    let plan = planner::evaluate(&row, std::slice::from_ref(&SAMPLE_RULE), None);
+    let plan = planner::evaluate(&row, std::slice::from_ref(&SAMPLE_RULE), None, chrono_tz::Tz::UTC);
     assert_eq!(plan.decisions.len(), 1);
     let _ = plan.detail(&row.trigger_type);
     let ctx = planner::context(&row, None);

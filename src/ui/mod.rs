@@ -21,6 +21,7 @@
 
 pub mod audit;
 pub mod outbox;
+mod rule_workflow;
 pub mod rules;
 pub mod sends;
 pub mod session;
