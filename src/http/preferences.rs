@@ -33,7 +33,7 @@ use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::domain::UserId;
 use crate::planning::recipient::{Preferences, UserChoices};
 use crate::planning::rule::FieldError;
-use crate::store::{AuditEntry, RecipientRow};
+use crate::store::{AuditEntry, ChoicesMerged, RecipientRow};
 
 /// One category the user can receive.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -200,10 +200,13 @@ async fn apply(
     who: &str,
     offered: &BTreeMap<String, Offered>,
 ) -> Result<PreferenceCenter, ApiError> {
-    apply_in(&*state.store, state.clock.now(), user, change, who, offered).await
+    Ok(apply_in(&*state.store, state.clock.now(), user, change, who, offered).await?.0)
 }
 
-/// [`apply`] on a store at `now`, for the command line too.
+/// [`apply`] on a store at `now`, for the command line too. The store
+/// merges the change under the row's lock (see
+/// [`crate::store::RecipientStore::merge_user_choices`]), so what is audited
+/// is what this change did to what was stored when it ran.
 async fn apply_in(
     store: &dyn crate::store::Store,
     now: crate::clock::Millis,
@@ -211,25 +214,30 @@ async fn apply_in(
     change: PreferenceChange,
     who: &str,
     offered: &BTreeMap<String, Offered>,
-) -> Result<PreferenceCenter, ApiError> {
-    let recipient = store.get_recipient(user).await?;
-    let mut choices = recipient.as_ref().map(|r| r.user_choices.clone()).unwrap_or_default();
-    let mut said = Vec::new();
-    for (category, channels) in change.categories {
-        for (channel, on) in channels {
-            let before = choices.get(&category).and_then(|c| c.get(&channel)).copied();
-            if before != Some(on) {
-                said.push(format!("{category} by {channel}: {}", if on { "on" } else { "off" }));
-            }
-            choices.entry(category.clone()).or_default().insert(channel, on);
-        }
-    }
+) -> Result<(PreferenceCenter, Vec<String>), ApiError> {
+    let changed = match store.merge_user_choices(user, &change.categories, now).await? {
+        ChoicesMerged::Merged { changed } => changed,
+        ChoicesMerged::Erased => return Err(erased(user)),
+    };
+    let said: Vec<String> = changed
+        .iter()
+        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if *on { "on" } else { "off" }))
+        .collect();
     if !said.is_empty() {
-        store.set_user_choices(user, &choices, now).await?;
         audit_preferences_in(store, now, who, user, said.join("; ")).await;
     }
     let recipient = store.get_recipient(user).await?;
-    Ok(center(offered, recipient.as_ref()))
+    Ok((center(offered, recipient.as_ref()), said))
+}
+
+/// The answer to a change for a user the host deleted: as for a user
+/// Herald does not know (404), and nothing is stored, so an old inbox token
+/// or a preference link from an earlier email cannot bring the user back.
+fn erased(user: &UserId) -> ApiError {
+    ApiError::NotFound(format!(
+        "no user {:?}: the user was deleted; nothing was changed (the host's PUT /v1/users/{{user_id}} describes them again)",
+        user.as_str()
+    ))
 }
 
 /// One preference change in the audit log (target `user:ID`), shown on the
@@ -310,7 +318,7 @@ fn page(body: &str) -> Response {
     r
 }
 
-fn form(token: &str, center: &PreferenceCenter, saved: bool) -> String {
+fn form(center: &PreferenceCenter, saved: bool) -> String {
     let mut body = String::new();
     if saved {
         body.push_str("<p class=\"saved\" role=\"status\">Saved.</p>");
@@ -319,7 +327,13 @@ fn form(token: &str, center: &PreferenceCenter, saved: bool) -> String {
         body.push_str("<p>There is nothing to choose: no messages are being sent.</p>");
         return body;
     }
-    body.push_str(&format!("<form method=\"post\" action=\"/p/{}\">", escape(token)));
+    // No `action`: the form posts back to the address the page was loaded
+    // from, which keeps the path a proxy serves Herald under
+    // (`public_url = "https://example.com/herald"`); `action="/p/…"` posted
+    // to the host's root instead. Rejected: building it from
+    // `email.public_url`, a setting the page would then have to agree with
+    // (the unsubscribe page posts back the same way).
+    body.push_str("<form method=\"post\">");
     for c in &center.categories {
         body.push_str(&format!("<fieldset><legend><strong>{}</strong></legend>", escape(&c.name)));
         if let Some(d) = &c.description {
@@ -364,7 +378,7 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
     let recipient = state.store.get_recipient(&user).await?;
-    Ok(page(&form(&token, &center(&offered, recipient.as_ref()), false)))
+    Ok(page(&form(&center(&offered, recipient.as_ref()), false)))
 }
 
 /// The hosted page's form: every box shown and not ticked is turned off,
@@ -397,7 +411,7 @@ pub async fn save(
     check(&change, &offered).map_err(ApiError::Invalid)?;
     let who = format!("user {user} (preference page)");
     let center = apply(&state, &user, change, &who, &offered).await?;
-    Ok(page(&form(&token, &center, true)))
+    Ok(page(&form(&center, true)))
 }
 
 /// A form's boxes as a change: each `CATEGORY:CHANNEL` shown is on when
@@ -467,13 +481,5 @@ async fn change_checked(
     offered: &BTreeMap<String, Offered>,
 ) -> Result<Vec<String>, ApiError> {
     check(&change, offered).map_err(ApiError::Invalid)?;
-    let before = store.get_recipient(user).await?.map(|r| r.user_choices).unwrap_or_default();
-    apply_in(store, now, user, change.clone(), who, offered).await?;
-    Ok(change
-        .categories
-        .iter()
-        .flat_map(|(category, channels)| channels.iter().map(move |(channel, on)| (category, channel, *on)))
-        .filter(|(category, channel, on)| before.get(*category).and_then(|c| c.get(*channel)) != Some(on))
-        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if on { "on" } else { "off" }))
-        .collect())
+    Ok(apply_in(store, now, user, change, who, offered).await?.1)
 }
