@@ -106,10 +106,10 @@ fn preference_link(user: &str) -> String {
 fn preference_form(shown: &[(&str, &str, bool)], on: &[(&str, &str)]) -> Vec<(&'static str, String)> {
     let mut fields = Vec::new();
     for (category, channel, _) in shown {
-        fields.push(("shown", format!("{category}:{channel}")));
+        fields.push(("shown", box_of(category, channel)));
     }
     for (category, channel) in on {
-        fields.push(("on", format!("{category}:{channel}")));
+        fields.push(("on", box_of(category, channel)));
     }
     fields
 }
@@ -127,6 +127,123 @@ async fn post_form(app: &App, path: &str, fields: &[(&'static str, String)]) -> 
         .await
         .unwrap();
     (resp.status().as_u16(), resp.text().await.unwrap())
+}
+
+/// Undoes the HTML escaping both renderers use (the hosted page's own and
+/// minijinja's on the operator screen).
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&#x27;", "'")
+        .replace("&#x2f;", "/")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// What a browser sends for the form in `html` whose opening tag contains
+/// `marker`, after the user sets each box `set` answers for (given the
+/// box's value) to ticked or not: its hidden fields, and the checkboxes
+/// that are ticked and not disabled.
+fn browser_fields(html: &str, marker: &str, set: impl Fn(&str) -> Option<bool>) -> Vec<(&'static str, String)> {
+    let form = html.split("<form").find(|f| f.split('>').next().unwrap().contains(marker)).expect("the form");
+    let form = form.split("</form>").next().unwrap();
+    let mut fields = Vec::new();
+    for input in form.split("<input").skip(1) {
+        let tag = input.split('>').next().unwrap();
+        let attr =
+            |name: &str| tag.split(&format!(" {name}=\"")).nth(1).map(|v| unescape(v.split('"').next().unwrap()));
+        let (Some(name), Some(value)) = (attr("name"), attr("value")) else { continue };
+        let name: &'static str = match name.as_str() {
+            "shown" => "shown",
+            "on" => "on",
+            "csrf" => "csrf",
+            "user" => "user",
+            other => panic!("unexpected field {other}"),
+        };
+        let checkbox = attr("type").as_deref() == Some("checkbox");
+        let ticked = set(&value).unwrap_or(tag.contains(" checked"));
+        if !checkbox || (ticked && !tag.contains(" disabled")) {
+            fields.push((name, value));
+        }
+    }
+    fields
+}
+
+/// An operator with a session on `app`: the cookie for its requests.
+async fn operator_session(app: &App) -> String {
+    use herald::clock::{Clock, Millis, SystemClock};
+    let now = SystemClock.now();
+    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+        .await
+        .unwrap();
+    let session = "a-session-token-for-this-test-only";
+    app.db
+        .store
+        .create_session(&herald::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
+        .await
+        .unwrap();
+    format!("herald_session={session}")
+}
+
+/// The box of `category` on `channel`, as the forms name it.
+fn box_of(category: &str, channel: &str) -> String {
+    serde_json::to_string(&[category, channel]).unwrap()
+}
+
+/// A category as rules accept it (`promo:spring`, `product.updates`, 36
+/// characters and more) is one everywhere: the host's `PUT /v1/users`
+/// preferences take it, and the hosted page and the operator's form save
+/// with it. Before, a `:` in any enabled rule's category broke both forms
+/// for every user (the box `promo:spring:inbox` was split on its first
+/// `:`), and the host's preferences refused all three names.
+async fn any_category_a_rule_accepts_works_in_every_preference_form(backend: Backend) {
+    let app = App::start_on(backend, |_| {}).await;
+    let long = "a_category_name_longer_than_35_characters";
+    for c in ["promo:spring", "product.updates", long, "news"] {
+        rule(&app, c, "inbox").await;
+    }
+    // The hosted page: the user turns news off and saves.
+    let link = preference_link("ada");
+    let html = app.http.get(app.url(&link)).send().await.unwrap().text().await.unwrap();
+    let fields = browser_fields(&html, "method=\"post\"", |v| v.contains("news").then_some(false));
+    assert!(fields.iter().any(|(_, v)| v.contains("promo:spring")), "{fields:?}");
+    let (status, page) = post_form(&app, &link, &fields).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Saved."), "{page}");
+    let (_, body) = app.get("/v1/users/ada").await;
+    assert_eq!(body["user_preferences"]["news"], json!({"inbox": false}), "{body}");
+
+    // The operator's form on the user's send-log page: turns news back on.
+    let cookie = operator_session(&app).await;
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let page = http.get(app.url("/ui/sends?q=ada")).header("cookie", &cookie).send().await.unwrap();
+    let html = page.text().await.unwrap();
+    let fields = browser_fields(&html, "/ui/sends/preferences", |v| v.contains("news").then_some(true));
+    let body: String = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(&fields).finish();
+    let resp = http
+        .post(app.url("/ui/sends/preferences"))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    let (_, body) = app.get("/v1/users/ada").await;
+    assert_eq!(body["user_preferences"]["news"], json!({"inbox": true}), "the operator's change is saved: {body}");
+    let audit = app.db.store.audit_for_target("user:ada", 10).await.unwrap();
+    assert!(audit[0].operator_email.starts_with("operator ops@example.com"), "{audit:?}");
+
+    // The host turns the same categories off.
+    let host = json!({"preferences": {"categories": {"promo:spring": false, "product.updates": false, long: false}}});
+    let (status, body) = app.call(reqwest::Method::PUT, "/v1/users/ada", Some(host)).await;
+    assert_eq!(status, 200, "the host's preferences take every rule's category: {body}");
+    let (status, body) = app
+        .call(reqwest::Method::PUT, "/v1/users/ada", Some(json!({"preferences": {"categories": {"a\u{7}": false}}})))
+        .await;
+    assert_eq!((status, body["errors"][0]["field"].as_str()), (422, Some("preferences.categories")), "{body}");
+    app.stop().await;
 }
 
 /// A user the host deleted stays deleted: their old inbox token and the
@@ -202,6 +319,10 @@ fn main() -> std::process::ExitCode {
         trials.push(common::harness::test(format!("{prefix}::a_deleted_user_stays_deleted"), move || {
             a_deleted_user_stays_deleted(backend)
         }));
+        trials.push(common::harness::test(
+            format!("{prefix}::any_category_a_rule_accepts_works_in_every_preference_form"),
+            move || any_category_a_rule_accepts_works_in_every_preference_form(backend),
+        ));
     }
     trials.push(common::harness::test(
         "the_hosted_form_posts_back_under_the_public_path",

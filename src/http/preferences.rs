@@ -27,6 +27,7 @@ use axum::response::{Html, IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::preference_form::{self, FormBoxes};
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
@@ -340,7 +341,7 @@ fn form(center: &PreferenceCenter, saved: bool) -> String {
             body.push_str(&format!("<p>{}</p>", escape(d)));
         }
         for ch in &c.channels {
-            let value = format!("{}:{}", c.category, ch.channel);
+            let value = preference_form::box_value(&c.category, &ch.channel);
             body.push_str(&format!(
                 "<label><input type=\"checkbox\" name=\"on\" value=\"{}\"{}{}> {}{}</label>",
                 escape(&value),
@@ -349,7 +350,9 @@ fn form(center: &PreferenceCenter, saved: bool) -> String {
                 escape(&ch.channel),
                 if c.locked { " (always sent)" } else { "" },
             ));
-            body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+            if !c.locked {
+                body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+            }
         }
         body.push_str("</fieldset>");
     }
@@ -385,7 +388,7 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
 /// every box ticked on.
 #[utoipa::path(post, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`shown=CATEGORY:CHANNEL` for each box on the form, `on=CATEGORY:CHANNEL` for each ticked"),
+        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` for each box on the form that can change, `on=…` the same for each ticked (see `http::preference_form`)"),
     responses(
         (status = 200, description = "Saved; the form again", content_type = "text/html"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -398,34 +401,11 @@ pub async fn save(
 ) -> Result<Response, ApiError> {
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
-    let mut shown = BTreeSet::new();
-    let mut on = BTreeSet::new();
-    for (k, v) in url::form_urlencoded::parse(&body) {
-        match k.as_ref() {
-            "shown" => shown.insert(v.into_owned()),
-            "on" => on.insert(v.into_owned()),
-            _ => false,
-        };
-    }
-    let change = change_from_form(&shown, &on);
+    let change = FormBoxes::from_body(&body).map_err(ApiError::Invalid)?.change();
     check(&change, &offered).map_err(ApiError::Invalid)?;
     let who = format!("user {user} (preference page)");
     let center = apply(&state, &user, change, &who, &offered).await?;
     Ok(page(&form(&center, true)))
-}
-
-/// A form's boxes as a change: each `CATEGORY:CHANNEL` shown is on when
-/// ticked, off when not (transactional is never changed).
-fn change_from_form(shown: &BTreeSet<String>, on: &BTreeSet<String>) -> PreferenceChange {
-    let mut change = PreferenceChange { categories: BTreeMap::new() };
-    for value in shown {
-        let Some((category, channel)) = value.split_once(':') else { continue };
-        if category == TRANSACTIONAL {
-            continue;
-        }
-        change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on.contains(value));
-    }
-    change
 }
 
 /// The user's preference center as they see it, for the operator screen.
@@ -443,12 +423,11 @@ pub async fn center_for(state: &AppState, user: &UserId) -> Result<PreferenceCen
 pub async fn change_by_operator(
     state: &AppState,
     user: &UserId,
-    shown: &BTreeSet<String>,
-    on: &BTreeSet<String>,
+    boxes: &FormBoxes,
     who: &str,
 ) -> Result<Vec<String>, ApiError> {
     let offered = offered(state).await?;
-    change_checked(&*state.store, state.clock.now(), user, change_from_form(shown, on), who, &offered).await
+    change_checked(&*state.store, state.clock.now(), user, boxes.change(), who, &offered).await
 }
 
 /// The user's preference center read from the store, and a change an

@@ -124,9 +124,22 @@ impl RecipientInput {
         {
             errors.extend(e);
         }
-        for key in self.preferences.categories.keys().chain(self.preferences.channels.keys()) {
+        // A category as a rule names it (`product.updates`, `promo:spring`):
+        // the host must be able to turn off whatever a rule sends.
+        for key in self.preferences.categories.keys() {
+            if let Err(e) = crate::planning::category::check("preferences.categories", key) {
+                errors.push(e);
+            }
+        }
+        for key in self.preferences.channels.keys() {
             if !valid_tag(key) {
-                errors.push(FieldError::new("preferences", format!("{key:?} is not a category or channel name")));
+                errors.push(FieldError::new(
+                    "preferences.channels",
+                    format!(
+                        "{key:?} is not a channel name; the channels are {}",
+                        crate::delivery::channel::catalog::known_list()
+                    ),
+                ));
             }
         }
         if !errors.is_empty() {
