@@ -105,8 +105,11 @@ fn preference_link(user: &str) -> String {
 /// ticked when shown), and the boxes ticked now.
 fn preference_form(shown: &[(&str, &str, bool)], on: &[(&str, &str)]) -> Vec<(&'static str, String)> {
     let mut fields = Vec::new();
-    for (category, channel, _) in shown {
+    for (category, channel, was) in shown {
         fields.push(("shown", box_of(category, channel)));
+        if *was {
+            fields.push(("was", box_of(category, channel)));
+        }
     }
     for (category, channel) in on {
         fields.push(("on", box_of(category, channel)));
@@ -156,6 +159,7 @@ fn browser_fields(html: &str, marker: &str, set: impl Fn(&str) -> Option<bool>) 
         let (Some(name), Some(value)) = (attr("name"), attr("value")) else { continue };
         let name: &'static str = match name.as_str() {
             "shown" => "shown",
+            "was" => "was",
             "on" => "on",
             "csrf" => "csrf",
             "user" => "user",
@@ -246,6 +250,52 @@ async fn any_category_a_rule_accepts_works_in_every_preference_form(backend: Bac
     app.stop().await;
 }
 
+/// Saving the hosted page records only the boxes the user changed, as the
+/// widget does: a host's later opt-out (`channels.email = false`) still
+/// holds for every category the user left alone. Before, every box on the
+/// page became the user's own "on", which wins over the host.
+async fn the_hosted_page_saves_only_what_the_user_changed(backend: Backend) {
+    let mail = tempfile::tempdir().unwrap();
+    let transport = format!("file://{}", mail.path().display());
+    let app = App::start_on(backend, |c| {
+        c.email.transport = Some(transport);
+        c.email.from = Some("Herald <news@herald.test>".into());
+    })
+    .await;
+    for c in ["news", "tips", "offers"] {
+        rule(&app, c, "email").await;
+    }
+    let (status, body) =
+        app.call(reqwest::Method::PUT, "/v1/users/ada", Some(json!({"email": "ada@example.com"}))).await;
+    assert_eq!(status, 201, "{body}");
+    let link = preference_link("ada");
+    let html = app.http.get(app.url(&link)).send().await.unwrap().text().await.unwrap();
+    let fields = browser_fields(&html, "method=\"post\"", |v| v.contains("news").then_some(false));
+    let (status, page) = post_form(&app, &link, &fields).await;
+    assert!(status == 200 && page.contains("Saved."), "{status} {page}");
+    let (_, body) = app.get("/v1/users/ada").await;
+    assert_eq!(body["user_preferences"], json!({"news": {"email": false}}), "only the box unticked: {body}");
+
+    // The host turns email off: the categories the user did not touch follow.
+    let host = json!({"email": "ada@example.com", "preferences": {"channels": {"email": false}}});
+    assert_eq!(app.call(reqwest::Method::PUT, "/v1/users/ada", Some(host)).await.0, 200);
+    let token = user_token(&app, "ada").await;
+    let (_, center) = as_user(&app, &token, reqwest::Method::GET, None).await;
+    for c in center["categories"].as_array().unwrap() {
+        let email = &c["channels"][0];
+        assert_eq!(email["enabled"], false, "{center}");
+        let who = if c["category"] == "news" { "user" } else { "host" };
+        assert_eq!(email["decided_by"], who, "{center}");
+    }
+    // Saving again without touching anything changes nothing.
+    let html = app.http.get(app.url(&link)).send().await.unwrap().text().await.unwrap();
+    let (status, _) = post_form(&app, &link, &browser_fields(&html, "method=\"post\"", |_| None)).await;
+    assert_eq!(status, 200);
+    let (_, body) = app.get("/v1/users/ada").await;
+    assert_eq!(body["user_preferences"], json!({"news": {"email": false}}), "{body}");
+    app.stop().await;
+}
+
 /// A user the host deleted stays deleted: their old inbox token and the
 /// preference link from an earlier email change nothing and are answered
 /// as for a user Herald does not know (404), and `GET /v1/users/{id}`
@@ -319,6 +369,10 @@ fn main() -> std::process::ExitCode {
         trials.push(common::harness::test(format!("{prefix}::a_deleted_user_stays_deleted"), move || {
             a_deleted_user_stays_deleted(backend)
         }));
+        trials.push(common::harness::test(
+            format!("{prefix}::the_hosted_page_saves_only_what_the_user_changed"),
+            move || the_hosted_page_saves_only_what_the_user_changed(backend),
+        ));
         trials.push(common::harness::test(
             format!("{prefix}::any_category_a_rule_accepts_works_in_every_preference_form"),
             move || any_category_a_rule_accepts_works_in_every_preference_form(backend),

@@ -876,6 +876,7 @@ async fn the_preference_center_wins_over_a_host_sync_and_is_audited() {
                 .extend_pairs([
                     ("shown", r#"["news","inbox"]"#),
                     ("shown", r#"["news","email"]"#),
+                    ("was", r#"["news","email"]"#),
                     ("on", r#"["news","inbox"]"#),
                 ])
                 .finish(),

@@ -15,8 +15,17 @@
 //!
 //! # Fields
 //! `shown` names every box the form drew that can change (not the locked
-//! transactional ones), `on` each box ticked when sent. Any other field
-//! (`csrf`, `user`) is the caller's.
+//! transactional ones), `was` each of those drawn ticked, `on` each box
+//! ticked when sent. Any other field (`csrf`, `user`) is the caller's.
+//!
+//! # Only what the user changed
+//! A box is a change only where `on` differs from `was`, as the widget
+//! sends one change per checkbox clicked. Saving every box shown recorded
+//! each as the user's own choice, and a user's choice wins over the host's
+//! preferences: after one save, a host's later `channels.email = false`
+//! was ignored for every category on the page. Rejected: comparing with
+//! what is stored when the form comes back (a host change made while the
+//! page was open would then be undone by a user who never touched it).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,11 +45,13 @@ pub fn box_value(category: &str, channel: &str) -> String {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FormBoxes {
     shown: BTreeSet<FormBox>,
+    was: BTreeSet<FormBox>,
     on: BTreeSet<FormBox>,
 }
 
 impl FormBoxes {
-    /// Reads the `shown` and `on` fields (others are left to the caller).
+    /// Reads the `shown`, `was` and `on` fields (others are left to the
+    /// caller).
     /// A value this form does not write (a page saved before this encoding,
     /// or altered) is refused naming its field, so nothing is half applied.
     pub fn from_fields<K: AsRef<str>, V: AsRef<str>>(
@@ -52,6 +63,7 @@ impl FormBoxes {
             let (name, value) = (name.as_ref(), value.as_ref());
             let set = match name {
                 "shown" => &mut boxes.shown,
+                "was" => &mut boxes.was,
                 "on" => &mut boxes.on,
                 _ => continue,
             };
@@ -71,15 +83,17 @@ impl FormBoxes {
         if errors.is_empty() { Ok(boxes) } else { Err(errors) }
     }
 
-    /// The form's boxes as a change: each box shown is on when ticked and
-    /// off when not (transactional is never changed).
+    /// The boxes the user changed, as a change: each box shown whose
+    /// ticking differs from how it was drawn (transactional is never
+    /// changed).
     pub fn change(&self) -> PreferenceChange {
         let mut categories: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
         for b @ (category, channel) in &self.shown {
-            if category == TRANSACTIONAL {
+            let on = self.on.contains(b);
+            if category == TRANSACTIONAL || on == self.was.contains(b) {
                 continue;
             }
-            categories.entry(category.clone()).or_default().insert(channel.clone(), self.on.contains(b));
+            categories.entry(category.clone()).or_default().insert(channel.clone(), on);
         }
         PreferenceChange { categories }
     }
@@ -103,6 +117,7 @@ mod tests {
         let body = form(&[
             ("csrf", "x".into()),
             ("shown", box_value("promo:spring", "email")),
+            ("was", box_value("promo:spring", "email")),
             ("shown", box_value("a \"quoted\" one", "inbox")),
             ("on", box_value("a \"quoted\" one", "inbox")),
         ]);
@@ -110,6 +125,17 @@ mod tests {
         assert!(!change.categories["promo:spring"]["email"]);
         assert!(change.categories["a \"quoted\" one"]["inbox"]);
         assert_eq!(change.categories.len(), 2);
+    }
+
+    #[test]
+    fn a_box_left_as_drawn_is_no_change() {
+        let body = form(&[
+            ("shown", box_value("news", "email")),
+            ("was", box_value("news", "email")),
+            ("on", box_value("news", "email")),
+            ("shown", box_value("tips", "email")),
+        ]);
+        assert!(FormBoxes::from_body(&body).unwrap().change().categories.is_empty());
     }
 
     #[test]

@@ -352,6 +352,9 @@ fn form(center: &PreferenceCenter, saved: bool) -> String {
             ));
             if !c.locked {
                 body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+                if ch.enabled {
+                    body.push_str(&format!("<input type=\"hidden\" name=\"was\" value=\"{}\">", escape(&value)));
+                }
             }
         }
         body.push_str("</fieldset>");
@@ -384,11 +387,11 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
     Ok(page(&form(&center(&offered, recipient.as_ref()), false)))
 }
 
-/// The hosted page's form: every box shown and not ticked is turned off,
-/// every box ticked on.
+/// The hosted page's form: each box the user ticked or unticked is turned
+/// on or off; the others are left as they were (see `http::preference_form`).
 #[utoipa::path(post, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` for each box on the form that can change, `on=…` the same for each ticked (see `http::preference_form`)"),
+        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` for each box on the form that can change, `was=…` the same for each drawn ticked, `on=…` for each ticked now; only boxes whose `on` differs from `was` change (see `http::preference_form`)"),
     responses(
         (status = 200, description = "Saved; the form again", content_type = "text/html"),
         (status = 400, body = Problem, content_type = "application/problem+json"),

@@ -76,8 +76,9 @@ pub async fn search(
 }
 
 /// An operator changes the user's preferences (the preference center's
-/// choices, for a user who asked support, say): `user`, then `shown` for
-/// each box on the form and `on` for each ticked. Audited with the
+/// choices, for a user who asked support, say): `user`, then the boxes as
+/// `crate::http::preference_form` reads them; only the boxes the operator
+/// ticked or unticked change. Audited with the
 /// operator as who, on the user's send-log page like the user's own.
 pub async fn change_preferences(
     State(state): State<AppState>,
