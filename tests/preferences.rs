@@ -21,7 +21,7 @@ async fn rule(app: &App, category: &str, channel: &str) {
         "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}},
     });
     if channel == "webhook" {
-        body["webhook_url"] = json!("https://hooks.example.com/herald");
+        body["webhook_url"] = json!("http://127.0.0.1:9/herald");
     }
     let (status, body) = app.post("/v1/rules", body).await;
     assert_eq!(status, 201, "{body}");
@@ -296,6 +296,41 @@ async fn the_hosted_page_saves_only_what_the_user_changed(backend: Backend) {
     app.stop().await;
 }
 
+/// The end user's preference view offers only the channels a person
+/// receives, each with a name a person reads, and a readable name for a
+/// category whose rules set no `display_name`. Before, a webhook (the
+/// host's integration) was offered as a box to switch, and the raw key
+/// (`product_updates`) was the category's name.
+async fn the_preference_view_shows_what_a_person_receives_by_readable_names() {
+    let app = App::start_on(Backend::Sqlite, |c| {
+        c.webhook.signing_secret = Some("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into());
+        c.webhook.allow_private_networks = true;
+    })
+    .await;
+    rule(&app, "product_updates", "inbox").await;
+    rule(&app, "product_updates", "webhook").await;
+    rule(&app, "orders", "webhook").await;
+    let token = user_token(&app, "ada").await;
+    let (status, center) = as_user(&app, &token, reqwest::Method::GET, None).await;
+    assert_eq!(status, 200, "{center}");
+    assert_eq!(
+        center,
+        json!({"categories": [{
+            "category": "product_updates", "name": "Product updates", "locked": false,
+            "channels": [{"channel": "inbox", "name": "In the app", "enabled": true, "decided_by": "default"}],
+        }]}),
+        "no webhook, and a webhook-only category is not offered"
+    );
+    let html = app.http.get(app.url(&preference_link("ada"))).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("Product updates") && html.contains("In the app"), "{html}");
+    assert!(!html.contains("webhook") && !html.contains("product_updates</"), "{html}");
+    let off = json!({"categories": {"product_updates": {"webhook": false}}});
+    let (status, body) = as_user(&app, &token, reqwest::Method::PUT, Some(off)).await;
+    assert_eq!((status, body["errors"][0]["field"].as_str()), (422, Some("categories.product_updates.webhook")));
+    assert!(body.to_string().contains("does not reach a person"), "{body}");
+    app.stop().await;
+}
+
 /// A user the host deleted stays deleted: their old inbox token and the
 /// preference link from an earlier email change nothing and are answered
 /// as for a user Herald does not know (404), and `GET /v1/users/{id}`
@@ -378,6 +413,10 @@ fn main() -> std::process::ExitCode {
             move || any_category_a_rule_accepts_works_in_every_preference_form(backend),
         ));
     }
+    trials.push(common::harness::test(
+        "the_preference_view_shows_what_a_person_receives_by_readable_names",
+        the_preference_view_shows_what_a_person_receives_by_readable_names,
+    ));
     trials.push(common::harness::test(
         "the_hosted_form_posts_back_under_the_public_path",
         the_hosted_form_posts_back_under_the_public_path,

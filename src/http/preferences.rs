@@ -5,9 +5,11 @@
 //!
 //! # What a user can choose
 //! The categories of the enabled rules, each with the channels its rules
-//! deliver on (an escalating rule's follow-up channel included), named by
-//! the rules' `display_name` and `description`. `transactional` is listed
-//! but locked on.
+//! deliver on that reach a person (email and the in-app inbox, an
+//! escalating rule's follow-up channel included; not a webhook, the host's
+//! own integration), named by the rules' `display_name` and `description`
+//! (else the category made readable). `transactional` is listed but locked
+//! on.
 //!
 //! # Precedence
 //! The user's own choice for a category and channel wins over the host's
@@ -40,7 +42,8 @@ use crate::store::{AuditEntry, ChoicesMerged, RecipientRow};
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CategoryChoice {
     pub category: String,
-    /// The rule's `display_name`, or the category itself.
+    /// The rules' `display_name`, else the category made readable
+    /// (`product_updates`: "Product updates").
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -52,6 +55,8 @@ pub struct CategoryChoice {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChannelChoice {
     pub channel: String,
+    /// The channel as a person reads it ("Email", "In the app").
+    pub name: String,
     pub enabled: bool,
     /// Who decided: `user` (their own choice), `host` (the host's
     /// preferences) or `default`.
@@ -105,8 +110,17 @@ fn offered_by<'a>(
     for (row, follow_up) in rules {
         let w: crate::planning::workflow::WorkflowInput =
             row.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
+        // Only the channels that reach a person (not a webhook): a category
+        // sent on none of them is not the user's to choose.
+        let channels: Vec<&str> = std::iter::once(row.channel.as_str())
+            .chain(follow_up)
+            .filter(|c| crate::delivery::channel::catalog::personal_name(c).is_some())
+            .collect();
+        if channels.is_empty() {
+            continue;
+        }
         let entry = out.entry(row.category.clone()).or_insert_with(|| Offered {
-            name: row.category.clone(),
+            name: crate::planning::category::readable(&row.category),
             description: None,
             channels: BTreeSet::new(),
         });
@@ -116,10 +130,7 @@ fn offered_by<'a>(
         if w.description.is_some() {
             entry.description = w.description;
         }
-        entry.channels.insert(row.channel.clone());
-        if let Some(c) = follow_up {
-            entry.channels.insert(c.to_owned());
-        }
+        entry.channels.extend(channels.into_iter().map(str::to_owned));
     }
     out
 }
@@ -146,7 +157,13 @@ fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>)
                     } else {
                         (true, "default")
                     };
-                    ChannelChoice { channel: channel.clone(), enabled, decided_by: decided_by.into() }
+                    let name = crate::delivery::channel::catalog::personal_name(channel).unwrap_or(channel);
+                    ChannelChoice {
+                        channel: channel.clone(),
+                        name: name.to_owned(),
+                        enabled,
+                        decided_by: decided_by.into(),
+                    }
                 })
                 .collect();
             CategoryChoice {
@@ -177,9 +194,16 @@ fn check(change: &PreferenceChange, offered: &BTreeMap<String, Offered>) -> Resu
         for (channel, on) in channels {
             if !o.channels.contains(channel) {
                 let known: Vec<&str> = o.channels.iter().map(String::as_str).collect();
+                use crate::delivery::channel::catalog;
+                // A webhook: the host's integration, not the user's.
+                let why = if catalog::check_known(channel).is_ok() && catalog::personal_name(channel).is_none() {
+                    format!("{channel} does not reach a person, so it is not the user's to switch")
+                } else {
+                    format!("category {category:?} is not sent by {channel}")
+                };
                 errors.push(FieldError::new(
                     format!("categories.{category}.{channel}"),
-                    format!("category {category:?} is not sent by {channel}; its channels are {}", known.join(", ")),
+                    format!("{why}; the channels of category {category:?} are {}", known.join(", ")),
                 ));
             } else if category == TRANSACTIONAL && !on {
                 errors.push(FieldError::new(
@@ -347,7 +371,7 @@ fn form(center: &PreferenceCenter, saved: bool) -> String {
                 escape(&value),
                 if ch.enabled { " checked" } else { "" },
                 if c.locked { " disabled" } else { "" },
-                escape(&ch.channel),
+                escape(&ch.name),
                 if c.locked { " (always sent)" } else { "" },
             ));
             if !c.locked {

@@ -38,6 +38,21 @@ pub fn check(field: impl Into<String>, value: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// A name readable by the person it is shown to, for a category whose
+/// rules set no `display_name`: `product_updates` is "Product updates".
+/// Separators (`_`, `-`, `.`) become spaces and the first letter a capital;
+/// anything else is kept as written.
+pub fn readable(category: &str) -> String {
+    let spaced: String = category.chars().map(|c| if matches!(c, '_' | '-' | '.') { ' ' } else { c }).collect();
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let joined = words.join(" ");
+    let mut chars = joined.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => category.to_owned(),
+    }
+}
+
 fn shorten(value: &str) -> String {
     crate::domain::InvalidValue::new("category", value, EXPECTED).value
 }
@@ -57,5 +72,14 @@ mod tests {
         let e = check("preferences.categories", "a\u{7}").unwrap_err();
         assert_eq!(e.field, "preferences.categories");
         assert!(e.message.contains("1 to 64 characters"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_readable_name_for_a_bare_key() {
+        assert_eq!(readable("product_updates"), "Product updates");
+        assert_eq!(readable("security-alerts"), "Security alerts");
+        assert_eq!(readable("promo:spring"), "Promo:spring");
+        assert_eq!(readable("news"), "News");
+        assert_eq!(readable("__"), "__");
     }
 }
