@@ -308,6 +308,7 @@ pub async fn get(
     responses(
         (status = 200, body = PreferenceCenter),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The host deleted the user; nothing was changed", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An unknown category or channel, or transactional turned off", body = Problem, content_type = "application/problem+json"),
     ),
@@ -419,6 +420,7 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
     responses(
         (status = 200, description = "Saved; the form again", content_type = "text/html"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The host deleted the user; nothing was changed", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn save(
