@@ -217,8 +217,9 @@ pub struct PreferencesArgs {
     #[arg(long)]
     pub user_id: String,
     /// A choice to make for the user, CATEGORY:CHANNEL=on|off (repeatable),
-    /// e.g. `--set news:email=off`. Stored as the user's own choice, so a
-    /// host's PUT /v1/users does not undo it
+    /// e.g. `--set news:email=off`; the last `:` ends the category, which
+    /// may hold one (`promo:spring:email=off`). Stored as the user's own
+    /// choice, so a host's PUT /v1/users does not undo it
     #[arg(long = "set", value_name = "CATEGORY:CHANNEL=on|off")]
     pub set: Vec<String>,
     /// The operator making the change (an account of `herald operators`);
@@ -686,8 +687,10 @@ async fn preferences(config: &Config, args: PreferencesArgs) -> anyhow::Result<(
     let user = UserId::parse("--user-id", &args.user_id)?;
     let mut change = crate::http::preferences::PreferenceChange { categories: Default::default() };
     for set in &args.set {
-        let parsed = set.split_once('=').and_then(|(target, value)| {
-            let (category, channel) = target.split_once(':')?;
+        // From the right: `on`/`off` and a channel name hold neither `=`
+        // nor `:`, while a category may hold both (`promo:spring`).
+        let parsed = set.rsplit_once('=').and_then(|(target, value)| {
+            let (category, channel) = target.rsplit_once(':')?;
             let on = match value {
                 "on" => true,
                 "off" => false,

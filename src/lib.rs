@@ -19,7 +19,8 @@
 //!   triggers recorded and planned in shared transactions),
 //!   `planning::planner` (one row per enabled matching rule, and the sweep
 //!   for host-inserted triggers), `planning::rule` and `planning::recipient`
-//!   (what the API accepts, validated once), `planning::template` (minijinja
+//!   (what the API accepts, validated once), `planning::category` (what a
+//!   category name is, everywhere one comes in), `planning::template` (minijinja
 //!   templates and rule conditions), `planning::workflow` (send windows,
 //!   quiet hours, caps, digests, escalation, read in the recipient's zone),
 //!   `planning::digest` (when a digest closes, after a window or on a
@@ -36,6 +37,7 @@
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
 //!   connection bound), `http::nul` refuses U+0000 at the edge,
+//!   `http::preference_form` is the preference forms' field encoding,
 //!   `http::retry` runs a write that lost a race again before answering.
 //! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
 //!   logins, sessions, CSRF, the audit log).

@@ -303,7 +303,7 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&herald(dir.path(), &["preferences", "--user-id", "demo-user"]));
-    assert!(text.contains("exports  inbox: on (decided by default)"), "{text}");
+    assert!(text.contains("Exports (exports)  inbox: on (decided by default)"), "{text}");
 
     // A change needs an operator, and an existing one.
     let out = herald(dir.path(), &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off"]);
@@ -329,7 +329,7 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("changed for user demo-user: exports by inbox: off (recorded in the audit log)"), "{text}");
-    assert!(text.contains("exports  inbox: off (decided by user)"), "{text}");
+    assert!(text.contains("Exports (exports)  inbox: off (decided by user)"), "{text}");
     let again = stdout(&herald(dir.path(), &[&set[..], &["ops@example.com"]].concat()));
     assert!(again.contains("nothing changed for user demo-user"), "{again}");
     let json: serde_json::Value =

@@ -500,33 +500,40 @@ async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &T
     news.category = "news".into();
     news.enabled = true;
     ui.store.insert_rule(&news).await.unwrap();
+    // A box is named ["news","inbox"] (http::preference_form), HTML-escaped.
+    let news_inbox = r#"["news","inbox"]"#;
+    let shown = "[&quot;news&quot;,&quot;inbox&quot;]";
     let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
     assert!(page.body.contains("Change their preferences"), "{}", page.body);
-    assert!(page.body.contains("value=\"news:inbox\" checked"), "{}", page.body);
-    let resp = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    assert!(page.body.contains(&format!("value=\"{shown}\" checked")), "{}", page.body);
+    // Drawn ticked (`was`), sent unticked: turned off.
+    let resp =
+        ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", news_inbox), ("was", news_inbox)]).await;
     assert_eq!((resp.status, resp.location.as_deref()), (303, Some("/ui/sends?q=u1")), "{}", resp.body);
     let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();
     assert_eq!(recipient.user_choices.get("news").and_then(|c| c.get("inbox")), Some(&false));
     let flash = cookie_pair(&resp.set_cookies, "herald_flash").unwrap_or_default();
     let page = ui.get("/ui/sends?q=u1", Some(&format!("{}; {flash}", s.cookie))).await;
-    assert!(page.body.contains("value=\"news:inbox\">"), "now off: {}", page.body);
+    assert!(page.body.contains(&format!("value=\"{shown}\">")), "now off: {}", page.body);
     assert!(page.body.contains("decided by user"), "{}", page.body);
     let who = format!("by operator {} (operator screen): news by inbox: off", ui.email);
     assert!(page.body.contains(&who), "{who}: {}", page.body);
     // The same again changes nothing and writes no second audit row.
-    ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "news:inbox")]).await;
+    ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", news_inbox), ("was", news_inbox)]).await;
     assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
     // What the user cannot choose is refused and changes nothing.
-    let bad = ui.action(&s, "/ui/sends/preferences", &[("user", "u1"), ("shown", "gossip:inbox")]).await;
+    let bad = ui
+        .action(
+            &s,
+            "/ui/sends/preferences",
+            &[("user", "u1"), ("shown", r#"["gossip","inbox"]"#), ("was", r#"["gossip","inbox"]"#)],
+        )
+        .await;
     assert_eq!(bad.status, 303);
     assert_eq!(ui.store.audit_for_target("user:u1", 10).await.unwrap().len(), 1);
     // Without the CSRF token: refused.
     let forged = ui
-        .post(
-            "/ui/sends/preferences",
-            Some(&s.cookie),
-            &[("user", "u1"), ("shown", "news:inbox"), ("on", "news:inbox")],
-        )
+        .post("/ui/sends/preferences", Some(&s.cookie), &[("user", "u1"), ("shown", news_inbox), ("on", news_inbox)])
         .await;
     assert_eq!(forged.status, 403);
     let recipient = ui.store.get_recipient(&common::user("u1")).await.unwrap().unwrap();

@@ -868,15 +868,25 @@ async fn the_preference_center_wins_over_a_host_sync_and_is_audited() {
     let page = app.http.get(app.url(&link)).send().await.unwrap();
     assert_eq!(page.status().as_u16(), 200);
     let html = page.text().await.unwrap();
-    assert!(html.contains("Product news") && html.contains("value=\"news:inbox\""), "{html}");
-    assert!(!html.contains("value=\"news:inbox\" checked"), "shows the user's off");
+    let news_inbox = "value=\"[&quot;news&quot;,&quot;inbox&quot;]\"";
+    assert!(html.contains("Product news") && html.contains(news_inbox), "{html}");
+    assert!(!html.contains(&format!("{news_inbox} checked")), "shows the user's off");
     let forged = app.http.get(app.url("/p/dTE.AAAA")).send().await.unwrap();
     assert_eq!(forged.status().as_u16(), 400);
     let saved = app
         .http
         .post(app.url(&link))
         .header("content-type", "application/x-www-form-urlencoded")
-        .body("shown=news%3Ainbox&shown=news%3Aemail&on=news%3Ainbox")
+        .body(
+            url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs([
+                    ("shown", r#"["news","inbox"]"#),
+                    ("shown", r#"["news","email"]"#),
+                    ("was", r#"["news","email"]"#),
+                    ("on", r#"["news","inbox"]"#),
+                ])
+                .finish(),
+        )
         .send()
         .await
         .unwrap();

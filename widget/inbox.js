@@ -216,7 +216,9 @@
               status.textContent = "Your change could not be saved.";
             }
           });
-          label.append(box, document.createTextNode(` ${ch.channel}${c.locked ? " (always sent)" : ""}`));
+          // The channel as a person reads it ("Email"); servers before
+          // issue 27 sent only the key.
+          label.append(box, document.createTextNode(` ${ch.name || ch.channel}${c.locked ? " (always sent)" : ""}`));
           set.append(label);
           if (!first && !box.disabled) first = box;
         }

@@ -15,6 +15,7 @@ pub mod inbox;
 pub mod nul;
 mod openapi;
 pub mod outbox;
+pub mod preference_form;
 pub mod preferences;
 pub mod problem;
 pub mod resume;

@@ -5,9 +5,11 @@
 //!
 //! # What a user can choose
 //! The categories of the enabled rules, each with the channels its rules
-//! deliver on (an escalating rule's follow-up channel included), named by
-//! the rules' `display_name` and `description`. `transactional` is listed
-//! but locked on.
+//! deliver on that reach a person (email and the in-app inbox, an
+//! escalating rule's follow-up channel included; not a webhook, the host's
+//! own integration), named by the rules' `display_name` and `description`
+//! (else the category made readable). `transactional` is listed but locked
+//! on.
 //!
 //! # Precedence
 //! The user's own choice for a category and channel wins over the host's
@@ -27,19 +29,21 @@ use axum::response::{Html, IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::preference_form::{self, FormBoxes};
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::domain::UserId;
 use crate::planning::recipient::{Preferences, UserChoices};
 use crate::planning::rule::FieldError;
-use crate::store::{AuditEntry, RecipientRow};
+use crate::store::{AuditEntry, ChoicesMerged, RecipientRow};
 
 /// One category the user can receive.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct CategoryChoice {
     pub category: String,
-    /// The rule's `display_name`, or the category itself.
+    /// The rules' `display_name`, else the category made readable
+    /// (`product_updates`: "Product updates").
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -51,6 +55,8 @@ pub struct CategoryChoice {
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ChannelChoice {
     pub channel: String,
+    /// The channel as a person reads it ("Email", "In the app").
+    pub name: String,
     pub enabled: bool,
     /// Who decided: `user` (their own choice), `host` (the host's
     /// preferences) or `default`.
@@ -104,8 +110,17 @@ fn offered_by<'a>(
     for (row, follow_up) in rules {
         let w: crate::planning::workflow::WorkflowInput =
             row.workflow.clone().and_then(|w| serde_json::from_value(w).ok()).unwrap_or_default();
+        // Only the channels that reach a person (not a webhook): a category
+        // sent on none of them is not the user's to choose.
+        let channels: Vec<&str> = std::iter::once(row.channel.as_str())
+            .chain(follow_up)
+            .filter(|c| crate::delivery::channel::catalog::personal_name(c).is_some())
+            .collect();
+        if channels.is_empty() {
+            continue;
+        }
         let entry = out.entry(row.category.clone()).or_insert_with(|| Offered {
-            name: row.category.clone(),
+            name: crate::planning::category::readable(&row.category),
             description: None,
             channels: BTreeSet::new(),
         });
@@ -115,10 +130,7 @@ fn offered_by<'a>(
         if w.description.is_some() {
             entry.description = w.description;
         }
-        entry.channels.insert(row.channel.clone());
-        if let Some(c) = follow_up {
-            entry.channels.insert(c.to_owned());
-        }
+        entry.channels.extend(channels.into_iter().map(str::to_owned));
     }
     out
 }
@@ -145,7 +157,13 @@ fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>)
                     } else {
                         (true, "default")
                     };
-                    ChannelChoice { channel: channel.clone(), enabled, decided_by: decided_by.into() }
+                    let name = crate::delivery::channel::catalog::personal_name(channel).unwrap_or(channel);
+                    ChannelChoice {
+                        channel: channel.clone(),
+                        name: name.to_owned(),
+                        enabled,
+                        decided_by: decided_by.into(),
+                    }
                 })
                 .collect();
             CategoryChoice {
@@ -176,9 +194,16 @@ fn check(change: &PreferenceChange, offered: &BTreeMap<String, Offered>) -> Resu
         for (channel, on) in channels {
             if !o.channels.contains(channel) {
                 let known: Vec<&str> = o.channels.iter().map(String::as_str).collect();
+                use crate::delivery::channel::catalog;
+                // A webhook: the host's integration, not the user's.
+                let why = if catalog::check_known(channel).is_ok() && catalog::personal_name(channel).is_none() {
+                    format!("{channel} does not reach a person, so it is not the user's to switch")
+                } else {
+                    format!("category {category:?} is not sent by {channel}")
+                };
                 errors.push(FieldError::new(
                     format!("categories.{category}.{channel}"),
-                    format!("category {category:?} is not sent by {channel}; its channels are {}", known.join(", ")),
+                    format!("{why}; the channels of category {category:?} are {}", known.join(", ")),
                 ));
             } else if category == TRANSACTIONAL && !on {
                 errors.push(FieldError::new(
@@ -200,10 +225,13 @@ async fn apply(
     who: &str,
     offered: &BTreeMap<String, Offered>,
 ) -> Result<PreferenceCenter, ApiError> {
-    apply_in(&*state.store, state.clock.now(), user, change, who, offered).await
+    Ok(apply_in(&*state.store, state.clock.now(), user, change, who, offered).await?.0)
 }
 
-/// [`apply`] on a store at `now`, for the command line too.
+/// [`apply`] on a store at `now`, for the command line too. The store
+/// merges the change under the row's lock (see
+/// [`crate::store::RecipientStore::merge_user_choices`]), so what is audited
+/// is what this change did to what was stored when it ran.
 async fn apply_in(
     store: &dyn crate::store::Store,
     now: crate::clock::Millis,
@@ -211,25 +239,30 @@ async fn apply_in(
     change: PreferenceChange,
     who: &str,
     offered: &BTreeMap<String, Offered>,
-) -> Result<PreferenceCenter, ApiError> {
-    let recipient = store.get_recipient(user).await?;
-    let mut choices = recipient.as_ref().map(|r| r.user_choices.clone()).unwrap_or_default();
-    let mut said = Vec::new();
-    for (category, channels) in change.categories {
-        for (channel, on) in channels {
-            let before = choices.get(&category).and_then(|c| c.get(&channel)).copied();
-            if before != Some(on) {
-                said.push(format!("{category} by {channel}: {}", if on { "on" } else { "off" }));
-            }
-            choices.entry(category.clone()).or_default().insert(channel, on);
-        }
-    }
+) -> Result<(PreferenceCenter, Vec<String>), ApiError> {
+    let changed = match store.merge_user_choices(user, &change.categories, now).await? {
+        ChoicesMerged::Merged { changed } => changed,
+        ChoicesMerged::Erased => return Err(erased(user)),
+    };
+    let said: Vec<String> = changed
+        .iter()
+        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if *on { "on" } else { "off" }))
+        .collect();
     if !said.is_empty() {
-        store.set_user_choices(user, &choices, now).await?;
         audit_preferences_in(store, now, who, user, said.join("; ")).await;
     }
     let recipient = store.get_recipient(user).await?;
-    Ok(center(offered, recipient.as_ref()))
+    Ok((center(offered, recipient.as_ref()), said))
+}
+
+/// The answer to a change for a user the host deleted: as for a user
+/// Herald does not know (404), and nothing is stored, so an old inbox token
+/// or a preference link from an earlier email cannot bring the user back.
+fn erased(user: &UserId) -> ApiError {
+    ApiError::NotFound(format!(
+        "no user {:?}: the user was deleted; nothing was changed (the host's PUT /v1/users/{{user_id}} describes them again)",
+        user.as_str()
+    ))
 }
 
 /// One preference change in the audit log (target `user:ID`), shown on the
@@ -275,6 +308,7 @@ pub async fn get(
     responses(
         (status = 200, body = PreferenceCenter),
         (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The host deleted the user; nothing was changed", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "An unknown category or channel, or transactional turned off", body = Problem, content_type = "application/problem+json"),
     ),
@@ -310,7 +344,7 @@ fn page(body: &str) -> Response {
     r
 }
 
-fn form(token: &str, center: &PreferenceCenter, saved: bool) -> String {
+fn form(center: &PreferenceCenter, saved: bool) -> String {
     let mut body = String::new();
     if saved {
         body.push_str("<p class=\"saved\" role=\"status\">Saved.</p>");
@@ -319,23 +353,34 @@ fn form(token: &str, center: &PreferenceCenter, saved: bool) -> String {
         body.push_str("<p>There is nothing to choose: no messages are being sent.</p>");
         return body;
     }
-    body.push_str(&format!("<form method=\"post\" action=\"/p/{}\">", escape(token)));
+    // No `action`: the form posts back to the address the page was loaded
+    // from, which keeps the path a proxy serves Herald under
+    // (`public_url = "https://example.com/herald"`); `action="/p/…"` posted
+    // to the host's root instead. Rejected: building it from
+    // `email.public_url`, a setting the page would then have to agree with
+    // (the unsubscribe page posts back the same way).
+    body.push_str("<form method=\"post\">");
     for c in &center.categories {
         body.push_str(&format!("<fieldset><legend><strong>{}</strong></legend>", escape(&c.name)));
         if let Some(d) = &c.description {
             body.push_str(&format!("<p>{}</p>", escape(d)));
         }
         for ch in &c.channels {
-            let value = format!("{}:{}", c.category, ch.channel);
+            let value = preference_form::box_value(&c.category, &ch.channel);
             body.push_str(&format!(
                 "<label><input type=\"checkbox\" name=\"on\" value=\"{}\"{}{}> {}{}</label>",
                 escape(&value),
                 if ch.enabled { " checked" } else { "" },
                 if c.locked { " disabled" } else { "" },
-                escape(&ch.channel),
+                escape(&ch.name),
                 if c.locked { " (always sent)" } else { "" },
             ));
-            body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+            if !c.locked {
+                body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
+                if ch.enabled {
+                    body.push_str(&format!("<input type=\"hidden\" name=\"was\" value=\"{}\">", escape(&value)));
+                }
+            }
         }
         body.push_str("</fieldset>");
     }
@@ -364,17 +409,18 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
     let recipient = state.store.get_recipient(&user).await?;
-    Ok(page(&form(&token, &center(&offered, recipient.as_ref()), false)))
+    Ok(page(&form(&center(&offered, recipient.as_ref()), false)))
 }
 
-/// The hosted page's form: every box shown and not ticked is turned off,
-/// every box ticked on.
+/// The hosted page's form: each box the user ticked or unticked is turned
+/// on or off; the others are left as they were (see `http::preference_form`).
 #[utoipa::path(post, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`shown=CATEGORY:CHANNEL` for each box on the form, `on=CATEGORY:CHANNEL` for each ticked"),
+        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` for each box on the form that can change, `was=…` the same for each drawn ticked, `on=…` for each ticked now; only boxes whose `on` differs from `was` change (see `http::preference_form`)"),
     responses(
         (status = 200, description = "Saved; the form again", content_type = "text/html"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The host deleted the user; nothing was changed", body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn save(
@@ -384,34 +430,11 @@ pub async fn save(
 ) -> Result<Response, ApiError> {
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
-    let mut shown = BTreeSet::new();
-    let mut on = BTreeSet::new();
-    for (k, v) in url::form_urlencoded::parse(&body) {
-        match k.as_ref() {
-            "shown" => shown.insert(v.into_owned()),
-            "on" => on.insert(v.into_owned()),
-            _ => false,
-        };
-    }
-    let change = change_from_form(&shown, &on);
+    let change = FormBoxes::from_body(&body).map_err(ApiError::Invalid)?.change();
     check(&change, &offered).map_err(ApiError::Invalid)?;
     let who = format!("user {user} (preference page)");
     let center = apply(&state, &user, change, &who, &offered).await?;
-    Ok(page(&form(&token, &center, true)))
-}
-
-/// A form's boxes as a change: each `CATEGORY:CHANNEL` shown is on when
-/// ticked, off when not (transactional is never changed).
-fn change_from_form(shown: &BTreeSet<String>, on: &BTreeSet<String>) -> PreferenceChange {
-    let mut change = PreferenceChange { categories: BTreeMap::new() };
-    for value in shown {
-        let Some((category, channel)) = value.split_once(':') else { continue };
-        if category == TRANSACTIONAL {
-            continue;
-        }
-        change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on.contains(value));
-    }
-    change
+    Ok(page(&form(&center, true)))
 }
 
 /// The user's preference center as they see it, for the operator screen.
@@ -429,12 +452,11 @@ pub async fn center_for(state: &AppState, user: &UserId) -> Result<PreferenceCen
 pub async fn change_by_operator(
     state: &AppState,
     user: &UserId,
-    shown: &BTreeSet<String>,
-    on: &BTreeSet<String>,
+    boxes: &FormBoxes,
     who: &str,
 ) -> Result<Vec<String>, ApiError> {
     let offered = offered(state).await?;
-    change_checked(&*state.store, state.clock.now(), user, change_from_form(shown, on), who, &offered).await
+    change_checked(&*state.store, state.clock.now(), user, boxes.change(), who, &offered).await
 }
 
 /// The user's preference center read from the store, and a change an
@@ -467,13 +489,5 @@ async fn change_checked(
     offered: &BTreeMap<String, Offered>,
 ) -> Result<Vec<String>, ApiError> {
     check(&change, offered).map_err(ApiError::Invalid)?;
-    let before = store.get_recipient(user).await?.map(|r| r.user_choices).unwrap_or_default();
-    apply_in(store, now, user, change.clone(), who, offered).await?;
-    Ok(change
-        .categories
-        .iter()
-        .flat_map(|(category, channels)| channels.iter().map(move |(channel, on)| (category, channel, *on)))
-        .filter(|(category, channel, on)| before.get(*category).and_then(|c| c.get(*channel)) != Some(on))
-        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if on { "on" } else { "off" }))
-        .collect())
+    Ok(apply_in(store, now, user, change, who, offered).await?.1)
 }

@@ -137,11 +137,14 @@ fn address_of(state: &AppState, q: &SuppressionQuery) -> Result<Option<String>, 
     }
 }
 
+/// A category name (see [`crate::planning::category`]), or `*` for every
+/// category.
 fn check_category(field: &str, c: &str) -> Result<(), ApiError> {
-    if c.is_empty() || c.len() > 64 || c.chars().any(char::is_control) {
-        return Err(ApiError::field(field, "expected 1 to 64 characters, or * for every category"));
+    if c == ALL_CATEGORIES {
+        return Ok(());
     }
-    Ok(())
+    crate::planning::category::check(field, c)
+        .map_err(|e| ApiError::field(field, format!("{}, or * for every category", e.message)))
 }
 
 /// Lists suppressions, newest first, or those of one address.

@@ -67,9 +67,14 @@ impl Preferences {
 /// preferences and never touches these.
 pub type UserChoices = BTreeMap<String, BTreeMap<String, bool>>;
 
-/// The user's own "off" for this category and channel, in words.
+/// The user's own "off" for this category and channel, in words. Only for
+/// a channel that reaches a person: a choice stored for a webhook before
+/// the preference center stopped offering it does not stop the host's
+/// integration.
 pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Option<String> {
-    if category == crate::delivery::channel::email::message::TRANSACTIONAL {
+    if category == crate::delivery::channel::email::message::TRANSACTIONAL
+        || crate::delivery::channel::catalog::personal_name(channel).is_none()
+    {
         return None;
     }
     (choices.get(category).and_then(|c| c.get(channel)) == Some(&false))
@@ -79,7 +84,8 @@ pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Opt
 /// Whether the user's own choice turns this category and channel on
 /// explicitly (which overrides a host's opt-out).
 pub fn user_opt_in(choices: &UserChoices, category: &str, channel: &str) -> bool {
-    choices.get(category).and_then(|c| c.get(channel)) == Some(&true)
+    crate::delivery::channel::catalog::personal_name(channel).is_some()
+        && choices.get(category).and_then(|c| c.get(channel)) == Some(&true)
 }
 
 fn valid_tag(s: &str) -> bool {
@@ -124,9 +130,22 @@ impl RecipientInput {
         {
             errors.extend(e);
         }
-        for key in self.preferences.categories.keys().chain(self.preferences.channels.keys()) {
+        // A category as a rule names it (`product.updates`, `promo:spring`):
+        // the host must be able to turn off whatever a rule sends.
+        for key in self.preferences.categories.keys() {
+            if let Err(e) = crate::planning::category::check("preferences.categories", key) {
+                errors.push(e);
+            }
+        }
+        for key in self.preferences.channels.keys() {
             if !valid_tag(key) {
-                errors.push(FieldError::new("preferences", format!("{key:?} is not a category or channel name")));
+                errors.push(FieldError::new(
+                    "preferences.channels",
+                    format!(
+                        "{key:?} is not a channel name; the channels are {}",
+                        crate::delivery::channel::catalog::known_list()
+                    ),
+                ));
             }
         }
         if !errors.is_empty() {
@@ -197,6 +216,15 @@ mod tests {
         assert!(p.opt_out("billing", "email").unwrap().contains("email channel"));
         p.categories.insert("billing".into(), true);
         assert_eq!(p.opt_out("billing", "inbox"), None);
+    }
+
+    #[test]
+    fn a_users_choice_governs_only_channels_that_reach_them() {
+        let mut choices = UserChoices::new();
+        choices.entry("news".into()).or_default().insert("webhook".into(), false);
+        choices.entry("news".into()).or_default().insert("email".into(), false);
+        assert_eq!(user_opt_out(&choices, "news", "webhook"), None, "the host's integration is not the user's");
+        assert!(user_opt_out(&choices, "news", "email").is_some());
     }
 
     #[test]

@@ -161,15 +161,8 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     let mut errors = Vec::new();
     check_text(&mut errors, "name", &input.name, 255);
     check_text(&mut errors, "trigger_type", &input.trigger_type, 128);
-    check_text(&mut errors, "category", &input.category, 64);
-    if input.category.trim() == crate::store::ALL_CATEGORIES {
-        // A suppression for `*` covers every category, transactional mail
-        // included: a rule in category `*` put that in every unsubscribe
-        // link it sent.
-        errors.push(FieldError::new(
-            "category",
-            "\"*\" is reserved (in suppressions it means every category); name the kind of message, e.g. \"newsletter\"",
-        ));
+    if let Err(e) = crate::planning::category::check("category", &input.category) {
+        errors.push(e);
     }
     // A name Herald does not have is refused here, not when the first
     // message falls due: `"emial"` would otherwise be saved, turned on, and

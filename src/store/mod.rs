@@ -69,7 +69,7 @@ pub use operators::{
     AuditEntry, AuditRow, LOGIN_ATTEMPT_RETENTION, LoginAttempt, LoginFailures, LoginOutcome, OperatorRow,
     OperatorStore, SessionRow, SuppressionLiftRow,
 };
-pub use recipients::{ApiKeyRow, RecipientRow, RecipientStore, UserErasure};
+pub use recipients::{ApiKeyRow, ChoicesMerged, RecipientRow, RecipientStore, UserErasure};
 pub use retention::Prunable;
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
 pub use rules::{CancelScope, RuleRow, RuleStore};

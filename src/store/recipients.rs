@@ -26,7 +26,7 @@ pub struct RecipientRow {
     pub quiet_hours: Option<crate::planning::workflow::QuietHoursInput>,
     /// The user's own choices from the preference center, which the host's
     /// `preferences` never override (see `crate::planning::recipient::UserChoices`).
-    /// Written only by [`RecipientStore::set_user_choices`].
+    /// Written only by [`RecipientStore::merge_user_choices`].
     pub user_choices: crate::planning::recipient::UserChoices,
     pub created_at: Millis,
     pub updated_at: Millis,
@@ -50,6 +50,19 @@ impl RecipientRow {
             updated_at: Millis(row.try_get("updated_at")?),
         })
     }
+}
+
+/// What [`RecipientStore::merge_user_choices`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChoicesMerged {
+    /// Stored. `changed` lists each (category, channel, on) that differs
+    /// from what was stored before (empty: the change was already so, and
+    /// nothing was written).
+    Merged { changed: Vec<(String, String, bool)> },
+    /// The host deleted the user (`DELETE /v1/users/{id}`) and has not
+    /// described them again: nothing was written, so an old inbox token or
+    /// preference link cannot bring the user back.
+    Erased,
 }
 
 /// What deleting a user removed.
@@ -83,19 +96,41 @@ pub trait RecipientStore: Send + Sync {
     /// scheduled for them. The send log keeps its rows, which hold no
     /// address (only its hash).
     async fn erase_user(&self, user_id: &UserId, now: Millis) -> Result<UserErasure, StoreError>;
-    /// Replaces the user's own preference-center choices, creating a bare
-    /// recipient row when the host has not described the user yet.
-    async fn set_user_choices(
+    /// Merges a change into the user's own preference-center choices,
+    /// creating a bare recipient row when the host has not described the
+    /// user yet, unless the host deleted the user.
+    ///
+    /// The merge happens in the database transaction that holds the row's
+    /// lock, not on a copy read before it: the widget sends one request per
+    /// checkbox, and four clicks read-merged-overwritten side by side kept
+    /// only the last writer's map (the others' choices were lost while the
+    /// audit log recorded all four). Rejected: one JSON-merging statement
+    /// per dialect (`json_set`, `jsonb_set`, `JSON_SET` each treat missing
+    /// nested keys and quoting differently) and a version column with
+    /// retries (a schema change for what a row lock already gives).
+    async fn merge_user_choices(
         &self,
         user_id: &UserId,
-        choices: &crate::planning::recipient::UserChoices,
+        change: &crate::planning::recipient::UserChoices,
         now: Millis,
-    ) -> Result<(), StoreError>;
+    ) -> Result<ChoicesMerged, StoreError>;
 
     async fn insert_api_key(&self, key: &ApiKeyRow) -> Result<(), StoreError>;
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>, StoreError>;
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRow>, StoreError>;
     async fn revoke_api_key(&self, id: &str, now: Millis) -> Result<bool, StoreError>;
+}
+
+/// The tail of the first write's `INSERT`: nothing when the row exists,
+/// with a row count that says which happened (1: inserted). MySQL counts a
+/// row "updated" to its own values as affected (sqlx sets
+/// CLIENT_FOUND_ROWS), so its existing row's `updated_at` moves by 1 ms
+/// there (2: updated; the `UPDATE` that follows sets it anyway).
+fn first_write_conflict(d: super::Dialect) -> String {
+    match d {
+        super::Dialect::MySql => " ON DUPLICATE KEY UPDATE updated_at = updated_at + 1".to_owned(),
+        _ => d.on_conflict_do_nothing("user_id"),
+    }
 }
 
 const KEY_COLUMNS: &str = "id, name, key_hash, prefix, created_at, revoked_at";
@@ -116,48 +151,57 @@ impl RecipientStore for SqlStore {
     async fn put_recipient(&self, r: &RecipientRow) -> Result<bool, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        // Update, else insert: the one upsert all three dialects spell alike.
         let quiet_hours = r.quiet_hours.as_ref().map(|q| serde_json::json!(q).to_string());
         let mut tx = self.begin_write().await.map_err(db("put recipient: begin"))?;
-        let update = d.sql(
-            "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
-             quiet_hours = ?, updated_at = ? WHERE user_id = ?",
-        );
-        let n = sqlx::query(&update)
+        // Insert, or nothing when the row exists, in one statement the
+        // database arbitrates: with "update, else insert" two first writers
+        // both found no row and the second insert failed on the key
+        // (PostgreSQL's 23505 answered 500 to 5 of 100 concurrent PUTs).
+        let insert = d.sql(&format!(
+            "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
+             created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){}",
+            first_write_conflict(d)
+        ));
+        let created = sqlx::query(&insert)
+            .bind(r.user_id.clone())
             .bind(r.email.clone())
             .bind(r.name.clone())
             .bind(r.locale.clone())
             .bind(r.timezone.clone())
             .bind(r.preferences.to_string())
             .bind(quiet_hours.clone())
+            .bind(r.created_at.0)
             .bind(r.updated_at.0)
-            .bind(r.user_id.clone())
             .execute(&mut *tx)
             .await
-            .map_err(db("put recipient: update"))?
-            .rows_affected();
-        // MySQL reports a matched row as affected (CLIENT_FOUND_ROWS), so
-        // "1" means it exists on every dialect.
-        let created = n == 0;
-        if created {
-            let insert = d.sql(
-                "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
-                 created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            .map_err(db("put recipient: insert"))?
+            .rows_affected()
+            == 1;
+        if !created {
+            let update = d.sql(
+                "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
+                 quiet_hours = ?, updated_at = ? WHERE user_id = ?",
             );
-            sqlx::query(&insert)
-                .bind(r.user_id.clone())
+            sqlx::query(&update)
                 .bind(r.email.clone())
                 .bind(r.name.clone())
                 .bind(r.locale.clone())
                 .bind(r.timezone.clone())
                 .bind(r.preferences.to_string())
                 .bind(quiet_hours)
-                .bind(r.created_at.0)
                 .bind(r.updated_at.0)
+                .bind(r.user_id.clone())
                 .execute(&mut *tx)
                 .await
-                .map_err(db("put recipient: insert"))?;
+                .map_err(db("put recipient: update"))?;
         }
+        // The host describes the user again: a deleted user's preference
+        // links work again from here on.
+        sqlx::query(&d.sql("DELETE FROM engagement_erased_users WHERE user_id = ?"))
+            .bind(r.user_id.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("put recipient: no longer erased"))?;
         tx.commit().await.map_err(db("put recipient: commit"))?;
         Ok(created)
     }
@@ -212,45 +256,89 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: recipient"))?
             .rows_affected();
+        let tombstone = format!(
+            "INSERT INTO engagement_erased_users (user_id, erased_at) VALUES (?, ?){}",
+            d.on_conflict_do_nothing("user_id")
+        );
+        sqlx::query(&d.sql(&tombstone))
+            .bind(user_id.as_str().to_owned())
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("erase user: remember"))?;
         tx.commit().await.map_err(db("erase user: commit"))?;
         Ok(UserErasure { recipient_deleted: recipient == 1, inbox_messages_deleted: inbox, scheduled_cancelled })
     }
 
-    async fn set_user_choices(
+    async fn merge_user_choices(
         &self,
         user_id: &UserId,
-        choices: &crate::planning::recipient::UserChoices,
+        change: &crate::planning::recipient::UserChoices,
         now: Millis,
-    ) -> Result<(), StoreError> {
+    ) -> Result<ChoicesMerged, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let json = serde_json::to_string(choices).map_err(|e| StoreError::Encode(e.to_string()))?;
+        let id = user_id.as_str().to_owned();
         let mut tx = self.begin_write().await.map_err(db("user choices: begin"))?;
-        let n = sqlx::query(
-            &d.sql("UPDATE engagement_recipients SET user_preferences = ?, updated_at = ? WHERE user_id = ?"),
-        )
-        .bind(json.clone())
-        .bind(now.0)
-        .bind(user_id.as_str().to_owned())
-        .execute(&mut *tx)
-        .await
-        .map_err(db("user choices: update"))?
-        .rows_affected();
-        if n == 0 {
-            sqlx::query(&d.sql(
-                "INSERT INTO engagement_recipients (user_id, preferences, user_preferences, created_at, updated_at) \
-                 VALUES (?, '{}', ?, ?, ?)",
-            ))
-            .bind(user_id.as_str().to_owned())
-            .bind(json)
+        // The row, created bare when missing (a concurrent creator makes
+        // this do nothing rather than fail), then locked: every other
+        // change to this user's choices waits here until this one commits,
+        // and then reads what it wrote. SQLite's BEGIN IMMEDIATE already
+        // holds the only write lock.
+        let insert = d.sql(&format!(
+            "INSERT INTO engagement_recipients (user_id, preferences, created_at, updated_at) VALUES (?, '{{}}', ?, ?){}",
+            d.on_conflict_do_nothing("user_id")
+        ));
+        let lock = if d == super::Dialect::Sqlite { "" } else { " FOR UPDATE" };
+        let read = d.sql(&format!("SELECT user_preferences FROM engagement_recipients WHERE user_id = ?{lock}"));
+        sqlx::query(&insert)
+            .bind(id.clone())
             .bind(now.0)
             .bind(now.0)
             .execute(&mut *tx)
             .await
             .map_err(db("user choices: insert"))?;
+        let row =
+            sqlx::query(&read).bind(id.clone()).fetch_optional(&mut *tx).await.map_err(db("user choices: read"))?;
+        // Read after the lock is held, so a deletion that committed while
+        // this waited is seen (and the row it deleted is not recreated).
+        let erased = sqlx::query(&d.sql("SELECT user_id FROM engagement_erased_users WHERE user_id = ?"))
+            .bind(id.clone())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db("user choices: erased?"))?
+            .is_some();
+        let Some(row) = row.filter(|_| !erased) else {
+            tx.rollback().await.map_err(db("user choices: rollback"))?;
+            return Ok(ChoicesMerged::Erased);
+        };
+        let mut choices: crate::planning::recipient::UserChoices = opt_text(&row, "user_preferences")
+            .map_err(db("user choices: read"))?
+            .and_then(|q| serde_json::from_str(&q).ok())
+            .unwrap_or_default();
+        let mut changed = Vec::new();
+        for (category, channels) in change {
+            for (channel, on) in channels {
+                if choices.entry(category.clone()).or_default().insert(channel.clone(), *on) != Some(*on) {
+                    changed.push((category.clone(), channel.clone(), *on));
+                }
+            }
         }
+        if changed.is_empty() {
+            // Nothing to write, not even a bare row for a change to nothing.
+            tx.rollback().await.map_err(db("user choices: rollback"))?;
+            return Ok(ChoicesMerged::Merged { changed });
+        }
+        let json = serde_json::to_string(&choices).map_err(|e| StoreError::Encode(e.to_string()))?;
+        sqlx::query(&d.sql("UPDATE engagement_recipients SET user_preferences = ?, updated_at = ? WHERE user_id = ?"))
+            .bind(json)
+            .bind(now.0)
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("user choices: update"))?;
         tx.commit().await.map_err(db("user choices: commit"))?;
-        Ok(())
+        Ok(ChoicesMerged::Merged { changed })
     }
 
     async fn insert_api_key(&self, k: &ApiKeyRow) -> Result<(), StoreError> {

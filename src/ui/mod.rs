@@ -122,6 +122,11 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env.add_filter("when", when);
     env.add_filter("dur", duration);
     env.add_filter("q", |v: Value| url::form_urlencoded::byte_serialize(v.to_string().as_bytes()).collect::<String>());
+    // A preference form's box (see `http::preference_form`), escaped by the
+    // template like any other value.
+    env.add_function("preference_box", |category: String, channel: String| {
+        crate::http::preference_form::box_value(&category, &channel)
+    });
     for (name, source) in [
         ("layout.html", include_str!("templates/layout.html")),
         ("login.html", include_str!("templates/login.html")),

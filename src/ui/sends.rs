@@ -2,8 +2,6 @@
 //! address. An address is hashed before anything is searched (the send log
 //! holds only hashes), with the same deployment key the email channel uses.
 
-use std::collections::BTreeSet;
-
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
@@ -78,32 +76,29 @@ pub async fn search(
 }
 
 /// An operator changes the user's preferences (the preference center's
-/// choices, for a user who asked support, say): `user`, then `shown` for
-/// each box on the form and `on` for each ticked. Audited with the
+/// choices, for a user who asked support, say): `user`, then the boxes as
+/// `crate::http::preference_form` reads them; only the boxes the operator
+/// ticked or unticked change. Audited with the
 /// operator as who, on the user's send-log page like the user's own.
 pub async fn change_preferences(
     State(state): State<AppState>,
     Extension(op): Extension<Operator>,
     body: Bytes,
 ) -> Result<Response, UiError> {
-    let (mut user, mut shown, mut on) = (String::new(), BTreeSet::new(), BTreeSet::new());
-    for (k, v) in url::form_urlencoded::parse(&body) {
-        match k.as_ref() {
-            "user" => user = v.trim().to_owned(),
-            "shown" => {
-                shown.insert(v.into_owned());
-            }
-            "on" => {
-                on.insert(v.into_owned());
-            }
-            _ => {}
-        }
-    }
-    let user = UserId::parse("user", &user).map_err(|e| UiError::BadRequest(e.to_string()))?;
+    let fields: Vec<(String, String)> = url::form_urlencoded::parse(&body).into_owned().collect();
+    let user = fields.iter().find(|(k, _)| k == "user").map(|(_, v)| v.trim()).unwrap_or_default();
+    let user = UserId::parse("user", user).map_err(|e| UiError::BadRequest(e.to_string()))?;
     let back =
         format!("/ui/sends?q={}", url::form_urlencoded::byte_serialize(user.as_str().as_bytes()).collect::<String>());
     let who = format!("operator {} (operator screen)", op.email);
-    match crate::http::preferences::change_by_operator(&state, &user, &shown, &on, &who).await {
+    let boxes = match crate::http::preference_form::FormBoxes::from_fields(fields) {
+        Ok(boxes) => boxes,
+        Err(errors) => {
+            let said: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+            return Ok(redirect_with(&state, &back, format!("Not changed: {}", said.join("; "))));
+        }
+    };
+    match crate::http::preferences::change_by_operator(&state, &user, &boxes, &who).await {
         Ok(changed) if changed.is_empty() => Ok(redirect_with(&state, &back, "Nothing changed.")),
         Ok(changed) => Ok(redirect_with(
             &state,

@@ -125,10 +125,10 @@ address_secret = "another test secret of sufficient length"
     const hosted = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 390, height: 760 } });
     const form = await hosted.newPage();
     await form.goto(link.replace(/^https?:\/\/[^/]+/, api));
-    assert.equal(await form.locator('input[name="on"][value="news:inbox"]').isChecked(), false, "shows the widget's change");
-    assert.equal(await form.locator('input[name="on"][value="news:email"]').isChecked(), true);
+    assert.equal(await form.locator(`input[name="on"][value='["news","inbox"]']`).isChecked(), false, "shows the widget's change");
+    assert.equal(await form.locator(`input[name="on"][value='["news","email"]']`).isChecked(), true);
     await form.screenshot({ path: join(shots, "preferences-3-hosted-page.png") });
-    await form.locator('input[name="on"][value="news:email"]').uncheck();
+    await form.locator(`input[name="on"][value='["news","email"]']`).uncheck();
     await Promise.all([form.waitForLoadState("load"), form.locator('button[type="submit"]').click()]);
     assert.match(await form.locator("body").innerText(), /Saved\./);
     await form.screenshot({ path: join(shots, "preferences-4-hosted-page-saved.png") });

@@ -16,6 +16,20 @@ use crate::config::Config;
 /// Every channel Herald has: the only names a rule or an enqueue may choose.
 pub const KNOWN: [&str; 3] = ["email", "inbox", "webhook"];
 
+/// The channels that reach a person, each with the name a person reads:
+/// the only ones the preference center offers. A webhook is the host's own
+/// integration (its system is told), not a way to reach the user, so a user
+/// neither sees it nor can switch it off; the host's `preferences` still
+/// can. Rejected: offering every channel a category is sent on, which put a
+/// "webhook" box in front of end users.
+pub const PERSONAL: [(&str, &str); 2] = [("email", "Email"), ("inbox", "In the app")];
+
+/// The name a person reads for a channel that reaches them (see
+/// [`PERSONAL`]); `None` for one that does not.
+pub fn personal_name(channel: &str) -> Option<&'static str> {
+    PERSONAL.iter().find(|(c, _)| *c == channel).map(|(_, name)| *name)
+}
+
 /// `"email, inbox, webhook"`, for messages that list the choices.
 pub fn known_list() -> String {
     KNOWN.join(", ")
