@@ -23,7 +23,7 @@ use crate::domain::{ChannelName, UserId};
 use crate::planning::template::{Condition, TemplateError};
 use crate::planning::workflow::{Digest, RuleWorkflow};
 use crate::store::{
-    NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
+    NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, RuleStore, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
 
 /// How old the planner's copy of the enabled rules may be. A rule enabled,
@@ -231,9 +231,29 @@ pub fn evaluate_rules<'a>(
 
 /// The enabled rules, by trigger type, as of at most [`RULES_STALENESS`]
 /// ago. Shared by the API's intake and the planner's sweep.
+///
+/// A read that began before an [`invalidate`](RuleBook::invalidate) may
+/// have read the rules as they were before the change; it answers its own
+/// caller (whose trigger raced the change) but is not kept, or every
+/// trigger for up to [`RULES_STALENESS`] after a rule was disabled through
+/// this instance would still be planned by it. A generation counter, bumped
+/// by each invalidation and compared before a read is stored, tells the
+/// two apart. Rejected: holding the lock across the read (every trigger
+/// would wait on one database round trip), and a plain "invalidated" flag
+/// (a second read in flight could clear it for the first).
 pub struct RuleBook {
     store: Arc<dyn Store>,
-    copy: Mutex<Option<(Instant, Arc<Book>)>>,
+    /// Where the enabled rules are read: the store, or a test's stand-in
+    /// that holds a read open (see [`RuleBook::reading_from`]).
+    rules: Arc<dyn RuleStore>,
+    copy: Mutex<Copy>,
+}
+
+/// The kept copy, and how many invalidations there have been.
+#[derive(Default)]
+struct Copy {
+    generation: u64,
+    book: Option<(Instant, Arc<Book>)>,
 }
 
 /// One copy of the enabled rules.
@@ -269,29 +289,48 @@ impl Book {
 
 impl RuleBook {
     pub fn new(store: Arc<dyn Store>) -> RuleBook {
-        RuleBook { store, copy: Mutex::new(None) }
+        let rules: Arc<dyn RuleStore> = store.clone();
+        RuleBook::reading_from(store, rules)
+    }
+
+    /// A book that reads the enabled rules from `rules` rather than from
+    /// `store`: for tests that hold a read open while a rule changes.
+    pub fn reading_from(store: Arc<dyn Store>, rules: Arc<dyn RuleStore>) -> RuleBook {
+        RuleBook { store, rules, copy: Mutex::new(Copy::default()) }
     }
 
     /// The current copy, read again if it is older than [`RULES_STALENESS`].
     pub async fn current(&self) -> Result<Arc<Book>, StoreError> {
-        if let Some((read_at, book)) = &*self.copy.lock().unwrap_or_else(PoisonError::into_inner)
-            && read_at.elapsed() < RULES_STALENESS
-        {
-            return Ok(book.clone());
-        }
+        let generation = {
+            let copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((read_at, book)) = &copy.book
+                && read_at.elapsed() < RULES_STALENESS
+            {
+                return Ok(book.clone());
+            }
+            copy.generation
+        };
         let read_at = Instant::now();
         let mut book = Book::default();
-        for rule in self.store.enabled_rules().await? {
+        for rule in self.rules.enabled_rules().await? {
             book.by_type.entry(rule.trigger_type.clone()).or_default().push(PlanRule::new(rule));
         }
         let book = Arc::new(book);
-        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = Some((read_at, book.clone()));
+        let mut copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+        // Invalidated while reading: this read may predate the change.
+        if copy.generation == generation {
+            copy.book = Some((read_at, book.clone()));
+        }
         Ok(book)
     }
 
-    /// Drops the copy: a rule changed through this instance.
+    /// Drops the copy: a rule changed through this instance. Called after
+    /// the change is committed, so the next read sees it; a read already
+    /// in flight is not kept (see [`RuleBook`]).
     pub fn invalidate(&self) {
-        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let mut copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+        copy.generation += 1;
+        copy.book = None;
     }
 
     /// The recipients the triggers' conditions need, in one query.
