@@ -91,14 +91,15 @@ pub struct PlanRule {
     condition: Option<Result<Condition, TemplateError>>,
     /// The rule's digest and its key expression, compiled once.
     digest: Option<(Digest, Option<Result<Condition, TemplateError>>)>,
-    /// For an inbox rule that escalates: the follow-up's channel and delay.
-    escalate: Option<(String, i64)>,
+    /// For an inbox rule that escalates: the follow-up's channel, delay,
+    /// and what cancels it, in words.
+    escalate: Option<(String, i64, &'static str)>,
 }
 
 impl PlanRule {
     /// The channel of an escalating rule's follow-up.
     pub fn follow_up_channel(&self) -> Option<&str> {
-        self.escalate.as_ref().map(|(c, _)| c.as_str())
+        self.escalate.as_ref().map(|(c, _, _)| c.as_str())
     }
 
     pub fn new(row: RuleRow) -> PlanRule {
@@ -108,7 +109,10 @@ impl PlanRule {
             let key = d.key.as_deref().map(Condition::compile);
             (d, key)
         });
-        let escalate = workflow.escalate.map(|e| (e.channel, e.after_seconds));
+        let escalate = workflow.escalate.map(|e| {
+            let by = e.cancelled_by();
+            (e.channel, e.after_seconds, by)
+        });
         PlanRule { row, condition, digest, escalate }
     }
 }
@@ -198,18 +202,18 @@ pub fn evaluate_rules<'a>(
         // An escalating inbox rule's message carries when its follow-up
         // falls due; the worker plans the follow-up row then
         // (`delivery::worker::follow_ups`), holds it until `after` past the
-        // inbox delivery, and cancels it if the message was seen or read by
-        // then. Planned with the message instead, every trigger cost a
-        // second outbox row at intake, for a follow-up that is most often
-        // cancelled.
-        let follow_up = escalate.as_ref().and_then(|(ch, after)| {
+        // inbox delivery, and cancels it if the message was read (or, for
+        // `unless: seen`, seen or read) by then. Planned with the message
+        // instead, every trigger cost a second outbox row at intake, for a
+        // follow-up that is most often cancelled.
+        let follow_up = escalate.as_ref().and_then(|(ch, after, by)| {
             let channel = ChannelName::parse("escalate.channel", ch).ok()?;
-            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64))))
+            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64)), *by))
         });
         match &follow_up {
-            Some((channel, at)) => decisions.push(decide(
+            Some((channel, at, by)) => decisions.push(decide(
                 true,
-                format!("{} due {due_at}, then {channel} at the earliest {at} unless seen or read", rule.channel),
+                format!("{} due {due_at}, then {channel} at the earliest {at} unless {by}", rule.channel),
             )),
             None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
         }
@@ -223,7 +227,7 @@ pub fn evaluate_rules<'a>(
             payload: trigger.payload.clone(),
             due_at,
             expires_at,
-            follow_up_at: follow_up.map(|(_, at)| at),
+            follow_up_at: follow_up.map(|(_, at, _)| at),
         });
     }
     Plan { rows, digests, decisions }
