@@ -653,6 +653,24 @@ impl Config {
                 ));
             }
         }
+        // The soft-bounce policy counts an address's bounces of the last
+        // `soft_bounce_window` from the bounce evidence: pruned sooner, the
+        // count never reaches the limit and the policy silently does
+        // nothing. Refused rather than the window quietly shortened or the
+        // retention quietly lengthened: either would run a policy other
+        // than the one written down.
+        let soft = &self.bounces;
+        if r.enabled && soft.soft_bounce_limit > 0 && !r.bounces.is_zero() && r.bounces < soft.soft_bounce_window {
+            return Err(invalid(
+                "retention.bounces",
+                humantime::format_duration(r.bounces),
+                format!(
+                    "at least bounces.soft_bounce_window ({}), whose soft bounces the policy counts; or \"0s\" \
+                     (keep for ever), or bounces.soft_bounce_limit = 0 (no soft-bounce policy)",
+                    humantime::format_duration(soft.soft_bounce_window)
+                ),
+            ));
+        }
         if !(1..=10_000).contains(&self.planner.batch) {
             return Err(invalid("planner.batch", self.planner.batch, "1 to 10000"));
         }
@@ -1039,6 +1057,20 @@ mod tests {
         assert!(err.contains("retention.events") && err.contains("at least 1h"), "{err}");
         let err = load(&[("HERALD_RETENTION__BATCH", "5")]).unwrap_err().to_string();
         assert!(err.contains("retention.batch") && err.contains("10 to 100000"), "{err}");
+    }
+
+    /// Issue 27: a bounce retention shorter than the soft-bounce window
+    /// pruned the evidence the policy counts, so it never suppressed.
+    #[test]
+    fn a_bounce_retention_shorter_than_the_soft_bounce_window_is_refused_naming_both() {
+        let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+        let short = [("HERALD_RETENTION__BOUNCES", "2days"), ("HERALD_BOUNCES__SOFT_BOUNCE_WINDOW", "3days")];
+        let err = load(&short).unwrap_err().to_string();
+        assert!(err.contains("retention.bounces") && err.contains("bounces.soft_bounce_window (3days)"), "{err}");
+        assert!(load(&[("HERALD_RETENTION__BOUNCES", "3days"), short[1]]).is_ok(), "as long as the window");
+        assert!(load(&[("HERALD_RETENTION__BOUNCES", "0s"), short[1]]).is_ok(), "kept for ever");
+        assert!(load(&[short[0], short[1], ("HERALD_BOUNCES__SOFT_BOUNCE_LIMIT", "0")]).is_ok(), "no policy");
+        assert!(load(&[short[0], short[1], ("HERALD_RETENTION__ENABLED", "false")]).is_ok(), "nothing pruned");
     }
 
     #[test]

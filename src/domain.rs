@@ -92,6 +92,35 @@ impl fmt::Display for UserId {
     }
 }
 
+/// What happened, as a trigger names it and a rule matches it
+/// (`export.ready`). One definition for both: a rule saved with a type
+/// the trigger API refuses (`order shipped`) could never be matched by a
+/// trigger sent through the API, and said nothing about it. A host
+/// writing `engagement_triggers` itself is not checked here; its types
+/// are matched as written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TriggerType(String);
+
+impl TriggerType {
+    pub const MAX_LEN: usize = 128;
+    pub const EXPECTED: &'static str =
+        "1 to 128 characters from letters, digits and . _ - : / (for example \"export.ready\")";
+
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'/'));
+        if !ok {
+            return Err(InvalidValue::new(field, s, Self::EXPECTED));
+        }
+        Ok(TriggerType(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The name a channel is registered under (`inbox`, `email`, `webhook`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

@@ -13,7 +13,7 @@ use herald::clock::{Clock, ManualClock, SystemClock};
 use herald::config::Config;
 use herald::store::{
     EventStore, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, SuppressionReason, SuppressionRow,
-    SuppressionStore, new_id,
+    SuppressionStore, TriggerStore, new_id,
 };
 use herald::ui::session::{add_operator, csrf_token, session_hash};
 use tokio_util::sync::CancellationToken;
@@ -261,6 +261,34 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     }
     let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
     assert!(page.body.contains("Digest of 2 trigger(s):"), "{}", page.body);
+    // An escalating message says what cancels its follow-up as its rule
+    // does (issue 27: `unless: read` was shown as "unless seen or read").
+    let mut escalating = disabled_rule("invoice");
+    escalating.enabled = true;
+    escalating.workflow = Some(serde_json::json!({"escalate": {"after": 60, "unless": "read", "channel": "email",
+        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "Unread", "text": "t" } } }}}));
+    ui.store.insert_rule(&escalating).await.unwrap();
+    let trigger = herald::store::NewTrigger {
+        id: new_id(),
+        trigger_type: "invoice".into(),
+        user_id: common::user("u1"),
+        payload: serde_json::json!({}),
+        idempotency_key: None,
+        request_hash: None,
+        occurred_at: ui.clock.now(),
+    };
+    ui.store.insert_trigger(&trigger, ui.clock.now()).await.unwrap();
+    let (store, clock): (Arc<dyn Store>, Arc<dyn Clock>) = (Arc::new(ui.store.clone()), Arc::new(ui.clock.clone()));
+    herald::planning::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10)
+        .tick()
+        .await
+        .unwrap();
+    let worker = common::worker(store, herald::app::registry(), &ui.clock, Default::default());
+    assert_eq!(worker.tick().await.unwrap().sent, 1, "the inbox message");
+    ui.clock.advance(Duration::from_secs(60));
+    worker.tick().await.unwrap();
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("</a> unless read in time"), "{}", page.body);
     // The rule's editor shows its workflows (set through the API) in its fields.
     let page = ui.get(&format!("/ui/rules/{rule_id}"), Some(&s.cookie)).await;
     assert_eq!(page.status, 200, "{}", page.body);
@@ -366,6 +394,8 @@ async fn the_rule_editor_edits_every_workflow_field_with_the_apis_checks(db: &Te
         (vec![("throttle_scope", "user")], "throttle.scope", "expected rule or category"),
         (vec![("esc_after", "0")], "escalate.after", "must be 1 to"),
         (vec![("esc_channel", "pigeon")], "escalate.channel", "pigeon"),
+        (vec![("esc_channel", "webhook")], "escalate.channel", "no webhook URL"),
+        (vec![("trigger_type", "invoice due")], "trigger_type", "letters, digits and . _ - :"),
         (vec![("esc0_subject", "{{ oops")], "escalate.template.locales.en.subject", "line 1"),
         (vec![("digest_window", "0")], "digest.window", "must be 1 to"),
         (vec![("digest_window", "60"), ("digest_key", "payload.(")], "digest.key", ""),

@@ -568,7 +568,7 @@ async fn a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances(db:
         db,
         clock.now(),
         "invoice",
-        json!({"escalate": {"after": 600, "unless": "read", "channel": "webhook", "template":
+        json!({"escalate": {"after": 600, "unless": "read", "channel": "email", "template":
             {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
     )
     .await;
@@ -604,7 +604,7 @@ async fn herald_sends_prints_holds_digests_and_escalation_links() {
         db,
         clock.now(),
         "invoice",
-        json!({"escalate": {"after": 1800, "unless": "read", "channel": "webhook", "template":
+        json!({"escalate": {"after": 1800, "unless": "read", "channel": "email", "template":
             {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
     )
     .await;

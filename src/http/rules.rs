@@ -130,9 +130,10 @@ pub async fn update(
 pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result<RuleChanged, ApiError> {
     let current = load(state, id).await?;
     let mut input = RuleInput::from_row(&current).map_err(|e| ApiError::Store(stored_template(id, e)))?;
+    let before = input.clone();
     input.apply(patch);
     let now = state.clock.now();
-    let mut next = input.into_row(now, &state.webhooks).map_err(ApiError::Invalid)?;
+    let mut next = input.into_row_edited(&before, now, &state.webhooks).map_err(ApiError::Invalid)?;
     // Only when turning it on (or moving an enabled rule to another
     // channel): an enabled rule whose channel lost its setting can still be
     // edited, and turned off.

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use super::AppState;
 use super::problem::{ApiError, ApiJson};
 use crate::clock::Millis;
-use crate::domain::UserId;
+use crate::domain::{TriggerType, UserId};
 use crate::planning::intake::Accepted;
 use crate::planning::planner::OCCURRED_AT_SKEW;
 use crate::planning::rule::FieldError;
@@ -103,22 +103,13 @@ pub(super) fn planned(rows: &[OutboxRow]) -> Vec<PlannedMessage> {
         .collect()
 }
 
-fn valid_type(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 128
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':' | b'/'))
-}
-
 /// Everything `POST /v1/triggers` checks before it touches the database,
 /// reporting every field at fault at once. Public so the fuzz targets
 /// ([`crate::tooling::fuzzing`]) run exactly the handler's checks, not a copy.
 pub fn validate(input: &TriggerInput, now: Millis) -> Result<NewTrigger, ApiError> {
     let mut errors = Vec::new();
-    if !valid_type(&input.trigger_type) {
-        errors.push(FieldError::new(
-            "type",
-            "must be 1 to 128 characters from letters, digits and . _ - : / (for example \"export.ready\")",
-        ));
+    if let Err(e) = TriggerType::parse("type", &input.trigger_type) {
+        errors.push(e.into());
     }
     let user_id = UserId::parse("user_id", &input.user_id).map_err(|e| errors.push(e.into())).ok();
     let payload = input.payload.clone().unwrap_or_else(|| serde_json::json!({}));

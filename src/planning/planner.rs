@@ -25,7 +25,7 @@ use crate::domain::{ChannelName, UserId};
 use crate::planning::template::{Condition, TemplateError};
 use crate::planning::workflow::{Digest, RuleWorkflow, parse_zone};
 use crate::store::{
-    NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, Store, StoreError, TriggerPlan, TriggerRow, new_id,
+    NewDigestItem, NewOutboxRow, RecipientRow, RuleRow, RuleStore, Store, StoreError, TriggerPlan, TriggerRow, new_id,
 };
 
 /// How old the planner's copy of the enabled rules may be. A rule enabled,
@@ -132,14 +132,15 @@ pub struct PlanRule {
     condition: Option<Result<Condition, TemplateError>>,
     /// The rule's digest and its key expression, compiled once.
     digest: Option<(Digest, Option<Result<Condition, TemplateError>>)>,
-    /// For an inbox rule that escalates: the follow-up's channel and delay.
-    escalate: Option<(String, i64)>,
+    /// For an inbox rule that escalates: the follow-up's channel, delay,
+    /// and what cancels it, in words.
+    escalate: Option<(String, i64, &'static str)>,
 }
 
 impl PlanRule {
     /// The channel of an escalating rule's follow-up.
     pub fn follow_up_channel(&self) -> Option<&str> {
-        self.escalate.as_ref().map(|(c, _)| c.as_str())
+        self.escalate.as_ref().map(|(c, _, _)| c.as_str())
     }
 
     pub fn new(row: RuleRow) -> PlanRule {
@@ -149,7 +150,10 @@ impl PlanRule {
             let key = d.key.as_deref().map(Condition::compile);
             (d, key)
         });
-        let escalate = workflow.escalate.map(|e| (e.channel, e.after_seconds));
+        let escalate = workflow.escalate.map(|e| {
+            let by = e.cancelled_by();
+            (e.channel, e.after_seconds, by)
+        });
         PlanRule { row, condition, digest, escalate }
     }
 }
@@ -244,18 +248,18 @@ pub fn evaluate_rules<'a>(
         // An escalating inbox rule's message carries when its follow-up
         // falls due; the worker plans the follow-up row then
         // (`delivery::worker::follow_ups`), holds it until `after` past the
-        // inbox delivery, and cancels it if the message was seen or read by
-        // then. Planned with the message instead, every trigger cost a
-        // second outbox row at intake, for a follow-up that is most often
-        // cancelled.
-        let follow_up = escalate.as_ref().and_then(|(ch, after)| {
+        // inbox delivery, and cancels it if the message was read (or, for
+        // `unless: seen`, seen or read) by then. Planned with the message
+        // instead, every trigger cost a second outbox row at intake, for a
+        // follow-up that is most often cancelled.
+        let follow_up = escalate.as_ref().and_then(|(ch, after, by)| {
             let channel = ChannelName::parse("escalate.channel", ch).ok()?;
-            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64))))
+            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64)), *by))
         });
         match &follow_up {
-            Some((channel, at)) => decisions.push(decide(
+            Some((channel, at, by)) => decisions.push(decide(
                 true,
-                format!("{} due {due_at}, then {channel} at the earliest {at} unless seen or read", rule.channel),
+                format!("{} due {due_at}, then {channel} at the earliest {at} unless {by}", rule.channel),
             )),
             None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
         }
@@ -269,7 +273,7 @@ pub fn evaluate_rules<'a>(
             payload: trigger.payload.clone(),
             due_at,
             expires_at,
-            follow_up_at: follow_up.map(|(_, at)| at),
+            follow_up_at: follow_up.map(|(_, at, _)| at),
         });
     }
     Plan { rows, digests, decisions, note: None }
@@ -277,10 +281,30 @@ pub fn evaluate_rules<'a>(
 
 /// The enabled rules, by trigger type, as of at most [`RULES_STALENESS`]
 /// ago. Shared by the API's intake and the planner's sweep.
+///
+/// A read that began before an [`invalidate`](RuleBook::invalidate) may
+/// have read the rules as they were before the change; it answers its own
+/// caller (whose trigger raced the change) but is not kept, or every
+/// trigger for up to [`RULES_STALENESS`] after a rule was disabled through
+/// this instance would still be planned by it. A generation counter, bumped
+/// by each invalidation and compared before a read is stored, tells the
+/// two apart. Rejected: holding the lock across the read (every trigger
+/// would wait on one database round trip), and a plain "invalidated" flag
+/// (a second read in flight could clear it for the first).
 pub struct RuleBook {
     store: Arc<dyn Store>,
-    copy: Mutex<Option<(Instant, Arc<Book>)>>,
+    /// Where the enabled rules are read: the store, or a test's stand-in
+    /// that holds a read open (see [`RuleBook::reading_from`]).
+    rules: Arc<dyn RuleStore>,
+    copy: Mutex<KeptCopy>,
     default_tz: Tz,
+}
+
+/// The kept copy, and how many invalidations there have been.
+#[derive(Default)]
+struct KeptCopy {
+    generation: u64,
+    book: Option<(Instant, Arc<Book>)>,
 }
 
 /// One copy of the enabled rules.
@@ -333,7 +357,8 @@ impl Book {
 
 impl RuleBook {
     pub fn new(store: Arc<dyn Store>) -> RuleBook {
-        RuleBook { store, copy: Mutex::new(None), default_tz: Tz::UTC }
+        let rules: Arc<dyn RuleStore> = store.clone();
+        RuleBook::reading_from(store, rules)
     }
 
     /// The zone digest schedules are read in for recipients without one
@@ -343,26 +368,44 @@ impl RuleBook {
         self
     }
 
+    /// A book that reads the enabled rules from `rules` rather than from
+    /// `store`: for tests that hold a read open while a rule changes.
+    pub fn reading_from(store: Arc<dyn Store>, rules: Arc<dyn RuleStore>) -> RuleBook {
+        RuleBook { store, rules, copy: Mutex::new(KeptCopy::default()), default_tz: Tz::UTC }
+    }
+
     /// The current copy, read again if it is older than [`RULES_STALENESS`].
     pub async fn current(&self) -> Result<Arc<Book>, StoreError> {
-        if let Some((read_at, book)) = &*self.copy.lock().unwrap_or_else(PoisonError::into_inner)
-            && read_at.elapsed() < RULES_STALENESS
-        {
-            return Ok(book.clone());
-        }
+        let generation = {
+            let copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((read_at, book)) = &copy.book
+                && read_at.elapsed() < RULES_STALENESS
+            {
+                return Ok(book.clone());
+            }
+            copy.generation
+        };
         let read_at = Instant::now();
         let mut book = Book { default_tz: self.default_tz, ..Book::default() };
-        for rule in self.store.enabled_rules().await? {
+        for rule in self.rules.enabled_rules().await? {
             book.by_type.entry(rule.trigger_type.clone()).or_default().push(PlanRule::new(rule));
         }
         let book = Arc::new(book);
-        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = Some((read_at, book.clone()));
+        let mut copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+        // Invalidated while reading: this read may predate the change.
+        if copy.generation == generation {
+            copy.book = Some((read_at, book.clone()));
+        }
         Ok(book)
     }
 
-    /// Drops the copy: a rule changed through this instance.
+    /// Drops the copy: a rule changed through this instance. Called after
+    /// the change is committed, so the next read sees it; a read already
+    /// in flight is not kept (see [`RuleBook`]).
     pub fn invalidate(&self) {
-        *self.copy.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let mut copy = self.copy.lock().unwrap_or_else(PoisonError::into_inner);
+        copy.generation += 1;
+        copy.book = None;
     }
 
     /// The recipients the triggers' conditions need, in one query.

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::delivery::channel::webhook::WebhookPolicy;
-use crate::domain::{InvalidValue, NUL_REFUSED};
+use crate::domain::{InvalidValue, NUL_REFUSED, TriggerType};
 use crate::planning::template::{Condition, TemplateError, TemplateSet};
 use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput, WorkflowInput};
 use crate::store::{RuleRow, new_id};
@@ -16,7 +16,9 @@ use crate::store::{RuleRow, new_id};
 pub struct RuleInput {
     /// A name for people: "Welcome email", "Export ready".
     pub name: String,
-    /// The trigger type this rule answers, e.g. `export.ready`.
+    /// The trigger type this rule answers, e.g. `export.ready`: 1 to 128
+    /// characters from letters, digits and `. _ - : /`, as `POST
+    /// /v1/triggers` accepts for `type`.
     pub trigger_type: String,
     /// Optional minijinja expression over `payload`, `user` and `trigger`,
     /// e.g. `payload.amount > 100`. The rule plans nothing when it is false.
@@ -56,8 +58,8 @@ pub struct RuleInput {
     /// delivery; the rest end `suppressed`, naming the cap.
     #[serde(default)]
     pub throttle: Option<ThrottleInput>,
-    /// On an inbox rule, a follow-up on another channel unless the inbox
-    /// message was seen/read in time.
+    /// On an inbox rule, a follow-up by email unless the inbox message was
+    /// read (`unless: read`), or seen or read (`unless: seen`), in time.
     #[serde(default)]
     pub escalate: Option<EscalateInput>,
     /// The category's name in the end user's preference center.
@@ -160,7 +162,10 @@ fn check_text(errors: &mut Vec<FieldError>, field: &str, value: &str, max: usize
 pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     check_text(&mut errors, "name", &input.name, 255);
-    check_text(&mut errors, "trigger_type", &input.trigger_type, 128);
+    // The trigger API's own check: a type it refuses could never match.
+    if let Err(e) = TriggerType::parse("trigger_type", &input.trigger_type) {
+        errors.push(e.into());
+    }
     if let Err(e) = crate::planning::category::check("category", &input.category) {
         errors.push(e);
     }
@@ -228,8 +233,47 @@ impl RuleInput {
     /// Validates and builds the row to store.
     pub fn into_row(self, now: Millis, webhooks: &WebhookPolicy) -> Result<RuleRow, Vec<FieldError>> {
         validate(&self, webhooks)?;
+        Ok(self.build(now))
+    }
+
+    /// An edit of the stored rule `before`, checked like a new rule except
+    /// for two values that later checks refuse, when the edit leaves them as
+    /// they were: a `trigger_type` the trigger API refuses (a host writing
+    /// `engagement_triggers` itself may use it, so the rule may work), and a
+    /// webhook follow-up on a rule that stays off. Refusing those would
+    /// keep an operator from turning such a rule off, or fixing it a field
+    /// at a time; a rule that escalates to webhook cannot be turned on.
+    pub fn into_row_edited(
+        self,
+        before: &RuleInput,
+        now: Millis,
+        webhooks: &WebhookPolicy,
+    ) -> Result<RuleRow, Vec<FieldError>> {
+        if let Err(errors) = validate(&self, webhooks) {
+            let left: Vec<FieldError> = errors.into_iter().filter(|e| !self.kept_from(before, e)).collect();
+            if !left.is_empty() {
+                return Err(left);
+            }
+        }
+        Ok(self.build(now))
+    }
+
+    /// Whether `error` is about a value `before` already had and may keep.
+    fn kept_from(&self, before: &RuleInput, error: &FieldError) -> bool {
+        match error.field.as_str() {
+            "trigger_type" => self.trigger_type == before.trigger_type,
+            "escalate.channel" => {
+                !self.enabled
+                    && self.escalate == before.escalate
+                    && self.escalate.as_ref().is_some_and(|e| e.channel == "webhook")
+            }
+            _ => false,
+        }
+    }
+
+    fn build(self, now: Millis) -> RuleRow {
         let workflow = self.workflow();
-        Ok(RuleRow {
+        RuleRow {
             id: new_id(),
             name: self.name,
             trigger_type: self.trigger_type,
@@ -244,7 +288,7 @@ impl RuleInput {
             webhook_url: self.webhook_url,
             created_at: now,
             updated_at: now,
-        })
+        }
     }
 
     /// The editable view of a stored rule, so a patch can be applied to it

@@ -135,9 +135,11 @@ fn rule_scope() -> String {
 pub struct EscalateInput {
     /// Seconds after the inbox message is delivered (1 or more).
     pub after: i64,
-    /// `seen` or `read`: what cancels the follow-up.
+    /// What cancels the follow-up: `read` (only reading the message) or
+    /// `seen` (seeing it in a list, or reading it, which also sees it).
     pub unless: String,
-    /// The follow-up's channel (not `inbox`).
+    /// The follow-up's channel: `email`. Not `inbox`, and not `webhook`: a
+    /// follow-up has no URL to post to (an inbox rule has no `webhook_url`).
     pub channel: String,
     pub template: TemplateSet,
 }
@@ -164,6 +166,9 @@ impl WorkflowInput {
         *self == WorkflowInput::default()
     }
 }
+
+/// What `escalate.channel` accepts, in words.
+const FOLLOW_UP_CHANNELS: &str = "must be \"email\", the one channel a follow-up of an inbox message can go on";
 
 /// Longest cap window and escalation delay: a year, as for `delay`.
 const MAX_PERIOD: i64 = 366 * 24 * 3600;
@@ -217,10 +222,22 @@ pub fn validate(
                 format!("{:?} is not accepted; expected seen or read", e.unless),
             ));
         }
-        if e.channel == "inbox" {
-            errors.push(FieldError::new("escalate.channel", "must be another channel than inbox (email or webhook)"));
-        } else if let Err(why) = known_channel(&e.channel) {
-            errors.push(FieldError::new("escalate.channel", why));
+        // A webhook follow-up was once accepted, and every one then failed
+        // with "no webhook URL": the URL belongs to a rule whose own channel
+        // is webhook, and an escalating rule's channel is inbox. Refused at
+        // save rather than letting the escalation carry a URL of its own,
+        // which would need its own checks, secrets and screen fields.
+        match e.channel.as_str() {
+            "inbox" => errors.push(FieldError::new("escalate.channel", FOLLOW_UP_CHANNELS)),
+            "webhook" => errors.push(FieldError::new(
+                "escalate.channel",
+                format!("\"webhook\" is not accepted: a follow-up has no webhook URL (webhook_url belongs to a rule whose own channel is webhook); {FOLLOW_UP_CHANNELS}"),
+            )),
+            other => {
+                if let Err(why) = known_channel(other) {
+                    errors.push(FieldError::new("escalate.channel", why));
+                }
+            }
         }
         if let Err(template_errors) = e.template.validate() {
             errors.extend(template_errors.iter().map(|te| {
@@ -385,7 +402,8 @@ pub struct RuleWorkflow {
 }
 
 /// A rule's escalation: a follow-up on `channel` `after` seconds after the
-/// inbox message was delivered, unless it was seen (or read) by then.
+/// inbox message was delivered, unless it was read (`unless: read`), or
+/// seen or read (`unless: seen`), by then.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Escalate {
     pub after_seconds: i64,
@@ -393,6 +411,14 @@ pub struct Escalate {
     pub unless_read: bool,
     pub channel: String,
     pub template: TemplateSet,
+}
+
+impl Escalate {
+    /// What cancels the follow-up, in words, for the planner's decision
+    /// and the screens: they once said "seen or read" whatever the rule said.
+    pub fn cancelled_by(&self) -> &'static str {
+        if self.unless_read { "read" } else { "seen or read" }
+    }
 }
 
 /// The dedupe key of an escalation follow-up, naming its original.

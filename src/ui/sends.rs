@@ -65,11 +65,21 @@ pub async fn search(
     let preference_changes = state.store.audit_for_target(&format!("user:{user}"), 50).await?;
     let center = crate::http::preferences::center_for(&state, &user).await?;
     let rules = state.store.list_rules().await?;
-    let rule_names: std::collections::HashMap<String, String> = rules.into_iter().map(|r| (r.id, r.name)).collect();
+    // What cancels each escalating rule's follow-ups, as the rule says now.
+    let follow_up_unless: std::collections::HashMap<&str, &str> = rules
+        .iter()
+        .filter_map(|r| {
+            let escalate = crate::planning::workflow::RuleWorkflow::from_stored(r.workflow.as_ref()).ok()?.escalate?;
+            Some((r.id.as_str(), escalate.cancelled_by()))
+        })
+        .collect();
+    let rule_names: std::collections::HashMap<&str, &str> =
+        rules.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect();
     Ok(page
         .with(serde_json::json!({
             "q": q, "mode": "user", "timeline": timeline, "recipient": recipient,
-            "suppressions": suppressions, "rule_names": rule_names, "preference_changes": preference_changes,
+            "suppressions": suppressions, "rule_names": rule_names, "follow_up_unless": follow_up_unless,
+            "preference_changes": preference_changes,
             "center": center,
         }))
         .into_response())

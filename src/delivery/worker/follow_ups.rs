@@ -6,8 +6,8 @@
 //! key naming the message, so two instances doing it at once plan one. The
 //! follow-up then goes through the lanes like any row, and composing it
 //! decides whether it goes (see `compose::follow_up_decision`: held until
-//! `after` past the inbox delivery, cancelled if the message was seen or
-//! read by then).
+//! `after` past the inbox delivery, cancelled if the message was read, or
+//! for `unless: seen` seen or read, by then).
 //!
 //! Planning the follow-up with the message, as the first version did,
 //! wrote a second outbox row for every trigger at intake (with its nine
