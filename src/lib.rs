@@ -14,7 +14,8 @@
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
 //!   MariaDB/MySQL, with its migrations; `store::instances` holds the
 //!   instance leases and the rescue of a lapsed instance's rows,
-//!   `store::race` retries transactions that lost a race.
+//!   `store::race` retries transactions that lost a race, `store::history`
+//!   reads a user's rows and send log in one snapshot.
 //! - [`planning`]: from a trigger to outbox rows: `planning::intake` (API
 //!   triggers recorded and planned in shared transactions),
 //!   `planning::planner` (one row per enabled matching rule, and the sweep
