@@ -35,7 +35,10 @@
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
 //!   connection bound), `http::nul` refuses U+0000 at the edge,
-//!   `http::retry` runs a write that lost a race again before answering.
+//!   `http::retry` runs a write that lost a race again before answering,
+//!   `http::extract` reads every body, query and path (refusals as
+//!   problems naming the field), `http::bare` turns axum's own bodiless
+//!   404s and 405s into problems, `http::cursor` parses page cursors.
 //! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.

@@ -24,7 +24,8 @@ pub struct InboxQuery {
     /// inbox (not archived; the default), unread, archived or all
     pub filter: Option<InboxFilter>,
     /// `next_cursor` from the previous page
-    pub cursor: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
+    pub cursor: Option<super::cursor::Cursor>,
     /// 1 to 100 [default: 20]
     pub limit: Option<u32>,
     /// The user token, for clients that cannot set headers (EventSource)
@@ -83,7 +84,8 @@ pub async fn list(
 ) -> Result<ApiJson<InboxPage>, ApiError> {
     let limit = ApiError::page_limit(q.limit, 20, 100)?;
     let filter = q.filter.unwrap_or(InboxFilter::Inbox);
-    let rows = state.store.inbox_page(&user, filter, q.cursor.as_deref(), limit).await?;
+    let rows =
+        state.store.inbox_page(&user, filter, q.cursor.as_ref().map(super::cursor::Cursor::as_str), limit).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|m| m.id.clone()) } else { None };
     Ok(ApiJson(InboxPage { items: rows.iter().map(InboxItem::from).collect(), next_cursor }))
 }

@@ -8,8 +8,11 @@
 
 pub mod access;
 pub mod auth;
+pub mod bare;
 pub mod bounces;
+pub mod cursor;
 pub mod events;
+pub mod extract;
 pub mod inbox;
 pub mod nul;
 mod openapi;
@@ -106,6 +109,13 @@ pub struct Cors {
 
 /// `max_body_bytes` bounds every request body (413 beyond it).
 pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
+    // Around the finished router as one service: a `Router::layer` wraps
+    // each route's handlers one by one, inside the code that adds a 405's
+    // `Allow`, so the problem could not name the methods.
+    Router::new().fallback_service(routes(state, max_body_bytes, cors)).layer(middleware::from_fn(bare::as_problems))
+}
+
+fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
     let inbox = Router::new()
         .route("/", get(inbox::list))
         .route("/count", get(inbox::count))
