@@ -1,7 +1,9 @@
 //! Requests of the wrong shape, end to end through a running server (issue
 //! 27): every JSON body must be an object (item 6); every error, including
 //! the ones axum answers by itself, is `application/problem+json`, and a
-//! query parameter of the wrong shape is a `422` naming it (item 19).
+//! query parameter of the wrong shape is a `422` naming it (item 19); an
+//! address the email channel cannot mail is refused when stored, and a user
+//! whose id is an email address can be opened on the screen (item 13).
 
 mod common;
 
@@ -174,6 +176,66 @@ async fn a_null_payload_is_refused() {
     app.stop().await;
 }
 
+/// `"a b"@example.com` passed `PUT /v1/users` and then every email to it
+/// failed. Refused when stored now, naming `email`.
+async fn an_address_that_cannot_be_mailed_is_refused_naming_email() {
+    let app = App::start().await;
+    for bad in ["\"a b\"@example.com", "\"ab\"@example.com"] {
+        let (status, body) = app.call(reqwest::Method::PUT, "/v1/users/x", Some(json!({"email": bad}))).await;
+        assert_eq!(status, 422, "{bad}: {body}");
+        assert_eq!(body["errors"][0]["field"], "email", "{bad}: {body}");
+        assert!(body["errors"][0]["message"].as_str().unwrap().contains("quoted local part"), "{body}");
+    }
+    assert_eq!(app.get("/v1/users/x").await.0, 404);
+    let (status, body) = app.call(reqwest::Method::PUT, "/v1/users/x", Some(json!({"email": "a.b@example.com"}))).await;
+    assert_eq!(status, 201, "{body}");
+    app.stop().await;
+}
+
+/// The screen's send-log search took any text with `@` as an address, so a
+/// user whose id is an email address could not be opened. A known user id
+/// is opened now, with a link to the address search, and the operator can
+/// say which with `by`.
+async fn a_user_whose_id_is_an_address_can_be_opened_on_the_screen() {
+    use herald::clock::{Clock, Millis, SystemClock};
+    use herald::store::OperatorStore;
+    let app = App::start().await;
+    let now = SystemClock.now();
+    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+        .await
+        .unwrap();
+    let session = "a-session-token-for-this-test-only";
+    let hash = herald::ui::session::session_hash(session);
+    app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
+    let page = |path: &str| {
+        let req = app.http.get(app.url(path)).header("cookie", format!("herald_session={session}"));
+        async move {
+            let resp = req.send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 200);
+            resp.text().await.unwrap()
+        }
+    };
+    let mut r = rule("ada.signed_up");
+    r["enabled"] = json!(true);
+    let (status, body) = app.post("/v1/rules", r).await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = app.post("/v1/triggers", json!({"type": "ada.signed_up", "user_id": "ada@example.com"})).await;
+    assert_eq!(status, 202, "{body}");
+
+    let html = page("/ui/sends?q=ada%40example.com").await;
+    assert!(html.contains("User <code>ada@example.com</code>"), "the user was not opened:\n{html}");
+    assert!(html.contains("by=address"), "no link to the address search:\n{html}");
+    let html = page("/ui/sends?q=ada%40example.com&by=address").await;
+    assert!(html.contains("Address hash"), "by=address did not search the address:\n{html}");
+    assert!(html.contains("by=user"), "no link back to the user:\n{html}");
+    let html = page("/ui/sends?q=ada%40example.com&by=user").await;
+    assert!(html.contains("User <code>ada@example.com</code>"));
+    // An address no user is keyed on is still searched as an address.
+    let html = page("/ui/sends?q=bob%40example.com").await;
+    assert!(html.contains("Address hash"), "{html}");
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     common::harness::main(vec![
         common::harness::test("every_json_body_must_be_an_object", every_json_body_must_be_an_object),
@@ -186,5 +248,13 @@ fn main() -> std::process::ExitCode {
             query_parameters_of_the_wrong_shape_are_422s_naming_them,
         ),
         common::harness::test("a_null_payload_is_refused", a_null_payload_is_refused),
+        common::harness::test(
+            "an_address_that_cannot_be_mailed_is_refused_naming_email",
+            an_address_that_cannot_be_mailed_is_refused_naming_email,
+        ),
+        common::harness::test(
+            "a_user_whose_id_is_an_address_can_be_opened_on_the_screen",
+            a_user_whose_id_is_an_address_can_be_opened_on_the_screen,
+        ),
     ])
 }
