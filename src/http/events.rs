@@ -49,7 +49,9 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 /// `held`, `suppression`, `suppression_lifted`), its `id` the event's position in
 /// commit order (send it back as `Last-Event-ID` to resume; an event id from
 /// an older version is accepted too), its `data` the event as JSON.
-#[utoipa::path(get, path = "/v1/events/stream", tag = "events", params(EventsQuery),
+#[utoipa::path(get, path = "/v1/events/stream", tag = "events",
+    params(EventsQuery, ("Last-Event-ID" = Option<String>, Header,
+        description = "The `id` of the last event received: the stream resumes after it (`from` is then ignored)")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
         (status = 400, body = Problem, content_type = "application/problem+json"),

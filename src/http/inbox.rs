@@ -27,6 +27,7 @@ pub struct InboxQuery {
     #[param(value_type = Option<String>, pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub cursor: Option<super::cursor::Cursor>,
     /// 1 to 100 [default: 20]
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// The user token, for clients that cannot set headers (EventSource)
     pub token: Option<String>,
@@ -165,6 +166,8 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 /// and `count` events when the counts change. Reconnect with
 /// `Last-Event-ID` (browsers do) to receive what was missed, exactly once.
 #[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
+    params(("Last-Event-ID" = Option<String>, Header,
+        description = "The `id` of the last `message` event received: the stream resumes after it")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
         (status = 401, body = Problem, content_type = "application/problem+json"),

@@ -21,6 +21,7 @@ pub struct OutboxQuery {
     #[param(value_type = Option<String>, pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub cursor: Option<super::cursor::Cursor>,
     /// 1 to 500 [default: 50]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
