@@ -6,13 +6,24 @@
 # format it gets by default and as OpenMetrics when asked (promtool reads
 # the former; the latter is only checked to be served). Bounded: each tool
 # has a timeout, the server is killed on exit.
+#
+# The generated clients are used, not only generated (issue 27): the Python
+# client drives a rule -> trigger -> inbox -> read flow against this server
+# (.ci/interop/flow.py), and the TypeScript types openapi-typescript makes
+# from the document must compile with `tsc --strict` for a script that posts
+# a trigger with a payload and reads `data.url` from an inbox item, which
+# then runs against the server too (.ci/interop/flow.ts). The npm tools are
+# pinned in .ci/interop/package-lock.json; the Python client needs httpx and
+# attrs, which openapi-python-client brings.
 set -euo pipefail
 bin="${1:?usage: interop.sh PATH/TO/herald}"
+here="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 port=$((20000 + RANDOM % 20000))
 cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait "${pid:-}" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 cd "$work"
+key="$("$bin" keys create --name interop 2>/dev/null)"
 HERALD_LOG=warn "$bin" serve --listen "127.0.0.1:$port" >"$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
@@ -23,6 +34,18 @@ timeout 120 openapi-spec-validator openapi.json
 timeout 300 openapi-python-client generate --path openapi.json --output-path client --overwrite --fail-on-warning
 test -f client/pyproject.toml
 echo "openapi-python-client: generated $(find client -name '*.py' | wc -l) Python files"
+PYTHONPATH="$work/client" timeout 120 python3 "$here/interop/flow.py" "$base" "$key"
+
+# npm ci into the work directory, not the checkout.
+cp "$here/interop/package.json" "$here/interop/package-lock.json" "$here/interop/flow.ts" "$work/"
+timeout 300 npm ci --no-audit --no-fund --silent
+timeout 120 npx --no-install openapi-typescript openapi.json -o schema.ts
+timeout 300 npx --no-install tsc --strict --target es2022 --module nodenext --moduleResolution nodenext \
+  --lib es2022,dom --outDir ts-out flow.ts schema.ts
+echo "openapi-typescript: types compile with tsc --strict ($(npx --no-install tsc --version))"
+user_token="$(curl -sf -X POST -H "Authorization: Bearer $key" "$base/v1/users/interop-user/token" \
+  | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+HERALD_URL="$base" HERALD_KEY="$key" HERALD_USER_TOKEN="$user_token" timeout 120 node ts-out/flow.js
 
 curl -sf "$base/metrics" >metrics.txt
 timeout 60 promtool check metrics <metrics.txt

@@ -18,13 +18,13 @@ checks=not_a_server_error,response_schema_conformance,status_code_conformance,co
 # itself, so it is left to the tests).
 timeout 600 schemathesis run "http://127.0.0.1:$port/v1/openapi.json" \
   -H "Authorization: Bearer $key" --exclude-tag inbox --exclude-path /v1/events/stream \
-  --checks "$checks" --max-examples 30 --seed 20261202 --no-color
+  --checks "${SCHEMATHESIS_CHECKS:-$checks}" --max-examples 30 --seed 20261202 --no-color
 # The end-user inbox API, with a user's token (the stream never ends by
 # itself, so it is left to the tests).
 token="$(curl -sf -X POST -H "Authorization: Bearer $key" "http://127.0.0.1:$port/v1/users/schemathesis/token" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
 timeout 600 schemathesis run "http://127.0.0.1:$port/v1/openapi.json" \
   -H "Authorization: Bearer $token" --include-tag inbox --exclude-path /v1/inbox/stream \
-  --checks "$checks" --max-examples 30 --seed 20261202 --no-color
+  --checks "${SCHEMATHESIS_CHECKS:-$checks}" --max-examples 30 --seed 20261202 --no-color
 if grep -q "panicked" "$work/serve.log"; then
   echo "the server panicked during the run:"; cat "$work/serve.log"; exit 1
 fi

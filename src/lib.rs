@@ -14,7 +14,8 @@
 //! - [`store`]: the database, one interface over SQLite, PostgreSQL and
 //!   MariaDB/MySQL, with its migrations; `store::instances` holds the
 //!   instance leases and the rescue of a lapsed instance's rows,
-//!   `store::race` retries transactions that lost a race.
+//!   `store::race` retries transactions that lost a race, `store::history`
+//!   reads a user's rows and send log in one snapshot.
 //! - [`planning`]: from a trigger to outbox rows: `planning::intake` (API
 //!   triggers recorded and planned in shared transactions),
 //!   `planning::planner` (one row per enabled matching rule, and the sweep
@@ -38,7 +39,10 @@
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
 //!   connection bound), `http::nul` refuses U+0000 at the edge,
 //!   `http::preference_form` is the preference forms' field encoding,
-//!   `http::retry` runs a write that lost a race again before answering.
+//!   `http::retry` runs a write that lost a race again before answering,
+//!   `http::extract` reads every body, query and path (refusals as
+//!   problems naming the field), `http::bare` turns axum's own bodiless
+//!   404s and 405s into problems, `http::cursor` parses page cursors.
 //! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
 //!   logins, sessions, CSRF, the audit log).
 //! - [`metrics`]: Prometheus counters and gauges.

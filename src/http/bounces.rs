@@ -38,6 +38,7 @@ pub async fn mail(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<
 #[serde(deny_unknown_fields)]
 pub struct BounceQuery {
     /// 1 to 500 [default: 50]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 

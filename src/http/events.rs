@@ -59,7 +59,7 @@ const BACKSTOP: Duration = Duration::from_secs(2);
 /// revocation, like any other request with that key.
 #[utoipa::path(get, path = "/v1/events/stream", tag = "events",
     params(EventsQuery, ("Last-Event-ID" = Option<String>, Header,
-        description = "The `id` of the last event received: resume right after it")),
+        description = "The `id` of the last event received: the stream resumes after it (`from` is then ignored); a position (digits) or an older version's event id, else `400`")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
         (status = 400, body = Problem, content_type = "application/problem+json"),

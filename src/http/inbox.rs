@@ -26,8 +26,10 @@ pub struct InboxQuery {
     /// inbox (not archived; the default), unread, archived or all
     pub filter: Option<InboxFilter>,
     /// `next_cursor` from the previous page
-    pub cursor: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
+    pub cursor: Option<super::cursor::Cursor>,
     /// 1 to 100 [default: 20]
+    #[param(minimum = 1, maximum = 100)]
     pub limit: Option<u32>,
     /// The user token, for clients that cannot set headers (EventSource)
     pub token: Option<String>,
@@ -85,7 +87,8 @@ pub async fn list(
 ) -> Result<ApiJson<InboxPage>, ApiError> {
     let limit = ApiError::page_limit(q.limit, 20, 100)?;
     let filter = q.filter.unwrap_or(InboxFilter::Inbox);
-    let rows = state.store.inbox_page(&user, filter, q.cursor.as_deref(), limit).await?;
+    let rows =
+        state.store.inbox_page(&user, filter, q.cursor.as_ref().map(super::cursor::Cursor::as_str), limit).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|m| m.id.clone()) } else { None };
     Ok(ApiJson(InboxPage { items: rows.iter().map(InboxItem::from).collect(), next_cursor }))
 }
@@ -170,7 +173,7 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
 /// one.
 #[utoipa::path(get, path = "/v1/inbox/stream", tag = "inbox",
     params(("Last-Event-ID" = Option<String>, Header,
-        description = "The `id` of the last event received: resume right after it")),
+        description = "The `id` of the last `message` event received: the stream resumes after it; a position (digits), else `400`")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
         (status = 400, body = Problem, content_type = "application/problem+json"),

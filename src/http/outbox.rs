@@ -18,8 +18,10 @@ pub struct OutboxQuery {
     pub user_id: Option<String>,
     pub rule_id: Option<String>,
     /// `next_cursor` from the previous page
-    pub cursor: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
+    pub cursor: Option<super::cursor::Cursor>,
     /// 1 to 500 [default: 50]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 
@@ -98,7 +100,13 @@ pub async fn list(
         Some(s) => Some(s.parse::<OutboxStatus>().map_err(|e| ApiError::Invalid(vec![e.into()]))?),
     };
     let limit = ApiError::page_limit(q.limit, 50, 500)?;
-    let filter = OutboxFilter { status, user_id: q.user_id, rule_id: q.rule_id, before: q.cursor, limit };
+    let filter = OutboxFilter {
+        status,
+        user_id: q.user_id,
+        rule_id: q.rule_id,
+        before: q.cursor.map(super::cursor::Cursor::into_string),
+        limit,
+    };
     let rows = state.store.list_outbox(&filter).await?;
     let next_cursor = if rows.len() as u32 == limit { rows.last().map(|r| r.id.clone()) } else { None };
     Ok(ApiJson(OutboxPage { items: OutboxItem::list(&*state.store, &rows).await?, next_cursor }))

@@ -290,7 +290,7 @@ async fn audit_preferences_in(
 }
 
 /// The categories the user can receive, each channel on or off.
-#[utoipa::path(get, path = "/v1/inbox/preferences", tag = "inbox",
+#[utoipa::path(get, path = "/v1/inbox/preferences", tag = "inbox", operation_id = "inbox_preferences_get",
     responses((status = 200, body = PreferenceCenter), (status = 401, body = Problem, content_type = "application/problem+json")),
     security(("user_token" = [])))]
 pub async fn get(
@@ -304,7 +304,7 @@ pub async fn get(
 
 /// Turns categories on or off per channel, as the user's own choice (which
 /// a host's `PUT /v1/users` does not override).
-#[utoipa::path(put, path = "/v1/inbox/preferences", tag = "inbox", request_body = PreferenceChange,
+#[utoipa::path(put, path = "/v1/inbox/preferences", tag = "inbox", operation_id = "inbox_preferences_put", request_body = PreferenceChange,
     responses(
         (status = 200, body = PreferenceCenter),
         (status = 401, body = Problem, content_type = "application/problem+json"),

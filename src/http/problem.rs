@@ -6,13 +6,16 @@
 //! caller's business.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::rejection::PathRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::planning::rule::FieldError;
 use crate::store::StoreError;
+
+// The extractors live in their own module; handlers name them from here.
+pub use super::extract::{ApiJson, ApiPath, ApiQuery, parse_json};
 
 /// The body of every error response.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -134,116 +137,11 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// axum's own rejections of a path or query in the same shape as every other
-/// problem. (JSON bodies go through [`ApiJson`], which names the field.)
-impl From<QueryRejection> for ApiError {
-    fn from(r: QueryRejection) -> Self {
-        ApiError::Rejected { status: StatusCode::BAD_REQUEST, detail: r.body_text() }
-    }
-}
-
+/// axum's own rejection of a path in the same shape as every other
+/// problem. (Bodies and queries go through [`ApiJson`] and [`ApiQuery`],
+/// which name the field.)
 impl From<PathRejection> for ApiError {
     fn from(r: PathRejection) -> Self {
         ApiError::Rejected { status: StatusCode::BAD_REQUEST, detail: r.body_text() }
     }
 }
-
-/// The JSON extractor, with rejections as problems.
-///
-/// A body that is not JSON at all is a `400` (with serde's line and
-/// column, which is where the syntax broke). A body that is JSON of the wrong
-/// shape (a required field missing, a number where text belongs, a field
-/// Herald does not know) is a `422` naming the field in `errors`, exactly
-/// like a value the handler refuses: to the caller both are "this field is
-/// wrong", and one status with one shape is what a client can act on. axum's
-/// own `Json` answers both with a single message carrying serde's position.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ApiJson<T>(pub T);
-
-impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
-where
-    T: serde::de::DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
-        if !is_json(req.headers()) {
-            return Err(ApiError::Rejected {
-                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                detail: "expected a JSON body with Content-Type: application/json".to_owned(),
-            });
-        }
-        let body = axum::body::Bytes::from_request(req, state).await.map_err(|r| {
-            let status = r.status();
-            let detail = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "the request body is larger than the server accepts".to_owned()
-            } else {
-                r.body_text()
-            };
-            ApiError::Rejected { status, detail }
-        })?;
-        parse_json(&body).map(ApiJson)
-    }
-}
-
-/// `application/json`, or any `application/*+json`, as axum's `Json` accepts.
-fn is_json(headers: &axum::http::HeaderMap) -> bool {
-    let Some(ct) = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
-}
-
-/// Parses a request body, turning serde's complaint into a problem that
-/// names the field (see [`ApiJson`]).
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: Result<T, ApiError> = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        if !inner.is_data() {
-            return ApiError::BadRequest(format!("the body is not valid JSON: {inner}"));
-        }
-        // serde's message ends with where in the text it was; the field
-        // says that better.
-        let full = inner.to_string();
-        let position = format!(" at line {} column {}", inner.line(), inner.column());
-        let message = full.strip_suffix(&position).unwrap_or(&full).to_owned();
-        ApiError::Invalid(vec![FieldError::new(field_of(&path, &message), message)])
-    });
-    let value = parsed?;
-    de.end().map_err(|e| ApiError::BadRequest(format!("the body is not valid JSON: {e}")))?;
-    Ok(value)
-}
-
-/// The field a shape error is about: the path to it, and for a missing or
-/// unknown field (reported at its parent) the field's own name.
-fn field_of(path: &str, message: &str) -> String {
-    let named = ["missing field `", "unknown field `"]
-        .iter()
-        .find_map(|p| message.strip_prefix(p))
-        .and_then(|rest| rest.split_once('`'))
-        .map(|(name, _)| name);
-    match (path, named) {
-        (".", Some(name)) => name.to_owned(),
-        (".", None) => "body".to_owned(),
-        (p, Some(name)) if !p.ends_with(name) => format!("{p}.{name}"),
-        (p, _) => p.to_owned(),
-    }
-}
-
-impl<T: Serialize> IntoResponse for ApiJson<T> {
-    fn into_response(self) -> Response {
-        Json(self.0).into_response()
-    }
-}
-
-/// The query extractor, with rejections as problems.
-#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequestParts)]
-#[from_request(via(axum::extract::Query), rejection(ApiError))]
-pub struct ApiQuery<T>(pub T);
-
-/// The path extractor, with rejections as problems.
-#[derive(Debug, Clone, Copy, Default, axum::extract::FromRequestParts)]
-#[from_request(via(axum::extract::Path), rejection(ApiError))]
-pub struct ApiPath<T>(pub T);

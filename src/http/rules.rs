@@ -225,6 +225,7 @@ pub struct PreviewQuery {
     /// Trigger type to look at [default: the rule's own]
     pub trigger_type: Option<String>,
     /// How many recent triggers to consider (1 to 500) [default: 50]
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u32>,
 }
 

@@ -59,8 +59,8 @@ pub struct SuppressionInput {
     pub expires_at: Option<String>,
 }
 
-#[derive(Debug, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
+/// Both routes' parameters as the handlers read them.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressionQuery {
     /// An email address (hashed before lookup)
@@ -73,6 +73,43 @@ pub struct SuppressionQuery {
     pub limit: Option<u32>,
     /// DELETE only: why it is lifted (kept with who lifted it), at most 1000 characters
     pub reason: Option<String>,
+}
+
+/// `GET /v1/suppressions`'s parameters, as the document states them: the
+/// handlers read both routes' through [`SuppressionQuery`] and refuse
+/// another route's parameter by name, but one shared list in the document
+/// offered `category` and `reason` on `GET`, which then answered 422, and
+/// `limit` on `DELETE`.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct SuppressionListParams {
+    /// An email address (hashed before lookup)
+    email: Option<String>,
+    /// Or its hash, as the send log shows it (64 hexadecimal characters)
+    #[param(pattern = "^[0-9a-fA-F]{64}$")]
+    address_hash: Option<String>,
+    /// 1 to 500 [default: 100]
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<u32>,
+}
+
+/// `DELETE /v1/suppressions`'s parameters (see [`SuppressionListParams`]).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct SuppressionLiftParams {
+    /// An email address (hashed before lookup); this or `address_hash` is required
+    email: Option<String>,
+    /// Or its hash, as the send log shows it (64 hexadecimal characters)
+    #[param(pattern = "^[0-9a-fA-F]{64}$")]
+    address_hash: Option<String>,
+    /// Lift this category alone (default: every suppression of the address)
+    #[param(min_length = 1, max_length = 64)]
+    category: Option<String>,
+    /// Why it is lifted (kept with who lifted it), at most 1000 characters
+    #[param(max_length = 1000)]
+    reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -148,7 +185,7 @@ fn check_category(field: &str, c: &str) -> Result<(), ApiError> {
 }
 
 /// Lists suppressions, newest first, or those of one address.
-#[utoipa::path(get, path = "/v1/suppressions", tag = "suppressions", params(SuppressionQuery),
+#[utoipa::path(get, path = "/v1/suppressions", tag = "suppressions", params(SuppressionListParams),
     responses(
         (status = 200, body = SuppressionList),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -214,7 +251,7 @@ pub async fn suppress(state: &AppState, input: SuppressionInput) -> Result<(bool
 }
 
 /// Lifts the suppressions of one address (or one category of it).
-#[utoipa::path(delete, path = "/v1/suppressions", tag = "suppressions", params(SuppressionQuery),
+#[utoipa::path(delete, path = "/v1/suppressions", tag = "suppressions", params(SuppressionLiftParams),
     responses(
         (status = 200, body = Lifted),
         (status = 400, body = Problem, content_type = "application/problem+json"),

@@ -23,7 +23,7 @@ pub struct TriggerInput {
     pub trigger_type: String,
     pub user_id: String,
     /// Anything the templates and conditions need, as a JSON object.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::extract::null_is_a_value")]
     #[schema(value_type = Object)]
     pub payload: Option<serde_json::Value>,
     /// The same key again returns the first result and plans nothing new.

@@ -8,7 +8,7 @@ use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use crate::domain::UserId;
 use crate::planning::recipient::{RecipientInput, RecipientView};
-use crate::store::{OutboxFilter, SendRecord, UserErasure};
+use crate::store::{SendRecord, UserErasure};
 
 fn user(id: &str) -> Result<UserId, ApiError> {
     UserId::parse("user_id", id).map_err(|e| ApiError::Invalid(vec![e.into()]))
@@ -212,9 +212,9 @@ pub async fn timeline(state: &AppState, user: &UserId) -> Result<UserSends, ApiE
 /// messages and triggers.
 pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit: u32) -> Result<UserSends, ApiError> {
     let user_id = user.as_str().to_owned();
-    let filter = OutboxFilter { user_id: Some(user_id.clone()), limit, ..Default::default() };
-    let rows = store.list_outbox(&filter).await?;
-    let log = store.sends_for_user(user, limit * 2).await?;
+    // In one snapshot: read apart, a row could be read before a worker's
+    // commit and its log after it (`scheduled` with `sent` in its history).
+    let crate::store::UserHistory { rows, log, triggers } = store.user_history(user, limit).await?;
     let mut subjects = crate::headline::subjects(store, &rows).await?;
     let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
     let mut digests: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
@@ -247,7 +247,6 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             follow_up: follow_ups.remove(&r.id),
         });
     }
-    let triggers = store.triggers_for_user(user, limit).await?;
     let quiet = triggers
         .iter()
         .filter(|t| t.planned_count.unwrap_or(0) == 0)

@@ -98,14 +98,34 @@ fn valid_zone(s: &str) -> bool {
         && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
 }
 
+/// Whether the email channel can mail `address`, checked when it is
+/// stored rather than found out at every send: an address by RFC 5322
+/// (`email_address`), one lettre will put on an envelope, one the address
+/// hash can be taken of (`address::normalize`), and without a quoted local
+/// part. `"a b"@example.com` passed the first check alone and was stored,
+/// and then every email to it failed (the hash refuses the space); quoted
+/// local parts are refused outright, since the ones without a space are
+/// also what receiving servers reject most often.
+pub fn mailable(address: &str) -> Result<(), String> {
+    if address.starts_with('"') {
+        return Err(format!(
+            "{address:?} has a quoted local part (\"...\"@domain), which Herald cannot mail; expected an address \
+             like name@example.com"
+        ));
+    }
+    let valid = address.len() <= 320
+        && address.parse::<email_address::EmailAddress>().is_ok()
+        && address.parse::<lettre::Address>().is_ok()
+        && crate::address::normalize(address).is_some();
+    if valid { Ok(()) } else { Err(format!("{address:?} is not an email address like name@example.com")) }
+}
+
 impl RecipientInput {
     pub fn into_row(self, user_id: &UserId, now: Millis) -> Result<RecipientRow, Vec<FieldError>> {
         let mut errors = Vec::new();
         let email = self.email.map(|e| e.trim().to_owned()).filter(|e| !e.is_empty());
-        if let Some(e) = &email
-            && (e.len() > 320 || e.parse::<email_address::EmailAddress>().is_err())
-        {
-            errors.push(FieldError::new("email", format!("{e:?} is not an email address like name@example.com")));
+        if let Some(Err(message)) = email.as_deref().map(mailable) {
+            errors.push(FieldError::new("email", message));
         }
         if let Some(n) = &self.name
             && (n.len() > 255 || n.chars().any(char::is_control))
@@ -205,6 +225,18 @@ impl From<&RecipientRow> for RecipientView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_address_the_email_channel_can_mail_is_stored() {
+        for ok in ["ada@example.com", "a.b+tag@sub.example.co.uk"] {
+            assert_eq!(super::mailable(ok), Ok(()), "{ok}");
+        }
+        for bad in ["\"a b\"@example.com", "\"ab\"@example.com", "a b@example.com", "no-at-sign", "a@", "@b"] {
+            let said = super::mailable(bad).unwrap_err();
+            assert!(said.contains("name@example.com"), "{bad}: {said}");
+        }
+        assert!(super::mailable("\"a b\"@example.com").unwrap_err().contains("quoted local part"));
+    }
 
     #[test]
     fn opt_outs_name_the_preference() {

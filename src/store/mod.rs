@@ -27,6 +27,7 @@ mod dialect;
 mod digests;
 mod escalation;
 pub mod events;
+mod history;
 mod inbox;
 mod instances;
 mod json_rows;
@@ -62,6 +63,7 @@ pub use dialect::Dialect;
 pub use digests::{DigestItemRow, DigestMembership, DigestStore, NewDigestItem};
 pub use escalation::{EscalationStore, OriginalState};
 pub use events::{EventRow, EventStore};
+pub use history::{HistoryStore, UserHistory};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use instances::{InstanceIdentity, InstanceRow, InstanceStore, LAPSED_INSTANCE_RETENTION};
 pub use migrate::AppliedMigration;
@@ -359,6 +361,7 @@ pub trait Store:
     + ThrottleStore
     + DigestStore
     + EscalationStore
+    + HistoryStore
     + Send
     + Sync
     + 'static

@@ -116,7 +116,7 @@ pub struct TriggerPlan {
     pub detail: String,
 }
 
-const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at, \
+pub(super) const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at, \
      planned_at, planned_count, plan_detail";
 
 #[async_trait]
@@ -164,7 +164,7 @@ pub trait TriggerStore: Send + Sync {
     async fn triggers_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
 }
 
-fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerRow>, StoreError> {
+pub(super) fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerRow>, StoreError> {
     rows.iter().map(|r| TriggerRow::from_any(r).map_err(StoreError::db(op))).collect()
 }
 

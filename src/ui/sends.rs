@@ -1,5 +1,5 @@
 //! The send log: "did they get it, and if not, why", by user id or by email
-//! address. An address is hashed before anything is searched (the send log
+//! address (see [`SearchBy`] for text that can be both). An address is hashed before anything is searched (the send log
 //! holds only hashes), with the same deployment key the email channel uses.
 
 use axum::Extension;
@@ -22,6 +22,62 @@ pub struct SendsQuery {
     /// A user id, or an email address.
     #[serde(default)]
     pub q: String,
+    /// What `q` is, when the operator says (the form's "search as").
+    #[serde(default)]
+    pub by: SearchBy,
+}
+
+/// What the search text is taken as.
+///
+/// A user id may itself be an email address (hosts that key users on their
+/// address), so "contains `@`" cannot decide alone: such a user could not
+/// be opened at all. Unsaid, text with `@` is a user id when a user by that
+/// id is known (a recipient, or anything in the send log), and an address
+/// otherwise; the page links to the other reading, and the form lets the
+/// operator say which.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBy {
+    #[default]
+    Auto,
+    User,
+    Address,
+}
+
+impl SearchBy {
+    fn as_str(self) -> &'static str {
+        match self {
+            SearchBy::Auto => "auto",
+            SearchBy::User => "user",
+            SearchBy::Address => "address",
+        }
+    }
+}
+
+/// Whether `q` names a user Herald knows: a stored recipient, or a message
+/// or trigger for that id.
+async fn known_user(state: &AppState, user: &UserId) -> Result<bool, crate::store::StoreError> {
+    if state.store.get_recipient(user).await?.is_some() {
+        return Ok(true);
+    }
+    let h = state.store.user_history(user, 1).await?;
+    Ok(!(h.rows.is_empty() && h.log.is_empty() && h.triggers.is_empty()))
+}
+
+/// The link to the same text read the other way, for text that can be both.
+fn other_reading(q: &str, now: SearchBy) -> Option<serde_json::Value> {
+    if !q.contains('@') || UserId::parse("user id", q).is_err() {
+        return None;
+    }
+    let encoded: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
+    Some(match now {
+        SearchBy::Address => serde_json::json!({
+            "href": format!("/ui/sends?q={encoded}&by=user"), "label": "Open the user with this id instead",
+        }),
+        _ => serde_json::json!({
+            "href": format!("/ui/sends?q={encoded}&by=address"), "label": "Search this email address instead",
+        }),
+    })
 }
 
 pub async fn search(
@@ -34,10 +90,21 @@ pub async fn search(
     if q.is_empty() {
         return Ok(page.with(serde_json::json!({ "q": "" })).into_response());
     }
-    if q.contains('@') {
+    let as_address = match query.by {
+        SearchBy::Address => true,
+        SearchBy::User => false,
+        SearchBy::Auto => {
+            q.contains('@')
+                && match UserId::parse("user id", q) {
+                    Ok(user) => !known_user(&state, &user).await?,
+                    Err(_) => true,
+                }
+        }
+    };
+    if as_address {
         let Some(hash) = state.keys.hash(q) else {
             return Ok(page
-                .with(serde_json::json!({ "q": q, "error": format!("{q:?} is not an email address (expected local@domain)") }))
+                .with(serde_json::json!({ "q": q, "chosen": query.by.as_str(), "error": format!("{q:?} is not an email address (expected local@domain)") }))
                 .into_response());
         };
         let sends = state.store.sends_for_address(&hash, LIMIT).await?;
@@ -46,14 +113,18 @@ pub async fn search(
         let lifts = state.store.suppression_lifts(Some(&hash), 20).await?;
         return Ok(page
             .with(serde_json::json!({
-                "q": q, "mode": "address", "address_hash": hash, "sends": sends, "subjects": subjects,
-                "suppressions": suppressions, "lifts": lifts,
+                "q": q, "chosen": query.by.as_str(), "mode": "address", "address_hash": hash, "sends": sends, "subjects": subjects,
+                "suppressions": suppressions, "lifts": lifts, "other": other_reading(q, SearchBy::Address),
             }))
             .into_response());
     }
     let user = match UserId::parse("user id", q) {
         Ok(u) => u,
-        Err(e) => return Ok(page.with(serde_json::json!({ "q": q, "error": e.to_string() })).into_response()),
+        Err(e) => {
+            return Ok(page
+                .with(serde_json::json!({ "q": q, "chosen": query.by.as_str(), "error": e.to_string() }))
+                .into_response());
+        }
     };
     let timeline = timeline(&state, &user).await?;
     let recipient = state.store.get_recipient(&user).await?;
@@ -77,7 +148,8 @@ pub async fn search(
         rules.iter().map(|r| (r.id.as_str(), r.name.as_str())).collect();
     Ok(page
         .with(serde_json::json!({
-            "q": q, "mode": "user", "timeline": timeline, "recipient": recipient,
+            "q": q, "chosen": query.by.as_str(), "mode": "user", "timeline": timeline, "recipient": recipient,
+            "other": other_reading(q, SearchBy::User),
             "suppressions": suppressions, "rule_names": rule_names, "follow_up_unless": follow_up_unless,
             "preference_changes": preference_changes,
             "center": center,
@@ -98,8 +170,12 @@ pub async fn change_preferences(
     let fields: Vec<(String, String)> = url::form_urlencoded::parse(&body).into_owned().collect();
     let user = fields.iter().find(|(k, _)| k == "user").map(|(_, v)| v.trim()).unwrap_or_default();
     let user = UserId::parse("user", user).map_err(|e| UiError::BadRequest(e.to_string()))?;
-    let back =
-        format!("/ui/sends?q={}", url::form_urlencoded::byte_serialize(user.as_str().as_bytes()).collect::<String>());
+    // `by=user` for a user id with `@`, which could come back as an address.
+    let back = format!(
+        "/ui/sends?q={}{}",
+        url::form_urlencoded::byte_serialize(user.as_str().as_bytes()).collect::<String>(),
+        if user.as_str().contains('@') { "&by=user" } else { "" }
+    );
     let who = format!("operator {} (operator screen)", op.email);
     let boxes = match crate::http::preference_form::FormBoxes::from_fields(fields) {
         Ok(boxes) => boxes,
