@@ -228,6 +228,13 @@ impl Worker {
     /// [`Worker::run`]; see [`lease`]) and starts deliveries only while it
     /// does. `store` must claim for the same instance
     /// ([`crate::store::SqlStore::for_instance`]).
+    ///
+    /// `keys` hash the recipient's address onto the email outcomes decided
+    /// before the channel runs (an opt-out, a frequency cap, a template
+    /// that fails, a grace window that ended), so `herald sends --address`
+    /// finds them. Required rather than optional: when a service's worker
+    /// was built without them (an `Option` that `serve` left `None`), every
+    /// such outcome was missing from the by-address log, and nothing failed.
     pub fn leased(
         store: Arc<dyn Store>,
         registry: Registry,
@@ -235,9 +242,10 @@ impl Worker {
         config: WorkerConfig,
         metrics: Metrics,
         who: InstanceIdentity,
+        keys: AddressKeys,
     ) -> Worker {
         let lease = Arc::new(Lease::new(who, config.lease));
-        Worker::build(store, registry, clock, config, metrics, None, Some(lease))
+        Worker::build(store, registry, clock, config, metrics, Some(keys), Some(lease))
     }
 
     fn build(
