@@ -127,6 +127,14 @@ pub trait Channel: Send + Sync + 'static {
     fn delivers_in_database(&self) -> bool {
         false
     }
+
+    /// The most deliveries this channel runs at once, when it has a limit
+    /// of its own (the email channel's `email.concurrency`). The worker
+    /// starts no more than that on this channel, so a row it counts as
+    /// being delivered is being delivered, not queued inside the channel.
+    fn concurrency(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// An entry in the registry: a channel Herald knows by name, with or without

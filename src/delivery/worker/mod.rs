@@ -257,23 +257,24 @@ impl Worker {
         keys: Option<AddressKeys>,
         lease: Option<Arc<Lease>>,
     ) -> Worker {
-        let limits: HashMap<String, Arc<Semaphore>> = registry
-            .names()
-            .map(|name| {
-                let n = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
-                (name.to_owned(), Arc::new(Semaphore::new(n.max(1))))
-            })
-            .collect();
+        // A channel with a limit of its own (email) gets no more slots than
+        // it has: the rest would only wait inside the channel, claimed and
+        // counted as being delivered.
+        let slots = |name: &str| {
+            let configured = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
+            let own = match registry.lookup(name) {
+                Lookup::Ready(handler) => handler.concurrency(),
+                Lookup::Missing(_) => None,
+            };
+            own.map_or(configured, |own| configured.min(own)).max(1)
+        };
+        let limits: HashMap<String, Arc<Semaphore>> =
+            registry.names().map(|name| (name.to_owned(), Arc::new(Semaphore::new(slots(name))))).collect();
         let default_limit = Arc::new(Semaphore::new(config.default_concurrency.max(1)));
         let lanes = registry
             .names()
             .filter_map(|name| match registry.lookup(name) {
-                Lookup::Ready(handler) => Some(Arc::new(Lane {
-                    channel: name.to_owned(),
-                    direct: handler.delivers_in_database(),
-                    handler: handler.clone(),
-                    wake: tokio::sync::Notify::new(),
-                })),
+                Lookup::Ready(handler) => Some(Arc::new(Lane::new(name, handler.clone(), slots(name)))),
                 Lookup::Missing(_) => None,
             })
             .collect();
@@ -344,7 +345,7 @@ impl Worker {
                     batch.finish(&mut report).await;
                 }
             } else {
-                let claimed = self.claim_lane(lane).await?;
+                let claimed = self.claim_lane(lane, self.inner.config.batch).await?;
                 report.claimed += claimed.rows.len();
                 report.released += self.dispatch(claimed, shutdown, &mut inflight).await;
             }
@@ -550,7 +551,7 @@ impl Worker {
         })
         .await?;
         self.note_taken(&rows, started, now);
-        Ok(Claimed { token, rows })
+        Ok(Claimed { token, rows, room: None })
     }
 
     /// Takes back claims older than the stale window; never fails the caller.
