@@ -290,6 +290,7 @@ pub async fn serve_with_clock(
             config.worker.to_worker_config(),
             metrics.clone(),
             who,
+            keys.clone(),
         );
         let token = shutdown.clone();
         tasks.spawn(async move { worker.run(token).await });

@@ -392,6 +392,7 @@ fn leased_worker(
         WorkerConfig::default(),
         herald::metrics::Metrics::new(),
         who,
+        herald::address::AddressKeys::from_secret(b"worker test secret"),
     )
 }
 
@@ -510,6 +511,7 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
         WorkerConfig::default(),
         herald::metrics::Metrics::new(),
         who,
+        herald::address::AddressKeys::from_secret(b"worker test secret"),
     );
     a.heartbeat().await.unwrap();
     let a_tick = tokio::spawn(async move { a.tick().await.unwrap() });
@@ -526,6 +528,7 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
         WorkerConfig::default(),
         metrics.clone(),
         who,
+        herald::address::AddressKeys::from_secret(b"worker test secret"),
     );
     clock.advance(Duration::from_secs(79));
     assert_eq!(b.heartbeat().await.unwrap(), 0, "A's lease lapsed at 20 s; its delivery may run until 80 s");

@@ -78,8 +78,11 @@ struct CachedRule {
 /// Composes batches of claimed rows. One per worker; cheap to share.
 pub struct Composer {
     store: Arc<dyn Store>,
-    /// To put the address hash on email outcomes decided here (an opted-out
-    /// user), so "did this address get it" finds them too.
+    /// To put the address hash on email outcomes decided here (an opt-out,
+    /// a frequency cap, a template that fails, a grace window that ended, a
+    /// rule disabled), so "did this address get it" finds them too. `None`
+    /// only where no email is sent (tests, `herald bench`): a service's
+    /// worker is given them ([`crate::delivery::worker::Worker::leased`]).
     keys: Option<AddressKeys>,
     /// The zone of recipients without one (`worker.default_timezone`).
     default_tz: Tz,
@@ -274,17 +277,18 @@ impl Composer {
         let Some(rule_id) = row.rule_id.clone() else {
             return Prepared::Deliver(Box::new(Delivery::bare(row)));
         };
-        let (Some(cached), Some(&enabled)) = (loaded.rules.get(&rule_id), loaded.enabled.get(&rule_id)) else {
-            return skip(row, Outcome::Cancelled { detail: format!("rule {rule_id} was deleted") });
-        };
-        if !enabled {
-            return skip(row, Outcome::Cancelled { detail: "rule disabled".into() });
-        }
-        let rule = &cached.rule;
         let recipient = loaded.recipients.get(&row.user_id);
         // Email outcomes carry the address hash whenever the user has an
-        // address, decided here or by the channel.
+        // address, decided here or by the channel: "did this address get
+        // it" must find a message that was never handed to the relay too.
         let address_hash = self.address_hash(&row, recipient);
+        let (Some(cached), Some(&enabled)) = (loaded.rules.get(&rule_id), loaded.enabled.get(&rule_id)) else {
+            return skip(row, Outcome::Cancelled { detail: format!("rule {rule_id} was deleted"), address_hash });
+        };
+        if !enabled {
+            return skip(row, Outcome::Cancelled { detail: "rule disabled".into(), address_hash });
+        }
+        let rule = &cached.rule;
         if let Some(r) = recipient {
             // The user's own choice first: a host's preferences never
             // override what the user chose in the preference center.
@@ -314,7 +318,7 @@ impl Composer {
                 FollowUp::Wait(until, detail) => {
                     return skip(row, Outcome::Held { until, expires_at: None, detail });
                 }
-                FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail }),
+                FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail, address_hash }),
             }
         }
         // Quiet hours hold every message but transactional ones.
@@ -330,10 +334,10 @@ impl Composer {
                 GateDecision::Hold { until, expires_at, detail } => {
                     return skip(row, Outcome::Held { until, expires_at, detail });
                 }
-                GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail }),
+                GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail, address_hash }),
             }
         } else if let Some(spec) = crate::delivery::worker::policy::expired(&row, now) {
-            return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default() });
+            return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default(), address_hash });
         }
         let templates = match (&follow_up, &cached.templates, &cached.follow_up) {
             (Some(_), _, Some(Ok(t))) => t,

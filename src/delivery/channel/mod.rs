@@ -59,14 +59,14 @@ pub enum Outcome {
     /// Refused for good, for a reason that is not a bounce.
     Terminal { detail: String, address_hash: Option<String> },
     /// No longer wanted (its rule was disabled or deleted): not attempted.
-    Cancelled { detail: String },
+    Cancelled { detail: String, address_hash: Option<String> },
     /// Not now (a send window or quiet hours): due again at `until`, its
     /// grace window moved to `expires_at`. Not an attempt, and not an
     /// outcome the send log records; the row's `last_error` says why it
     /// waits.
     Held { until: crate::clock::Millis, expires_at: Option<crate::clock::Millis>, detail: String },
     /// Past its grace window: no longer relevant, not attempted.
-    Expired { detail: String },
+    Expired { detail: String, address_hash: Option<String> },
     /// Delivered into the in-app inbox: the message to write. The worker
     /// writes it in the transaction that records `sent`, fenced by the
     /// claim, so the message exists exactly when the send log says it was
@@ -106,8 +106,10 @@ impl Outcome {
             | Outcome::Retry { address_hash, .. }
             | Outcome::Suppressed { address_hash, .. }
             | Outcome::Bounced { address_hash, .. }
-            | Outcome::Terminal { address_hash, .. } => address_hash.as_deref(),
-            Outcome::Cancelled { .. } | Outcome::Held { .. } | Outcome::Expired { .. } | Outcome::Inbox(_) => None,
+            | Outcome::Terminal { address_hash, .. }
+            | Outcome::Cancelled { address_hash, .. }
+            | Outcome::Expired { address_hash, .. } => address_hash.as_deref(),
+            Outcome::Held { .. } | Outcome::Inbox(_) => None,
         }
     }
 }
@@ -125,6 +127,14 @@ pub trait Channel: Send + Sync + 'static {
     /// the worker claims, delivers and records each row in one transaction.
     fn delivers_in_database(&self) -> bool {
         false
+    }
+
+    /// The most deliveries this channel runs at once, when it has a limit
+    /// of its own (the email channel's `email.concurrency`). The worker
+    /// starts no more than that on this channel, so a row it counts as
+    /// being delivered is being delivered, not queued inside the channel.
+    fn concurrency(&self) -> Option<usize> {
+        None
     }
 }
 

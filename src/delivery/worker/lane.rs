@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +51,27 @@ fn direct_batch_ceiling(batch: u32) -> u32 {
     batch.saturating_mul(10).min(1000).max(batch.max(1))
 }
 
+/// Rows a claimed lane may hold claimed and not yet finished, per delivery
+/// slot of its channel (see [`Lane::room`]).
+///
+/// A claimed row is `sending` under this instance until its outcome is
+/// recorded, and if the instance dies, nobody else may take it before the
+/// lease rescue, 80-85 s after the last renewal (`store::instances`). A
+/// lane used to claim `worker.batch` rows at a time and keep claiming
+/// ahead: with email at 8 slots and 2 s a message, a batch of 100 waited up
+/// to 25 s for its slots, and an instance SIGKILLed 3 s into a drain held
+/// 100 to 200 claims that nobody could send for a minute and a half, then
+/// one instance sent them all at 4 a second (issue 27: 59 emails still
+/// `sending` 120 s after the kill). With room for two rows per slot the
+/// rows that cannot start at once stay `scheduled`, where the other
+/// instances take them now; the second slot's worth keeps the slots busy
+/// while the next claim runs, and lets a claim take at least a slot's
+/// worth of rows, not one statement per freed slot. Rejected: claiming
+/// only for the free slots (a claim per finished delivery), and rescuing
+/// a dead instance's never-started rows sooner (it would need a write per
+/// row when its delivery starts).
+const CLAIMED_PER_SLOT: usize = 2;
+
 /// One channel's queue.
 pub(super) struct Lane {
     pub channel: String,
@@ -59,18 +80,40 @@ pub(super) struct Lane {
     pub direct: bool,
     /// Woken when rows are enqueued.
     pub wake: Notify,
+    /// The channel's delivery slots on this instance.
+    slots: usize,
+    /// A claimed lane's claims not yet finished, [`CLAIMED_PER_SLOT`] per
+    /// slot: a claim takes room first, and each row gives its share back
+    /// when its outcome is recorded (or it is put back).
+    room: Arc<Semaphore>,
+}
+
+impl Lane {
+    pub fn new(channel: &str, handler: Arc<dyn Channel>, slots: usize) -> Lane {
+        Lane {
+            channel: channel.to_owned(),
+            direct: handler.delivers_in_database(),
+            handler,
+            wake: Notify::new(),
+            slots,
+            room: Arc::new(Semaphore::new(slots.saturating_mul(CLAIMED_PER_SLOT))),
+        }
+    }
 }
 
 /// A batch this instance claimed: the rows and the token that fences them.
 pub(super) struct Claimed {
     pub token: String,
     pub rows: Vec<OutboxRow>,
+    /// The rows' room in their lane, one permit a row (claimed by a lane's
+    /// claimer; `None` for a sweep's batch, which `tick` waits out anyway).
+    pub room: Option<OwnedSemaphorePermit>,
 }
 
 impl Claimed {
     /// Nothing claimed.
     pub fn none() -> Claimed {
-        Claimed { token: String::new(), rows: Vec::new() }
+        Claimed { token: String::new(), rows: Vec::new(), room: None }
     }
 }
 
@@ -166,15 +209,34 @@ impl Recording {
 }
 
 impl Worker {
-    /// Claims a batch of one claimed lane's rows.
-    pub(super) async fn claim_lane(&self, lane: &Lane) -> Result<Claimed, StoreError> {
+    /// Claims up to `limit` of one claimed lane's rows.
+    pub(super) async fn claim_lane(&self, lane: &Lane, limit: u32) -> Result<Claimed, StoreError> {
         let inner = &self.inner;
         let token = new_id();
         let started = Instant::now();
         let now = inner.clock.now();
-        let rows = inner.store.claim_channel(&lane.channel, now, inner.config.batch, &token).await?;
+        let rows = inner.store.claim_channel(&lane.channel, now, limit, &token).await?;
         self.note_taken(&rows, started, now);
-        Ok(Claimed { token, rows })
+        Ok(Claimed { token, rows, room: None })
+    }
+
+    /// Waits until `lane` has room for a claim worth making (a slot's worth
+    /// of rows, or `worker.batch` if that is less) and takes it, with as
+    /// much more as is free, up to `worker.batch`. `None` on shutdown.
+    async fn claim_room(&self, lane: &Lane, shutdown: &CancellationToken) -> Option<OwnedSemaphorePermit> {
+        let batch = self.inner.config.batch.max(1) as usize;
+        let least = lane.slots.clamp(1, batch);
+        let mut room = tokio::select! {
+            room = lane.room.clone().acquire_many_owned(least as u32) => room.expect("lane room is never closed"),
+            _ = shutdown.cancelled() => return None,
+        };
+        let more = lane.room.available_permits().min(batch - least);
+        if more > 0
+            && let Ok(extra) = lane.room.clone().try_acquire_many_owned(more as u32)
+        {
+            room.merge(extra);
+        }
+        Some(room)
     }
 
     pub(super) fn note_taken(&self, rows: &[OutboxRow], started: Instant, now: crate::clock::Millis) {
@@ -203,6 +265,8 @@ impl Worker {
             return 0;
         }
         let token = batch.token;
+        let mut room = batch.room;
+        let mut share = move || room.as_mut().and_then(|r| r.split(1));
         let now = inner.clock.now();
         // Expired rows and rows out of attempts need no composing.
         let mut due = Vec::with_capacity(batch.rows.len());
@@ -210,7 +274,7 @@ impl Worker {
             match super::policy::before_delivery(&row, now, policy(inner)) {
                 Some(spec) => {
                     let (inner, token) = (self.inner.clone(), token.clone());
-                    inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                    inflight.spawn(&row.id.clone(), Some(&token.clone()), share(), async move {
                         record(&inner, &row, Some(&token), super::policy::Decision::Finish(spec), None).await
                     });
                 }
@@ -259,21 +323,21 @@ impl Worker {
             match p {
                 Prepared::Skip { row, outcome } => {
                     let (inner, token) = (self.inner.clone(), token.clone());
-                    inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                    inflight.spawn(&row.id.clone(), Some(&token.clone()), share(), async move {
                         decide_and_record(&inner, &row, Some(&token), outcome).await
                     });
                 }
                 Prepared::Deliver(delivery) => match (inner.registry.lookup(&delivery.row.channel), permit) {
                     (Lookup::Ready(channel), Some(permit)) => {
                         let (inner, token, channel) = (self.inner.clone(), token.clone(), channel.clone());
-                        inflight.spawn(&delivery.row.id.clone(), Some(&token.clone()), async move {
+                        inflight.spawn(&delivery.row.id.clone(), Some(&token.clone()), share(), async move {
                             deliver(inner, delivery, channel, token, permit).await
                         });
                     }
                     (Lookup::Ready(_), None) => unreachable!("a slot is taken for every ready channel"),
                     (Lookup::Missing(detail), _) => {
                         let (inner, token, row) = (self.inner.clone(), token.clone(), delivery.row);
-                        inflight.spawn(&row.id.clone(), Some(&token.clone()), async move {
+                        inflight.spawn(&row.id.clone(), Some(&token.clone()), share(), async move {
                             decide_and_record(&inner, &row, Some(&token), Outcome::terminal(detail)).await
                         });
                     }
@@ -339,7 +403,8 @@ impl Worker {
 
     /// A claimed lane until `shutdown`: claims the next batch while the
     /// current one delivers (so a batch's slowest row never holds up the
-    /// next), at most one batch ahead.
+    /// next), never more rows than the lane has room for
+    /// ([`CLAIMED_PER_SLOT`] per delivery slot).
     pub(super) async fn run_claimed_lane(&self, lane: Arc<Lane>, shutdown: CancellationToken) {
         let (ahead, mut claimed) = mpsc::channel::<Claimed>(1);
         let claimer = {
@@ -375,20 +440,30 @@ impl Worker {
         self.progress(|r| r.add(&report));
     }
 
-    /// Claims a claimed lane's batches and hands them to `ahead`.
+    /// Claims a claimed lane's batches, each as large as the lane has room
+    /// for (see [`CLAIMED_PER_SLOT`]), and hands them to `ahead`.
     async fn lane_claimer(&self, lane: &Lane, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
         let mut backoff = FIRST_BACKOFF;
         while !shutdown.is_cancelled() {
+            let Some(mut room) = self.claim_room(lane, &shutdown).await else { break };
+            // Checked after the wait for room, which can be long.
             if !self.may_start() {
                 // No lease: no new delivery (see `lease`).
+                drop(room);
                 self.wait(lane, FIRST_BACKOFF, &shutdown).await;
                 continue;
             }
-            let pause = match self.claim_lane(lane).await {
-                Ok(batch) if batch.rows.is_empty() => self.pause_lane(lane, false).await,
-                Ok(batch) => {
+            let wanted = room.num_permits();
+            let pause = match self.claim_lane(lane, wanted as u32).await {
+                Ok(batch) if batch.rows.is_empty() => {
+                    drop(room);
+                    self.pause_lane(lane, false).await
+                }
+                Ok(mut batch) => {
                     backoff = FIRST_BACKOFF;
-                    let full = batch.rows.len() as u32 >= self.inner.config.batch;
+                    let full = batch.rows.len() >= wanted;
+                    drop(room.split(wanted - batch.rows.len()));
+                    batch.room = Some(room);
                     let token = batch.token.clone();
                     if let Err(unsent) = ahead.send(batch).await {
                         // The dispatcher stopped (shutdown) before taking it.

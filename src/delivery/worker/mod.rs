@@ -228,6 +228,13 @@ impl Worker {
     /// [`Worker::run`]; see [`lease`]) and starts deliveries only while it
     /// does. `store` must claim for the same instance
     /// ([`crate::store::SqlStore::for_instance`]).
+    ///
+    /// `keys` hash the recipient's address onto the email outcomes decided
+    /// before the channel runs (an opt-out, a frequency cap, a template
+    /// that fails, a grace window that ended), so `herald sends --address`
+    /// finds them. Required rather than optional: when a service's worker
+    /// was built without them (an `Option` that `serve` left `None`), every
+    /// such outcome was missing from the by-address log, and nothing failed.
     pub fn leased(
         store: Arc<dyn Store>,
         registry: Registry,
@@ -235,9 +242,10 @@ impl Worker {
         config: WorkerConfig,
         metrics: Metrics,
         who: InstanceIdentity,
+        keys: AddressKeys,
     ) -> Worker {
         let lease = Arc::new(Lease::new(who, config.lease));
-        Worker::build(store, registry, clock, config, metrics, None, Some(lease))
+        Worker::build(store, registry, clock, config, metrics, Some(keys), Some(lease))
     }
 
     fn build(
@@ -249,23 +257,24 @@ impl Worker {
         keys: Option<AddressKeys>,
         lease: Option<Arc<Lease>>,
     ) -> Worker {
-        let limits: HashMap<String, Arc<Semaphore>> = registry
-            .names()
-            .map(|name| {
-                let n = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
-                (name.to_owned(), Arc::new(Semaphore::new(n.max(1))))
-            })
-            .collect();
+        // A channel with a limit of its own (email) gets no more slots than
+        // it has: the rest would only wait inside the channel, claimed and
+        // counted as being delivered.
+        let slots = |name: &str| {
+            let configured = config.concurrency.get(name).copied().unwrap_or(config.default_concurrency);
+            let own = match registry.lookup(name) {
+                Lookup::Ready(handler) => handler.concurrency(),
+                Lookup::Missing(_) => None,
+            };
+            own.map_or(configured, |own| configured.min(own)).max(1)
+        };
+        let limits: HashMap<String, Arc<Semaphore>> =
+            registry.names().map(|name| (name.to_owned(), Arc::new(Semaphore::new(slots(name))))).collect();
         let default_limit = Arc::new(Semaphore::new(config.default_concurrency.max(1)));
         let lanes = registry
             .names()
             .filter_map(|name| match registry.lookup(name) {
-                Lookup::Ready(handler) => Some(Arc::new(Lane {
-                    channel: name.to_owned(),
-                    direct: handler.delivers_in_database(),
-                    handler: handler.clone(),
-                    wake: tokio::sync::Notify::new(),
-                })),
+                Lookup::Ready(handler) => Some(Arc::new(Lane::new(name, handler.clone(), slots(name)))),
                 Lookup::Missing(_) => None,
             })
             .collect();
@@ -336,7 +345,7 @@ impl Worker {
                     batch.finish(&mut report).await;
                 }
             } else {
-                let claimed = self.claim_lane(lane).await?;
+                let claimed = self.claim_lane(lane, self.inner.config.batch).await?;
                 report.claimed += claimed.rows.len();
                 report.released += self.dispatch(claimed, shutdown, &mut inflight).await;
             }
@@ -542,7 +551,7 @@ impl Worker {
         })
         .await?;
         self.note_taken(&rows, started, now);
-        Ok(Claimed { token, rows })
+        Ok(Claimed { token, rows, room: None })
     }
 
     /// Takes back claims older than the stale window; never fails the caller.

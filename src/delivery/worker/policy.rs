@@ -130,8 +130,12 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
         Outcome::Terminal { detail, address_hash } => {
             Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
         }
-        Outcome::Cancelled { detail } => Decision::Finish(spec(SendStatus::Cancelled, detail, None, None)),
-        Outcome::Expired { detail } => Decision::Finish(spec(SendStatus::Expired, detail, None, None)),
+        Outcome::Cancelled { detail, address_hash } => {
+            Decision::Finish(spec(SendStatus::Cancelled, detail, None, address_hash))
+        }
+        Outcome::Expired { detail, address_hash } => {
+            Decision::Finish(spec(SendStatus::Expired, detail, None, address_hash))
+        }
         Outcome::Held { until, expires_at, detail } => Decision::Hold { due_at: until, expires_at, detail },
         // The worker takes the message out before deciding; were one to get
         // here, it is still a delivery into the inbox.

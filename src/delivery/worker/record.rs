@@ -54,9 +54,20 @@ impl InFlight {
     }
 
     /// Starts a task for a claimed row (`token`), or for a row never claimed
-    /// (`None`: nothing to put back if it is abandoned).
-    pub fn spawn(&mut self, row_id: &str, token: Option<&str>, task: impl Future<Output = RowResult> + Send + 'static) {
-        let handle = self.set.spawn(task);
+    /// (`None`: nothing to put back if it is abandoned). `room` is the row's
+    /// share of its lane's claims (see `lane::Lane::room`), given back when
+    /// the task ends.
+    pub fn spawn(
+        &mut self,
+        row_id: &str,
+        token: Option<&str>,
+        room: Option<OwnedSemaphorePermit>,
+        task: impl Future<Output = RowResult> + Send + 'static,
+    ) {
+        let handle = self.set.spawn(async move {
+            let _room = room;
+            task.await
+        });
         if let Some(token) = token {
             self.claims.insert(handle.id(), (row_id.to_owned(), token.to_owned()));
         }

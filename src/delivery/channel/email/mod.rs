@@ -114,6 +114,8 @@ pub struct EmailChannel {
     dkim: Option<lettre::message::dkim::DkimConfig>,
     limiter: RateLimiter,
     slots: Semaphore,
+    /// `slots`' size, for [`Channel::concurrency`].
+    concurrency: usize,
 }
 
 impl EmailChannel {
@@ -203,6 +205,7 @@ impl EmailChannel {
             dkim,
             limiter: RateLimiter::new(settings.rate_per_second),
             slots: Semaphore::new(settings.concurrency as usize),
+            concurrency: settings.concurrency as usize,
         })
     }
 
@@ -291,6 +294,10 @@ fn address<'a>(d: &'a Delivery, payload: &'a Option<EmailPayload>) -> Result<Add
 
 #[async_trait]
 impl Channel for EmailChannel {
+    fn concurrency(&self) -> Option<usize> {
+        Some(self.concurrency)
+    }
+
     async fn deliver(&self, d: &Delivery) -> Outcome {
         let payload =
             if d.message.is_none() { serde_json::from_str::<EmailPayload>(&d.row.payload).ok() } else { None };
