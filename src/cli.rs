@@ -11,6 +11,8 @@ use crate::config::{Config, FlagOverrides, HttpFlags};
 use crate::domain::{ChannelName, UserId};
 use crate::store::{NewOutboxRow, RecipientStore, Store, SuppressionStore, new_id};
 
+mod copy;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "herald",
@@ -69,6 +71,8 @@ pub enum Command {
     /// Work with bounce, complaint and auto-reply messages.
     #[command(subcommand)]
     Bounce(BounceCommand),
+    /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
+    Copy(copy::CopyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -400,6 +404,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
+        Command::Copy(args) => copy::run(&config, args).await,
         Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Demo => {
             if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
