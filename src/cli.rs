@@ -16,7 +16,7 @@ mod copy;
 #[derive(Debug, Parser)]
 #[command(
     name = "herald",
-    version,
+    version = env!("VERSION_LINE"),
     about = "An engagement outbox: delivers messages to users and records what happened to each one."
 )]
 pub struct Cli {
