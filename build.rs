@@ -29,15 +29,15 @@ fn main() {
     // Rebuild when HEAD moves: HEAD itself (a checkout), the branch it
     // points at (a commit) and packed-refs (a `git gc`). Paths from git,
     // since in a worktree `.git` is a file naming the real directory.
-    for path in ["HEAD", "packed-refs"] {
-        if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+    // Only files that exist: cargo takes a missing one as changed on every
+    // build, and would rebuild Herald each time (a repository without
+    // packed-refs has none).
+    let mut watch = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watch.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    for path in watch {
+        if let Some(p) = git(&["rev-parse", "--git-path", &path]).filter(|p| std::path::Path::new(p).exists()) {
             println!("cargo:rerun-if-changed={p}");
         }
-    }
-    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
-        && let Some(p) = git(&["rev-parse", "--git-path", &branch])
-    {
-        println!("cargo:rerun-if-changed={p}");
     }
     let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
     let commit = commit.unwrap_or_else(|| "unknown".to_owned());
