@@ -210,10 +210,13 @@ mkdir -p "$WORK/ca" "$WORK/mail" "$WORK/scratch"
     -out server.pem 2>/dev/null
 )
 SMTP_PORT=18425
-# The SMTP sink the email tests use, with STARTTLS; its stdin held open.
-sleep 600 | python3 tests/smtp/server.py "$SMTP_PORT" "$WORK/mail" starttls "$WORK/ca/server.pem" "$WORK/ca/server.key" \
-  >"$WORK/smtp.log" 2>&1 &
+# The SMTP sink the email tests use, with STARTTLS. It runs until its stdin
+# closes: a fifo this script holds open on descriptor 9 until it exits.
+mkfifo "$WORK/smtp.in"
+python3 tests/smtp/server.py "$SMTP_PORT" "$WORK/mail" starttls "$WORK/ca/server.pem" "$WORK/ca/server.key" \
+  <"$WORK/smtp.in" >"$WORK/smtp.log" 2>&1 &
 PIDS+=($!)
+exec 9>"$WORK/smtp.in"
 # A DNS server for one name, on an address of its own: the container's
 # resolv.conf names it and nothing else, and there is no /etc/hosts entry.
 dnsmasq --keep-in-foreground --no-resolv --no-hosts --bind-interfaces --listen-address=127.0.0.77 \
