@@ -11,13 +11,14 @@ use crate::config::{Config, FlagOverrides, HttpFlags};
 use crate::domain::{ChannelName, UserId};
 use crate::store::{NewOutboxRow, RecipientStore, Store, SuppressionStore, new_id};
 
+mod copy;
 mod rules;
 mod users;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "herald",
-    version,
+    version = env!("VERSION_LINE"),
     about = "An engagement outbox: delivers messages to users and records what happened to each one."
 )]
 pub struct Cli {
@@ -80,6 +81,8 @@ pub enum Command {
     /// hours and the host's opt-outs.
     #[command(subcommand)]
     Users(users::UsersCommand),
+    /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
+    Copy(copy::CopyArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -413,6 +416,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
+        Command::Copy(args) => copy::run(&config, args).await,
         Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,

@@ -84,7 +84,11 @@ impl EscalationStore for SqlStore {
     }
     async fn due_follow_ups(&self, now: Millis, limit: u32) -> Result<Vec<(OutboxRow, Millis)>, StoreError> {
         let sql =
-            self.dialect().sql("SELECT * FROM engagement_outbox WHERE follow_up_at <= ? ORDER BY follow_up_at LIMIT ?");
+            // Named columns, not `*`: see `rows::SEND_COLUMNS`.
+            self.dialect().sql(&format!(
+                "SELECT {}, follow_up_at FROM engagement_outbox WHERE follow_up_at <= ? ORDER BY follow_up_at LIMIT ?",
+                super::rows::OUTBOX_COLUMNS
+            ));
         let rows = sqlx::query(&sql)
             .bind(now.0)
             .bind(i64::from(limit))

@@ -179,7 +179,7 @@ pub enum InboxMark {
     Archive,
 }
 
-const INBOX_COLUMNS: &str =
+pub(super) const INBOX_COLUMNS: &str =
     "id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at";
 
 #[async_trait]

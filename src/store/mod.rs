@@ -23,6 +23,7 @@
 
 mod admin;
 mod bounces;
+pub mod copy;
 mod dialect;
 mod digests;
 mod escalation;

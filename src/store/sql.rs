@@ -9,7 +9,7 @@ use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
 use super::json_rows::{Col, keys_json, to_json};
-use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS, OldestDue, StatusCount, opt_text, text};
+use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS, OldestDue, SEND_COLUMNS, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord,
     StatusSummary, Store, StoreError, migrate,
@@ -248,14 +248,19 @@ impl Queries {
                  WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1"
             )),
             get_outbox: d.sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE id = ?")),
-            sends_for_user: d
-                .sql("SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"),
-            sends_for_outbox: d.sql("SELECT * FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id"),
+            sends_for_user: d.sql(&format!(
+                "SELECT {SEND_COLUMNS} FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"
+            )),
+            sends_for_outbox: d
+                .sql(&format!("SELECT {SEND_COLUMNS} FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id")),
             pending_for_user: d.sql(&format!(
                 "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE user_id = ? \
                  AND status IN ('scheduled', 'sending') ORDER BY id DESC LIMIT ?"
             )),
-            inbox_for_user: d.sql("SELECT * FROM engagement_inbox WHERE user_id = ? ORDER BY position DESC LIMIT ?"),
+            inbox_for_user: d.sql(&format!(
+                "SELECT {} FROM engagement_inbox WHERE user_id = ? ORDER BY position DESC LIMIT ?",
+                super::inbox::INBOX_COLUMNS
+            )),
         }
     }
 }

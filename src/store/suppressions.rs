@@ -339,9 +339,10 @@ impl SuppressionStore for SqlStore {
 
     async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError> {
         // Served by engagement_sends_address (address_hash, created_at).
-        let sql = self
-            .dialect()
-            .sql("SELECT * FROM engagement_sends WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?");
+        let sql = self.dialect().sql(&format!(
+            "SELECT {} FROM engagement_sends WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+            super::rows::SEND_COLUMNS
+        ));
         sqlx::query_as(&sql)
             .bind(address_hash.to_owned())
             .bind(i64::from(limit))
