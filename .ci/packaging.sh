@@ -19,6 +19,10 @@
 # server, temporary directories) is removed on exit, whatever happens.
 #
 #   bash .ci/packaging.sh    # as root, on Debian; 978 s here (811 s the release build)
+#   PROFILE=ci-static bash .ci/packaging.sh   # what .ci/run does: the same
+#       static link, package, unit and image from an unoptimised build
+#       (Cargo.toml's [profile.ci-static]); the release build alone took
+#       811 s of a CI run that must stay well under an hour
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -60,9 +64,11 @@ podman --version
 cargo deb --version
 
 # ---------------------------------------------------------------------------
-step "1. the static binary (scripts/build-static.sh, release)"
+PROFILE="${PROFILE:-release}"
+export PROFILE
+step "1. the static binary (scripts/build-static.sh, profile $PROFILE)"
 scripts/build-static.sh
-BIN=target/x86_64-unknown-linux-gnu/release/herald
+BIN=target/x86_64-unknown-linux-gnu/$PROFILE/herald
 # (No `tee /dev/stderr` in this script: tee opens the path afresh and
 # truncates a log file that stderr is redirected to.)
 out=$(file "$BIN"); echo "$out"; grep -Eq 'static(-pie)? linked' <<<"$out" || fail "not statically linked"
@@ -92,8 +98,8 @@ deliver_one() {
 
 # ---------------------------------------------------------------------------
 step "2. the Debian packages: this version and a newer one for the upgrade"
-cargo deb --no-build --target x86_64-unknown-linux-gnu -o "$WORK/herald_old.deb"
-cargo deb --no-build --target x86_64-unknown-linux-gnu --deb-version 0.1.0+ci.upgrade -o "$WORK/herald_new.deb"
+cargo deb --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu -o "$WORK/herald_old.deb"
+cargo deb --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu --deb-version 0.1.0+ci.upgrade -o "$WORK/herald_new.deb"
 dpkg-deb --info "$WORK/herald_old.deb" | sed -n '/Package:/,/Depends:/p'
 dpkg-deb --contents "$WORK/herald_old.deb" | awk '{print $1, $2, $6}'
 
