@@ -1,0 +1,238 @@
+use super::*;
+
+#[test]
+fn an_unknown_database_scheme_is_refused_without_its_password() {
+    for url in ["postgresx://bob:hunter2@db.example/x", "foo://bob:hunter2@db/x", "bob:hunter2@db"] {
+        let c = Config { database_url: url.into(), ..Config::default() };
+        let e = c.validate().expect_err("refused").to_string();
+        assert!(e.contains("database_url"), "{e}");
+        assert!(!e.contains("hunter2"), "the password is shown: {e}");
+    }
+    assert_eq!(redact_url_password("postgres://bob:pw@h/db"), "postgres://bob:***@h/db");
+    assert_eq!(redact_url_password("sqlite://herald.db"), "sqlite://herald.db");
+}
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn defaults_are_the_seeds() {
+    let c = Config::load(None, env(&[]), &FlagOverrides::default()).unwrap();
+    assert_eq!(c.database_url, "sqlite://herald.db");
+    assert_eq!(c.worker.poll, Duration::from_secs(30));
+    assert_eq!(c.worker.batch, 100);
+    assert_eq!(c.worker.max_attempts, 5);
+    assert_eq!(c.worker.retry, Duration::from_secs(300));
+    assert_eq!(c.worker.stale, Duration::from_secs(900));
+}
+
+#[test]
+fn file_then_environment_then_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.toml");
+    std::fs::write(&path, "database_url = \"sqlite://file.db\"\n[worker]\nbatch = 7\npoll = \"2s\"\n").unwrap();
+    let c = Config::load(Some(&path), env(&[("HERALD_WORKER__BATCH", "9")]), &FlagOverrides::default()).unwrap();
+    assert_eq!(
+        (c.worker.batch, c.worker.poll, c.database_url.as_str()),
+        (9, Duration::from_secs(2), "sqlite://file.db")
+    );
+    let flags = FlagOverrides { database_url: Some("postgres://x/y".into()), ..Default::default() };
+    let c = Config::load(Some(&path), env(&[("HERALD_DATABASE_URL", "mysql://a/b")]), &flags).unwrap();
+    assert_eq!(c.database_url, "postgres://x/y");
+}
+
+#[test]
+fn a_bad_value_names_the_key_the_value_and_what_is_accepted() {
+    let err = Config::load(None, env(&[("HERALD_WORKER__BATCH", "0")]), &FlagOverrides::default()).unwrap_err();
+    assert_eq!(err.to_string(), "configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000");
+
+    let err = Config::load(None, env(&[("HERALD_WORKER__BATCH", "lots")]), &FlagOverrides::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("worker.batch") && text.contains("lots") && text.contains("HERALD_"), "{text}");
+
+    let err = Config::load(None, env(&[("HERALD_WORKER__POLL", "soon")]), &FlagOverrides::default()).unwrap_err();
+    assert!(err.to_string().contains("worker.poll"), "{err}");
+
+    let err = Config::load(None, env(&[("HERALD_DATABASE_URL", "redis://x")]), &FlagOverrides::default()).unwrap_err();
+    assert!(err.to_string().contains("database_url") && err.to_string().contains("postgres://"), "{err}");
+
+    let err = Config::load(None, env(&[("HERALD_WORKER__STALE", "30s")]), &FlagOverrides::default()).unwrap_err();
+    assert!(err.to_string().contains("deliver_timeout"), "{err}");
+}
+
+#[test]
+fn a_bad_webhook_secret_is_refused_without_echoing_it() {
+    let err = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", "hunter2")]), &FlagOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("webhook.signing_secret") && err.contains("whsec_"), "{err}");
+    assert!(!err.contains("hunter2"), "secrets are never printed: {err}");
+}
+
+#[test]
+fn the_webhook_secret_takes_one_secret_or_a_list_for_a_rotation() {
+    use crate::delivery::channel::signing::SecretList;
+    let (new, old) = ("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_dGhlIG9sZCBzZWNyZXQsIDMyIGJ5dGVzIGxvbmch");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("herald.toml");
+    std::fs::write(&path, format!("[webhook]\nsigning_secret = [\"{new}\", \"{old}\"]\n")).unwrap();
+    let c = Config::load(Some(&path), env(&[]), &FlagOverrides::default()).unwrap();
+    assert_eq!(c.webhook.signing_secret, Some(SecretList::Many(vec![new.into(), old.into()])));
+    let list = format!("[\"{new}\", \"{old}\"]");
+    let c = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", &list)]), &FlagOverrides::default()).unwrap();
+    assert_eq!(c.webhook.signing_secret.unwrap().texts(), [new, old], "the same list from the environment");
+    let c = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", new)]), &FlagOverrides::default()).unwrap();
+    assert_eq!(c.webhook.signing_secret, Some(SecretList::One(new.into())), "a single secret as before");
+
+    let bad = format!("[\"{new}\", \"hunter2\"]");
+    let err = Config::load(None, env(&[("HERALD_WEBHOOK__SIGNING_SECRET", &bad)]), &FlagOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("webhook.signing_secret") && err.contains("item [1]") && err.contains("whsec_"), "{err}");
+    assert!(!err.contains("hunter2") && !err.contains(new), "secrets are never printed: {err}");
+}
+
+#[test]
+fn retention_periods_are_kept_for_ever_at_zero_and_refused_below_an_hour() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    let c = load(&[("HERALD_RETENTION__SENDS", "0s"), ("HERALD_RETENTION__OUTBOX", "30days")]).unwrap();
+    assert_eq!(c.retention.period(crate::store::Prunable::Sends), None, "0s keeps for ever");
+    assert_eq!(c.retention.period(crate::store::Prunable::Outbox), Some(Duration::from_secs(30 * 86_400)));
+    assert_eq!(c.retention.period(crate::store::Prunable::Events), Some(Duration::from_secs(90 * 86_400)));
+    let err = load(&[("HERALD_RETENTION__EVENTS", "10m")]).unwrap_err().to_string();
+    assert!(err.contains("retention.events") && err.contains("at least 1h"), "{err}");
+    let err = load(&[("HERALD_RETENTION__BATCH", "5")]).unwrap_err().to_string();
+    assert!(err.contains("retention.batch") && err.contains("10 to 100000"), "{err}");
+}
+
+/// Issue 27: a bounce retention shorter than the soft-bounce window
+/// pruned the evidence the policy counts, so it never suppressed.
+#[test]
+fn a_bounce_retention_shorter_than_the_soft_bounce_window_is_refused_naming_both() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    let short = [("HERALD_RETENTION__BOUNCES", "2days"), ("HERALD_BOUNCES__SOFT_BOUNCE_WINDOW", "3days")];
+    let err = load(&short).unwrap_err().to_string();
+    assert!(err.contains("retention.bounces") && err.contains("bounces.soft_bounce_window (3days)"), "{err}");
+    assert!(load(&[("HERALD_RETENTION__BOUNCES", "3days"), short[1]]).is_ok(), "as long as the window");
+    assert!(load(&[("HERALD_RETENTION__BOUNCES", "0s"), short[1]]).is_ok(), "kept for ever");
+    assert!(load(&[short[0], short[1], ("HERALD_BOUNCES__SOFT_BOUNCE_LIMIT", "0")]).is_ok(), "no policy");
+    assert!(load(&[short[0], short[1], ("HERALD_RETENTION__ENABLED", "false")]).is_ok(), "nothing pruned");
+}
+
+#[test]
+fn unknown_keys_are_refused_not_ignored() {
+    let err = Config::load(None, env(&[("HERALD_WORKER__BACTH", "5")]), &FlagOverrides::default()).unwrap_err();
+    assert!(err.to_string().contains("bacth"), "{err}");
+}
+
+#[test]
+fn email_settings_are_validated() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    assert!(load(&[]).unwrap().email.transport.is_none());
+    let ok = load(&[
+        ("HERALD_EMAIL__TRANSPORT", "smtps://u:p@mail.example.com"),
+        ("HERALD_EMAIL__FROM", "Herald <news@example.com>"),
+        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.example.com"),
+    ])
+    .unwrap();
+    assert_eq!(ok.email.concurrency, 8);
+
+    let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://u:secret@h?tls=maybe")]).unwrap_err().to_string();
+    assert!(err.contains("email.transport") && err.contains("maybe") && !err.contains("secret"), "{err}");
+    let err = load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x")]).unwrap_err().to_string();
+    assert!(err.contains("email.from"), "{err}");
+    let err = load(&[("HERALD_EMAIL__TRANSPORT", "smtp://h"), ("HERALD_EMAIL__FROM", "a@b.c")]).unwrap_err();
+    assert!(err.to_string().contains("email.public_url"), "{err}");
+    assert!(load(&[("HERALD_EMAIL__TRANSPORT", "file:///tmp/x"), ("HERALD_EMAIL__FROM", "a@b.c")]).is_ok());
+    let err = load(&[("HERALD_EMAIL__ADDRESS_SECRET", "short")]).unwrap_err().to_string();
+    assert!(err.contains("email.address_secret") && !err.contains("short"), "{err}");
+    let err = load(&[("HERALD_EMAIL__TIMEOUT", "2m")]).unwrap_err().to_string();
+    assert!(err.contains("email.timeout"), "{err}");
+    let err = load(&[("HERALD_EMAIL__BOUNCE_DOMAIN", "a@b")]).unwrap_err().to_string();
+    assert!(err.contains("email.bounce_domain"), "{err}");
+}
+
+#[test]
+fn ui_settings_have_defaults_and_bounds() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    let c = load(&[]).unwrap();
+    assert_eq!((c.ui.session_ttl, c.ui.login_max_failures), (Duration::from_secs(12 * 3600), 5));
+    assert!(!c.ui.secure_cookies);
+    let c = load(&[("HERALD_UI__SECURE_COOKIES", "true"), ("HERALD_UI__SESSION_TTL", "8h")]).unwrap();
+    assert_eq!((c.ui.secure_cookies, c.ui.session_ttl), (true, Duration::from_secs(8 * 3600)));
+    let err = load(&[("HERALD_UI__SESSION_TTL", "1s")]).unwrap_err().to_string();
+    assert!(err.contains("ui.session_ttl") && err.contains("5m to 30days"), "{err}");
+    let err = load(&[("HERALD_UI__LOGIN_MAX_FAILURES", "0")]).unwrap_err().to_string();
+    assert!(err.contains("ui.login_max_failures"), "{err}");
+}
+
+/// `herald.example.toml` is checked against this module, so it cannot
+/// drift: it loads, its active lines are exactly the defaults, and every
+/// key of [`Config`] appears in it once, either active (with its
+/// default) or commented out (`# key = example`, for settings that are
+/// off by default), under its section and after a comment saying what
+/// it does; each commented-out example is a value the key accepts.
+#[test]
+fn the_example_configuration_has_every_key_and_default() {
+    use std::collections::BTreeSet;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("herald.example.toml");
+    let text = std::fs::read_to_string(&path).expect("herald.example.toml is in the repository");
+    let loaded = Config::load(Some(&path), env(&[]), &FlagOverrides::default()).expect("the example loads");
+    let defaults = serde_json::to_value(Config::default()).unwrap();
+    assert_eq!(serde_json::to_value(&loaded).unwrap(), defaults, "active lines must hold the defaults");
+
+    let mut expected = BTreeSet::new();
+    for (key, value) in defaults.as_object().unwrap() {
+        match value.as_object() {
+            // One level of sections; a map-valued key (worker.concurrency)
+            // is a leaf inside its section.
+            Some(section) => expected.extend(section.keys().map(|k| format!("{key}.{k}"))),
+            None => {
+                expected.insert(key.clone());
+            }
+        }
+    }
+
+    let key_line = |line: &str| -> Option<(bool, String, String)> {
+        let (active, rest) = match line.strip_prefix("# ") {
+            Some(r) => (false, r),
+            None => (true, line),
+        };
+        let (k, v) = rest.split_once(" = ")?;
+        let k = k.trim();
+        (!k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .then(|| (active, k.to_owned(), v.to_owned()))
+    };
+    let mut found = BTreeSet::new();
+    let mut section = String::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name.to_owned();
+            continue;
+        }
+        let Some((active, key, value)) = key_line(line) else { continue };
+        let full = if section.is_empty() { key.clone() } else { format!("{section}.{key}") };
+        assert!(expected.contains(&full), "herald.example.toml names `{full}`, which is not a configuration key");
+        // Documented: the nearest line above that is not a key line is a comment.
+        let doc = lines[..i].iter().rev().find(|l| key_line(l).is_none()).copied().unwrap_or("");
+        assert!(doc.starts_with('#'), "`{full}` in herald.example.toml has no comment above it");
+        if !active {
+            // Every commented-out example is a value of the right type.
+            let doc =
+                if section.is_empty() { format!("{key} = {value}") } else { format!("[{section}]\n{key} = {value}") };
+            let parsed: Result<Config, _> =
+                Figment::from(Serialized::defaults(Config::default())).merge(Toml::string(&doc)).extract();
+            assert!(parsed.is_ok(), "the example for `{full}` is not accepted: {parsed:?}");
+        }
+        found.insert(full);
+    }
+    let missing: Vec<_> = expected.difference(&found).collect();
+    assert!(missing.is_empty(), "herald.example.toml lacks {missing:?}");
+}
+
+#[test]
+fn test_suite_variables_are_not_configuration() {
+    assert!(Config::load(None, env(&[("HERALD_TEST_POSTGRES_URL", "x")]), &FlagOverrides::default()).is_ok());
+}
