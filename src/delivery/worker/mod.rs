@@ -21,6 +21,7 @@
 mod follow_ups;
 mod lane;
 pub mod lease;
+mod maintenance;
 pub mod policy;
 mod record;
 
@@ -39,8 +40,8 @@ use crate::clock::Clock;
 use crate::delivery::channel::{Lookup, Registry};
 use crate::delivery::compose::Composer;
 use crate::metrics::Metrics;
-use crate::store::{InstanceIdentity, OutboxRow, Record, Store, StoreError, new_id};
-use lane::{Claimed, Lane};
+use crate::store::{InstanceIdentity, OutboxRow, Record, Store, StoreError};
+use lane::Lane;
 use lease::Lease;
 use record::InFlight;
 
@@ -436,150 +437,6 @@ impl Worker {
         self.inner.lease.as_ref().is_none_or(|l| l.is_held(self.inner.clock.now()))
     }
 
-    /// One heartbeat: renews the lease (when this worker has one) and takes
-    /// back the rows of instances whose lease lapsed. What the run loop
-    /// does every third of the lease; tests call it with their clock.
-    pub async fn heartbeat(&self) -> Result<u64, StoreError> {
-        if let Some(lease) = &self.inner.lease {
-            lease.renew(self.inner.store.as_ref(), self.inner.clock.now()).await?;
-        }
-        Ok(self.rescue().await)
-    }
-
-    /// Renews the lease every third of it until `shutdown`; while renewing
-    /// fails, tries again from 250 ms, doubling up to 2 s (the database is
-    /// away: the lease should be back as soon as it is).
-    async fn keep_lease(&self, lease: &Lease, first: Duration, shutdown: CancellationToken) {
-        let mut backoff = FIRST_BACKOFF;
-        let mut failing = first.is_zero();
-        tokio::select! {
-            _ = tokio::time::sleep(first) => {}
-            _ = shutdown.cancelled() => {}
-        }
-        while !shutdown.is_cancelled() {
-            let pause = match self.heartbeat().await {
-                Ok(_) => {
-                    if failing {
-                        tracing::info!(instance = lease.instance(), "lease renewed; deliveries resume");
-                    }
-                    failing = false;
-                    backoff = FIRST_BACKOFF;
-                    lease.renew_every()
-                }
-                Err(e) => {
-                    let held = lease.is_held(self.inner.clock.now());
-                    if !failing {
-                        tracing::warn!(instance = lease.instance(), error = %e, held, "could not renew the lease; trying again");
-                    } else {
-                        tracing::debug!(instance = lease.instance(), error = %e, held, "could not renew the lease");
-                    }
-                    failing = true;
-                    let pause = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    pause
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(pause) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
-    }
-
-    /// Takes back the rows of instances whose lease lapsed more than
-    /// `deliver_timeout` ago; never fails the caller.
-    async fn rescue(&self) -> u64 {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        let cutoff = now.minus(inner.config.deliver_timeout);
-        let result = crate::store::race::retry_lost_race("rescue", || inner.store.rescue_lapsed(cutoff, now)).await;
-        match result {
-            Ok(n) => {
-                if n > 0 {
-                    inner.metrics.rescued("lease_lapsed", n);
-                    tracing::warn!(rows = n, "took back the rows of an instance whose lease lapsed");
-                    // They are due: wake this instance's lanes, which may
-                    // be asleep until `poll`.
-                    inner.store.enqueued_signal().notify_one();
-                }
-                n
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "could not look for the rows of lapsed instances; the next heartbeat does");
-                0
-            }
-        }
-    }
-
-    /// Every few seconds: stale claims taken back, and the rows of channels
-    /// this instance cannot deliver on ended with the reason.
-    async fn maintain(&self, shutdown: CancellationToken) {
-        let every = reclaim_every(self.inner.config.stale);
-        while !shutdown.is_cancelled() {
-            let mut report = TickReport { reclaimed: self.reclaim().await, ..TickReport::default() };
-            let unknown = if self.may_start() { self.claim_unknown().await } else { Ok(Claimed::none()) };
-            match unknown {
-                Ok(unknown) => {
-                    let mut inflight = InFlight::new();
-                    report.released += self.dispatch(unknown, &shutdown, &mut inflight).await;
-                    self.finish_inflight(&mut inflight, &shutdown, &mut report).await;
-                }
-                Err(e) if e.is_lost_race() => {
-                    tracing::debug!(error = %e, "looking for rows of channels this instance lacks lost a race; next round")
-                }
-                Err(e) => tracing::warn!(error = %e, "could not look for rows of channels this instance lacks"),
-            }
-            self.progress(|r| r.add(&report));
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
-    }
-
-    /// Claims due rows of channels no lane serves, to end them with the
-    /// registry's reason.
-    async fn claim_unknown(&self) -> Result<Claimed, StoreError> {
-        let inner = &self.inner;
-        let token = new_id();
-        let known: Vec<&str> = inner.lanes.iter().map(|l| l.channel.as_str()).collect();
-        let (started, now) = (std::time::Instant::now(), inner.clock.now());
-        // On Galera this UPDATE can lose a certification race like any
-        // claim: tried again at once, not a WARN (issue 17's cluster bench).
-        let rows = crate::store::race::retry_lost_race("claim unknown channels", || {
-            inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token)
-        })
-        .await?;
-        self.note_taken(&rows, started, now);
-        Ok(Claimed { token, rows, room: None })
-    }
-
-    /// Takes back claims older than the stale window; never fails the caller.
-    async fn reclaim(&self) -> u64 {
-        let inner = &self.inner;
-        let now = inner.clock.now();
-        let cutoff = now.minus(inner.config.stale);
-        match crate::store::race::retry_lost_race("reclaim", || inner.store.reclaim_stale(cutoff, now)).await {
-            Ok(n) => {
-                if n > 0 {
-                    inner.metrics.reclaimed(n);
-                    inner.metrics.rescued("stale", n);
-                    tracing::warn!(rows = n, "took back stale claims");
-                    inner.store.enqueued_signal().notify_one();
-                }
-                n
-            }
-            Err(e) if e.is_lost_race() => {
-                tracing::info!(error = %e, "stale-claim reclaim kept losing races with other instances; the next sweep retries");
-                0
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "failed to reclaim stale rows");
-                0
-            }
-        }
-    }
-
     /// Waits for the row tasks; on shutdown gives them `shutdown_grace`,
     /// then abandons the rest and puts their rows back (their attempt
     /// stands: the delivery may have reached the user).
@@ -664,10 +521,6 @@ impl Worker {
     }
 }
 
-/// Writes a group of outcomes in one transaction. If the database refuses
-/// the group for something in one of its rows (not a lost race), the rows
-/// are written one by one, so that row fails alone instead of holding back
-/// every outcome flushed with it.
 /// The WARN for outcomes kept while the database is away: one line for a
 /// failed flush with its count of rows, and then at most one every
 /// [`AWAY_LOG_EVERY`] with the flushes and rows that failed since (each
@@ -698,6 +551,10 @@ impl AwayLog {
     }
 }
 
+/// Writes a group of outcomes in one transaction. If the database refuses
+/// the group for something in one of its rows (not a lost race), the rows
+/// are written one by one, so that row fails alone instead of holding back
+/// every outcome flushed with it.
 async fn record_group(
     store: &dyn Store,
     items: &[Record],
@@ -752,100 +609,5 @@ const SUMMARY_EVERY: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
-/// How often the run loop looks for stale claims: a quarter of the window,
-/// at most once a minute and at least once every five seconds.
-fn reclaim_every(stale: Duration) -> Duration {
-    (stale / 4).clamp(Duration::from_secs(5), Duration::from_secs(60))
-}
-
 #[cfg(test)]
-mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
-
-    use crate::clock::Millis;
-    use crate::domain::OutboxStatus;
-    use crate::store::{ConnectOptions, Finish, Record, RecordAction, SqlStore};
-
-    /// Log lines written while `f` runs on this thread.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn record(i: usize) -> Record {
-        Record {
-            row: crate::store::OutboxRow {
-                id: format!("row-{i}"),
-                dedupe_key: format!("k{i}"),
-                rule_id: None,
-                trigger_id: None,
-                user_id: "u".into(),
-                channel: "inbox".into(),
-                payload: "{}".into(),
-                status: OutboxStatus::Sending,
-                due_at: Millis(1_000),
-                expires_at: None,
-                attempts: 1,
-                last_error: None,
-                claim_token: Some(format!("t{i}")),
-                claimed_at: Some(Millis(1_000)),
-                created_at: Millis(0),
-                updated_at: Millis(0),
-            },
-            token: Some(format!("t{i}")),
-            action: RecordAction::Finish(Finish {
-                status: crate::domain::SendStatus::Sent,
-                detail: None,
-                transport: None,
-                address_hash: None,
-            }),
-            inbox: None,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_flush_the_database_cannot_take_is_one_warning_with_its_count() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("h.db").display());
-        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
-        // A closed pool is a database that is away (PoolClosed).
-        store.close().await;
-        let items: Vec<Record> = (0..50).map(record).collect();
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let away = super::AwayLog::default();
-        let results = {
-            let _guard = tracing::subscriber::set_default(subscriber);
-            let first = super::record_group(&store, &items, Millis(2_000), &away).await;
-            // The same rows retried, and a second group, within the window.
-            super::record_group(&store, &items, Millis(2_250), &away).await;
-            super::record_group(&store, &items[..7], Millis(2_500), &away).await;
-            first
-        };
-        assert_eq!(results.len(), 50);
-        assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.is_unavailable())));
-        let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
-        assert_eq!(warnings.len(), 1, "one line for the outage so far, not one per row or flush: {log}");
-        assert!(warnings[0].contains("rows=50") && warnings[0].contains("keeping them"), "{}", warnings[0]);
-        assert_eq!(log.lines().filter(|l| l.contains("DEBUG") && l.contains("keeping them")).count(), 2, "{log}");
-        // Once the window has passed, the next failure reports what failed
-        // meanwhile (the two flushes above and itself).
-        *away.state.lock().unwrap() = (Some(tokio::time::Instant::now() - super::AWAY_LOG_EVERY), 2, 57);
-        assert_eq!(away.failed(3), Some((3, 60)));
-    }
-}
+mod tests;
