@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use crate::store::StoreError;
+
 /// Submits items to a background task that flushes them in groups.
 pub struct Batcher<T, R> {
     tx: mpsc::Sender<(T, oneshot::Sender<R>)>,
@@ -98,10 +100,63 @@ impl<T: Send + 'static, R: Send + 'static> Batcher<T, R> {
     }
 }
 
+/// Whether a batch the database refused should be written again one item
+/// at a time: it refused the batch for something in one of its items (a
+/// value too long, a constraint), so the others must not fail with it. Not
+/// after a lost race (the same batch wins when tried again, see
+/// [`crate::store::race`]) nor while the database is away (one by one
+/// would only multiply the failing statements).
+pub fn worth_splitting(e: &StoreError, items: usize) -> bool {
+    items > 1 && !e.is_lost_race() && !e.is_unavailable()
+}
+
+/// Writes `items` one at a time with `write` (which takes a slice and
+/// answers one result per item, as for the whole batch), after the batch
+/// was refused: every item gets its own result, and only the one at fault
+/// its error. The intake (triggers), the planner's sweep and the worker's
+/// outcome flush split a refused batch with this.
+pub async fn one_by_one<'a, I, T, F, Fut>(items: &'a [I], mut write: F) -> Vec<Result<T, StoreError>>
+where
+    F: FnMut(&'a [I]) -> Fut,
+    Fut: Future<Output = Result<Vec<T>, StoreError>>,
+{
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        // One result per item given: the first is this item's.
+        out.push(write(std::slice::from_ref(item)).await.map(|mut one| one.remove(0)));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A refused batch is split so that only the item at fault fails; a
+    /// lost race or an absent database is not split (one by one would not
+    /// help), nor is a batch of one.
+    #[tokio::test]
+    async fn a_refused_batch_is_written_one_by_one_and_only_the_bad_item_fails() {
+        let refused = StoreError::Encode("value too long".into());
+        assert!(worth_splitting(&refused, 3));
+        assert!(!worth_splitting(&refused, 1));
+        assert!(!worth_splitting(&StoreError::Injected { what: "race", lost_race: true }, 3));
+        assert!(!worth_splitting(&StoreError::WriterGone, 3));
+        let items = [1, 2, 3];
+        let each = one_by_one(&items, |one: &[i32]| async move {
+            if one == [2] {
+                Err(StoreError::Encode("two".into()))
+            } else {
+                Ok(one.iter().map(|i| i * 10).collect::<Vec<_>>())
+            }
+        })
+        .await;
+        assert_eq!(each.len(), 3);
+        assert_eq!(each[0].as_ref().ok(), Some(&10));
+        assert!(matches!(&each[1], Err(StoreError::Encode(m)) if m == "two"));
+        assert_eq!(each[2].as_ref().ok(), Some(&30));
+    }
 
     #[tokio::test]
     async fn concurrent_submissions_share_flushes_and_get_their_own_results() {

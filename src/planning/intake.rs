@@ -38,9 +38,6 @@ const FLUSHERS: usize = 3;
 /// 503. The answer must tell the truth: a trigger that is recorded is
 /// acknowledged, and one answered with an error left nothing behind.
 const IN_DOUBT_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
-/// The first pause while the database is away, doubled up to the cap.
-const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
-const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What became of one trigger handed to [`Intake::accept`].
 pub enum Accepted {
@@ -76,18 +73,12 @@ impl Intake {
 
 async fn record(store: &dyn Store, clock: &dyn Clock, rules: &RuleBook, triggers: Vec<NewTrigger>) -> Vec<Answer> {
     let answers = match record_batch(store, clock, rules, &triggers).await {
-        Err(e) if triggers.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
+        Err(e) if crate::batch::worth_splitting(&e, triggers.len()) => {
             // One trigger the database refuses must not fail the others:
             // record them one by one, so only that request gets the error.
             tracing::warn!(error = %e, triggers = triggers.len(), "recording a batch of triggers failed; recording them one by one");
-            let mut answers = Vec::with_capacity(triggers.len());
-            for t in &triggers {
-                answers.push(match record_batch(store, clock, rules, std::slice::from_ref(t)).await {
-                    Ok(mut one) => Ok(one.remove(0)),
-                    Err(e) => Err(Arc::new(e)),
-                });
-            }
-            return answers;
+            let each = crate::batch::one_by_one(&triggers, |one| record_batch(store, clock, rules, one)).await;
+            return each.into_iter().map(|r| r.map_err(Arc::new)).collect();
         }
         other => other,
     };
@@ -107,7 +98,7 @@ async fn record_batch(
     triggers: &[NewTrigger],
 ) -> Result<Vec<Accepted>, StoreError> {
     let started = tokio::time::Instant::now();
-    let mut pause = FIRST_PAUSE;
+    let mut pauses = crate::store::race::AwayPauses::new();
     loop {
         // Lost races (a Galera certification failure, a serialization
         // failure, a standby just after a failover) are tried again at once.
@@ -124,8 +115,7 @@ async fn record_batch(
         // answering, and commit again only if it did not.
         tracing::info!(error = %error, triggers = triggers.len(), "recording triggers got no answer; checking whether they were recorded");
         loop {
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
+            tokio::time::sleep(pauses.next_pause()).await;
             let ids: Vec<&str> = triggers.iter().map(|t| t.id.as_str()).collect();
             // On Galera this read may reach another node than the commit
             // did: `recorded_triggers` waits for that node to catch up.

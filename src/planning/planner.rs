@@ -488,11 +488,12 @@ impl Planner {
             Ok(plans) => Ok(plans.iter().filter(|p| p.is_some()).count()),
             // One trigger the database refuses must not hold back the rest:
             // plan them one at a time, and say which one failed.
-            Err(e) if pending.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
+            Err(e) if crate::batch::worth_splitting(&e, pending.len()) => {
                 tracing::warn!(error = %e, "planning a batch of triggers failed; planning them one by one");
+                let each = crate::batch::one_by_one(&pending, |one| self.plan_all(one)).await;
                 let mut planned = 0;
-                for trigger in &pending {
-                    match self.plan(trigger).await {
+                for (trigger, result) in pending.iter().zip(each) {
+                    match result {
                         Ok(Some(_)) => planned += 1,
                         Ok(None) => {}
                         Err(e) => tracing::error!(trigger = %trigger.id, error = %e, "could not plan trigger"),

@@ -19,23 +19,25 @@ pub async fn forward_notifications(store: super::SqlStore, shutdown: Cancellatio
     let wake: Arc<Notify> = super::Store::enqueued_signal(&store);
     let inbox = store.inbox_changed_sender().clone();
     let events = store.events_sender().clone();
-    let mut backoff = Duration::from_millis(500);
+    // A lost LISTEN connection costs latency, not deliveries (the worker
+    // polls meanwhile), so it is asked for less often than a claim.
+    let mut away = super::race::AwayPauses::between(Duration::from_millis(500), Duration::from_secs(30));
     while !shutdown.is_cancelled() {
         let mut listener = match PgListener::connect(&url).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, "LISTEN connection failed; polling meanwhile");
-                tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
-                backoff = (backoff * 2).min(Duration::from_secs(30));
+                let pause = away.next_pause();
+                tracing::warn!(error = %e, retry_in = ?pause, "LISTEN connection failed; polling meanwhile");
+                tokio::select! { _ = tokio::time::sleep(pause) => {}, _ = shutdown.cancelled() => return }
                 continue;
             }
         };
         if let Err(e) = listener.listen_all([NOTIFY_CHANNEL, INBOX_CHANNEL, EVENTS_CHANNEL]).await {
             tracing::warn!(error = %e, "LISTEN failed; polling meanwhile");
-            tokio::select! { _ = tokio::time::sleep(backoff) => {}, _ = shutdown.cancelled() => return }
+            tokio::select! { _ = tokio::time::sleep(away.next_pause()) => {}, _ = shutdown.cancelled() => return }
             continue;
         }
-        backoff = Duration::from_millis(500);
+        away.reset();
         // A reconnect may have missed notifications: sweep once to be sure.
         wake.notify_one();
         loop {

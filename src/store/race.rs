@@ -12,12 +12,31 @@
 //! Only a race lost [`ATTEMPTS`] times in a row reaches the caller.
 //! The retry policy is backon's exponential builder rather than a loop of
 //! our own.
+//!
+//! A database that is *away* (refused connections, timeouts, a failover) is
+//! the other kind of retry, and the slower one: [`AwayPauses`] is its
+//! schedule, from 250 ms doubling to 2 s, shared by every loop that waits
+//! for the database to come back. Which layer retries what:
+//!
+//! - a lost race: [`retry_lost_race`], around one transaction, at most
+//!   [`ATTEMPTS`] times within about a third of a second;
+//! - the database away, for an answer someone waits for (a trigger's
+//!   `202`, a read a delivery depends on): [`retry_while_away`] or the
+//!   intake's in-doubt check, for a bounded time, then the error;
+//! - the database away, for work nobody waits for (claim sweeps, the lease
+//!   renewal, outcomes kept in memory, LISTEN's connection): a loop with
+//!   [`AwayPauses`] until shutdown;
+//! - a delivery that failed for a passing reason: the outbox row itself
+//!   (`worker.retry`, minutes), never a loop in memory.
+//!
+//! The layers do not stack: a lost race inside an away-loop is retried by
+//! [`retry_lost_race`] only, and the loop's next pause starts over.
 
 use std::future::Future;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder, Retryable};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -37,6 +56,55 @@ fn policy() -> ExponentialBuilder {
         .with_max_delay(Duration::from_millis(100))
         .with_jitter()
         .with_max_times(ATTEMPTS - 1)
+}
+
+/// The first pause while the database is away.
+pub const AWAY_FIRST_PAUSE: Duration = Duration::from_millis(250);
+/// The longest pause while the database is away: a failover is noticed
+/// within two seconds of its end, and a database that is down is asked
+/// only every two seconds by each loop.
+pub const AWAY_MAX_PAUSE: Duration = Duration::from_secs(2);
+
+/// The pauses between tries while the database is away: from
+/// [`AWAY_FIRST_PAUSE`], doubling to a cap, for as long as the caller keeps
+/// trying; [`reset`](Self::reset) after a success. No jitter: each loop
+/// waits for the same database to come back, and there is one loop of each
+/// kind per instance.
+#[derive(Debug)]
+pub struct AwayPauses {
+    schedule: ExponentialBuilder,
+    pauses: ExponentialBackoff,
+    max: Duration,
+}
+
+impl AwayPauses {
+    /// 250 ms doubling to 2 s.
+    pub fn new() -> Self {
+        Self::between(AWAY_FIRST_PAUSE, AWAY_MAX_PAUSE)
+    }
+
+    /// From `first` doubling to `max` (at least `first`).
+    pub fn between(first: Duration, max: Duration) -> Self {
+        let max = max.max(first);
+        let schedule = ExponentialBuilder::default().with_min_delay(first).with_max_delay(max).without_max_times();
+        AwayPauses { schedule, pauses: schedule.build(), max }
+    }
+
+    /// The pause before the next try.
+    pub fn next_pause(&mut self) -> Duration {
+        self.pauses.next().unwrap_or(self.max)
+    }
+
+    /// Starts over from the first pause (the database answered).
+    pub fn reset(&mut self) {
+        self.pauses = self.schedule.build();
+    }
+}
+
+impl Default for AwayPauses {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,8 +160,9 @@ where
     Fut: Future<Output = Result<T, StoreError>>,
 {
     let deadline = tokio::time::Instant::now() + wait;
-    let mut pause = Duration::from_millis(250);
+    let mut pauses = AwayPauses::new();
     loop {
+        let pause = pauses.next_pause();
         match f().await {
             Err(e) if (e.is_unavailable() || e.is_lost_race()) && tokio::time::Instant::now() + pause < deadline => {
                 if e.is_lost_race() {
@@ -101,7 +170,6 @@ where
                 }
                 tracing::debug!(op, error = %e, retry_in = ?pause, "the database is away; waiting for it");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
             }
             other => return other,
         }
@@ -116,6 +184,20 @@ mod tests {
 
     fn race() -> StoreError {
         StoreError::Injected { what: "lost race", lost_race: true }
+    }
+
+    #[test]
+    fn away_pauses_double_to_the_cap_and_start_over_after_a_success() {
+        let ms = Duration::from_millis;
+        let mut away = AwayPauses::new();
+        let seen: Vec<Duration> = (0..6).map(|_| away.next_pause()).collect();
+        assert_eq!(seen, [ms(250), ms(500), ms(1000), ms(2000), ms(2000), ms(2000)]);
+        away.reset();
+        assert_eq!(away.next_pause(), ms(250));
+        // A cap below the first pause (a lane polling every 100 ms) is the
+        // first pause, every time.
+        let mut fast = AwayPauses::between(ms(250), ms(100));
+        assert_eq!([fast.next_pause(), fast.next_pause()], [ms(250), ms(250)]);
     }
 
     #[tokio::test]

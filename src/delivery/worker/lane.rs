@@ -26,7 +26,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, policy, record, tally};
-use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
+use super::{TickReport, Worker};
+use crate::store::race::{AWAY_FIRST_PAUSE, AWAY_MAX_PAUSE, AwayPauses};
 
 use crate::clock::Millis;
 use crate::delivery::channel::{Channel, Lookup, Outcome};
@@ -443,14 +444,14 @@ impl Worker {
     /// Claims a claimed lane's batches, each as large as the lane has room
     /// for (see [`CLAIMED_PER_SLOT`]), and hands them to `ahead`.
     async fn lane_claimer(&self, lane: &Lane, ahead: mpsc::Sender<Claimed>, shutdown: CancellationToken) {
-        let mut backoff = FIRST_BACKOFF;
+        let mut away = self.away_pauses();
         while !shutdown.is_cancelled() {
             let Some(mut room) = self.claim_room(lane, &shutdown).await else { break };
             // Checked after the wait for room, which can be long.
             if !self.may_start() {
                 // No lease: no new delivery (see `lease`).
                 drop(room);
-                self.wait(lane, FIRST_BACKOFF, &shutdown).await;
+                self.wait(lane, AWAY_FIRST_PAUSE, &shutdown).await;
                 continue;
             }
             let wanted = room.num_permits();
@@ -460,7 +461,7 @@ impl Worker {
                     self.pause_lane(lane, false).await
                 }
                 Ok(mut batch) => {
-                    backoff = FIRST_BACKOFF;
+                    away.reset();
                     let full = batch.rows.len() >= wanted;
                     drop(room.split(wanted - batch.rows.len()));
                     batch.room = Some(room);
@@ -475,7 +476,7 @@ impl Worker {
                     }
                     self.pause_lane(lane, true).await
                 }
-                Err(e) => self.failed_sweep(lane, &e, &mut backoff),
+                Err(e) => self.failed_sweep(lane, &e, &mut away),
             };
             self.wait(lane, pause, &shutdown).await;
         }
@@ -497,13 +498,13 @@ impl Worker {
     /// a per-row lane would never amortise the statements at all.
     pub(super) async fn run_direct_lane(&self, lane: Arc<Lane>, shutdown: CancellationToken) {
         let mut recording: VecDeque<Recording> = VecDeque::new();
-        let mut backoff = FIRST_BACKOFF;
+        let mut away = self.away_pauses();
         let (base, ceiling) = (self.inner.config.batch.max(1), direct_batch_ceiling(self.inner.config.batch));
         let mut size = base;
         let mut cursor = BacklogCursor::default();
         while !shutdown.is_cancelled() {
             if !self.may_start() {
-                self.wait(&lane, FIRST_BACKOFF, &shutdown).await;
+                self.wait(&lane, AWAY_FIRST_PAUSE, &shutdown).await;
                 continue;
             }
             let from_due = cursor.bound(self.inner.clock.now());
@@ -515,7 +516,7 @@ impl Worker {
             cursor.after(full, last_due, self.inner.clock.now());
             let pause = match read {
                 Ok(Some(batch)) => {
-                    backoff = FIRST_BACKOFF;
+                    away.reset();
                     recording.push_back(batch);
                     if recording.len() > RECORDINGS_IN_FLIGHT
                         && let Some(previous) = recording.pop_front()
@@ -535,7 +536,7 @@ impl Worker {
                     }
                     None => self.pause_lane(&lane, false).await,
                 },
-                Err(e) => self.failed_sweep(&lane, &e, &mut backoff),
+                Err(e) => self.failed_sweep(&lane, &e, &mut away),
             };
             self.wait(&lane, pause, &shutdown).await;
         }
@@ -555,20 +556,25 @@ impl Worker {
     /// and tried again after a few milliseconds with jitter. Otherwise the
     /// database is away: back off from 250 ms, doubling up to 2 s, and try
     /// again; the pool reconnects by itself.
-    fn failed_sweep(&self, lane: &Lane, e: &StoreError, backoff: &mut Duration) -> Duration {
+    fn failed_sweep(&self, lane: &Lane, e: &StoreError, away: &mut AwayPauses) -> Duration {
         if e.is_lost_race() {
             crate::store::race::count("claim");
             tracing::debug!(error = %e, channel = %lane.channel, "claim lost a race with another instance; trying again");
             return Duration::from_millis(rand::random_range(1..=20));
         }
+        let pause = away.next_pause();
         if e.is_unavailable() {
-            tracing::warn!(error = %e, retry_in = ?backoff, channel = %lane.channel, "outbox sweep failed");
+            tracing::warn!(error = %e, retry_in = ?pause, channel = %lane.channel, "outbox sweep failed");
         } else {
-            tracing::error!(error = %e, retry_in = ?backoff, channel = %lane.channel, "outbox sweep failed");
+            tracing::error!(error = %e, retry_in = ?pause, channel = %lane.channel, "outbox sweep failed");
         }
-        let pause = *backoff;
-        *backoff = (*backoff * 2).min(MAX_BACKOFF.min(self.inner.config.poll));
         pause
+    }
+
+    /// A sweep's pauses while the database is away: never longer than the
+    /// poll interval, so a lane that polls often retries as often.
+    fn away_pauses(&self) -> AwayPauses {
+        AwayPauses::between(AWAY_FIRST_PAUSE, AWAY_MAX_PAUSE.min(self.inner.config.poll))
     }
 
     /// Sleeps `pause`, or until rows are enqueued or `shutdown`.

@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 use super::lane::Claimed;
 use super::lease::Lease;
 use super::record::InFlight;
-use super::{FIRST_BACKOFF, MAX_BACKOFF, TickReport, Worker};
+use super::{TickReport, Worker};
+use crate::store::race::AwayPauses;
 use crate::store::{StoreError, new_id};
 
 impl Worker {
@@ -26,10 +27,10 @@ impl Worker {
     }
 
     /// Renews the lease every third of it until `shutdown`; while renewing
-    /// fails, tries again from 250 ms, doubling up to 2 s (the database is
-    /// away: the lease should be back as soon as it is).
+    /// fails, tries again on [`AwayPauses`] (the database is away: the lease
+    /// should be back as soon as it is).
     pub(super) async fn keep_lease(&self, lease: &Lease, first: Duration, shutdown: CancellationToken) {
-        let mut backoff = FIRST_BACKOFF;
+        let mut away = AwayPauses::new();
         let mut failing = first.is_zero();
         tokio::select! {
             _ = tokio::time::sleep(first) => {}
@@ -42,7 +43,7 @@ impl Worker {
                         tracing::info!(instance = lease.instance(), "lease renewed; deliveries resume");
                     }
                     failing = false;
-                    backoff = FIRST_BACKOFF;
+                    away.reset();
                     lease.renew_every()
                 }
                 Err(e) => {
@@ -53,9 +54,7 @@ impl Worker {
                         tracing::debug!(instance = lease.instance(), error = %e, held, "could not renew the lease");
                     }
                     failing = true;
-                    let pause = backoff;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                    pause
+                    away.next_pause()
                 }
             };
             tokio::select! {

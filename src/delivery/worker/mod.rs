@@ -563,16 +563,10 @@ async fn record_group(
 ) -> Vec<Result<bool, Arc<StoreError>>> {
     match crate::store::race::retry_lost_race("record outcomes", || store.record_outcomes(items, now)).await {
         Ok(won) => won.into_iter().map(Ok).collect(),
-        Err(e) if items.len() > 1 && !e.is_lost_race() && !e.is_unavailable() => {
+        Err(e) if crate::batch::worth_splitting(&e, items.len()) => {
             tracing::warn!(error = %e, rows = items.len(), "recording a group of outcomes failed; recording them one by one");
-            let mut out = Vec::with_capacity(items.len());
-            for item in items {
-                out.push(match store.record_outcomes(std::slice::from_ref(item), now).await {
-                    Ok(mut won) => Ok(won.remove(0)),
-                    Err(e) => Err(Arc::new(e)),
-                });
-            }
-            out
+            let each = crate::batch::one_by_one(items, |one| store.record_outcomes(one, now)).await;
+            each.into_iter().map(|r| r.map_err(Arc::new)).collect()
         }
         Err(e) => {
             // One line for the flush, however many rows it held: each row
@@ -605,9 +599,6 @@ async fn record_group(
 
 /// How often the run loop logs what it did, when it did anything.
 const SUMMARY_EVERY: Duration = Duration::from_secs(10);
-/// The first pause after a failed claim, doubled each time up to the cap.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests;

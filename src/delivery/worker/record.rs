@@ -200,7 +200,7 @@ pub(super) async fn record(
     let held = matches!(decision, Decision::Hold { .. });
     let (item, spec) = to_record(row, token, decision, inbox);
     let started = tokio::time::Instant::now();
-    let mut wait = super::FIRST_BACKOFF;
+    let mut pauses = crate::store::race::AwayPauses::new();
     let mut failures = 0u32;
     loop {
         let result = match inner.recorder.submit(item.clone()).await {
@@ -246,13 +246,13 @@ pub(super) async fn record(
                 // one WARN for all its rows (`record_group`); one per row
                 // would be thousands of lines for one outage. A row the
                 // database refuses for what it is says so itself.
+                let wait = pauses.next_pause();
                 if !away && failures == 1 {
                     tracing::warn!(outbox = %row.id, error = %e, retry_in = ?wait, "could not record outcome; trying again");
                 } else {
                     tracing::debug!(outbox = %row.id, error = %e, failures, retry_in = ?wait, "could not record outcome; keeping it and retrying until the database answers");
                 }
                 tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(super::MAX_BACKOFF);
             }
         }
     }
