@@ -570,6 +570,18 @@ pub(crate) fn classify_in_context(
     }
 }
 
+/// A record the reporting MTA gave up on (`Action: failed`) whose answer
+/// was a temporary "no such mailbox" (`450 4.1.1 <carol@example.org>:
+/// Recipient address rejected: User unknown in virtual alias table`).
+/// Postfix answers so for a recipient its tables do not know while
+/// `soft_bounce` or a 450 `unknown_*_reject_code` is set; the sender then
+/// retried until its queue lifetime ran out. Days of the same answer, whose
+/// words say the user is unknown, are a hard bounce. A 4.1.1 whose words say
+/// the failure passes ("temporary lookup failure") stays soft.
+pub(crate) fn gave_up_on_missing_mailbox(status: Option<&str>, own: &str) -> bool {
+    status == Some("4.1.1") && matches!(words(own), Some(Words::UserGone | Words::UserNotFound | Words::AccountGone))
+}
+
 fn permanent_reply(reply: Option<u16>) -> bool {
     reply.is_some_and(|r| r / 100 == 5)
 }
@@ -590,11 +602,14 @@ fn names_the_address(own: &str) -> bool {
             let Some(before) = before.strip_suffix(':').or_else(|| before.strip_suffix("...")) else {
                 return false;
             };
-            before
-                .trim_end()
-                .strip_suffix('>')
-                .and_then(|b| b.rsplit_once('<'))
-                .is_some_and(|(_, addr)| addr.contains('@') && !addr.contains(' '))
+            // In angle brackets: a bare `carol@example.org... No such user`
+            // is also how content filters (SurfControl) word a refusal.
+            let word = before.trim_end().rsplit(' ').next().unwrap_or("");
+            word.strip_prefix('<').and_then(|w| w.strip_suffix('>')).is_some_and(|addr| {
+                addr.split_once('@').is_some_and(|(local, domain)| {
+                    !local.is_empty() && domain.contains('.') && !addr.contains(['<', '>', '(', ')', '[', ']', '"'])
+                })
+            })
         })
     })
 }
@@ -823,12 +838,25 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_4_1_1_about_the_mailbox() {
+        let postfix = "450 4.1.1 <kiji@example.org>: Recipient address rejected: User unknown in virtual alias table";
+        assert!(gave_up_on_missing_mailbox(Some("4.1.1"), postfix));
+        assert!(!gave_up_on_missing_mailbox(Some("4.1.1"), "451 4.1.1 temporary lookup failure"));
+        assert!(!gave_up_on_missing_mailbox(
+            Some("4.1.1"),
+            "450 4.1.1 <kiji@example.org>: Recipient address rejected: Greylisted"
+        ));
+        assert!(!gave_up_on_missing_mailbox(Some("4.2.2"), "450 4.2.2 mailbox unavailable"));
+    }
+
+    #[test]
     fn user_unknown_naming_the_refused_address() {
         // The reply echoes the recipient before the stock phrase: an answer
         // to RCPT TO, even when the report does not say so.
         assert_eq!(classify(None, Some(550), "550 <kiji@example.jp>: User unknown", None), BounceKind::Hard);
         assert_eq!(classify(None, Some(550), "550: <kiji@example.jp>: User unknown", None), BounceKind::Hard);
         assert_eq!(classify(Some("5.0.0"), Some(550), "550 <kiji@example.jp>... User unknown", None), BounceKind::Hard);
+        assert_eq!(classify(Some("5.0.0"), Some(550), "550 kiji@example.jp... No such user", None), BounceKind::Soft);
         // Not the shape: no address, an address elsewhere, a 4xx reply, no
         // reply code, or a refusal after DATA.
         assert_eq!(classify(None, Some(550), "550 User unknown", None), BounceKind::Soft);
@@ -839,6 +867,8 @@ mod tests {
         assert_eq!(classify(None, Some(450), "450 <kiji@example.jp>: User unknown", None), BounceKind::Soft);
         assert_eq!(classify(None, None, "<kiji@example.jp>: User unknown", None), BounceKind::Soft);
         assert_eq!(classify(None, Some(550), "550 <kiji@example.jp> no such user here", None), BounceKind::Soft);
+        assert_eq!(classify(None, Some(550), "550 filter said: user unknown", None), BounceKind::Soft);
+        assert_eq!(classify(None, Some(550), "550 (kiji@example.jp): user unknown", None), BounceKind::Soft);
         assert_eq!(
             classify(Some("5.2.1"), Some(550), "550 5.2.1 <kiji@example.jp>... User Unknown", None),
             BounceKind::Soft

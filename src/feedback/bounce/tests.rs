@@ -570,3 +570,19 @@ fn issue_27_round_three_shapes() {
     }
     assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+/// A DSN the MTA gave up on after a temporary "user unknown" (Postfix's
+/// `450 4.1.1`) is hard; the same record still being retried is delayed.
+#[test]
+fn failed_after_a_temporary_user_unknown() {
+    let dsn = |action: &str| {
+        format!(
+            "From: MAILER-DAEMON@mx.example.jp\nSubject: Undelivered Mail Returned to Sender\nContent-Type: multipart/report; report-type=delivery-status; boundary=\"b\"\n\n--b\nContent-Type: text/plain\n\nThe mail system\n\n--b\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; mx.example.jp\n\nFinal-Recipient: rfc822; kiji@example.org\nAction: {action}\nStatus: 4.1.1\nDiagnostic-Code: smtp; 450 4.1.1 <kiji@example.org>: Recipient address\n    rejected: User unknown in virtual alias table\n\n--b--\n"
+        )
+    };
+    let kinds = |action: &str| {
+        parse(dsn(action).as_bytes()).expect("parses").recipients.iter().map(|r| r.kind).collect::<Vec<_>>()
+    };
+    assert_eq!(kinds("failed"), [BounceKind::Hard]);
+    assert_eq!(kinds("delayed"), [BounceKind::Delayed]);
+}
