@@ -58,7 +58,7 @@ pub(crate) fn find_all(text: &str) -> Vec<Found> {
         let (Some(local), Some(domain)) = (text.get(start..at), text.get(at + 1..end)) else {
             continue;
         };
-        if !plausible_domain(domain) || local.starts_with(['/', '=', '?', '&']) {
+        if !plausible_domain(domain) || (local.starts_with(['/', '=', '?', '&']) && !is_encoded_word(local)) {
             continue;
         }
         if inside_url(bytes, start) {
@@ -68,6 +68,21 @@ pub(crate) fn find_all(text: &str) -> Vec<Found> {
         out.push(Found { start, end, address: format!("{local}@{domain}").to_ascii_lowercase() });
     }
     out
+}
+
+/// An RFC 2047 encoded word (`=?utf-8?B?8J+QiA==?=`) as the whole local
+/// part: some mail programs encode a non-ASCII local part as if it were a
+/// display name, and the MTAs then report the address exactly so. A leading
+/// `=` or `?` otherwise marks a URL parameter, not an address.
+fn is_encoded_word(local: &str) -> bool {
+    let Some(inner) = local.strip_prefix("=?").and_then(|l| l.strip_suffix("?=")) else {
+        return false;
+    };
+    let mut parts = inner.splitn(3, '?');
+    let (Some(charset), Some(encoding), Some(text)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !charset.is_empty() && matches!(encoding, "B" | "b" | "Q" | "q") && !text.is_empty() && !text.contains('?')
 }
 
 /// A domain needs a dot, no empty labels, and a last label that is not all
@@ -129,6 +144,15 @@ mod tests {
     fn skips_urls_ips_and_ids() {
         assert!(all("see https://x.example/?u=a@b.example now").is_empty());
         assert!(all("id <123@mx> and user@[192.0.2.1] and v@1.2.3").is_empty());
+    }
+
+    #[test]
+    fn encoded_word_local_part() {
+        assert_eq!(
+            all("<<< 550 5.1.1 <=?utf-8?B?8J+QiPCfkIg=?=@example.org>... User unknown"),
+            ["=?utf-8?b?8j+qipcfkig=?=@example.org"]
+        );
+        assert!(all("see ?a=b@example.org =?utf-8?X?y?=@example.org").is_empty());
     }
 
     #[test]

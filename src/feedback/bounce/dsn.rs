@@ -250,6 +250,9 @@ fn entry(
         // exit code is mapped to a status by the MTA and says nothing
         // reliable about the address.
         BounceKind::Soft
+    } else if action.as_deref() == Some("failed") && status::gave_up_on_missing_mailbox(chosen.as_deref(), reason_text)
+    {
+        BounceKind::Hard
     } else {
         status::classify_in_context(chosen.as_deref(), reply, reason_text, &block, stage)
     };

@@ -264,21 +264,41 @@ pub(crate) fn split_inline_original(text: &str) -> (&str, Option<&str>) {
 
 /// A non-indented known header line followed by at least two more header
 /// (or continuation) lines: the start of a pasted header block.
+///
+/// A bounce forwarded by a person arrives quoted (`> ` before every line),
+/// pasted original included. Quoted, the block only counts when it starts
+/// with a trace field (`Return-Path`, `Received`), which an MTA writes at
+/// the top of the copy: the quoted notice itself begins with the `From:`,
+/// `Date:` and `To:` a mail program shows, and is the report.
 fn starts_header_block(lines: &[&str]) -> bool {
     let Some(first) = lines.first() else {
         return false;
     };
-    if first.starts_with([' ', '\t']) || !is_header_line(first) {
+    let quoted = first.starts_with('>');
+    let unquote = |l: &'_ str| -> Option<String> {
+        if !quoted {
+            return Some(l.to_string());
+        }
+        let l = l.strip_prefix('>')?;
+        Some(l.strip_prefix(' ').unwrap_or(l).to_string())
+    };
+    let Some(head) = unquote(first) else {
+        return false;
+    };
+    if head.starts_with([' ', '\t']) || !is_header_line(&head) {
         return false;
     }
-    let name = first.split(':').next().unwrap_or("").to_ascii_lowercase();
-    if !ORIGINAL_HEADER_NAMES.contains(&name.as_str()) {
+    let name = head.split(':').next().unwrap_or("").to_ascii_lowercase();
+    if !ORIGINAL_HEADER_NAMES.contains(&name.as_str())
+        || (quoted && !matches!(name.as_str(), "return-path" | "received"))
+    {
         return false;
     }
     lines
         .iter()
         .skip(1)
         .take(2)
+        .filter_map(|l| unquote(l))
         .filter(|l| is_header_line(l) || (l.starts_with([' ', '\t']) && !l.trim().is_empty()))
         .count()
         == 2
@@ -312,5 +332,16 @@ mod tests {
         );
         assert_eq!(report, "The original message was received at Thu\nfailed\n");
         assert!(copy.is_some_and(|c| c.starts_with("Received")));
+    }
+
+    #[test]
+    fn splits_a_quoted_copy_at_its_trace_fields() {
+        let forwarded = "> From: Mail Delivery Subsystem <MAILER-DAEMON>\n> Date: Thu, 29 Apr 2009\n\
+                         > To: <s@example.jp>\n>\n> <k@example.com>... User unknown\n\
+                         > Return-Path: <s@example.jp>\n> Received: from mx.example.org\n> \tby mx.example.jp\n\
+                         > X-Virus-Scanned: ClamAV\n";
+        let (report, copy) = split_inline_original(forwarded);
+        assert!(report.starts_with("> From: Mail Delivery") && report.ends_with("User unknown\n"), "{report}");
+        assert!(copy.is_some_and(|c| c.starts_with("> Return-Path")));
     }
 }

@@ -37,7 +37,9 @@ impl Notification {
 /// Finds and decodes an SES notification in the message's text parts.
 pub(crate) fn find(view: &MessageView) -> Option<Notification> {
     view.texts.iter().find_map(|text| {
-        if !text.contains("\"notificationType\"") {
+        // Inside an SNS envelope the SES document is a JSON string, so its
+        // keys appear with escaped quotes (`\"notificationType\"`).
+        if !text.contains("notificationType") {
             return None;
         }
         let value = parse_json(text)?;

@@ -90,9 +90,18 @@ pub(crate) fn vagueness(status: &str) -> u8 {
 /// (`554 4.4.7 Message expired`) and, nested, the remote server's reply
 /// (`<421 4.4.2 Connection timed out>`). The least vague one is the real
 /// cause; the reply code written just before it is its reply code.
+///
+/// A session transcript also quotes the successes that came before the
+/// failure (`250 2.1.5 Ok` to RCPT TO, then `451 4.3.0` after DATA): a
+/// 2.X.X code is only chosen when nothing failed.
 pub(crate) fn find_codes(text: &str) -> (Option<String>, Option<u16>) {
     let statuses = find_statuses(text);
-    let best = statuses.iter().min_by_key(|(_, code)| vagueness(code)).cloned();
+    let failed = statuses.iter().any(|(_, code)| !code.starts_with('2'));
+    let best = statuses
+        .iter()
+        .filter(|(_, code)| !failed || !code.starts_with('2'))
+        .min_by_key(|(_, code)| vagueness(code))
+        .cloned();
     let Some((pos, code)) = best else {
         return (None, find_reply_code(text));
     };
@@ -146,7 +155,7 @@ pub(crate) fn find_reply_code(text: &str) -> Option<u16> {
             continue;
         }
         let next = bytes.get(end).copied();
-        if !matches!(next, None | Some(b' ' | b'-' | b'\t' | b'\r' | b'\n' | b']' | b')' | b',')) {
+        if !matches!(next, None | Some(b' ' | b'-' | b'\t' | b'\r' | b'\n' | b']' | b')' | b',' | b':')) {
             continue;
         }
         // `550 5.1.1` / `550-5.7.1`: a reply code for certain.
@@ -545,12 +554,64 @@ pub(crate) fn classify_in_context(
         Some(Words::AccountGone) => BounceKind::Soft,
         Some(Words::UserGone | Words::UserNotFound) | None if local_agent => BounceKind::Hard,
         Some(Words::UserGone | Words::UserNotFound) if code_says_gone || stage == Some(Stage::Rcpt) => BounceKind::Hard,
+        Some(Words::UserGone)
+            if stage.is_none()
+                && permanent_reply(reply)
+                && status.is_none_or(|s| vagueness(s) > 0)
+                && names_the_address(own) =>
+        {
+            BounceKind::Hard
+        }
         Some(Words::UserGone) => BounceKind::Soft,
         Some(Words::UserNotFound) if code_says_mailbox_exists => BounceKind::Soft,
         Some(Words::UserNotFound) if matches!(stage, Some(Stage::Data | Stage::Sender)) => BounceKind::Soft,
         Some(Words::UserNotFound) => BounceKind::Hard,
         None => code_verdict(status, reply),
     }
+}
+
+/// A record the reporting MTA gave up on (`Action: failed`) whose answer
+/// was a temporary "no such mailbox" (`450 4.1.1 <carol@example.org>:
+/// Recipient address rejected: User unknown in virtual alias table`).
+/// Postfix answers so for a recipient its tables do not know while
+/// `soft_bounce` or a 450 `unknown_*_reject_code` is set; the sender then
+/// retried until its queue lifetime ran out. Days of the same answer, whose
+/// words say the user is unknown, are a hard bounce. A 4.1.1 whose words say
+/// the failure passes ("temporary lookup failure") stays soft.
+pub(crate) fn gave_up_on_missing_mailbox(status: Option<&str>, own: &str) -> bool {
+    status == Some("4.1.1") && matches!(words(own), Some(Words::UserGone | Words::UserNotFound | Words::AccountGone))
+}
+
+fn permanent_reply(reply: Option<u16>) -> bool {
+    reply.is_some_and(|r| r / 100 == 5)
+}
+
+/// "User unknown" said of an address the reply itself names, directly
+/// before the phrase: `550 <carol@example.org>: User unknown` (Postfix's
+/// and most servers' form), Sendmail's `<carol@example.org>... User
+/// unknown`. That is the shape of an answer to RCPT TO, which echoes the one
+/// recipient it refuses; a content filter answering DATA speaks of the
+/// message, for all its recipients at once. Used only when nothing tells
+/// the SMTP command (see [`smtp_stage`]) and the codes are vague: a
+/// specific code (`5.2.1`, disabled) says more than the shape.
+fn names_the_address(own: &str) -> bool {
+    let lower = own.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
+    NO_SUCH_USER.iter().any(|phrase| {
+        lower.match_indices(phrase).any(|(i, _)| {
+            let before = lower[..i].trim_end();
+            let Some(before) = before.strip_suffix(':').or_else(|| before.strip_suffix("...")) else {
+                return false;
+            };
+            // In angle brackets: a bare `carol@example.org... No such user`
+            // is also how content filters (SurfControl) word a refusal.
+            let word = before.trim_end().rsplit(' ').next().unwrap_or("");
+            word.strip_prefix('<').and_then(|w| w.strip_suffix('>')).is_some_and(|addr| {
+                addr.split_once('@').is_some_and(|(local, domain)| {
+                    !local.is_empty() && domain.contains('.') && !addr.contains(['<', '>', '(', ')', '[', ']', '"'])
+                })
+            })
+        })
+    })
 }
 
 /// Exchange Online's directory-based edge blocking: "550 5.4.1 Recipient
@@ -741,6 +802,14 @@ mod tests {
             (Some("5.7.1".into()), Some(550))
         );
         assert_eq!(find_codes("550 #5.1.0 Address rejected."), (Some("5.1.0".into()), Some(550)));
+        // A transcript's earlier successes are not the outcome.
+        assert_eq!(
+            find_codes(
+                "In:  RCPT TO:<a@b.example>\nOut: 250 2.1.5 Ok\nIn:  DATA\nOut: 451 4.3.0 Error: queue file write error"
+            ),
+            (Some("4.3.0".into()), Some(451))
+        );
+        assert_eq!(find_codes("250 2.1.5 Ok"), (Some("2.1.5".into()), Some(250)));
     }
 
     #[test]
@@ -766,5 +835,48 @@ mod tests {
         assert_eq!(classify(Some("5.2.1"), Some(550), "Invalid Address", None), BounceKind::Soft);
         assert_eq!(classify(Some("4.2.2"), Some(450), "try later", None), BounceKind::Soft);
         assert_eq!(classify(None, None, "Host unknown", None), BounceKind::Hard);
+    }
+
+    #[test]
+    fn a_failed_4_1_1_about_the_mailbox() {
+        let postfix = "450 4.1.1 <kiji@example.org>: Recipient address rejected: User unknown in virtual alias table";
+        assert!(gave_up_on_missing_mailbox(Some("4.1.1"), postfix));
+        assert!(!gave_up_on_missing_mailbox(Some("4.1.1"), "451 4.1.1 temporary lookup failure"));
+        assert!(!gave_up_on_missing_mailbox(
+            Some("4.1.1"),
+            "450 4.1.1 <kiji@example.org>: Recipient address rejected: Greylisted"
+        ));
+        assert!(!gave_up_on_missing_mailbox(Some("4.2.2"), "450 4.2.2 mailbox unavailable"));
+    }
+
+    #[test]
+    fn user_unknown_naming_the_refused_address() {
+        // The reply echoes the recipient before the stock phrase: an answer
+        // to RCPT TO, even when the report does not say so.
+        assert_eq!(classify(None, Some(550), "550 <kiji@example.jp>: User unknown", None), BounceKind::Hard);
+        assert_eq!(classify(None, Some(550), "550: <kiji@example.jp>: User unknown", None), BounceKind::Hard);
+        assert_eq!(classify(Some("5.0.0"), Some(550), "550 <kiji@example.jp>... User unknown", None), BounceKind::Hard);
+        assert_eq!(classify(Some("5.0.0"), Some(550), "550 kiji@example.jp... No such user", None), BounceKind::Soft);
+        // Not the shape: no address, an address elsewhere, a 4xx reply, no
+        // reply code, or a refusal after DATA.
+        assert_eq!(classify(None, Some(550), "550 User unknown", None), BounceKind::Soft);
+        assert_eq!(
+            classify(None, Some(550), "<kiji@example.jp> 550 spam filter: user unknown", None),
+            BounceKind::Soft
+        );
+        assert_eq!(classify(None, Some(450), "450 <kiji@example.jp>: User unknown", None), BounceKind::Soft);
+        assert_eq!(classify(None, None, "<kiji@example.jp>: User unknown", None), BounceKind::Soft);
+        assert_eq!(classify(None, Some(550), "550 <kiji@example.jp> no such user here", None), BounceKind::Soft);
+        assert_eq!(classify(None, Some(550), "550 filter said: user unknown", None), BounceKind::Soft);
+        assert_eq!(classify(None, Some(550), "550 (kiji@example.jp): user unknown", None), BounceKind::Soft);
+        assert_eq!(
+            classify(Some("5.2.1"), Some(550), "550 5.2.1 <kiji@example.jp>... User Unknown", None),
+            BounceKind::Soft
+        );
+        assert_eq!(
+            classify(None, Some(550), "550 <kiji@example.jp>: User unknown", Some(Stage::Data)),
+            BounceKind::Soft
+        );
+        assert_eq!(find_reply_code("550: <kiji@example.jp>: User unknown"), Some(550));
     }
 }

@@ -519,3 +519,70 @@ fn guarded_wordings_keep_their_verdicts() {
     // A quoted provider verdict without the provider's code needs corroboration.
     assert_eq!(classify(None, None, "This user doesn't have a example.org account", None), BounceKind::Soft);
 }
+
+/// Issue 27, item 15, third round: shapes of real bounces that lost their
+/// recipient or verdict, as short synthetic messages.
+#[test]
+fn issue_27_round_three_shapes() {
+    let cases: &[Expected] = &[
+        (
+            // SNS wraps the SES document in a JSON string: its keys are
+            // escaped (`\"notificationType\"`), and sendmail folded the line.
+            "ses-inside-an-sns-envelope",
+            b"From: no-reply@sns.amazonaws.com\nSubject: AWS Notification Message\n\n{\n  \"Type\" : \"Notification\",\n  \"Message\" : \"{\\\"notificationType\\\":\\\"Bounce\\\",\\\"bounce\\\":{\\\"bounceType\\\":\\\"Permanent\\\",\\\"bounceSubType\\\":\\\"General\\\",\\\"bouncedRecipients\\\":[{\\\"emailAddress\\\":\\\"kiji@example.org\\\",\\\"status\\\":\\\"5.1.1\\\",\\\"diagnosticCode\\\":\\\"smtp; 550 5.1.1 user unk!\n nown\\\"}]}}\"\n}\n",
+            &[("kiji@example.org", BounceKind::Hard)],
+        ),
+        (
+            // A local part sent as an RFC 2047 encoded word, reported as is.
+            "encoded-word-local-part",
+            b"From: Mail Delivery Subsystem <MAILER-DAEMON@mx.example.jp>\nSubject: Returned mail: see transcript for details\n\n   ----- The following addresses had permanent fatal errors -----\n<=?utf-8?B?8J+QiA==?=@example.org>\n    (reason: 550 5.1.1 <=?utf-8?B?8J+QiA==?=@example.org>... User unknown)\n",
+            &[("=?utf-8?b?8j+qia==?=@example.org", BounceKind::Hard)],
+        ),
+        (
+            // A bounce forwarded by a person: quoted, pasted original and
+            // all. The original's headers ("X-Virus-Scanned") are no
+            // diagnostic.
+            "forwarded-quoted-bounce",
+            b"From: s@example.jp\nSubject: Fwd: Returned mail: see transcript for details\n\nBegin forwarded message:\n\n> From: Mail Delivery Subsystem <MAILER-DAEMON>\n> Subject: Returned mail: see transcript for details\n>\n>    ----- The following addresses had permanent fatal errors -----\n> <kiji@example.com>\n>     (reason: 550 5.1.1 <kiji@example.com>... User unknown)\n> Return-Path: <s@example.jp>\n> Received: from mx.example.org\n> \tby mx.example.jp\n> To: kiji@example.com\n> X-Virus-Scanned: ClamAV\n",
+            &[("kiji@example.com", BounceKind::Hard)],
+        ),
+        (
+            // Postfix's notice to the postmaster: the recipient was
+            // accepted (250 2.1.5), then the message failed after DATA.
+            "postfix-server-transcript",
+            b"From: MAILER-DAEMON@mx.example.com (Mail Delivery System)\nTo: postmaster@mx.example.com\nSubject: Postfix SMTP server: errors from localhost[127.0.0.1]\n\nTranscript of session follows.\n\n In:  MAIL FROM:<s@example.jp>\n Out: 250 2.1.0 Ok\n In:  RCPT TO:<kiji@example.net>\n Out: 250 2.1.5 Ok\n In:  DATA\n Out: 354 End data with <CR><LF>.<CR><LF>\n Out: 451 4.3.0 Error: queue file write error\n",
+            &[("kiji@example.net", BounceKind::Soft)],
+        ),
+        (
+            // The reply names the refused address before the stock phrase.
+            "user-unknown-naming-the-address",
+            b"From: MAILER-DAEMON@yahoo.example\nSubject: Failure Notice\n\nSorry, we were unable to deliver your message to the following address.\n\n<kiji@example.jp>:\n550: <kiji@example.jp>: User unknown\n",
+            &[("kiji@example.jp", BounceKind::Hard)],
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (name, raw, expected) in cases {
+        let report = parse(raw).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got: Vec<(&str, BounceKind)> = report.recipients.iter().map(|r| (r.recipient.as_str(), r.kind)).collect();
+        if got != expected.to_vec() {
+            wrong.push(format!("{name}: expected {expected:?}, got {got:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{} case(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
+}
+
+/// A DSN the MTA gave up on after a temporary "user unknown" (Postfix's
+/// `450 4.1.1`) is hard; the same record still being retried is delayed.
+#[test]
+fn failed_after_a_temporary_user_unknown() {
+    let dsn = |action: &str| {
+        format!(
+            "From: MAILER-DAEMON@mx.example.jp\nSubject: Undelivered Mail Returned to Sender\nContent-Type: multipart/report; report-type=delivery-status; boundary=\"b\"\n\n--b\nContent-Type: text/plain\n\nThe mail system\n\n--b\nContent-Type: message/delivery-status\n\nReporting-MTA: dns; mx.example.jp\n\nFinal-Recipient: rfc822; kiji@example.org\nAction: {action}\nStatus: 4.1.1\nDiagnostic-Code: smtp; 450 4.1.1 <kiji@example.org>: Recipient address\n    rejected: User unknown in virtual alias table\n\n--b--\n"
+        )
+    };
+    let kinds = |action: &str| {
+        parse(dsn(action).as_bytes()).expect("parses").recipients.iter().map(|r| r.kind).collect::<Vec<_>>()
+    };
+    assert_eq!(kinds("failed"), [BounceKind::Hard]);
+    assert_eq!(kinds("delayed"), [BounceKind::Delayed]);
+}
