@@ -125,8 +125,11 @@ deliver_one() {
 
 # ---------------------------------------------------------------------------
 step "2. the Debian packages: this version and a newer one for the upgrade"
-cargo deb --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu -o "$WORK/herald_old.deb"
-cargo deb --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu --deb-version 0.1.0+ci.upgrade -o "$WORK/herald_new.deb"
+# --fast: a lighter compression (11 MB instead of 9 MB); xz at its default
+# took 46 s a package here, --fast 5 s. The files in the package are the same.
+cargo deb --fast --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu -o "$WORK/herald_old.deb"
+cargo deb --fast --no-build --profile "$PROFILE" --target x86_64-unknown-linux-gnu --deb-version 0.1.0+ci.upgrade \
+  -o "$WORK/herald_new.deb"
 dpkg-deb --info "$WORK/herald_old.deb" | sed -n '/Package:/,/Depends:/p'
 dpkg-deb --contents "$WORK/herald_old.deb" | awk '{print $1, $2, $6}'
 
