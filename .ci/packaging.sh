@@ -258,6 +258,7 @@ compose_ready() {
   fail "herald on PostgreSQL not ready"
 }
 compose up -d >"$WORK/compose-up.log" 2>&1 || { cat "$WORK/compose-up.log"; fail "podman-compose up"; }
+grep -i 'condition' "$WORK/compose-up.log" || true
 compose_ready
 podman ps --filter "label=io.podman.compose.project=$PROJ" --format '{{.Names}}  {{.Image}}  {{.Status}}'
 [ -n "$(ctr postgres)" ] && [ -n "$(ctr herald)" ] || fail "both services must be up"
