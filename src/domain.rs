@@ -261,7 +261,8 @@ impl SendStatus {
             SendStatus::Suppressed => OutboxStatus::Suppressed,
             SendStatus::Expired => OutboxStatus::Expired,
             SendStatus::Cancelled => OutboxStatus::Cancelled,
-            // The seed's rule, kept: the queue has no 'bounced'.
+            // The outbox has no 'bounced': a bounce arrives after the row is
+            // done, so the row says failed and the send log says why.
             SendStatus::Failed | SendStatus::Bounced | SendStatus::Complained => OutboxStatus::Failed,
         }
     }

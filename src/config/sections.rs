@@ -392,7 +392,9 @@ pub struct HttpSettings {
 pub struct WorkerSettings {
     /// Run the delivery worker in `serve`. Default true.
     pub enabled: bool,
-    /// Longest sleep between sweeps. Default "30s" (the seed's).
+    /// Longest sleep between sweeps when nothing wakes the worker (an
+    /// enqueue in this process, or LISTEN on PostgreSQL, wakes it at once;
+    /// this bounds how late a row another writer inserted is seen). Default "30s".
     #[serde(with = "humantime_serde")]
     pub poll: Duration,
     /// Most rows claimed per sweep (1 to 10000). Default 100.

@@ -106,7 +106,7 @@ fn retention_periods_are_kept_for_ever_at_zero_and_refused_below_an_hour() {
     assert!(err.contains("retention.batch") && err.contains("10 to 100000"), "{err}");
 }
 
-/// Issue 27: a bounce retention shorter than the soft-bounce window
+/// A bounce retention shorter than the soft-bounce window
 /// pruned the evidence the policy counts, so it never suppressed.
 #[test]
 fn a_bounce_retention_shorter_than_the_soft_bounce_window_is_refused_naming_both() {

@@ -161,7 +161,8 @@ fn change(item: &Record) -> Change<'_> {
     let mut refund = false;
     let mut expires_at = None;
     let (status, last_error, due_at) = match &item.action {
-        // The seed's rule: a sent row carries no error.
+        // A sent row carries no error: an earlier attempt's error would
+        // read as the reason for a message that arrived.
         RecordAction::Finish(f) => {
             let status = f.status.outbox_status();
             let error = if status == OutboxStatus::Sent { None } else { f.detail.as_deref() };

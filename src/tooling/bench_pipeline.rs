@@ -64,8 +64,8 @@ pub struct PipelineOptions {
 /// triggers within a p99 of 50 ms on the 2-core CI machine on 2026-12-04
 /// (SQLite 5,020-5,775/s at p99 38-47 ms, PostgreSQL 6,403/s at p99 44 ms;
 /// 128 gave less on SQLite, 192 only queued: p99 67 ms). The default was
-/// 16, so `herald bench --pipeline` as issue 12 writes it measured the
-/// load generator rather than Herald.
+/// 16, so `herald bench --pipeline` with no flags measured the load
+/// generator rather than Herald.
 pub const DEFAULT_CONNECTIONS: usize = 160;
 
 impl Default for PipelineOptions {

@@ -192,10 +192,10 @@ impl Registry {
     pub fn lookup(&self, name: &str) -> Lookup<'_> {
         match self.entries.get(name) {
             Some(Entry::Ready(c)) => Lookup::Ready(c),
-            // The seed's two missing-channel paths, worded for what happened:
-            // its "is no longer registered" blamed a removal for what was
-            // usually a typo, and "has no delivery implementation yet" blamed
-            // the build for a setting left unset.
+            // Two missing-channel cases, worded for what happened: "is no
+            // longer registered" would blame a removal for what is usually a
+            // typo, and "has no delivery implementation yet" the build for a
+            // setting left unset.
             None => Lookup::Missing(format!(
                 "channel \"{name}\" does not exist here (the channels are {}); nothing was sent",
                 self.names().collect::<Vec<_>>().join(", ")

@@ -310,7 +310,7 @@ mod tests {
             "http://[::1]/",
             "http://[fd00::1]/",
             "http://[::ffff:10.0.0.1]/",
-            // Issue 13: IPv6 forms that embed an inward IPv4 address.
+            // IPv6 forms that embed an inward IPv4 address (once let through).
             "http://[::127.0.0.1]/",
             "http://[::ffff:0:127.0.0.1]/",
             "http://[64:ff9b::7f00:1]/",

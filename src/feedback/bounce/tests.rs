@@ -375,7 +375,7 @@ fn mail_parser_debug_assertion_does_not_escape() {
     );
 }
 
-/// The cases of issue 15, item 9 (`tests/data/bounce-cases/`): each file, the
+/// The hand-collected cases (`tests/data/bounce-cases/`): each file, the
 /// recipient and kind it must give (`None`: not a bounce at all).
 /// A case: its name, the raw message, and the recipient and kind expected.
 type Case<'a> = (&'a str, &'a [u8], Option<(&'a str, BounceKind)>);
@@ -442,7 +442,7 @@ fn a_passing_dns_failure_stays_soft() {
     assert_eq!(classify(None, None, "host mx.example.org not reachable", None), BounceKind::Soft);
 }
 
-/// Issue 27, item 15: wordings of missing domains, missing mailboxes and
+/// Wordings of missing domains, missing mailboxes and
 /// local delivery agents that the general rules missed, and the shape of
 /// reports that made a recipient's block swallow another's diagnostic.
 /// A named message and every recipient it must yield, in order.
@@ -520,10 +520,10 @@ fn guarded_wordings_keep_their_verdicts() {
     assert_eq!(classify(None, None, "This user doesn't have a example.org account", None), BounceKind::Soft);
 }
 
-/// Issue 27, item 15, third round: shapes of real bounces that lost their
+/// Shapes of real bounces that lost their
 /// recipient or verdict, as short synthetic messages.
 #[test]
-fn issue_27_round_three_shapes() {
+fn real_bounce_shapes_that_lost_their_recipient_or_verdict() {
     let cases: &[Expected] = &[
         (
             // SNS wraps the SES document in a JSON string: its keys are
