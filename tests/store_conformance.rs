@@ -171,33 +171,11 @@ async fn a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound(db: &Tes
 async fn concurrent_claims_never_hand_one_row_to_two_instances(db: &TestDb) {
     let rows: Vec<_> = (0..300).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let mut instances = Vec::new();
-    for _ in 0..4 {
-        instances.push(db.another_instance().await);
-    }
-    let mut tasks = tokio::task::JoinSet::new();
-    for store in instances {
-        tasks.spawn(async move {
-            let mut won = Vec::new();
-            loop {
-                let batch = store.claim_channel("inbox", T0, 25, &new_id()).await.unwrap();
-                if batch.is_empty() {
-                    break;
-                }
-                won.extend(batch.into_iter().map(|r| (r.id, r.claim_token.unwrap())));
-            }
-            store.close().await;
-            won
-        });
-    }
-    let mut owners: HashMap<String, usize> = HashMap::new();
-    while let Some(won) = tasks.join_next().await {
-        for (id, _token) in won.unwrap() {
-            *owners.entry(id).or_default() += 1;
-        }
-    }
-    assert_eq!(owners.len(), 300, "every row claimed");
-    assert!(owners.values().all(|&n| n == 1), "no row claimed twice");
+    race_to_win_each_once(db, 300, "row", |store, _| async move {
+        let batch = store.claim_channel("inbox", T0, 25, &new_id()).await.unwrap();
+        (!batch.is_empty()).then(|| batch.into_iter().map(|r| r.id).collect())
+    })
+    .await;
 }
 
 /// The inbox lane on several instances at once: each reads the same due
@@ -209,54 +187,33 @@ async fn concurrent_peeks_record_each_row_and_its_message_once(db: &TestDb) {
     const N: usize = 120;
     let rows: Vec<_> = (0..N).map(|i| row(&format!("u{}", i % 7), "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..4 {
-        let store = db.another_instance().await;
-        tasks.spawn(async move {
-            let mut won = Vec::new();
-            loop {
-                let batch = store.peek_channel("inbox", T0, 30, &[], None).await.unwrap();
-                if batch.is_empty() {
-                    break;
-                }
-                let sent = Finish {
-                    status: SendStatus::Sent,
-                    detail: None,
-                    transport: Some("inbox".into()),
-                    address_hash: None,
-                };
-                let items: Vec<Record> = batch
-                    .iter()
-                    .map(|r| Record {
-                        row: r.clone(),
-                        token: None,
-                        action: RecordAction::Finish(sent.clone()),
-                        inbox: Some(NewInboxMessage {
-                            outbox_id: r.id.clone(),
-                            user_id: r.user_id.clone(),
-                            title: "t".into(),
-                            body: None,
-                            url: None,
-                            data: None,
-                        }),
-                    })
-                    .collect();
-                let results =
-                    herald::store::race::retry_lost_race("test", || store.record_outcomes(&items, T0)).await.unwrap();
-                won.extend(batch.into_iter().zip(results).filter(|(_, w)| *w).map(|(r, _)| r.id));
-            }
-            store.close().await;
-            won
-        });
-    }
-    let mut owners: HashMap<String, usize> = HashMap::new();
-    while let Some(won) = tasks.join_next().await {
-        for id in won.unwrap() {
-            *owners.entry(id).or_default() += 1;
+    race_to_win_each_once(db, N, "row", |store, _| async move {
+        let batch = store.peek_channel("inbox", T0, 30, &[], None).await.unwrap();
+        if batch.is_empty() {
+            return None;
         }
-    }
-    assert_eq!(owners.len(), N, "every row recorded");
-    assert!(owners.values().all(|&n| n == 1), "no row recorded by two instances");
+        let sent =
+            Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+        let items: Vec<Record> = batch
+            .iter()
+            .map(|r| Record {
+                row: r.clone(),
+                token: None,
+                action: RecordAction::Finish(sent.clone()),
+                inbox: Some(NewInboxMessage {
+                    outbox_id: r.id.clone(),
+                    user_id: r.user_id.clone(),
+                    title: "t".into(),
+                    body: None,
+                    url: None,
+                    data: None,
+                }),
+            })
+            .collect();
+        let results = herald::store::race::retry_lost_race("test", || store.record_outcomes(&items, T0)).await.unwrap();
+        Some(batch.into_iter().zip(results).filter(|(_, w)| *w).map(|(r, _)| r.id).collect())
+    })
+    .await;
     let mut messages = 0;
     for i in 0..7 {
         messages += db.store.inbox_for_user(&user(&format!("u{i}")), 1_000).await.unwrap().len();
@@ -271,55 +228,29 @@ async fn concurrent_peeks_record_each_row_and_its_message_once(db: &TestDb) {
 /// (`plan_triggers`, a compare-and-set on `planned_at`): each trigger is
 /// won by one, and only the winner's rows are written.
 async fn concurrent_planners_plan_each_trigger_once(db: &TestDb) {
-    use herald::store::{NewTrigger, TriggerPlan, TriggerStore};
+    use herald::store::{TriggerPlan, TriggerStore};
     const N: usize = 60;
     for i in 0..N {
-        let t = NewTrigger {
-            id: format!("t{i:03}"),
-            trigger_type: "x".into(),
-            user_id: user("u"),
-            payload: serde_json::json!({}),
-            idempotency_key: None,
-            request_hash: None,
-            occurred_at: T0,
-        };
-        db.store.insert_trigger(&t, T0).await.unwrap();
+        db.store.insert_trigger(&trigger(&format!("t{i:03}"), None), T0).await.unwrap();
     }
-    let mut tasks = tokio::task::JoinSet::new();
-    for planner in 0..4 {
-        let store = db.another_instance().await;
-        tasks.spawn(async move {
-            let mut won = Vec::new();
-            loop {
-                let due = store.unplanned_triggers(20).await.unwrap();
-                if due.is_empty() {
-                    break;
-                }
-                let plans: Vec<TriggerPlan> = due
-                    .iter()
-                    .map(|t| {
-                        let mut r = row("u", "inbox", T0);
-                        r.trigger_id = Some(t.id.clone());
-                        r.dedupe_key = format!("{}:{planner}", t.id);
-                        TriggerPlan { trigger_id: t.id.clone(), rows: vec![r], digests: vec![], detail: "one".into() }
-                    })
-                    .collect();
-                let results =
-                    herald::store::race::retry_lost_race("test", || store.plan_triggers(&plans, T0)).await.unwrap();
-                won.extend(due.into_iter().zip(results).filter(|(_, w)| *w).map(|(t, _)| t.id));
-            }
-            store.close().await;
-            won
-        });
-    }
-    let mut owners: HashMap<String, usize> = HashMap::new();
-    while let Some(won) = tasks.join_next().await {
-        for id in won.unwrap() {
-            *owners.entry(id).or_default() += 1;
+    race_to_win_each_once(db, N, "trigger", |store, planner| async move {
+        let due = store.unplanned_triggers(20).await.unwrap();
+        if due.is_empty() {
+            return None;
         }
-    }
-    assert_eq!(owners.len(), N, "every trigger planned");
-    assert!(owners.values().all(|&n| n == 1), "no trigger planned by two planners");
+        let plans: Vec<TriggerPlan> = due
+            .iter()
+            .map(|t| {
+                let mut r = row("u", "inbox", T0);
+                r.trigger_id = Some(t.id.clone());
+                r.dedupe_key = format!("{}:{planner}", t.id);
+                TriggerPlan { trigger_id: t.id.clone(), rows: vec![r], digests: vec![], detail: "one".into() }
+            })
+            .collect();
+        let results = herald::store::race::retry_lost_race("test", || store.plan_triggers(&plans, T0)).await.unwrap();
+        Some(due.into_iter().zip(results).filter(|(_, w)| *w).map(|(t, _)| t.id).collect())
+    })
+    .await;
     for i in 0..N {
         let rows = db.store.outbox_for_trigger(&format!("t{i:03}")).await.unwrap();
         assert_eq!(rows.len(), 1, "only the winner's row for t{i:03}: {rows:?}");
@@ -331,7 +262,7 @@ async fn concurrent_planners_plan_each_trigger_once(db: &TestDb) {
 /// records one trigger per idempotency key, with its rows, and answers the
 /// others with the trigger that holds the key.
 async fn concurrent_accepts_record_one_trigger_per_idempotency_key(db: &TestDb) {
-    use herald::store::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerStore};
+    use herald::store::{PlannedTrigger, TriggerInsert, TriggerStore};
     const KEYS: usize = 30;
     let mut tasks = tokio::task::JoinSet::new();
     for instance in 0..4 {
@@ -343,15 +274,7 @@ async fn concurrent_accepts_record_one_trigger_per_idempotency_key(db: &TestDb) 
                     let mut r = row("u", "inbox", T0);
                     r.trigger_id = Some(id.clone());
                     PlannedTrigger {
-                        trigger: NewTrigger {
-                            id,
-                            trigger_type: "x".into(),
-                            user_id: user("u"),
-                            payload: serde_json::json!({}),
-                            idempotency_key: Some(format!("k{k:02}")),
-                            request_hash: Some("h".into()),
-                            occurred_at: T0,
-                        },
+                        trigger: trigger(&id, Some(&format!("k{k:02}"))),
                         rows: vec![r],
                         digests: vec![],
                         detail: "one".into(),
@@ -388,6 +311,55 @@ async fn concurrent_accepts_record_one_trigger_per_idempotency_key(db: &TestDb) 
             assert_eq!(rows, usize::from(recorded), "rows only with the recorded trigger: {id}");
         }
     }
+}
+
+/// A trigger of type `x` for user `u` at `T0`, with `key` as its
+/// idempotency key.
+fn trigger(id: &str, key: Option<&str>) -> herald::store::NewTrigger {
+    herald::store::NewTrigger {
+        id: id.into(),
+        trigger_type: "x".into(),
+        user_id: user("u"),
+        payload: serde_json::json!({}),
+        idempotency_key: key.map(str::to_owned),
+        request_hash: key.map(|_| "h".to_owned()),
+        occurred_at: T0,
+    }
+}
+
+/// Four instances (stores of their own, opened before any starts) run
+/// `round` at once, each until a round finds nothing to do (`None`); each
+/// round answers the ids that instance won (its own index is the second
+/// argument). Checks that all `n` ids were won, each by one instance.
+async fn race_to_win_each_once<F, Fut>(db: &TestDb, n: usize, what: &str, round: F)
+where
+    F: Fn(herald::store::SqlStore, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Option<Vec<String>>> + Send + 'static,
+{
+    let mut instances = Vec::new();
+    for _ in 0..4 {
+        instances.push(db.another_instance().await);
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, store) in instances.into_iter().enumerate() {
+        let round = round.clone();
+        tasks.spawn(async move {
+            let mut won = Vec::new();
+            while let Some(ids) = round(store.clone(), i).await {
+                won.extend(ids);
+            }
+            store.close().await;
+            won
+        });
+    }
+    let mut owners: HashMap<String, usize> = HashMap::new();
+    while let Some(won) = tasks.join_next().await {
+        for id in won.unwrap() {
+            *owners.entry(id).or_default() += 1;
+        }
+    }
+    assert_eq!(owners.len(), n, "every {what} won");
+    assert!(owners.values().all(|&k| k == 1), "no {what} won by two");
 }
 
 async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
@@ -1135,8 +1107,8 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
 /// delivered, or referenced by a message still to be delivered, stays.
 async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb) {
     use herald::store::{
-        BounceStore, EventStore, InboxMark, InboxStore, NewBounce, NewTrigger, Prunable, SuppressionReason,
-        SuppressionRow, SuppressionStore, TriggerStore, new_id_at,
+        BounceStore, EventStore, InboxMark, InboxStore, NewBounce, Prunable, SuppressionReason, SuppressionRow,
+        SuppressionStore, TriggerStore, new_id_at,
     };
     const DAY: Duration = Duration::from_secs(86_400);
     let store = &db.store;
@@ -1245,17 +1217,8 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
 
     // Triggers: planned and done goes; unplanned, or with a message still
     // to deliver, stays.
-    let trigger = |id: &str| NewTrigger {
-        id: id.into(),
-        trigger_type: "x".into(),
-        user_id: user("u"),
-        payload: serde_json::json!({}),
-        idempotency_key: None,
-        request_hash: None,
-        occurred_at: T0,
-    };
     for id in ["done", "pending", "unplanned"] {
-        store.insert_trigger(&trigger(id), T0).await.unwrap();
+        store.insert_trigger(&trigger(id, None), T0).await.unwrap();
     }
     let mut pending_row = made_at("u", T0, late.plus(DAY));
     pending_row.trigger_id = Some("pending".into());
