@@ -460,7 +460,7 @@ impl App {
         let row = common::row(user, "email", now);
         self.db.store.enqueue(std::slice::from_ref(&row), now).await.unwrap();
         let token = herald::store::new_id();
-        let mut claimed = self.db.store.claim_due(now, 100, &token).await.unwrap();
+        let mut claimed = self.db.store.claim_channel("email", now, 100, &token).await.unwrap();
         let claimed = claimed.iter_mut().find(|r| r.id == row.id).unwrap().clone();
         let f = herald::store::Finish {
             status: herald::domain::SendStatus::Sent,
@@ -714,7 +714,7 @@ async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address
     let now = SystemClock.now();
     let sent = common::row("u1", "email", now);
     app.db.store.enqueue(std::slice::from_ref(&sent), now).await.unwrap();
-    let claimed = app.db.store.claim_due(now, 1, "t").await.unwrap().remove(0);
+    let claimed = app.db.store.claim_channel("email", now, 1, "t").await.unwrap().remove(0);
     let hash = keys.hash("userunknown@example.co.jp").unwrap();
     let f = Finish {
         status: herald::domain::SendStatus::Sent,

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::{T0, TestDb, row};
-use herald::store::{NewInboxMessage, Store, new_id};
+use herald::store::{Store, new_id};
 use herald::tooling::cluster::audit;
 
 async fn audit_names_each_broken_invariant(db: &TestDb) {
@@ -19,7 +19,7 @@ async fn audit_names_each_broken_invariant(db: &TestDb) {
     let (a, b, c) = (row("u-1", "inbox", T0), row("u-1", "inbox", T0), row("u-1", "inbox", T0));
     store.enqueue(&[a.clone(), b.clone(), c.clone()], T0).await.unwrap();
     // One row left claimed, as a killed instance leaves it.
-    let claimed = store.claim_due(T0, 1, &new_id()).await.unwrap();
+    let claimed = store.claim_channel("inbox", T0, 1, &new_id()).await.unwrap();
     assert_eq!(claimed.len(), 1);
     // One row marked sent behind the worker's back: no send-log row, no message.
     let other = [&a, &b, &c].into_iter().find(|r| r.id != claimed[0].id).unwrap().id.clone();
@@ -28,17 +28,22 @@ async fn audit_names_each_broken_invariant(db: &TestDb) {
         .execute(store.pool())
         .await
         .unwrap();
-    // A message for the row still scheduled: the user has what the log denies.
+    // A message for the row still scheduled, written behind the worker's
+    // back (Herald writes one only with its `sent` outcome): the user has
+    // what the log denies.
     let third = [&a, &b, &c].into_iter().find(|r| r.id != claimed[0].id && r.id != other).unwrap();
-    let msg = NewInboxMessage {
-        outbox_id: third.id.clone(),
-        user_id: "u-1".into(),
-        title: "hello".into(),
-        body: None,
-        url: None,
-        data: None,
-    };
-    assert!(store.insert_inbox(&msg, T0).await.unwrap());
+    let insert = "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, created_at) \
+                  VALUES (?, ?, ?, ?, ?, ?)";
+    sqlx::query(&store.dialect().sql(insert))
+        .bind(new_id())
+        .bind(1_000_000_i64)
+        .bind(third.id.clone())
+        .bind("u-1")
+        .bind("hello")
+        .bind(T0.0)
+        .execute(store.pool())
+        .await
+        .unwrap();
 
     let broken = audit(store.pool()).await.unwrap();
     assert_eq!(broken.rows, 3);

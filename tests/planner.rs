@@ -123,9 +123,6 @@ impl RuleStore for HeldRead {
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
         self.store.delete_rule(id).await
     }
-    async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError> {
-        self.store.enabled_rules_for_type(trigger_type).await
-    }
     async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
         let rules = self.store.enabled_rules().await?;
         if self.first.swap(false, std::sync::atomic::Ordering::SeqCst) {

@@ -78,7 +78,7 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
             url: None,
             data: None,
         };
-        writing_side.insert_inbox(&msg, SystemClock.now()).await.unwrap();
+        common::deliver_inbox(&writing_side, &msg, SystemClock.now()).await;
         // NOTIFY channels are per database, not per schema: the other test in
         // this file (user "remote") may be heard too. Wait for this one's.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(1);

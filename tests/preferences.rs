@@ -132,8 +132,8 @@ async fn post_form(app: &App, path: &str, fields: &[(&'static str, String)]) -> 
     (resp.status().as_u16(), resp.text().await.unwrap())
 }
 
-/// Undoes the HTML escaping both renderers use (the hosted page's own and
-/// minijinja's on the operator screen).
+/// Undoes minijinja's HTML escaping (the hosted page and the operator
+/// screen render with the same templates).
 fn unescape(s: &str) -> String {
     s.replace("&quot;", "\"")
         .replace("&#39;", "'")
@@ -390,6 +390,49 @@ async fn the_hosted_form_posts_back_under_the_public_path() {
     app.stop().await;
 }
 
+/// A rule's category, display name and description are text an operator
+/// (or whoever holds an API key) wrote; the hosted page shows them to end
+/// users, so markup in any of them is shown as text, never run, and the
+/// form built around a hostile category still saves it. The page is
+/// rendered by the operator screen's templates with auto-escaping; this
+/// fails if any value reaches the page unescaped.
+async fn hostile_text_on_the_hosted_page_is_escaped() {
+    let app = App::start_on(Backend::Sqlite, |_| {}).await;
+    let category = "x\"><script>alert('c')</script>&";
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({
+                "name": "hostile", "trigger_type": "hostile.happened", "channel": "inbox",
+                "category": category, "enabled": true,
+                "display_name": "<script>alert('n')</script>", "description": "<img src=x onerror=alert('d')>",
+                "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}},
+            }),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let link = preference_link("<b>ada</b>");
+    let page = app.http.get(app.url(&link)).send().await.unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert_eq!(page.headers()["cache-control"], "no-store");
+    assert_eq!(page.headers()["referrer-policy"], "no-referrer");
+    let html = page.text().await.unwrap();
+    for raw in ["<script", "<img", "alert('"] {
+        assert!(!html.contains(raw), "{raw} reached the page unescaped: {html}");
+    }
+    assert!(html.contains("&lt;script&gt;alert(&#x27;n&#x27;)&lt;&#x2f;script&gt;"), "the name, as text: {html}");
+    assert!(html.contains("&lt;img src=x onerror=alert(&#x27;d&#x27;)&gt;"), "the description, as text: {html}");
+    // The box round-trips: unticking it turns the hostile category off.
+    let fields = browser_fields(&html, "method=\"post\"", |_| Some(false));
+    assert!(fields.iter().any(|(name, v)| *name == "shown" && *v == box_of(category, "inbox")), "{fields:?}");
+    let (status, page) = post_form(&app, &link, &fields).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(page.contains("Saved.") && !page.contains("<script"), "{page}");
+    let (_, body) = app.get("/v1/users/%3Cb%3Eada%3C%2Fb%3E").await;
+    assert_eq!(body["user_preferences"], json!({category: {"inbox": false}}), "{body}");
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = Vec::new();
     for (prefix, backend) in BACKENDS {
@@ -420,6 +463,10 @@ fn main() -> std::process::ExitCode {
     trials.push(common::harness::test(
         "the_hosted_form_posts_back_under_the_public_path",
         the_hosted_form_posts_back_under_the_public_path,
+    ));
+    trials.push(common::harness::test(
+        "hostile_text_on_the_hosted_page_is_escaped",
+        hostile_text_on_the_hosted_page_is_escaped,
     ));
     common::harness::main(trials)
 }

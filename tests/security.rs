@@ -184,7 +184,7 @@ async fn inbox_routes_take_only_a_genuine_token_and_reach_only_its_user() {
         url: None,
         data: None,
     };
-    assert!(app.db.store.insert_inbox(&msg, now).await.unwrap());
+    common::deliver_inbox(&app.db.store, &msg, now).await;
     let ada_msg = app.db.store.inbox_for_user(&ada, 10).await.unwrap().remove(0).id;
     for route in routes(Access::UserToken).filter(|r| r.path.contains("{id}")) {
         let resp = send(&app, route, &ada_msg, Some(&format!("Bearer {bob_token}"))).await;

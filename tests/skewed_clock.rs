@@ -46,7 +46,10 @@ async fn an_instance_an_hour_ahead_takes_no_claim_sends_nothing_early_and_expire
     // Rows another instance has claimed and is delivering right now.
     let held: Vec<_> = (0..EACH).map(|i| row(&format!("held-{i}"), "inbox", now)).collect();
     db.store.enqueue(&held, now).await.unwrap();
-    assert_eq!(db.store.claim_due(now, EACH as u32, "held-by-the-other-instance").await.unwrap().len(), EACH);
+    assert_eq!(
+        db.store.claim_channel("inbox", now, EACH as u32, "held-by-the-other-instance").await.unwrap().len(),
+        EACH
+    );
     // Delayed by 30 minutes; due now with a 10-minute grace window; due now.
     let delayed: Vec<_> =
         (0..EACH).map(|i| row(&format!("delayed-{i}"), "inbox", now.plus(Duration::from_secs(1800)))).collect();

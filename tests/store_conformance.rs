@@ -18,19 +18,22 @@ backend_tests!(
     claim_takes_only_due_rows_oldest_first_and_counts_the_attempt,
     a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound,
     concurrent_claims_never_hand_one_row_to_two_instances,
+    concurrent_peeks_record_each_row_and_its_message_once,
+    concurrent_planners_plan_each_trigger_once,
+    concurrent_accepts_record_one_trigger_per_idempotency_key,
     finish_is_fenced_by_the_claim_token,
     outcome_and_send_log_row_are_written_together,
     reschedule_puts_the_row_back_with_its_error,
     release_can_refund_the_attempt,
     only_stale_claims_are_taken_back,
     status_summary_counts_every_status_and_finds_the_oldest_due,
-    inbox_insert_is_idempotent_on_the_outbox_id,
+    an_inbox_message_is_written_once_with_its_outcome,
     one_transaction_records_many_outcomes_each_fenced,
     a_flush_longer_than_one_statement_writes_every_row_once_in_order,
     send_log_reads_newest_first_and_pending_rows_separately,
     user_ids_are_case_sensitive,
     long_and_unicode_values_round_trip,
-    rules_round_trip_and_only_enabled_ones_are_found_by_type,
+    rules_round_trip_and_only_enabled_ones_are_read_for_planning,
     cancelling_a_rule_ends_only_its_scheduled_rows_with_a_send_log_row,
     recipients_upsert_and_erasure_keeps_the_send_log,
     api_keys_are_found_by_hash_and_revocable,
@@ -123,20 +126,23 @@ async fn claim_takes_only_due_rows_oldest_first_and_counts_the_attempt(db: &Test
     let later = row("u1", "inbox", T0.plus(Duration::from_secs(60)));
     let due_second = row("u1", "inbox", Millis(T0.0 - 1_000));
     let due_first = row("u1", "inbox", Millis(T0.0 - 5_000));
-    db.store.enqueue(&[later.clone(), due_second.clone(), due_first.clone()], T0).await.unwrap();
+    let other_channel = row("u1", "email", Millis(T0.0 - 9_000));
+    db.store.enqueue(&[later.clone(), due_second.clone(), due_first.clone(), other_channel.clone()], T0).await.unwrap();
 
     let token = new_id();
-    let claimed = db.store.claim_due(T0, 1, &token).await.unwrap();
+    let claimed = db.store.claim_channel("inbox", T0, 1, &token).await.unwrap();
     assert_eq!(claimed.len(), 1, "the batch is a bound");
     assert_eq!(claimed[0].id, due_first.id, "oldest due first");
     assert_eq!(claimed[0].status, OutboxStatus::Sending);
     assert_eq!(claimed[0].attempts, 1);
     assert_eq!(claimed[0].claim_token.as_deref(), Some(token.as_str()));
 
-    let claimed = db.store.claim_due(T0, 10, &new_id()).await.unwrap();
+    let claimed = db.store.claim_channel("inbox", T0, 10, &new_id()).await.unwrap();
     let ids: Vec<_> = claimed.iter().map(|r| r.id.clone()).collect();
     assert_eq!(ids, vec![due_second.id.clone()], "the future row is not due");
-    assert!(db.store.claim_due(T0, 10, &new_id()).await.unwrap().is_empty());
+    assert!(db.store.claim_channel("inbox", T0, 10, &new_id()).await.unwrap().is_empty());
+    let other = db.store.claim_channel("email", T0, 10, &new_id()).await.unwrap();
+    assert_eq!(other.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [other_channel.id.as_str()], "its own queue");
     assert_eq!(db.store.next_due_at().await.unwrap(), Some(later.due_at));
 }
 
@@ -165,20 +171,182 @@ async fn a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound(db: &Tes
 async fn concurrent_claims_never_hand_one_row_to_two_instances(db: &TestDb) {
     let rows: Vec<_> = (0..300).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
+    race_to_win_each_once(db, 300, "row", |store, _| async move {
+        let batch = store.claim_channel("inbox", T0, 25, &new_id()).await.unwrap();
+        (!batch.is_empty()).then(|| batch.into_iter().map(|r| r.id).collect())
+    })
+    .await;
+}
+
+/// The inbox lane on several instances at once: each reads the same due
+/// rows (`peek_channel`) and records them with no claim token, claim and
+/// outcome in one compare-and-set (`record_outcomes`). Each row is won by
+/// one instance, with one send-log row and one message.
+async fn concurrent_peeks_record_each_row_and_its_message_once(db: &TestDb) {
+    use herald::store::{Record, RecordAction};
+    const N: usize = 120;
+    let rows: Vec<_> = (0..N).map(|i| row(&format!("u{}", i % 7), "inbox", T0)).collect();
+    db.store.enqueue(&rows, T0).await.unwrap();
+    race_to_win_each_once(db, N, "row", |store, _| async move {
+        let batch = store.peek_channel("inbox", T0, 30, &[], None).await.unwrap();
+        if batch.is_empty() {
+            return None;
+        }
+        let sent =
+            Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+        let items: Vec<Record> = batch
+            .iter()
+            .map(|r| Record {
+                row: r.clone(),
+                token: None,
+                action: RecordAction::Finish(sent.clone()),
+                inbox: Some(NewInboxMessage {
+                    outbox_id: r.id.clone(),
+                    user_id: r.user_id.clone(),
+                    title: "t".into(),
+                    body: None,
+                    url: None,
+                    data: None,
+                }),
+            })
+            .collect();
+        let results = herald::store::race::retry_lost_race("test", || store.record_outcomes(&items, T0)).await.unwrap();
+        Some(batch.into_iter().zip(results).filter(|(_, w)| *w).map(|(r, _)| r.id).collect())
+    })
+    .await;
+    let mut messages = 0;
+    for i in 0..7 {
+        messages += db.store.inbox_for_user(&user(&format!("u{i}")), 1_000).await.unwrap().len();
+    }
+    assert_eq!(messages, N, "one message per row");
+    for r in &rows {
+        assert_eq!(db.store.sends_for_outbox(&r.id).await.unwrap().len(), 1, "one send-log row for {}", r.id);
+    }
+}
+
+/// Host-inserted triggers planned by several planners at once
+/// (`plan_triggers`, a compare-and-set on `planned_at`): each trigger is
+/// won by one, and only the winner's rows are written.
+async fn concurrent_planners_plan_each_trigger_once(db: &TestDb) {
+    use herald::store::{TriggerPlan, TriggerStore};
+    const N: usize = 60;
+    for i in 0..N {
+        db.store.insert_trigger(&trigger(&format!("t{i:03}"), None), T0).await.unwrap();
+    }
+    race_to_win_each_once(db, N, "trigger", |store, planner| async move {
+        let due = store.unplanned_triggers(20).await.unwrap();
+        if due.is_empty() {
+            return None;
+        }
+        let plans: Vec<TriggerPlan> = due
+            .iter()
+            .map(|t| {
+                let mut r = row("u", "inbox", T0);
+                r.trigger_id = Some(t.id.clone());
+                r.dedupe_key = format!("{}:{planner}", t.id);
+                TriggerPlan { trigger_id: t.id.clone(), rows: vec![r], digests: vec![], detail: "one".into() }
+            })
+            .collect();
+        let results = herald::store::race::retry_lost_race("test", || store.plan_triggers(&plans, T0)).await.unwrap();
+        Some(due.into_iter().zip(results).filter(|(_, w)| *w).map(|(t, _)| t.id).collect())
+    })
+    .await;
+    for i in 0..N {
+        let rows = db.store.outbox_for_trigger(&format!("t{i:03}")).await.unwrap();
+        assert_eq!(rows.len(), 1, "only the winner's row for t{i:03}: {rows:?}");
+    }
+}
+
+/// The same triggers accepted by several instances at once (a host that
+/// retried its request against another instance): `accept_triggers`
+/// records one trigger per idempotency key, with its rows, and answers the
+/// others with the trigger that holds the key.
+async fn concurrent_accepts_record_one_trigger_per_idempotency_key(db: &TestDb) {
+    use herald::store::{PlannedTrigger, TriggerInsert, TriggerStore};
+    const KEYS: usize = 30;
+    let mut tasks = tokio::task::JoinSet::new();
+    for instance in 0..4 {
+        let store = db.another_instance().await;
+        tasks.spawn(async move {
+            let batch: Vec<PlannedTrigger> = (0..KEYS)
+                .map(|k| {
+                    let id = format!("i{instance}-k{k:02}");
+                    let mut r = row("u", "inbox", T0);
+                    r.trigger_id = Some(id.clone());
+                    PlannedTrigger {
+                        trigger: trigger(&id, Some(&format!("k{k:02}"))),
+                        rows: vec![r],
+                        digests: vec![],
+                        detail: "one".into(),
+                    }
+                })
+                .collect();
+            let answers =
+                herald::store::race::retry_lost_race("test", || store.accept_triggers(&batch, T0)).await.unwrap();
+            store.close().await;
+            batch
+                .into_iter()
+                .zip(answers)
+                .map(|(p, a)| match a {
+                    TriggerInsert::Created => (p.trigger.idempotency_key.unwrap(), p.trigger.id),
+                    TriggerInsert::Existing(t) => (p.trigger.idempotency_key.unwrap(), t.id),
+                })
+                .collect::<Vec<_>>()
+        });
+    }
+    let mut holder: HashMap<String, String> = HashMap::new();
+    while let Some(answers) = tasks.join_next().await {
+        for (key, id) in answers.unwrap() {
+            let first = holder.entry(key.clone()).or_insert_with(|| id.clone());
+            assert_eq!(*first, id, "every instance is answered with the one trigger holding {key}");
+        }
+    }
+    assert_eq!(holder.len(), KEYS);
+    for instance in 0..4 {
+        for k in 0..KEYS {
+            let id = format!("i{instance}-k{k:02}");
+            let recorded = db.store.get_trigger(&id).await.unwrap().is_some();
+            assert_eq!(recorded, holder[&format!("k{k:02}")] == id, "{id}");
+            let rows = db.store.outbox_for_trigger(&id).await.unwrap().len();
+            assert_eq!(rows, usize::from(recorded), "rows only with the recorded trigger: {id}");
+        }
+    }
+}
+
+/// A trigger of type `x` for user `u` at `T0`, with `key` as its
+/// idempotency key.
+fn trigger(id: &str, key: Option<&str>) -> herald::store::NewTrigger {
+    herald::store::NewTrigger {
+        id: id.into(),
+        trigger_type: "x".into(),
+        user_id: user("u"),
+        payload: serde_json::json!({}),
+        idempotency_key: key.map(str::to_owned),
+        request_hash: key.map(|_| "h".to_owned()),
+        occurred_at: T0,
+    }
+}
+
+/// Four instances (stores of their own, opened before any starts) run
+/// `round` at once, each until a round finds nothing to do (`None`); each
+/// round answers the ids that instance won (its own index is the second
+/// argument). Checks that all `n` ids were won, each by one instance.
+async fn race_to_win_each_once<F, Fut>(db: &TestDb, n: usize, what: &str, round: F)
+where
+    F: Fn(herald::store::SqlStore, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Option<Vec<String>>> + Send + 'static,
+{
     let mut instances = Vec::new();
     for _ in 0..4 {
         instances.push(db.another_instance().await);
     }
     let mut tasks = tokio::task::JoinSet::new();
-    for store in instances {
+    for (i, store) in instances.into_iter().enumerate() {
+        let round = round.clone();
         tasks.spawn(async move {
             let mut won = Vec::new();
-            loop {
-                let batch = store.claim_due(T0, 25, &new_id()).await.unwrap();
-                if batch.is_empty() {
-                    break;
-                }
-                won.extend(batch.into_iter().map(|r| (r.id, r.claim_token.unwrap())));
+            while let Some(ids) = round(store.clone(), i).await {
+                won.extend(ids);
             }
             store.close().await;
             won
@@ -186,23 +354,23 @@ async fn concurrent_claims_never_hand_one_row_to_two_instances(db: &TestDb) {
     }
     let mut owners: HashMap<String, usize> = HashMap::new();
     while let Some(won) = tasks.join_next().await {
-        for (id, _token) in won.unwrap() {
+        for id in won.unwrap() {
             *owners.entry(id).or_default() += 1;
         }
     }
-    assert_eq!(owners.len(), 300, "every row claimed");
-    assert!(owners.values().all(|&n| n == 1), "no row claimed twice");
+    assert_eq!(owners.len(), n, "every {what} won");
+    assert!(owners.values().all(|&k| k == 1), "no {what} won by two");
 }
 
 async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
     let r = row("u1", "inbox", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let slow = db.store.claim_due(T0, 1, "token-slow").await.unwrap().remove(0);
+    let slow = db.store.claim_channel("inbox", T0, 1, "token-slow").await.unwrap().remove(0);
 
     // The slow sender's claim goes stale and another instance takes the row.
     let later = T0.plus(Duration::from_secs(3600));
     assert_eq!(db.store.reclaim_stale(later, later).await.unwrap(), 1);
-    let fresh = db.store.claim_due(later, 1, "token-fresh").await.unwrap().remove(0);
+    let fresh = db.store.claim_channel("inbox", later, 1, "token-fresh").await.unwrap().remove(0);
     assert_eq!(fresh.attempts, 2);
 
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
@@ -222,7 +390,7 @@ async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
 async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
     let r = row("u1", "email", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let claimed = db.store.claim_channel("email", T0, 1, "t").await.unwrap().remove(0);
     let bounced = Finish {
         status: SendStatus::Bounced,
         detail: Some("550 5.1.1 no such user".into()),
@@ -246,7 +414,7 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
 async fn reschedule_puts_the_row_back_with_its_error(db: &TestDb) {
     let r = row("u1", "inbox", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
     let retry_at = T0.plus(Duration::from_secs(300));
     assert!(db.store.reschedule(&claimed, "t", retry_at, "451 try again later", T0).await.unwrap());
 
@@ -255,8 +423,8 @@ async fn reschedule_puts_the_row_back_with_its_error(db: &TestDb) {
     assert_eq!(back.due_at, retry_at);
     assert_eq!(back.last_error.as_deref(), Some("451 try again later"));
     assert_eq!((back.claim_token, back.attempts), (None, 1));
-    assert!(db.store.claim_due(T0, 1, "t2").await.unwrap().is_empty(), "not before its new due time");
-    assert_eq!(db.store.claim_due(retry_at, 1, "t3").await.unwrap()[0].attempts, 2);
+    assert!(db.store.claim_channel("inbox", T0, 1, "t2").await.unwrap().is_empty(), "not before its new due time");
+    assert_eq!(db.store.claim_channel("inbox", retry_at, 1, "t3").await.unwrap()[0].attempts, 2);
     assert!(db.store.sends_for_outbox(&r.id).await.unwrap().is_empty(), "a retry is not a send-log row");
 }
 
@@ -264,7 +432,7 @@ async fn release_can_refund_the_attempt(db: &TestDb) {
     let a = row("u1", "inbox", T0);
     let b = row("u1", "inbox", T0);
     db.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
-    db.store.claim_due(T0, 2, "t").await.unwrap();
+    db.store.claim_channel("inbox", T0, 2, "t").await.unwrap();
     assert!(db.store.release(&a.id, "t", true, T0).await.unwrap());
     assert!(db.store.release(&b.id, "t", false, T0).await.unwrap());
     let a = db.store.get_outbox(&a.id).await.unwrap().unwrap();
@@ -277,10 +445,10 @@ async fn only_stale_claims_are_taken_back(db: &TestDb) {
     let old = row("u1", "inbox", T0);
     let young = row("u1", "inbox", T0);
     db.store.enqueue(std::slice::from_ref(&old), T0).await.unwrap();
-    db.store.claim_due(T0, 1, "t1").await.unwrap();
+    db.store.claim_channel("inbox", T0, 1, "t1").await.unwrap();
     let t1 = T0.plus(Duration::from_secs(600));
     db.store.enqueue(std::slice::from_ref(&young), t1).await.unwrap();
-    db.store.claim_due(t1, 1, "t2").await.unwrap();
+    db.store.claim_channel("inbox", t1, 1, "t2").await.unwrap();
 
     let cutoff = T0.plus(Duration::from_secs(300)); // claims older than this are stale
     assert_eq!(db.store.reclaim_stale(cutoff, t1).await.unwrap(), 1);
@@ -300,7 +468,7 @@ async fn status_summary_counts_every_status_and_finds_the_oldest_due(db: &TestDb
     let future = row("u1", "inbox", T0.plus(Duration::from_secs(60)));
     let claimed = row("u1", "inbox", Millis(T0.0 - 100_000));
     db.store.enqueue(std::slice::from_ref(&claimed), T0).await.unwrap();
-    db.store.claim_due(T0, 1, "t").await.unwrap();
+    db.store.claim_channel("inbox", T0, 1, "t").await.unwrap();
     db.store.enqueue(&[oldest.clone(), other, future.clone()], T0).await.unwrap();
 
     let s = db.store.status_summary(T0).await.unwrap();
@@ -311,7 +479,7 @@ async fn status_summary_counts_every_status_and_finds_the_oldest_due(db: &TestDb
     assert_eq!(s.next_due_at, Some(oldest.due_at));
 }
 
-async fn inbox_insert_is_idempotent_on_the_outbox_id(db: &TestDb) {
+async fn an_inbox_message_is_written_once_with_its_outcome(db: &TestDb) {
     let msg = NewInboxMessage {
         outbox_id: new_id(),
         user_id: "u1".into(),
@@ -320,8 +488,15 @@ async fn inbox_insert_is_idempotent_on_the_outbox_id(db: &TestDb) {
         url: Some("https://example.com/exports/1".into()),
         data: Some(serde_json::json!({ "export_id": 1 })),
     };
-    assert!(db.store.insert_inbox(&msg, T0).await.unwrap());
-    assert!(!db.store.insert_inbox(&msg, T0).await.unwrap(), "second write is a no-op");
+    let row = common::deliver_inbox(&db.store, &msg, T0).await;
+    // The same read recorded again (a second instance that read the row
+    // before the first committed): the row changed since, so the fence
+    // refuses it and no second message is written.
+    use herald::store::{Record, RecordAction};
+    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let again = Record { row, token: None, action: RecordAction::Finish(sent), inbox: Some(msg.clone()) };
+    assert_eq!(db.store.record_outcomes(&[again], T0).await.unwrap(), [false], "the second write loses");
+    assert_eq!(db.store.sends_for_outbox(&msg.outbox_id).await.unwrap().len(), 1);
     let inbox = db.store.inbox_for_user(&user("u1"), 10).await.unwrap();
     assert_eq!(inbox.len(), 1);
     assert_eq!(inbox[0].title, "Your export is ready");
@@ -334,7 +509,7 @@ async fn send_log_reads_newest_first_and_pending_rows_separately(db: &TestDb) {
     db.store.enqueue(&rows, T0).await.unwrap();
     for (i, r) in rows.iter().enumerate().take(2) {
         let now = Millis(T0.0 + 10 + i as i64);
-        let claimed = db.store.claim_due(now, 1, &format!("t{i}")).await.unwrap().remove(0);
+        let claimed = db.store.claim_channel("inbox", now, 1, &format!("t{i}")).await.unwrap().remove(0);
         assert_eq!(claimed.id, r.id);
         let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
         db.store.finish(&claimed, &format!("t{i}"), &f, now).await.unwrap();
@@ -368,7 +543,7 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     use herald::store::{Record, RecordAction};
     let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 3, "mine").await.unwrap();
+    let claimed = db.store.claim_channel("inbox", T0, 3, "mine").await.unwrap();
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
     let items = vec![
         Record {
@@ -405,7 +580,7 @@ async fn a_flush_longer_than_one_statement_writes_every_row_once_in_order(db: &T
     const N: usize = 1_283;
     let rows: Vec<_> = (0..N).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, N as u32, "mine").await.unwrap();
+    let claimed = db.store.claim_channel("inbox", T0, N as u32, "mine").await.unwrap();
     assert_eq!(claimed.len(), N);
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
     let items: Vec<Record> = claimed
@@ -466,7 +641,7 @@ fn rule_row(trigger_type: &str, enabled: bool) -> herald::store::RuleRow {
     }
 }
 
-async fn rules_round_trip_and_only_enabled_ones_are_found_by_type(db: &TestDb) {
+async fn rules_round_trip_and_only_enabled_ones_are_read_for_planning(db: &TestDb) {
     use herald::store::RuleStore;
     let on = rule_row("signup", true);
     let off = rule_row("signup", false);
@@ -476,13 +651,14 @@ async fn rules_round_trip_and_only_enabled_ones_are_found_by_type(db: &TestDb) {
     assert_eq!((back.condition.as_deref(), back.delay_seconds, back.grace_seconds), (Some("payload.x > 1"), 60, None));
     assert_eq!(back.template, on.template);
     assert_eq!(back.webhook_url.as_deref(), Some("https://hooks.example.com/h"));
-    let found = db.store.enabled_rules_for_type("signup").await.unwrap();
+    // What the planner's cache reads (`enabled_rules`).
+    let found = db.store.enabled_rules().await.unwrap();
     assert_eq!(found.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), vec![on.id.as_str()]);
     let mut changed = off.clone();
     changed.enabled = true;
     changed.grace_seconds = Some(30);
     assert!(db.store.update_rule(&changed).await.unwrap());
-    assert_eq!(db.store.enabled_rules_for_type("signup").await.unwrap().len(), 2);
+    assert_eq!(db.store.enabled_rules().await.unwrap().len(), 2);
     assert_eq!(db.store.get_rule(&off.id).await.unwrap().unwrap().grace_seconds, Some(30));
     assert!(db.store.delete_rule(&on.id).await.unwrap());
     assert!(!db.store.delete_rule(&on.id).await.unwrap());
@@ -499,7 +675,7 @@ async fn cancelling_a_rule_ends_only_its_scheduled_rows_with_a_send_log_row(db: 
     db.store.enqueue(&mine, T0).await.unwrap();
     db.store.enqueue(std::slice::from_ref(&other), T0).await.unwrap();
     // One of the rule's rows is being delivered: it is the worker's to finish.
-    let mut claimed = db.store.claim_due(T0, 1, "t").await.unwrap();
+    let mut claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap();
     assert_eq!(claimed.len(), 1);
     let claimed = claimed.remove(0);
     let n = db.store.cancel_scheduled(CancelScope::Rule("rule-1"), "rule disabled", T0).await.unwrap();
@@ -538,21 +714,17 @@ async fn recipients_upsert_and_erasure_keeps_the_send_log(db: &TestDb) {
     assert_eq!(back.email.as_deref(), Some("ada@new.example"));
     assert_eq!(back.preferences["categories"]["news"], false);
 
-    let sent = row("ada", "inbox", T0);
     let waiting = row("ada", "inbox", T0.plus(Duration::from_secs(3600)));
-    db.store.enqueue(&[sent.clone(), waiting.clone()], T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
-    let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
-    db.store.finish(&claimed, "t", &f, T0).await.unwrap();
+    db.store.enqueue(std::slice::from_ref(&waiting), T0).await.unwrap();
     let msg = NewInboxMessage {
-        outbox_id: sent.id.clone(),
+        outbox_id: new_id(),
         user_id: "ada".into(),
         title: "hi".into(),
         body: None,
         url: None,
         data: None,
     };
-    db.store.insert_inbox(&msg, T0).await.unwrap();
+    common::deliver_inbox(&db.store, &msg, T0).await;
 
     let erased = db.store.erase_user(&user("ada"), T0).await.unwrap();
     assert_eq!((erased.recipient_deleted, erased.inbox_messages_deleted, erased.scheduled_cancelled), (true, 1, 1));
@@ -631,7 +803,7 @@ async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb
             url: None,
             data: None,
         };
-        db.store.insert_inbox(&msg, T0).await.unwrap();
+        common::deliver_inbox(&db.store, &msg, T0).await;
     }
     assert_eq!(changes.recv().await.unwrap(), "ada", "an insert announces whose inbox changed");
     let ada = user("ada");
@@ -666,7 +838,7 @@ async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     let a = row("u1", "inbox", T0);
     let b = row("u2", "inbox", T0.plus(Duration::from_secs(60)));
     db.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
     let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
     db.store.finish(&claimed, "t", &f, T0).await.unwrap();
     signal.changed().await.unwrap();
@@ -896,7 +1068,7 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     let s = &db.store;
     let rows = [row("u1", "inbox", T0), row("u1", "inbox", T0), row("u2", "inbox", T0)];
     s.enqueue(&rows, T0).await.unwrap();
-    let claimed = s.claim_due(T0, 10, "tok").await.unwrap();
+    let claimed = s.claim_channel("inbox", T0, 10, "tok").await.unwrap();
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
     let failed = Finish { status: SendStatus::Failed, detail: Some("no".into()), transport: None, address_hash: None };
     s.finish(&claimed[0], "tok", &sent, T0).await.unwrap();
@@ -935,8 +1107,8 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
 /// delivered, or referenced by a message still to be delivered, stays.
 async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb) {
     use herald::store::{
-        BounceStore, EventStore, InboxMark, InboxStore, NewBounce, NewTrigger, Prunable, SuppressionReason,
-        SuppressionRow, SuppressionStore, TriggerStore, new_id_at,
+        BounceStore, EventStore, InboxMark, InboxStore, NewBounce, Prunable, SuppressionReason, SuppressionRow,
+        SuppressionStore, TriggerStore, new_id_at,
     };
     const DAY: Duration = Duration::from_secs(86_400);
     let store = &db.store;
@@ -959,14 +1131,14 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     escalating.follow_up_at = Some(late.plus(DAY));
     store.enqueue(&old, T0).await.unwrap();
     store.enqueue(std::slice::from_ref(&escalating), T0).await.unwrap();
-    for r in store.claim_due(T0, 4, "t-old").await.unwrap() {
+    for r in store.claim_channel("inbox", T0, 4, "t-old").await.unwrap() {
         assert!(store.finish(&r, "t-old", &sent, T0).await.unwrap());
     }
     let delayed = made_at("delayed", T0, late);
     let waiting = made_at("waiting", T0, late.plus(DAY));
     let recent = made_at("recent", late, late);
     store.enqueue(&[delayed.clone(), waiting.clone(), recent.clone()], late).await.unwrap();
-    for r in store.claim_due(late, 10, "t-late").await.unwrap() {
+    for r in store.claim_channel("inbox", late, 10, "t-late").await.unwrap() {
         assert!(store.finish(&r, "t-late", &sent, late).await.unwrap());
     }
     let events_before = store.events_after(0, 100).await.unwrap();
@@ -1007,7 +1179,7 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
             url: None,
             data: None,
         };
-        store.insert_inbox(&msg, T0).await.unwrap();
+        common::deliver_inbox(store, &msg, T0).await;
     }
     let page = store.inbox_for_user(&ada, 10).await.unwrap();
     let archived = page.iter().find(|m| m.title == "archived").unwrap();
@@ -1045,22 +1217,19 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
 
     // Triggers: planned and done goes; unplanned, or with a message still
     // to deliver, stays.
-    let trigger = |id: &str| NewTrigger {
-        id: id.into(),
-        trigger_type: "x".into(),
-        user_id: user("u"),
-        payload: serde_json::json!({}),
-        idempotency_key: None,
-        request_hash: None,
-        occurred_at: T0,
-    };
     for id in ["done", "pending", "unplanned"] {
-        store.insert_trigger(&trigger(id), T0).await.unwrap();
+        store.insert_trigger(&trigger(id, None), T0).await.unwrap();
     }
-    store.plan_trigger("done", &[], "nothing to plan", T0).await.unwrap().unwrap();
     let mut pending_row = made_at("u", T0, late.plus(DAY));
     pending_row.trigger_id = Some("pending".into());
-    store.plan_trigger("pending", &[pending_row], "one row", T0).await.unwrap().unwrap();
+    let plan = |id: &str, rows: Vec<herald::store::NewOutboxRow>| herald::store::TriggerPlan {
+        trigger_id: id.into(),
+        rows,
+        digests: vec![],
+        detail: "planned".into(),
+    };
+    let planned = store.plan_triggers(&[plan("done", vec![]), plan("pending", vec![pending_row])], T0).await.unwrap();
+    assert_eq!(planned, [true, true]);
     assert_eq!(store.prune(Prunable::Triggers, cutoff, 1000).await.unwrap(), 1);
     assert!(store.get_trigger("done").await.unwrap().is_none());
     assert!(store.get_trigger("pending").await.unwrap().is_some(), "its message is still scheduled");
@@ -1119,7 +1288,7 @@ async fn retention_prunes_closed_digests_their_items_with_their_message_and_slot
     // 31-day window) is still open.
     let a = plan("ta", "a", HOUR, T0).await.expect("ta opens digest a");
     let b = plan("tb", "b", 31 * 24 * HOUR, T0).await.expect("tb opens digest b");
-    let claimed = store.claim_due(T0.plus(Duration::from_secs(3600)), 10, "t").await.unwrap();
+    let claimed = store.claim_channel("inbox", T0.plus(Duration::from_secs(3600)), 10, "t").await.unwrap();
     assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [a.id.as_str()]);
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
     assert!(store.finish(&claimed[0], "t", &sent, T0.plus(Duration::from_secs(3600))).await.unwrap());
@@ -1183,7 +1352,7 @@ async fn a_retention_pass_prunes_each_table_by_its_own_period(db: &TestDb) {
     let mut r = row("u1", "inbox", T0);
     r.id = new_id_at(T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let claimed = db.store.claim_due(T0, 1, "t").await.unwrap().remove(0);
+    let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
     assert!(db.store.finish(&claimed, "t", &sent, T0).await.unwrap());
 
@@ -1248,12 +1417,12 @@ async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver
 
     let (ra, rb, rn) = (row("u1", "email", T0), row("u2", "email", T0), row("u3", "email", T0));
     db.store.enqueue(std::slice::from_ref(&ra), T0).await.unwrap();
-    let held_a = a.claim_due(T0, 10, "token-a").await.unwrap();
+    let held_a = a.claim_channel("email", T0, 10, "token-a").await.unwrap();
     assert_eq!(held_a.len(), 1);
     db.store.enqueue(std::slice::from_ref(&rb), T0).await.unwrap();
-    assert_eq!(b.claim_due(T0, 10, "token-b").await.unwrap().len(), 1);
+    assert_eq!(b.claim_channel("email", T0, 10, "token-b").await.unwrap().len(), 1);
     db.store.enqueue(std::slice::from_ref(&rn), T0).await.unwrap();
-    assert_eq!(db.store.claim_due(T0, 10, "token-none").await.unwrap().len(), 1);
+    assert_eq!(db.store.claim_channel("email", T0, 10, "token-none").await.unwrap().len(), 1);
 
     // B keeps renewing; A stops at T0 (its lease lapses at T0 + 30 s).
     let b_ref = &b;
@@ -1278,7 +1447,7 @@ async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver
     // A's late outcome is refused; the rescuer's attempt is the one recorded.
     let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("smtp".into()), address_hash: None };
     assert!(!a.finish(&held_a[0], "token-a", &sent, t).await.unwrap(), "a late outcome loses to the rescue");
-    let again = b.claim_due(t, 10, "token-b2").await.unwrap();
+    let again = b.claim_channel("email", t, 10, "token-b2").await.unwrap();
     assert_eq!(again.len(), 1);
     assert!(b.finish(&again[0], "token-b2", &sent, t).await.unwrap());
     assert_eq!(db.store.sends_for_outbox(&ra.id).await.unwrap().len(), 1);

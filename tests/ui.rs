@@ -639,7 +639,7 @@ async fn failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted(d
     // Three failed rows for u1, one for u2, one sent.
     let rows: Vec<_> = ["u1", "u1", "u1", "u2", "u3"].iter().map(|u| row(u, "inbox", T0)).collect();
     ui.store.enqueue(&rows, T0).await.unwrap();
-    let claimed = ui.store.claim_due(T0, 10, "tok").await.unwrap();
+    let claimed = ui.store.claim_channel("inbox", T0, 10, "tok").await.unwrap();
     for c in &claimed {
         let status =
             if c.user_id == "u3" { herald::domain::SendStatus::Sent } else { herald::domain::SendStatus::Failed };
@@ -907,7 +907,7 @@ async fn every_operator_action_writes_an_audit_row(db: &TestDb) {
     // A refused action says why and is not audited.
     let sent = row("u2", "inbox", T0);
     ui.store.enqueue(std::slice::from_ref(&sent), T0).await.unwrap();
-    let claimed = ui.store.claim_due(T0, 10, "tok").await.unwrap();
+    let claimed = ui.store.claim_channel("inbox", T0, 10, "tok").await.unwrap();
     let done = herald::store::Finish {
         status: herald::domain::SendStatus::Sent,
         detail: None,

@@ -24,12 +24,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderValue, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
-use super::preference_form::{self, FormBoxes};
+use super::preference_form::FormBoxes;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
@@ -324,68 +323,10 @@ pub async fn put(
     Ok(ApiJson(apply(&state, &user, change, &who, &offered).await?))
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
-}
-
-fn page(body: &str) -> Response {
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta name=\"robots\" content=\"noindex\"><title>Your notification preferences</title>\
-         <style>body{{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;line-height:1.5}}\
-         fieldset{{margin:0 0 1rem;border:1px solid #ccc;border-radius:.5rem}}label{{display:block;padding:.25rem 0}}\
-         button{{font-size:1rem;padding:.5rem 1rem}}.saved{{background:#e7f6e7;padding:.5rem 1rem;border-radius:.5rem}}\
-         </style></head><body><h1>Your notification preferences</h1>{body}</body></html>"
-    );
-    let mut r = Html(html).into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r.headers_mut().insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    r
-}
-
-fn form(center: &PreferenceCenter, saved: bool) -> String {
-    let mut body = String::new();
-    if saved {
-        body.push_str("<p class=\"saved\" role=\"status\">Saved.</p>");
-    }
-    if center.categories.is_empty() {
-        body.push_str("<p>There is nothing to choose: no messages are being sent.</p>");
-        return body;
-    }
-    // No `action`: the form posts back to the address the page was loaded
-    // from, which keeps the path a proxy serves Herald under
-    // (`public_url = "https://example.com/herald"`); `action="/p/…"` posted
-    // to the host's root instead. Rejected: building it from
-    // `email.public_url`, a setting the page would then have to agree with
-    // (the unsubscribe page posts back the same way).
-    body.push_str("<form method=\"post\">");
-    for c in &center.categories {
-        body.push_str(&format!("<fieldset><legend><strong>{}</strong></legend>", escape(&c.name)));
-        if let Some(d) = &c.description {
-            body.push_str(&format!("<p>{}</p>", escape(d)));
-        }
-        for ch in &c.channels {
-            let value = preference_form::box_value(&c.category, &ch.channel);
-            body.push_str(&format!(
-                "<label><input type=\"checkbox\" name=\"on\" value=\"{}\"{}{}> {}{}</label>",
-                escape(&value),
-                if ch.enabled { " checked" } else { "" },
-                if c.locked { " disabled" } else { "" },
-                escape(&ch.name),
-                if c.locked { " (always sent)" } else { "" },
-            ));
-            if !c.locked {
-                body.push_str(&format!("<input type=\"hidden\" name=\"shown\" value=\"{}\">", escape(&value)));
-                if ch.enabled {
-                    body.push_str(&format!("<input type=\"hidden\" name=\"was\" value=\"{}\">", escape(&value)));
-                }
-            }
-        }
-        body.push_str("</fieldset>");
-    }
-    body.push_str("<button type=\"submit\">Save</button></form>");
-    body
+/// The hosted page: `center` as a form (see `ui/templates/hosted_preferences.html`),
+/// with "Saved." after a save.
+fn page(center: &PreferenceCenter, saved: bool) -> Response {
+    crate::ui::hosted_page("hosted_preferences.html", serde_json::json!({ "center": center, "saved": saved }))
 }
 
 fn verify(state: &AppState, token: &str) -> Result<UserId, ApiError> {
@@ -409,7 +350,7 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
     let recipient = state.store.get_recipient(&user).await?;
-    Ok(page(&form(&center(&offered, recipient.as_ref()), false)))
+    Ok(page(&center(&offered, recipient.as_ref()), false))
 }
 
 /// The hosted page's form: each box the user ticked or unticked is turned
@@ -434,7 +375,7 @@ pub async fn save(
     check(&change, &offered).map_err(ApiError::Invalid)?;
     let who = format!("user {user} (preference page)");
     let center = apply(&state, &user, change, &who, &offered).await?;
-    Ok(page(&form(&center, true)))
+    Ok(page(&center, true))
 }
 
 /// The user's preference center as they see it, for the operator screen.

@@ -22,31 +22,17 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::Response;
 
 use super::AppState;
 use super::problem::{ApiError, ApiPath, Problem};
 use crate::address::UnsubscribeToken;
 use crate::store::{SuppressionReason, SuppressionRow};
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
-}
-
-fn page(title: &str, body: &str) -> Response {
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta name=\"robots\" content=\"noindex\"><title>{}</title>\
-         <style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;line-height:1.5}}\
-         button{{font-size:1rem;padding:.5rem 1rem}}</style></head><body>{body}</body></html>",
-        escape(title)
-    );
-    let mut r = Html(html).into_response();
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r.headers_mut().insert("referrer-policy", HeaderValue::from_static("no-referrer"));
-    r
+/// The page before (`done` false: a button) or after unsubscribing (see
+/// `ui/templates/hosted_unsubscribe.html`).
+fn page(category: &str, done: bool) -> Response {
+    crate::ui::hosted_page("hosted_unsubscribe.html", serde_json::json!({ "category": category, "done": done }))
 }
 
 fn verify(state: &AppState, token: &str) -> Result<UnsubscribeToken, ApiError> {
@@ -67,13 +53,7 @@ fn verify(state: &AppState, token: &str) -> Result<UnsubscribeToken, ApiError> {
     ))]
 pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> Result<Response, ApiError> {
     let t = verify(&state, &token)?;
-    let body = format!(
-        "<h1>Unsubscribe</h1><p>Stop sending <strong>{}</strong> emails to this address?</p>\
-         <form method=\"post\"><input type=\"hidden\" name=\"List-Unsubscribe\" value=\"One-Click\">\
-         <button type=\"submit\">Unsubscribe</button></form>",
-        escape(&t.category)
-    );
-    Ok(page("Unsubscribe", &body))
+    Ok(page(&t.category, false))
 }
 
 /// Unsubscribes the token's address from its category. Idempotent.
@@ -118,9 +98,5 @@ pub async fn unsubscribe(
     if created {
         tracing::info!(address_hash = %t.address_hash, category = %t.category, "unsubscribed");
     }
-    let body = format!(
-        "<h1>Unsubscribed</h1><p>This address will get no more <strong>{}</strong> emails.</p>",
-        escape(&t.category)
-    );
-    Ok(page("Unsubscribed", &body))
+    Ok(page(&t.category, true))
 }

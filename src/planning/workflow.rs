@@ -17,7 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use chrono::{Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Timelike};
+use chrono::{Datelike, Days, NaiveDate, NaiveDateTime, NaiveTime, TimeZone};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
@@ -586,11 +586,6 @@ pub fn hold_reason(detail: &str) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// Minutes since midnight, for tests and displays.
-pub fn minutes_of_day(t: NaiveTime) -> u32 {
-    t.hour() * 60 + t.minute()
 }
 
 #[cfg(test)]

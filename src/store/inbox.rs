@@ -16,22 +16,11 @@ use crate::clock::Millis;
 use crate::domain::UserId;
 
 /// Writes inbox messages at positions `first ..` (reserved by the caller in
-/// this transaction, see `positions`) on the caller's connection. A message
-/// whose outbox row already has one is skipped, so a redelivery shows one
-/// message. Except on MySQL (no RETURNING), answers the outbox ids written.
-pub(crate) async fn insert_rows(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    msgs: &[&NewInboxMessage],
-    first: i64,
-    now: Millis,
-) -> Result<Vec<String>, StoreError> {
-    insert(conn, d, msgs, first, now, true).await
-}
-
-/// [`insert_rows`] without asking which were written: for the outcome
-/// flush, whose results come from its fenced update. Reading the ids back
-/// was about 7% of a SQLite flush's own CPU, for an answer nothing read.
+/// this transaction, see `positions`) on the caller's connection, for the
+/// outcome flush (`outcomes`), whose fenced update says which rows were
+/// written. A message whose outbox row already has one is skipped. Nothing
+/// is read back: reading the ids written was about 7% of a SQLite flush's
+/// own CPU, for an answer nothing read.
 pub(crate) async fn write_rows(
     conn: &mut AnyConnection,
     d: Dialect,
@@ -39,25 +28,12 @@ pub(crate) async fn write_rows(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    insert(conn, d, msgs, first, now, false).await.map(drop)
-}
-
-/// See [`insert_rows`]; `answer` says whether to return the ids written.
-async fn insert(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    msgs: &[&NewInboxMessage],
-    first: i64,
-    now: Millis,
-    answer: bool,
-) -> Result<Vec<String>, StoreError> {
     if msgs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     if super::values::inserts_as_values(d) {
-        return insert_values(conn, d, msgs, first, now, answer).await;
+        return write_values(conn, d, msgs, first, now).await;
     }
-    let returning = if answer { " RETURNING outbox_id" } else { "" };
     let from = d.json_rows(
         &[
             ("id", Col::Key),
@@ -75,9 +51,8 @@ async fn insert(
     let sql = d.sql(&format!(
         "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
          SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from} \
-         ON CONFLICT (outbox_id) DO NOTHING{returning}"
+         ON CONFLICT (outbox_id) DO NOTHING"
     ));
-    let mut written = Vec::new();
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
         let rows: Vec<_> = chunk
@@ -89,36 +64,26 @@ async fn insert(
             })
             .collect();
         let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
-        if !answer {
-            query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-            continue;
-        }
-        for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))? {
-            written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
-        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
-    Ok(written)
+    Ok(())
 }
 
 /// The same rows as multi-row `VALUES` (see `values`), skipping a message
-/// whose outbox row already has one; with `answer`, except on MySQL,
-/// answers the outbox ids written.
-async fn insert_values(
+/// whose outbox row already has one.
+async fn write_values(
     conn: &mut AnyConnection,
     d: Dialect,
     msgs: &[&NewInboxMessage],
     first: i64,
     now: Millis,
-    answer: bool,
-) -> Result<Vec<String>, StoreError> {
-    let returning = if answer && d.has_update_returning() { " RETURNING outbox_id" } else { "" };
+) -> Result<(), StoreError> {
     let skip = d.on_conflict_do_nothing("outbox_id");
-    let mut written = Vec::new();
     let mut position = first;
     for run in super::values::runs(d, msgs) {
         let sql = d.sql(&format!(
             "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-             {}{skip}{returning}",
+             {}{skip}",
             super::values::source(d, 9, &run)
         ));
         let mut query = sqlx::query(&sql);
@@ -136,16 +101,9 @@ async fn insert_values(
             position += 1;
         }
         let query = super::values::bind_padding(query, 9, &run);
-        let db = StoreError::db("insert inbox messages");
-        if returning.is_empty() {
-            query.execute(&mut *conn).await.map_err(db)?;
-        } else {
-            for row in query.fetch_all(&mut *conn).await.map_err(db)? {
-                written.push(super::rows::text(&row, "outbox_id").map_err(StoreError::db("insert inbox messages"))?);
-            }
-        }
+        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
-    Ok(written)
+    Ok(())
 }
 
 /// Which messages a page shows.

@@ -386,13 +386,11 @@ pub trait Store:
     /// Inserts rows, skipping any whose dedupe key exists already.
     async fn enqueue(&self, rows: &[NewOutboxRow], now: Millis) -> Result<Vec<Enqueued>, StoreError>;
 
-    /// Claims up to `limit` due rows by compare-and-set, marks them `sending`
-    /// under `token`, counts the attempt, and returns the rows this call won.
-    async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError>;
-
-    /// [`Store::claim_due`] for one channel's rows only: each channel is its
-    /// own queue (served by its own index), so a backlog on a slow channel
-    /// never stands in front of another's rows.
+    /// Claims up to `limit` of one channel's due rows, oldest due first, by
+    /// compare-and-set: marks them `sending` under `token`, counts the
+    /// attempt, and returns the rows this call won. Each channel is its own
+    /// queue (served by its own index), so a backlog on a slow channel never
+    /// stands in front of another's rows.
     async fn claim_channel(
         &self,
         channel: &str,
@@ -495,16 +493,6 @@ pub trait Store:
 
     /// Rows for one user still waiting (`scheduled` or `sending`), newest first.
     async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError>;
-
-    /// Writes inbox messages in one transaction. A second write for the same
-    /// outbox row is a no-op (false for that item), so a redelivery after a
-    /// crash shows one message.
-    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage], now: Millis) -> Result<Vec<bool>, StoreError>;
-
-    /// [`Store::insert_inbox_many`] for one message.
-    async fn insert_inbox(&self, msg: &NewInboxMessage, now: Millis) -> Result<bool, StoreError> {
-        Ok(self.insert_inbox_many(std::slice::from_ref(msg), now).await?[0])
-    }
 
     /// A user's inbox, newest first.
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError>;

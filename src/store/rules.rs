@@ -96,7 +96,6 @@ pub trait RuleStore: Send + Sync {
     /// Replaces every column but `id` and `created_at`; false if no such rule.
     async fn update_rule(&self, rule: &RuleRow) -> Result<bool, StoreError>;
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError>;
-    async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError>;
     /// Every enabled rule: what the planner's cache holds.
     async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError>;
     /// `(id, enabled, updated_at)` of each of these rules that exists: one
@@ -193,18 +192,6 @@ impl RuleStore for SqlStore {
             .map_err(StoreError::db("delete rule"))?
             .rows_affected();
         Ok(n == 1)
-    }
-
-    async fn enabled_rules_for_type(&self, trigger_type: &str) -> Result<Vec<RuleRow>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {RULE_COLUMNS} FROM engagement_rules WHERE trigger_type = ? AND enabled = 1 ORDER BY created_at, id"
-        ));
-        let rows = sqlx::query(&sql)
-            .bind(trigger_type.to_owned())
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("enabled rules for type"))?;
-        rules(&rows)
     }
 
     async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError> {

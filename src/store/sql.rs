@@ -11,8 +11,8 @@ use tokio::sync::{Notify, broadcast, watch};
 use super::json_rows::{Col, keys_json, to_json};
 use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS, OldestDue, SEND_COLUMNS, StatusCount, opt_text, text};
 use super::{
-    AppliedMigration, Dialect, Enqueued, InboxMessage, NewInboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord,
-    StatusSummary, Store, StoreError, migrate,
+    AppliedMigration, Dialect, Enqueued, InboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord, StatusSummary,
+    Store, StoreError, migrate,
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
@@ -87,7 +87,6 @@ const SLICE_REFRESH: Duration = Duration::from_secs(5);
 
 /// Every fixed query, already in the dialect's placeholder form.
 struct Queries {
-    claim: String,
     claim_channel: String,
     /// MariaDB/MySQL: `claim_channel` within a slice (binds `n`, `rank`
     /// before the limit).
@@ -143,6 +142,10 @@ impl Queries {
         // One channel's due rows: its own queue, so a backlog on a slow
         // channel never stands in front of a fast one's rows.
         let claim_channel = if d.has_update_returning() {
+            // The subquery picks candidates; the outer `status='scheduled'`
+            // is the compare-and-set. Two instances may pick the same ids:
+            // PostgreSQL re-checks the WHERE after waiting on a row another
+            // claim changed, SQLite has one writer, so each row goes to one.
             format!(
                 "UPDATE engagement_outbox {set_claimed} WHERE {} RETURNING {OUTBOX_COLUMNS}",
                 picked(&format!(
@@ -151,6 +154,9 @@ impl Queries {
                 ))
             )
         } else {
+            // MySQL cannot LIMIT a subquery on the table it updates, but a
+            // single-table UPDATE may ORDER BY and LIMIT itself. The rows are
+            // read back by token afterwards.
             format!(
                 "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
                  ORDER BY due_at LIMIT ?"
@@ -176,26 +182,6 @@ impl Queries {
             "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
              AND due_at >= ? AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) ORDER BY due_at LIMIT ?"
         );
-        let claim = if d.has_update_returning() {
-            // The subquery picks candidates; the outer `status='scheduled'`
-            // is the compare-and-set. Two instances may pick the same ids:
-            // PostgreSQL re-checks the WHERE after waiting on a row another
-            // claim changed, SQLite has one writer, so each row goes to one.
-            format!(
-                "UPDATE engagement_outbox {set_claimed} WHERE {} RETURNING {OUTBOX_COLUMNS}",
-                picked(&format!(
-                    "SELECT id FROM {due_rows} WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
-                ))
-            )
-        } else {
-            // MySQL cannot LIMIT a subquery on the table it updates, but a
-            // single-table UPDATE may ORDER BY and LIMIT itself. The rows are
-            // read back by token afterwards.
-            format!(
-                "UPDATE engagement_outbox {set_claimed} \
-                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?"
-            )
-        };
         let in_slice = "MOD(CRC32(id), ?) = ?";
         let claim_channel_slice = format!(
             "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
@@ -207,7 +193,6 @@ impl Queries {
              ORDER BY due_at LIMIT ?"
         );
         Queries {
-            claim: d.sql(&claim),
             claim_channel: d.sql(&claim_channel),
             claim_channel_slice: d.sql(&claim_channel_slice),
             peek_channel_slice: d.sql(&peek_channel_slice),
@@ -573,7 +558,7 @@ fn sqlite_pool(opts: AnyPoolOptions, writer: bool) -> AnyPoolOptions {
             conn.execute("PRAGMA journal_mode = WAL").await?;
             conn.execute("PRAGMA busy_timeout = 10000").await?;
             // Every commit waits for the disk: an acknowledged trigger or a
-            // recorded outcome survives a power cut (see `claim_due` for the
+            // recorded outcome survives a power cut (see `run_claim` for the
             // one exception).
             conn.execute("PRAGMA synchronous = FULL").await?;
             // No memory-mapped reads. With 256 MiB mapped, every page of the
@@ -661,17 +646,6 @@ impl Store for SqlStore {
             self.signal_enqueued().await;
         }
         Ok(out)
-    }
-
-    async fn claim_due(&self, now: Millis, limit: u32, token: &str) -> Result<Vec<OutboxRow>, StoreError> {
-        let claim = sqlx::query(&self.q.claim)
-            .bind(token.to_owned())
-            .bind(self.instance.as_deref().map(str::to_owned))
-            .bind(now.0)
-            .bind(now.0)
-            .bind(now.0)
-            .bind(i64::from(limit));
-        self.run_claim(claim, token).await
     }
 
     async fn claim_channel(
@@ -893,51 +867,6 @@ impl Store for SqlStore {
             .await
             .map_err(StoreError::db("pending rows for user"))?;
         outbox_rows(&rows)
-    }
-
-    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage], now: Millis) -> Result<Vec<bool>, StoreError> {
-        if msgs.is_empty() {
-            return Ok(Vec::new());
-        }
-        let d = self.dialect;
-        let db = StoreError::db;
-        let mut tx = self.begin_write().await.map_err(db("insert inbox messages: begin"))?;
-        let all: Vec<&NewInboxMessage> = msgs.iter().collect();
-        let written: std::collections::HashSet<String> = if d == Dialect::MySql {
-            // No RETURNING: lock and read which outbox rows have a message,
-            // then write the others.
-            let keys: Vec<_> = msgs.iter().map(|m| (&m.outbox_id,)).collect();
-            let from = d.json_rows(&[("outbox_id", Col::Key)], "k");
-            let existing = sqlx::query(&format!(
-                "SELECT i.outbox_id FROM {from} STRAIGHT_JOIN engagement_inbox i ON i.outbox_id = k.outbox_id FOR UPDATE"
-            ))
-            .bind(to_json(&keys)?)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db("insert inbox messages: read existing"))?;
-            let existing: std::collections::HashSet<String> =
-                existing.iter().map(|r| text(r, "outbox_id")).collect::<Result<_, _>>().map_err(db("read"))?;
-            let new: Vec<&NewInboxMessage> = all.into_iter().filter(|m| !existing.contains(&m.outbox_id)).collect();
-            if !new.is_empty() {
-                let first = super::positions::reserve(&mut tx, d, new.len()).await?;
-                super::inbox::insert_rows(&mut tx, d, &new, first, now).await?;
-            }
-            new.iter().map(|m| m.outbox_id.clone()).collect()
-        } else {
-            let first = super::positions::reserve(&mut tx, d, all.len()).await?;
-            super::inbox::insert_rows(&mut tx, d, &all, first, now).await?.into_iter().collect()
-        };
-        let created: Vec<bool> = msgs.iter().map(|m| written.contains(&m.outbox_id)).collect();
-        let mut users: Vec<String> =
-            msgs.iter().zip(&created).filter(|(_, c)| **c).map(|(m, _)| m.user_id.clone()).collect();
-        users.sort_unstable();
-        users.dedup();
-        self.notify_in(&mut tx, false, &users).await?;
-        tx.commit().await.map_err(db("insert inbox messages: commit"))?;
-        for user in users {
-            let _ = self.inbox_changed.send(user);
-        }
-        Ok(created)
     }
 
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {

@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::json_rows::{Col, keys_json, to_json};
 use super::rows::{OUTBOX_COLUMNS, opt_text, text};
-use super::{Dialect, Enqueued, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
+use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::UserId;
 
@@ -146,17 +146,6 @@ pub trait TriggerStore: Send + Sync {
     async fn recorded_triggers(&self, ids: &[&str]) -> Result<Vec<String>, StoreError>;
     /// Triggers the planner has not handled, oldest first.
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
-    /// Inserts the planned rows and marks the trigger planned, in one
-    /// transaction. `None` when another planner got there first (nothing is
-    /// written); otherwise what became of each row (a row whose dedupe key
-    /// existed is reported, not doubled).
-    async fn plan_trigger(
-        &self,
-        trigger_id: &str,
-        rows: &[NewOutboxRow],
-        detail: &str,
-        now: Millis,
-    ) -> Result<Option<Vec<Enqueued>>, StoreError>;
     async fn outbox_for_trigger(&self, trigger_id: &str) -> Result<Vec<OutboxRow>, StoreError>;
     /// The most recent triggers of a type, newest first (rule previews).
     async fn recent_triggers(&self, trigger_type: &str, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
@@ -459,43 +448,6 @@ impl TriggerStore for SqlStore {
             .await
             .map_err(StoreError::db("unplanned triggers"))?;
         triggers(&rows, "unplanned triggers")
-    }
-
-    async fn plan_trigger(
-        &self,
-        trigger_id: &str,
-        rows: &[NewOutboxRow],
-        detail: &str,
-        now: Millis,
-    ) -> Result<Option<Vec<Enqueued>>, StoreError> {
-        let d = self.dialect();
-        let db = StoreError::db;
-        let mut tx = self.pool().begin().await.map_err(db("plan trigger: begin"))?;
-        // Mark first: the compare-and-set on planned_at decides which planner
-        // owns this trigger, and the loser writes nothing.
-        let mark = d.sql(
-            "UPDATE engagement_triggers SET planned_at = ?, planned_count = ?, plan_detail = ? \
-             WHERE id = ? AND planned_at IS NULL",
-        );
-        let won = sqlx::query(&mark)
-            .bind(now.0)
-            .bind(rows.len() as i64)
-            .bind(detail.to_owned())
-            .bind(trigger_id.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("plan trigger: mark"))?
-            .rows_affected();
-        if won != 1 {
-            tx.rollback().await.map_err(db("plan trigger: rollback"))?;
-            return Ok(None);
-        }
-        let enqueued = self.enqueue_on(&mut tx, rows, now).await?;
-        tx.commit().await.map_err(db("plan trigger: commit"))?;
-        if enqueued.iter().any(|e| e.created) {
-            self.signal_enqueued().await;
-        }
-        Ok(Some(enqueued))
     }
 
     async fn outbox_for_trigger(&self, trigger_id: &str) -> Result<Vec<OutboxRow>, StoreError> {

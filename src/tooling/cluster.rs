@@ -302,6 +302,17 @@ fn tail(text: &str, lines: usize) -> String {
 
 /// What the tables say after a run. Every field that names a violation must
 /// be zero; the others are figures to report.
+///
+/// No count of inbox redeliveries: an inbox row is never claimed apart from
+/// its outcome (the direct lane reads it with `Store::peek_channel`, and one
+/// compare-and-set transaction claims it, writes the message and records
+/// `sent`), so a kill leaves either all of that or none of it, and there is
+/// no second delivery to count. The audit counted the send-log detail an
+/// earlier design wrote when a redelivery found its message already there;
+/// nothing writes that detail any more, so the count was zero by
+/// construction and could not report anything. What a redelivery would break
+/// is checked instead: `inbox_duplicated`, `inbox_missing` and
+/// `inbox_unaccounted` are violations.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Audit {
     /// Rows per outbox status.
@@ -329,10 +340,6 @@ pub struct Audit {
     /// Violation: inbox messages whose outbox row did not end `sent` (or
     /// does not exist): the user got something the log says they did not.
     pub inbox_unaccounted: i64,
-    /// Not a violation: inbox rows delivered again after a crash between the
-    /// message's insert and the outcome's commit; the second delivery found
-    /// the message there (the user saw one).
-    pub inbox_redelivered: i64,
     /// Not a violation: rows claimed more than once (a kill, a stale
     /// reclaim, a retry).
     pub claimed_more_than_once: i64,
@@ -418,11 +425,6 @@ pub async fn audit(pool: &AnyPool) -> Result<Audit, StoreError> {
          (SELECT 1 FROM engagement_outbox o WHERE o.id = i.outbox_id AND o.status = 'sent')",
     )
     .await?;
-    let redelivered = format!(
-        "SELECT COUNT(*) FROM engagement_sends WHERE channel = 'inbox' AND status = 'sent' AND detail = '{}'",
-        crate::delivery::channel::inbox::ALREADY_DELIVERED
-    );
-    a.inbox_redelivered = count(pool, &redelivered).await?;
     a.claimed_more_than_once = count(pool, "SELECT COUNT(*) FROM engagement_outbox WHERE attempts > 1").await?;
     Ok(a)
 }
@@ -495,7 +497,7 @@ mod tests {
 
     #[test]
     fn a_clean_audit_has_no_violations_and_each_broken_invariant_is_named() {
-        let clean = Audit { rows: 10, inbox_sent: 10, inbox_redelivered: 3, ..Audit::default() };
+        let clean = Audit { rows: 10, inbox_sent: 10, claimed_more_than_once: 3, ..Audit::default() };
         assert!(clean.violations().is_empty());
         let broken = Audit { inbox_duplicated: 2, non_terminal: 1, ..clean };
         let v = broken.violations();

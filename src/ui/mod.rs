@@ -17,7 +17,9 @@
 //! - [`rules`], [`outbox`], [`sends`], [`suppressions`], [`audit`]: one page
 //!   family each.
 //! - this file: the router, security headers, the page layout, flash
-//!   messages and errors.
+//!   messages and errors, and [`hosted_page`], which renders the two pages
+//!   Herald hosts for end users (`templates/hosted_*.html`: the preference
+//!   page and the unsubscribe page) with the same templates and escaping.
 
 pub mod audit;
 pub mod outbox;
@@ -141,11 +143,37 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("suppressions.html", include_str!("templates/suppressions.html")),
         ("suppression.html", include_str!("templates/suppression.html")),
         ("audit.html", include_str!("templates/audit.html")),
+        ("hosted_preferences.html", include_str!("templates/hosted_preferences.html")),
+        ("hosted_unsubscribe.html", include_str!("templates/hosted_unsubscribe.html")),
     ] {
         env.add_template(name, source).unwrap_or_else(|e| panic!("UI template {name} does not compile: {e:#}"));
     }
     env
 });
+
+/// A page Herald hosts for the people it writes to, outside the operator
+/// screen: the preference page (`/p/{token}`, [`crate::http::preferences`])
+/// and the unsubscribe page (`/u/{token}`, [`crate::http::unsubscribe`]).
+/// `template` is a whole document (no layout, navigation or session),
+/// rendered from the same environment and with the same auto-escaping as
+/// the screen's pages, so no handler writes HTML or escapes by hand.
+/// `no-store` and `no-referrer`: the page's address is the user's signed
+/// link, to be kept out of caches and out of the `Referer` of any link
+/// followed from it.
+pub fn hosted_page(template: &'static str, ctx: impl Serialize) -> Response {
+    match TEMPLATES.get_template(template).and_then(|t| t.render(Value::from(minijinja::value::Serde(&ctx)))) {
+        Ok(html) => {
+            let mut r = axum::response::Html(html).into_response();
+            r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            r.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+            r
+        }
+        Err(e) => {
+            tracing::error!(template, error = %format!("{e:#}"), "hosted page failed to render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "this page failed to render; the error was logged").into_response()
+        }
+    }
+}
 
 /// `2026-12-02 16:31:05 UTC` from epoch milliseconds or an RFC 3339 string.
 fn when(v: Value) -> String {

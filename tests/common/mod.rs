@@ -259,6 +259,29 @@ pub fn row(user_id: &str, channel: &str, due_at: Millis) -> NewOutboxRow {
 
 pub const T0: Millis = Millis(1_800_000_000_000);
 
+/// Delivers `msg` as the worker's inbox lane does: its outbox row (id
+/// `msg.outbox_id`, enqueued here, due `now`) is read with
+/// [`Store::peek_channel`] and, in one transaction, claimed, recorded `sent`
+/// and the message written ([`Store::record_outcomes`] with no claim token).
+/// Returns the row.
+pub async fn deliver_inbox(store: &dyn Store, msg: &herald::store::NewInboxMessage, now: Millis) -> OutboxRow {
+    use herald::store::{Finish, Record, RecordAction};
+    let mut new = row(&msg.user_id, "inbox", now);
+    new.id = msg.outbox_id.clone();
+    store.enqueue(std::slice::from_ref(&new), now).await.unwrap();
+    let peeked = store.peek_channel("inbox", now, 10_000, &[], None).await.unwrap();
+    let row = peeked.into_iter().find(|r| r.id == msg.outbox_id).expect("the row just enqueued is due");
+    let sent = Finish {
+        status: herald::domain::SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+    };
+    let item = Record { row: row.clone(), token: None, action: RecordAction::Finish(sent), inbox: Some(msg.clone()) };
+    assert_eq!(store.record_outcomes(&[item], now).await.unwrap(), [true], "delivered");
+    row
+}
+
 /// A channel that answers what the test tells it to, counting calls.
 pub struct ScriptedChannel {
     pub calls: std::sync::atomic::AtomicUsize,

@@ -27,11 +27,6 @@ pub struct InboxPayload {
     pub data: Option<serde_json::Value>,
 }
 
-/// The send-log detail of a delivery that found its message already in the
-/// inbox. Since messages are written with their outcome this no longer
-/// happens; the chaos audit still counts it, and it must stay zero.
-pub const ALREADY_DELIVERED: &str = "already in the inbox from an earlier attempt";
-
 #[derive(Debug, Default)]
 pub struct InboxChannel;
 

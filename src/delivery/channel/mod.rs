@@ -185,10 +185,6 @@ impl Registry {
         self.entries.keys().map(String::as_str)
     }
 
-    pub fn is_ready(&self, name: &str) -> bool {
-        matches!(self.entries.get(name), Some(Entry::Ready(_)))
-    }
-
     pub fn lookup(&self, name: &str) -> Lookup<'_> {
         match self.entries.get(name) {
             Some(Entry::Ready(c)) => Lookup::Ready(c),
