@@ -8,14 +8,17 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::json_rows::{Col, keys_json, to_json};
-use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS, OldestDue, SEND_COLUMNS, StatusCount, opt_text, text};
+use super::json_rows::{keys_json, to_json};
+use super::rows::{OldestDue, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord, StatusSummary,
     Store, StoreError, migrate,
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
+
+mod queries;
+use queries::Queries;
 
 /// The PostgreSQL channel instances use to wake each other on enqueue.
 pub const NOTIFY_CHANNEL: &str = "herald_outbox";
@@ -84,171 +87,6 @@ struct ClaimSlice {
 
 /// How often an instance re-reads the live instances for its slice.
 const SLICE_REFRESH: Duration = Duration::from_secs(5);
-
-/// Every fixed query, already in the dialect's placeholder form.
-struct Queries {
-    claim_channel: String,
-    /// MariaDB/MySQL: `claim_channel` within a slice (binds `n`, `rank`
-    /// before the limit).
-    claim_channel_slice: String,
-    /// MariaDB/MySQL: `peek_channel` within a slice (likewise).
-    peek_channel_slice: String,
-    claim_unknown: String,
-    peek_channel: String,
-    next_due_channel: String,
-    claimed_by_token: String,
-    release: String,
-    reclaim: String,
-    next_due: String,
-    counts: String,
-    oldest_due: String,
-    get_outbox: String,
-    sends_for_user: String,
-    sends_for_outbox: String,
-    pending_for_user: String,
-    inbox_for_user: String,
-}
-
-impl Queries {
-    fn new(d: Dialect) -> Queries {
-        // The scheduled rows, in due order: the partial index. SQLite's
-        // planner, without statistics, prefers the (status, id) index and
-        // then sorts every scheduled row, on every claim; it is told.
-        let due_rows = match d {
-            Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due",
-            _ => "engagement_outbox",
-        };
-        let due_channel_rows = match d {
-            Dialect::Sqlite => "engagement_outbox INDEXED BY engagement_outbox_due_channel",
-            _ => "engagement_outbox",
-        };
-        let set_claimed = "SET status = 'sending', claim_token = ?, claimed_by = ?, claimed_at = ?, \
-                           updated_at = ?, attempts = attempts + 1";
-        // The candidates a claim picks. On PostgreSQL an `id IN (SELECT …
-        // LIMIT n)` may be planned as a nested loop that runs the subquery
-        // once per scheduled row: with statistics that still say "no row is
-        // scheduled" (after a burst of enqueues on a table of millions of
-        // finished rows) that took 223 s for 20,000 rows. An array of the
-        // picked ids is computed once, and the rows are then found by
-        // primary key whatever the statistics say.
-        // The outer status test is the compare-and-set; on PostgreSQL it is
-        // written so that no index on status can serve it, or the same stale
-        // statistics send the update through every scheduled row instead of
-        // the primary key (as in `outcomes`).
-        let picked = |subquery: &str| match d {
-            Dialect::Postgres => format!("(status || '') = 'scheduled' AND id = ANY(ARRAY({subquery}))"),
-            _ => format!("status = 'scheduled' AND id IN ({subquery})"),
-        };
-        // One channel's due rows: its own queue, so a backlog on a slow
-        // channel never stands in front of a fast one's rows.
-        let claim_channel = if d.has_update_returning() {
-            // The subquery picks candidates; the outer `status='scheduled'`
-            // is the compare-and-set. Two instances may pick the same ids:
-            // PostgreSQL re-checks the WHERE after waiting on a row another
-            // claim changed, SQLite has one writer, so each row goes to one.
-            format!(
-                "UPDATE engagement_outbox {set_claimed} WHERE {} RETURNING {OUTBOX_COLUMNS}",
-                picked(&format!(
-                    "SELECT id FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
-                     ORDER BY due_at LIMIT ?"
-                ))
-            )
-        } else {
-            // MySQL cannot LIMIT a subquery on the table it updates, but a
-            // single-table UPDATE may ORDER BY and LIMIT itself. The rows are
-            // read back by token afterwards.
-            format!(
-                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
-                 ORDER BY due_at LIMIT ?"
-            )
-        };
-        let known = d.json_rows(&[("k", Col::Key)], "known");
-        let claim_unknown = if d.has_update_returning() {
-            format!(
-                "UPDATE engagement_outbox {set_claimed} WHERE {} RETURNING {OUTBOX_COLUMNS}",
-                picked(&format!(
-                    "SELECT id FROM {due_rows} WHERE status = 'scheduled' AND due_at <= ? \
-                     AND channel NOT IN (SELECT known.k FROM {known}) ORDER BY due_at LIMIT ?"
-                ))
-            )
-        } else {
-            format!(
-                "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND due_at <= ? \
-                 AND channel NOT IN (SELECT known.k FROM {known}) ORDER BY due_at LIMIT ?"
-            )
-        };
-        let taken = d.json_rows(&[("k", Col::Key)], "taken");
-        let peek_channel = format!(
-            "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
-             AND due_at >= ? AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) ORDER BY due_at LIMIT ?"
-        );
-        let in_slice = "MOD(CRC32(id), ?) = ?";
-        let claim_channel_slice = format!(
-            "UPDATE engagement_outbox {set_claimed} WHERE status = 'scheduled' AND channel = ? AND due_at <= ? \
-             AND {in_slice} ORDER BY due_at LIMIT ?"
-        );
-        let peek_channel_slice = format!(
-            "SELECT {OUTBOX_COLUMNS} FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ? \
-             AND due_at >= ? AND due_at <= ? AND id NOT IN (SELECT taken.k FROM {taken}) AND {in_slice} \
-             ORDER BY due_at LIMIT ?"
-        );
-        Queries {
-            claim_channel: d.sql(&claim_channel),
-            claim_channel_slice: d.sql(&claim_channel_slice),
-            peek_channel_slice: d.sql(&peek_channel_slice),
-            claim_unknown: d.sql(&claim_unknown),
-            peek_channel: d.sql(&peek_channel),
-            next_due_channel: d
-                .sql(&format!("SELECT MIN(due_at) FROM {due_channel_rows} WHERE status = 'scheduled' AND channel = ?")),
-            claimed_by_token: d.sql(&format!(
-                "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE claim_token = ? AND status = 'sending'"
-            )),
-            release: {
-                let from = d.json_rows(&[("id", Col::Key), ("token", Col::Key)], "c");
-                let set = "status = 'scheduled', attempts = attempts - ?, claim_token = NULL, claimed_at = NULL, \
-                           updated_at = ?";
-                // (`|| ''`: keeps PostgreSQL on the primary key; see `outcomes`.)
-                let fence = match d {
-                    Dialect::Postgres => "o.id = c.id AND o.claim_token = c.token AND (o.status || '') = 'sending'",
-                    _ => "o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'",
-                };
-                d.sql(&match d {
-                    // The JSON comes first in MySQL's text; `release` binds accordingly.
-                    Dialect::MySql => format!(
-                        "UPDATE {from} STRAIGHT_JOIN engagement_outbox o ON {fence} SET o.status = 'scheduled', \
-                         o.attempts = o.attempts - ?, o.claim_token = NULL, o.claimed_at = NULL, o.updated_at = ?"
-                    ),
-                    _ => format!("UPDATE engagement_outbox AS o SET {set} FROM {from} WHERE {fence}"),
-                })
-            },
-            // Served by the status index: few rows are ever 'sending'.
-            reclaim: d.sql(&format!(
-                "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
-                 last_error = ?, updated_at = ? WHERE status = 'sending' AND {IN_STATUS_INDEX} AND claimed_at < ?"
-            )),
-            next_due: format!("SELECT MIN(due_at) FROM {due_rows} WHERE status = 'scheduled'"),
-            counts: "SELECT status, COUNT(*) FROM engagement_outbox GROUP BY status".to_owned(),
-            oldest_due: d.sql(&format!(
-                "SELECT id, user_id, channel, due_at, attempts, last_error FROM {due_rows} \
-                 WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1"
-            )),
-            get_outbox: d.sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE id = ?")),
-            sends_for_user: d.sql(&format!(
-                "SELECT {SEND_COLUMNS} FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"
-            )),
-            sends_for_outbox: d
-                .sql(&format!("SELECT {SEND_COLUMNS} FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id")),
-            pending_for_user: d.sql(&format!(
-                "SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE user_id = ? \
-                 AND status IN ('scheduled', 'sending') ORDER BY id DESC LIMIT ?"
-            )),
-            inbox_for_user: d.sql(&format!(
-                "SELECT {} FROM engagement_inbox WHERE user_id = ? ORDER BY position DESC LIMIT ?",
-                super::inbox::INBOX_COLUMNS
-            )),
-        }
-    }
-}
 
 impl SqlStore {
     /// Opens a pool for `url`. A SQLite file is created if missing and put in
@@ -880,88 +718,4 @@ impl Store for SqlStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::ConnectOptions;
-    use crate::store::admin::{OutboxFilter, list_outbox_sql};
-    use crate::store::instances::rescue_lapsed_sql;
-    use crate::store::retention::prune_outbox_sql;
-
-    /// SQLite's plan for `sql`: the detail of each step.
-    async fn plan(store: &SqlStore, sql: &str) -> String {
-        let rows = sqlx::query(&format!("EXPLAIN QUERY PLAN {sql}")).fetch_all(store.pool()).await.unwrap();
-        rows.iter().map(|r| r.try_get::<String, _>(3).unwrap()).collect::<Vec<_>>().join("; ")
-    }
-
-    /// The writer's batched statements keep their statement journals in
-    /// memory: with SQLite's default, each one past 64 KiB created, wrote
-    /// and deleted a temporary file (see `sqlite_pool`). The readers too,
-    /// for their sorts' temporary tables.
-    #[tokio::test]
-    async fn sqlite_keeps_statement_journals_in_memory() {
-        for (which, mode) in pragma_on_both_pools("temp_store").await {
-            assert_eq!(mode, 2, "the {which}'s temp_store is MEMORY (2)");
-        }
-    }
-
-    /// `PRAGMA name` as the writer and a reader of a fresh SQLite store see it.
-    async fn pragma_on_both_pools(name: &str) -> [(&'static str, i64); 2] {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("h.db").display());
-        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
-        let sql = format!("PRAGMA {name}");
-        let writer = sqlx::query_scalar(&sql).fetch_one(&store.writer).await.unwrap();
-        let reader = sqlx::query_scalar(&sql).fetch_one(&store.pool).await.unwrap();
-        [("writer", writer), ("reader", reader)]
-    }
-
-    /// No connection maps the database file into memory: with it, RSS grew
-    /// with the file (see `sqlite_pool`) and the pipeline bench's RSS was
-    /// not flat.
-    #[tokio::test]
-    async fn sqlite_reads_without_mapping_the_file() {
-        for (which, mapped) in pragma_on_both_pools("mmap_size").await {
-            assert_eq!(mapped, 0, "the {which} maps no part of the file");
-        }
-    }
-
-    /// The status index holds every status but `sent` (migration 16), and
-    /// SQLite uses a partial index only when the query names its term:
-    /// without it each of these would read the whole outbox, millions of
-    /// finished rows, to find the few in flight or failed.
-    #[tokio::test]
-    async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("h.db").display());
-        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
-        store.migrate().await.unwrap();
-        let failed = OutboxFilter { status: Some(OutboxStatus::Failed), limit: 50, ..Default::default() };
-        let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
-        for (what, sql) in [
-            ("stale reclaim", store.q.reclaim.clone()),
-            ("lapsed instances", rescue_lapsed_sql()),
-            ("failed rows, newest first", list_outbox_sql(&failed).0),
-            ("prune of failed rows", prune_others),
-        ] {
-            let plan = plan(&store, &sql).await;
-            assert!(plan.contains("engagement_outbox_status"), "{what}: {plan}");
-        }
-        // `sent` rows are nearly every row: the primary key serves them.
-        let sent = OutboxFilter { status: Some(OutboxStatus::Sent), limit: 50, ..Default::default() };
-        let plan_sent = plan(&store, &list_outbox_sql(&sent).0).await;
-        assert!(!plan_sent.contains("engagement_outbox_status"), "{plan_sent}");
-        // Nor does the prune read the whole table to find its inbox
-        // messages' pending follow-ups: a lookup of each one's dedupe key.
-        let plan_prune_sent = plan(&store, &prune_sent).await;
-        assert!(!plan_prune_sent.contains("SCAN"), "{plan_prune_sent}");
-        assert!(
-            plan_prune_sent.contains("SEARCH f USING INDEX sqlite_autoindex_engagement_outbox_2"),
-            "{plan_prune_sent}"
-        );
-        // Lookups by rule and trigger use their partial indexes.
-        let by_rule = OutboxFilter { rule_id: Some("r".into()), limit: 50, ..Default::default() };
-        assert!(plan(&store, &list_outbox_sql(&by_rule).0).await.contains("engagement_outbox_rule"));
-        let by_trigger = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE trigger_id = ? ORDER BY id");
-        assert!(plan(&store, &by_trigger).await.contains("engagement_outbox_trigger"));
-    }
-}
+mod tests;
