@@ -296,7 +296,7 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { worker.run(token).await });
     }
 
-    log_channels(&Channels::from_config(&config), config.worker.enabled);
+    log_channels(&Channels::from_settings(&config.email, &config.webhook), config.worker.enabled);
     if config.retention.enabled {
         let retention =
             crate::retention::Retention::new(store.clone(), clock.clone(), config.retention.clone(), metrics.clone());
@@ -336,12 +336,12 @@ pub async fn serve_with_clock(
         providers: http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
-        channels: Channels::from_config(&config),
+        channels: Channels::from_settings(&config.email, &config.webhook),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         default_timezone: config.worker.to_worker_config().default_timezone,
         ui: config.ui.clone(),
-        login_checks: Arc::new(crate::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
+        login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         shutdown: shutdown.clone(),
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::Dialect;
 
 mod sections;
+pub use crate::delivery::settings::{EmailSettings, WebhookSettings};
 pub use sections::*;
 
 /// `HERALD_*` variables that are not configuration keys.

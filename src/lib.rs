@@ -43,8 +43,9 @@
 //!   `http::extract` reads every body, query and path (refusals as
 //!   problems naming the field), `http::bare` turns axum's own bodiless
 //!   404s and 405s into problems, `http::cursor` parses page cursors.
-//! - [`ui`]: the operator screen under `/ui` (server-rendered pages, operator
-//!   logins, sessions, CSRF, the audit log).
+//!   `http::ui` is the operator screen under `/ui` (server-rendered pages,
+//!   operator logins, sessions, CSRF, the audit log), inside `http` because
+//!   it shares the router and the state.
 //! - [`metrics`]: Prometheus counters and gauges.
 //! - [`config`]: settings from a TOML file, `HERALD_*` variables and flags.
 //! - [`connect_error`]: why the database could not be opened at start,
@@ -82,4 +83,3 @@ pub mod planning;
 pub mod retention;
 pub mod store;
 pub mod tooling;
-pub mod ui;

@@ -336,13 +336,13 @@ async fn digest_schedules_are_checked_by_name_and_documented() {
 async fn the_editor_previews_a_digest_rule_and_edits_its_schedule() {
     let app = App::start().await;
     let now = herald::clock::SystemClock.now();
-    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
         .await
         .unwrap();
     let token = "a-session-token-for-the-digest-editor-test";
-    let hash = herald::ui::session::session_hash(token);
+    let hash = herald::http::ui::session::session_hash(token);
     app.db.store.create_session(&hash, &op, now, now.plus(Duration::from_secs(3600))).await.unwrap();
-    let csrf = herald::ui::session::csrf_token(token);
+    let csrf = herald::http::ui::session::csrf_token(token);
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let cookie = format!("herald_session={token}");
     let post = |fields: Vec<(&'static str, &'static str)>| {

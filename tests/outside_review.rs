@@ -110,16 +110,16 @@ async fn nul_in_ids_cursors_and_filters_is_a_4xx(backend: Backend) {
     let app = App::start_on(backend, |_| {}).await;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let now = SystemClock.now();
-    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
         .await
         .unwrap();
     let session = "a-session-token-for-this-test-only";
     app.db
         .store
-        .create_session(&herald::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
+        .create_session(&herald::http::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
         .await
         .unwrap();
-    let csrf = herald::ui::session::csrf_token(session);
+    let csrf = herald::http::ui::session::csrf_token(session);
     let (_, user_token) = app.post("/v1/users/u-1/token", serde_json::json!({})).await;
     let user_token = user_token["token"].as_str().expect("a user token").to_owned();
 
@@ -207,7 +207,9 @@ async fn concurrent_wrong_logins_are_counted_before_they_are_checked() {
     use herald::store::OperatorStore;
     let app = App::start().await;
     let password = "the operator's right password";
-    herald::ui::session::add_operator(&app.db.store, "ops@example.com", password, SystemClock.now()).await.unwrap();
+    herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", password, SystemClock.now())
+        .await
+        .unwrap();
     let attacker: std::net::IpAddr = "127.0.0.1".parse().unwrap();
     let operator: std::net::IpAddr = "127.0.0.2".parse().unwrap();
     let guesses: Vec<_> = (0..60)

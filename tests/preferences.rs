@@ -178,13 +178,13 @@ fn browser_fields(html: &str, marker: &str, set: impl Fn(&str) -> Option<bool>) 
 async fn operator_session(app: &App) -> String {
     use herald::clock::{Clock, Millis, SystemClock};
     let now = SystemClock.now();
-    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
         .await
         .unwrap();
     let session = "a-session-token-for-this-test-only";
     app.db
         .store
-        .create_session(&herald::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
+        .create_session(&herald::http::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
         .await
         .unwrap();
     format!("herald_session={session}")

@@ -201,11 +201,11 @@ async fn a_user_whose_id_is_an_address_can_be_opened_on_the_screen() {
     use herald::store::OperatorStore;
     let app = App::start().await;
     let now = SystemClock.now();
-    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
         .await
         .unwrap();
     let session = "a-session-token-for-this-test-only";
-    let hash = herald::ui::session::session_hash(session);
+    let hash = herald::http::ui::session::session_hash(session);
     app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
     let page = |path: &str| {
         let req = app.http.get(app.url(path)).header("cookie", format!("herald_session={session}"));

@@ -304,19 +304,24 @@ async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_with
     let app = start().await;
     let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let now = SystemClock.now();
-    let op = herald::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
+    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
         .await
         .unwrap();
     let session = "a-session-token-for-this-test-only";
-    let hash = herald::ui::session::session_hash(session);
+    let hash = herald::http::ui::session::session_hash(session);
     app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
     let expired = "an-expired-session-token";
     app.db
         .store
-        .create_session(&herald::ui::session::session_hash(expired), &op, Millis(now.0 - 7_200_000), Millis(now.0 - 1))
+        .create_session(
+            &herald::http::ui::session::session_hash(expired),
+            &op,
+            Millis(now.0 - 7_200_000),
+            Millis(now.0 - 1),
+        )
         .await
         .unwrap();
-    let csrf = herald::ui::session::csrf_token(session);
+    let csrf = herald::http::ui::session::csrf_token(session);
     let refused: [(&str, Option<String>); 4] = [
         ("cookie", None),
         ("cookie", Some("herald_session=forged-session-token".into())),
@@ -346,7 +351,7 @@ async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_with
             for form in [
                 vec![],
                 vec![("csrf", "not-the-token")],
-                vec![("csrf", herald::ui::session::csrf_token("another").leak() as &str)],
+                vec![("csrf", herald::http::ui::session::csrf_token("another").leak() as &str)],
             ] {
                 let resp = no_redirects.post(&url).header("cookie", &cookie).form(&form).send().await.unwrap();
                 assert_eq!(resp.status(), 403, "{} {} with form {form:?}", route.method, route.path);

@@ -11,11 +11,11 @@ use std::time::Duration;
 use common::{T0, TestDb, row};
 use herald::clock::{Clock, ManualClock, SystemClock};
 use herald::config::Config;
+use herald::http::ui::session::{add_operator, csrf_token, session_hash};
 use herald::store::{
     EventStore, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, SuppressionReason, SuppressionRow,
     SuppressionStore, TriggerStore, new_id,
 };
-use herald::ui::session::{add_operator, csrf_token, session_hash};
 use tokio_util::sync::CancellationToken;
 
 const PASSWORD: &str = "a long operator password";

@@ -64,7 +64,7 @@ pub(super) async fn operators(config: &Config, cmd: OperatorsCommand) -> anyhow:
         OperatorsCommand::Add { email, password_stdin } => {
             let password = read_password(password_stdin)?;
             let store = ready_store(config).await?;
-            let op = crate::ui::session::add_operator(&store, &email, &password, SystemClock.now()).await?;
+            let op = crate::http::ui::session::add_operator(&store, &email, &password, SystemClock.now()).await?;
             println!("created operator {}; log in at /ui/login", op.email);
         }
         OperatorsCommand::List => {
@@ -79,7 +79,7 @@ pub(super) async fn operators(config: &Config, cmd: OperatorsCommand) -> anyhow:
         }
         OperatorsCommand::Remove { email } => {
             let store = ready_store(config).await?;
-            let email = crate::ui::session::normalize_email(&email);
+            let email = crate::http::ui::session::normalize_email(&email);
             if !store.delete_operator(&email).await? {
                 anyhow::bail!("no operator with email {email:?} (see `herald operators list`)");
             }

@@ -8,4 +8,5 @@
 
 pub mod channel;
 pub mod compose;
+pub mod settings;
 pub mod worker;

@@ -50,7 +50,7 @@ pub async fn as_problems(req: Request, next: Next) -> Response {
         Some(_) => return resp,
     };
     if path == "/ui" || path.starts_with("/ui/") {
-        return crate::ui::error_page(status, &detail);
+        return crate::http::ui::error_page(status, &detail);
     }
     let mut problem = ApiError::Rejected { status, detail }.into_response();
     if let Some(allow) = allow {

@@ -1,6 +1,6 @@
 //! The HTTP server: `/healthz`, `/readyz`, `/metrics`, the `/v1` JSON API,
 //! `/u/{token}`, the one-click unsubscribe page, and the operator screen
-//! under `/ui` (see [`crate::ui`]).
+//! under `/ui` (see [`ui`]).
 //!
 //! Every `/v1` route but the OpenAPI document needs an API key; every error
 //! is `application/problem+json` naming what was wrong; bodies are limited in
@@ -27,6 +27,7 @@ pub mod rules;
 pub mod server;
 pub mod suppressions;
 pub mod triggers;
+pub mod ui;
 pub mod unsubscribe;
 pub mod user_auth;
 pub mod users;
@@ -97,7 +98,7 @@ pub struct AppParts {
     /// The operator screen's session and login settings.
     pub ui: crate::config::UiSettings,
     /// The operator logins' password checks (`ui.login_concurrency`).
-    pub login_checks: Arc<crate::ui::session::PasswordChecks>,
+    pub login_checks: Arc<crate::http::ui::session::PasswordChecks>,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -168,7 +169,7 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/p/{token}", get(preferences::show).post(preferences::save))
         .nest("/v1", v1)
         // Outside the API-key layer: the screen has its own operator login.
-        .nest("/ui", crate::ui::router(state.clone()))
+        .nest("/ui", crate::http::ui::router(state.clone()))
         .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
         // A browser pointed at the server's root lands on the screen (its
         // login), not on a blank 404.

@@ -28,7 +28,7 @@ fn refuse(path: &str, what: &str) -> Response {
         "the request's {what} contains a NUL character (%00), which no id, cursor, filter or form value may hold"
     );
     if path == "/ui" || path.starts_with("/ui/") {
-        crate::ui::error_page(StatusCode::BAD_REQUEST, &message)
+        crate::http::ui::error_page(StatusCode::BAD_REQUEST, &message)
     } else {
         ApiError::BadRequest(message).into_response()
     }

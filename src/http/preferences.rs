@@ -326,7 +326,7 @@ pub async fn put(
 /// The hosted page: `center` as a form (see `ui/templates/hosted_preferences.html`),
 /// with "Saved." after a save.
 fn page(center: &PreferenceCenter, saved: bool) -> Response {
-    crate::ui::hosted_page("hosted_preferences.html", serde_json::json!({ "center": center, "saved": saved }))
+    crate::http::ui::hosted_page("hosted_preferences.html", serde_json::json!({ "center": center, "saved": saved }))
 }
 
 fn verify(state: &AppState, token: &str) -> Result<UserId, ApiError> {

@@ -32,7 +32,7 @@ use crate::store::{SuppressionReason, SuppressionRow};
 /// The page before (`done` false: a button) or after unsubscribing (see
 /// `ui/templates/hosted_unsubscribe.html`).
 fn page(category: &str, done: bool) -> Response {
-    crate::ui::hosted_page("hosted_unsubscribe.html", serde_json::json!({ "category": category, "done": done }))
+    crate::http::ui::hosted_page("hosted_unsubscribe.html", serde_json::json!({ "category": category, "done": done }))
 }
 
 fn verify(state: &AppState, token: &str) -> Result<UnsubscribeToken, ApiError> {

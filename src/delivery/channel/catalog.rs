@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::delivery::settings::{EmailSettings, WebhookSettings};
 
 /// Every channel Herald has: the only names a rule or an enqueue may choose.
 pub const KNOWN: [&str; 3] = ["email", "inbox", "webhook"];
@@ -85,9 +85,11 @@ pub const EMAIL_NOT_CONFIGURED: &str = "no email transport is configured";
 pub const WEBHOOK_NOT_CONFIGURED: &str = "no webhook signing secret is configured";
 
 impl Channels {
-    pub fn from_config(config: &Config) -> Channels {
+    /// From the `[email]` and `[webhook]` settings: what the registry is
+    /// built from too.
+    pub fn from_settings(email: &EmailSettings, webhook: &WebhookSettings) -> Channels {
         use crate::delivery::channel::email::transport::TransportUrl;
-        let email = match config.email.transport.as_deref() {
+        let email_state = match email.transport.as_deref() {
             Some(url) => {
                 let how = match TransportUrl::parse(url) {
                     Ok(t) if t.is_file() => {
@@ -105,7 +107,7 @@ impl Channels {
                 setting: Some("email.transport"),
             },
         };
-        let webhook = if config.webhook.signing_secret.is_some() {
+        let webhook_state = if webhook.signing_secret.is_some() {
             ChannelState {
                 name: "webhook",
                 live: true,
@@ -126,7 +128,7 @@ impl Channels {
             detail: "writes to the in-app inbox (always available)".into(),
             setting: None,
         };
-        Channels { states: vec![email, inbox, webhook] }
+        Channels { states: vec![email_state, inbox, webhook_state] }
     }
 
     pub fn all(&self) -> &[ChannelState] {
@@ -147,7 +149,7 @@ impl Channels {
 impl Default for Channels {
     /// The defaults' channels: the inbox only.
     fn default() -> Self {
-        Channels::from_config(&Config::default())
+        Channels::from_settings(&EmailSettings::default(), &WebhookSettings::default())
     }
 }
 
@@ -168,10 +170,12 @@ mod tests {
         assert_eq!(channels.not_live("inbox"), None);
         let msg = channels.not_live("webhook").unwrap();
         assert!(msg.contains("webhook.signing_secret") && msg.contains("HERALD_WEBHOOK__SIGNING_SECRET"), "{msg}");
-        let mut config = Config::default();
-        config.email.transport = Some("file:///tmp/x".into());
-        config.email.from = Some("a@b.c".into());
-        let channels = Channels::from_config(&config);
+        let email = EmailSettings {
+            transport: Some("file:///tmp/x".into()),
+            from: Some("a@b.c".into()),
+            ..EmailSettings::default()
+        };
+        let channels = Channels::from_settings(&email, &WebhookSettings::default());
         assert_eq!(channels.not_live("email"), None);
         assert!(channels.get("email").unwrap().detail.contains("nothing leaves this machine"));
     }

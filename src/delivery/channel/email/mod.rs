@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use super::{Channel, Delivery, Outcome};
 use crate::address::{AddressKeys, UnsubscribeToken};
 use crate::clock::Clock;
-use crate::config::EmailSettings;
+use crate::delivery::settings::EmailSettings;
 use crate::metrics::Metrics;
 use crate::store::{ALL_CATEGORIES, Store, SuppressionReason, SuppressionRow};
 use classify::{Class, SendFailure};
