@@ -36,18 +36,16 @@ print("export HERALD_ST_PREFERENCES_TOKEN=" + b64(user) + "." + b64(mac(mac(secr
 PY
 )"
 failed=0
-export HERALD_ST_INBOX_TOKEN=not-used-by-the-operator-pass
-# The operator API, with an API key (the events stream never ends by
-# itself, so it is left to the tests).
+export HERALD_ST_API_KEY="$key"
+export HERALD_ST_USER_TOKEN="$(curl -sf -X POST -H "Authorization: Bearer $key" "http://127.0.0.1:$port/v1/users/schemathesis/token" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
+# The operator API (the events stream never ends by itself, so it is left
+# to the tests); the credentials come from the config, by security scheme.
 timeout 600 schemathesis --config-file "$config" run "http://127.0.0.1:$port/v1/openapi.json" \
-  -H "Authorization: Bearer $key" --exclude-tag inbox --exclude-path /v1/events/stream \
+  --exclude-tag inbox --exclude-path /v1/events/stream \
   --checks "${SCHEMATHESIS_CHECKS:-$checks}" --max-examples 30 --seed 20261202 --no-color || failed=1
-# The end-user inbox API, with a user's token (the stream never ends by
-# itself, so it is left to the tests).
-token="$(curl -sf -X POST -H "Authorization: Bearer $key" "http://127.0.0.1:$port/v1/users/schemathesis/token" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')"
-export HERALD_ST_INBOX_TOKEN="$token"
+# The end-user inbox API (likewise without its stream).
 timeout 600 schemathesis --config-file "$config" run "http://127.0.0.1:$port/v1/openapi.json" \
-  -H "Authorization: Bearer $token" --include-tag inbox --exclude-path /v1/inbox/stream \
+  --include-tag inbox --exclude-path /v1/inbox/stream \
   --checks "${SCHEMATHESIS_CHECKS:-$checks}" --max-examples 30 --seed 20261202 --no-color || failed=1
 if grep -q "panicked" "$work/serve.log"; then
   echo "the server panicked during the run:"; cat "$work/serve.log"; exit 1

@@ -433,6 +433,11 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         ]);
     }
     let all = vec![
+        // A rule the handler accepts, for readers, and for schemathesis's
+        // examples phase: of 104 rules it generated, none was accepted (a
+        // `fallback_locale` must name a key of `locales`, templates must
+        // compile), so no rule existed for the routes under /v1/rules/{id}.
+        ("/components/schemas/RuleInput", json!({ "examples": [rule_example()] })),
         ("/components/schemas/DigestInput/properties/window", json!({ "minimum": 1, "maximum": 31 * 24 * 3600 })),
         ("/components/schemas/DigestInput/properties/max_items", json!({ "minimum": 1, "maximum": 1000 })),
         ("/components/schemas/DigestScheduleInput/properties/at", hh_mm.clone()),
@@ -493,6 +498,23 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         ),
     ];
     all.into_iter().map(|(pointer, constraint)| (pointer.to_owned(), constraint)).chain(rules).collect()
+}
+
+/// The example of `POST /v1/rules`'s body (see [`constraints`]).
+fn rule_example() -> serde_json::Value {
+    serde_json::json!({
+        "name": "Export ready",
+        "trigger_type": "export.ready",
+        "category": "exports",
+        "channel": "inbox",
+        "enabled": true,
+        "template": {
+            "fallback_locale": "en",
+            "locales": {
+                "en": { "subject": "Your export is ready", "text": "Download it: {{ payload.url }}" },
+            },
+        },
+    })
 }
 
 /// Adds `additionalProperties: true` to every object schema that lists no
@@ -697,5 +719,31 @@ mod tests {
         assert_eq!(schemas["SuppressionInput"]["properties"]["email"]["pattern"], super::HASHABLE_EMAIL);
         let categories = &schemas["PreferenceChange"]["properties"]["categories"]["additionalProperties"];
         assert_eq!(categories["additionalProperties"]["type"], "boolean");
+    }
+    /// `<tag>_<handler>` ids, without a word said twice
+    /// (`unsubscribe_unsubscribe` was one).
+    #[test]
+    fn operation_ids_do_not_stutter() {
+        let doc = super::document();
+        let mut seen = std::collections::BTreeSet::new();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                let id = op["operationId"].as_str().unwrap();
+                let tag = op["tags"][0].as_str().unwrap();
+                assert!(id.starts_with(&format!("{tag}_")), "{id}");
+                let words: Vec<&str> = id.split('_').collect();
+                assert!(words.windows(2).all(|w| w[0] != w[1]), "{id}");
+                assert!(seen.insert(id.to_owned()), "{id} twice");
+            }
+        }
+    }
+    /// The document's example rule is one the handler accepts.
+    #[test]
+    fn the_example_rule_is_valid() {
+        let doc = super::document();
+        let example = doc["components"]["schemas"]["RuleInput"]["examples"][0].clone();
+        let input: crate::planning::rule::RuleInput = serde_json::from_value(example).unwrap();
+        let policy = crate::delivery::channel::webhook::WebhookPolicy::default();
+        assert_eq!(crate::planning::rule::validate(&input, &policy), Ok(()));
     }
 }
