@@ -239,6 +239,12 @@ fn finish(doc: &mut serde_json::Value) {
     for (pointer, constraint) in constraints() {
         if let Some(Value::Object(schema)) = doc.pointer_mut(&pointer) {
             schema.extend(constraint.as_object().expect("an object").clone());
+            // An `enum` on a field that may be null (a PATCH's "leave it
+            // as it is") must list null too, or null breaks it.
+            let nullable = schema.get("type").and_then(Value::as_array).is_some_and(|t| t.iter().any(|t| t == "null"));
+            if nullable && let Some(Value::Array(values)) = schema.get_mut("enum") {
+                values.push(Value::Null);
+            }
         }
     }
     // `?token=`: the user token for clients that cannot set a header
@@ -355,7 +361,9 @@ fn finish(doc: &mut serde_json::Value) {
 /// categories.
 const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 
-/// Any text but U+0000, which `super::nul` refuses in a path, query or form.
+/// Any text but U+0000, which `super::nul` refuses in a path, query or
+/// form, and the handlers in a suppression's `detail`, a rule's `condition`
+/// and `webhook_url` and a digest's `key` (PostgreSQL cannot store it).
 const NO_NUL: &str = r"^[^\u0000]*$";
 
 /// Text without control characters that is not blank, as `check_text` and
@@ -429,7 +437,8 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
             (at("channel"), channel.clone()),
             (at("delay"), seconds.clone()),
             (at("grace"), seconds.clone()),
-            (at("webhook_url"), json!({ "maxLength": 2048 })),
+            (at("webhook_url"), json!({ "maxLength": 2048, "pattern": NO_NUL })),
+            (at("condition"), json!({ "pattern": NO_NUL })),
         ]);
     }
     let all = vec![
@@ -461,7 +470,8 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         // A category, or `*` (which `NOT_BLANK` lets through).
         ("/components/schemas/SuppressionInput/properties/category", category.clone()),
         ("/components/schemas/SuppressionInput/properties/email", json!({ "pattern": HASHABLE_EMAIL })),
-        ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000 })),
+        ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000, "pattern": NO_NUL })),
+        ("/components/schemas/DigestInput/properties/key", json!({ "pattern": NO_NUL })),
         ("/components/schemas/SuppressionInput/properties/expires_at", date_time),
         ("/components/schemas/RecipientInput/properties/name", json!({ "maxLength": 255, "pattern": NO_CONTROLS })),
         ("/components/schemas/RecipientInput/properties/locale", json!({ "pattern": "^[A-Za-z0-9_-]{1,35}$" })),
@@ -494,7 +504,9 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         ("/components/schemas/QuietHoursInput/properties/until", hh_mm),
         (
             "/paths/~1v1~1bounces~1mail/post/requestBody/content/application~1octet-stream/schema",
-            json!({ "minLength": 1 }),
+            // Not only ASCII white space (`u8::is_ascii_whitespace`), which
+            // `bounce::parse` calls empty.
+            json!({ "minLength": 1, "pattern": r"^[\s\S]*[^\t\n\f\r ][\s\S]*$" }),
         ),
     ];
     all.into_iter().map(|(pointer, constraint)| (pointer.to_owned(), constraint)).chain(rules).collect()
@@ -706,7 +718,12 @@ mod tests {
         let doc = super::document();
         for rule in ["RuleInput", "RulePatch"] {
             let p = &doc["components"]["schemas"][rule]["properties"];
-            assert_eq!(p["channel"]["enum"], serde_json::json!(crate::delivery::channel::catalog::KNOWN), "{rule}");
+            let mut channels = serde_json::json!(crate::delivery::channel::catalog::KNOWN);
+            if rule == "RulePatch" {
+                // null: leave the channel as it is.
+                channels.as_array_mut().unwrap().push(serde_json::Value::Null);
+            }
+            assert_eq!(p["channel"]["enum"], channels, "{rule}");
             assert_eq!(p["delay"]["maximum"], 366 * 24 * 3600, "{rule}");
             assert_eq!(p["grace"]["minimum"], 0, "{rule}");
             assert_eq!(p["name"]["pattern"], super::NOT_BLANK, "{rule}");
@@ -745,5 +762,22 @@ mod tests {
         let input: crate::planning::rule::RuleInput = serde_json::from_value(example).unwrap();
         let policy = crate::delivery::channel::webhook::WebhookPolicy::default();
         assert_eq!(crate::planning::rule::validate(&input, &policy), Ok(()));
+    }
+    /// Every `limit` states its bounds (1 to the route's maximum), as
+    /// `ApiError::page_limit` enforces them.
+    #[test]
+    fn every_limit_states_its_bounds() {
+        let doc = super::document();
+        let mut limits = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["name"] == "limit") {
+                    assert_eq!(p["schema"]["minimum"], 1, "{method} {path}");
+                    assert!(p["schema"]["maximum"].as_u64().is_some_and(|m| m >= 100), "{method} {path}");
+                    limits += 1;
+                }
+            }
+        }
+        assert!(limits >= 5, "{limits}");
     }
 }
