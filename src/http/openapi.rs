@@ -201,8 +201,11 @@ const RENAMED: &[(&str, &str)] = &[("BTreeMap", "UserChoices")];
 /// - every `user_id` in a path or a trigger's body states what
 ///   [`crate::domain::UserId`] accepts, so fuzzers and client generators do
 ///   not offer ids the server refuses;
-/// - every inbox route documents `?token=` (the middleware takes the user
-///   token there too, for clients that cannot set headers).
+/// - every inbox route documents `?token=` as a second security scheme
+///   (the middleware takes the user token there too, for clients that
+///   cannot set headers);
+/// - every text in a path or query says it holds no NUL, the two signed
+///   links' tokens their shape, and the two forms their fields.
 ///
 /// Done on the JSON rather than on utoipa's types so that a schema nested
 /// anywhere (inline in a parameter, a request body, a property) is reached
@@ -234,18 +237,77 @@ fn finish(doc: &mut serde_json::Value) {
         *p = user_id.clone();
     }
     for (pointer, constraint) in constraints() {
-        if let Some(Value::Object(schema)) = doc.pointer_mut(pointer) {
+        if let Some(Value::Object(schema)) = doc.pointer_mut(&pointer) {
             schema.extend(constraint.as_object().expect("an object").clone());
+            // An `enum` on a field that may be null (a PATCH's "leave it
+            // as it is") must list null too, or null breaks it.
+            let nullable = schema.get("type").and_then(Value::as_array).is_some_and(|t| t.iter().any(|t| t == "null"));
+            if nullable && let Some(Value::Array(values)) = schema.get_mut("enum") {
+                values.push(Value::Null);
+            }
         }
     }
-    let token = json!({
-        "name": "token",
-        "in": "query",
-        "required": false,
-        "description": "The user token, for clients that cannot set an Authorization header (EventSource); \
-                        the header is preferred, since a URL can end up in logs",
-        "schema": { "type": "string" },
-    });
+    // `?token=`: the user token for clients that cannot set a header
+    // (EventSource), stated as what it is, a second way to authenticate,
+    // rather than as a parameter: the header wins when both are sent, so
+    // a parameter would be one whose value does not matter, and a fuzzer
+    // rightly reports a malformed one "accepted".
+    if let Some(schemes) = doc.pointer_mut("/components/securitySchemes").and_then(Value::as_object_mut) {
+        schemes.insert(
+            "user_token_query".to_owned(),
+            json!({
+                "type": "apiKey",
+                "in": "query",
+                "name": "token",
+                "description": "The user token in `?token=`, for clients that cannot set an Authorization \
+                                header (EventSource); the header is preferred, since a URL can end up in logs, \
+                                and wins when both are sent",
+            }),
+        );
+    }
+    // The two forms a person's browser or mail client posts, as the fields
+    // they carry: a bare `type: string` body cannot be form-encoded, so
+    // schemathesis filtered out every body it made for them and stopped
+    // ("Failed Health Check (filter_too_much)" on `POST /u/{token}`).
+    // Any field, as long as it holds no NUL (`super::nul` answers 400).
+    let form_value = json!({ "type": "string", "pattern": NO_NUL });
+    let forms = [
+        (
+            "/paths/~1u~1{token}/post/requestBody/content/application~1x-www-form-urlencoded/schema",
+            json!({
+                "type": "object",
+                "required": ["List-Unsubscribe"],
+                "properties": { "List-Unsubscribe": { "type": "string", "enum": ["One-Click"] } },
+                "propertyNames": { "pattern": NO_NUL },
+                "additionalProperties": form_value.clone(),
+            }),
+        ),
+        (
+            "/paths/~1p~1{token}/post/requestBody/content/application~1x-www-form-urlencoded/schema",
+            json!({
+                "type": "object",
+                "properties": {
+                    "shown": { "type": "array", "items": form_value,
+                               "description": "Each box the form drew that can change, as `[\"CATEGORY\",\"CHANNEL\"]`" },
+                    "was": { "type": "array", "items": form_value,
+                             "description": "Each of those drawn ticked" },
+                    "on": { "type": "array", "items": form_value,
+                            "description": "Each box ticked when sent" },
+                },
+                "propertyNames": { "pattern": NO_NUL },
+                "additionalProperties": form_value,
+            }),
+        ),
+    ];
+    for (pointer, schema) in forms {
+        if let Some(body) = doc.pointer_mut(pointer) {
+            *body = schema;
+        }
+    }
+    // An empty form saves nothing and shows the page again.
+    if let Some(required) = doc.pointer_mut("/paths/~1p~1{token}/post/requestBody/required") {
+        *required = json!(false);
+    }
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else { return };
     for (path, item) in paths.iter_mut() {
         let Some(item) = item.as_object_mut() else { continue };
@@ -257,16 +319,39 @@ fn finish(doc: &mut serde_json::Value) {
                 if p["name"] == "user_id" && p["in"] == "path" {
                     p["schema"] = user_id.clone();
                 }
+                if p["name"] == "token" && p["in"] == "path" {
+                    p["schema"]["pattern"] = json!(SIGNED_TOKEN);
+                }
+                if path == "/v1/suppressions" && p["name"] == "email" {
+                    p["schema"]["pattern"] = json!(HASHABLE_EMAIL);
+                }
+                if path == "/v1/suppressions" && p["name"] == "category" {
+                    p["schema"]["pattern"] = json!(NOT_BLANK);
+                }
+                // Every other text in a path or query: anything but NUL,
+                // which `super::nul` refuses on every route.
+                if (p["in"] == "path" || p["in"] == "query")
+                    && p["schema"]["type"] == "string"
+                    && p["schema"].get("pattern").is_none()
+                    && p["schema"].get("enum").is_none()
+                    && p["schema"].get("format").is_none()
+                {
+                    p["schema"]["pattern"] = json!(NO_NUL);
+                }
                 if path == "/v1/outbox" && p["name"] == "status" {
                     let statuses: Vec<&str> = crate::domain::OutboxStatus::ALL.iter().map(|s| s.as_str()).collect();
                     p["schema"]["enum"] = json!(statuses);
                 }
             }
-            if inbox && path.starts_with("/v1/inbox") && !params.iter().any(|p| p["name"] == "token") {
-                params.push(token.clone());
-            }
             if params.is_empty() {
                 op.as_object_mut().unwrap().remove("parameters");
+            }
+            if inbox
+                && path.starts_with("/v1/inbox")
+                && let Some(security) = op.get_mut("security").and_then(Value::as_array_mut)
+                && !security.iter().any(|s| s.get("user_token_query").is_some())
+            {
+                security.push(json!({ "user_token_query": [] }));
             }
         }
     }
@@ -276,6 +361,55 @@ fn finish(doc: &mut serde_json::Value) {
 /// categories.
 const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 
+/// Any text but U+0000, which `super::nul` refuses in a path, query or
+/// form, and the handlers in a suppression's `detail`, a rule's `condition`
+/// and `webhook_url` and a digest's `key` (PostgreSQL cannot store it).
+const NO_NUL: &str = r"^[^\u0000]*$";
+
+/// Text without control characters that is not blank, as `check_text` and
+/// `category::check` read it: at least one character that is neither a
+/// control character nor white space by Rust's `char::is_whitespace`
+/// (Unicode White_Space; the ones that are not controls are listed, since
+/// `\s` means something else in ECMAScript, which counts U+FEFF, and in
+/// Python, which schemathesis generates with).
+const NOT_BLANK: &str = concat!(
+    r"^[^\u0000-\u001f\u007f-\u009f]*",
+    r"[^\u0000-\u001f\u007f-\u009f \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]",
+    r"[^\u0000-\u001f\u007f-\u009f]*$"
+);
+
+/// What `address::normalize` accepts (the suppressions' `email`): around
+/// optional white space, text without white space whose last `@` has
+/// something before it and something after. White space as Rust's
+/// `char::is_whitespace`, spelled out (see [`NOT_BLANK`]).
+const HASHABLE_EMAIL: &str = concat!(
+    r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*",
+    r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+",
+    r"@[^@\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+",
+    r"[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$"
+);
+
+/// A signed token (`/u/{token}`, `/p/{token}`, an inbox token): two
+/// base64url parts without padding, joined by a dot. Only the signature
+/// tells a real one.
+const SIGNED_TOKEN: &str = r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$";
+
+/// Every zone name `Tz::from_str` takes that `valid_zone` lets through, as
+/// one alternation: exactly the zones `PUT /v1/users` accepts. Not an
+/// `enum`: openapi-python-client turns GMT0, GMT-0 and GMT+0 into one
+/// Python name and refuses the document, while a pattern stays a string.
+fn zone_pattern() -> String {
+    let names: Vec<String> = chrono_tz::TZ_VARIANTS
+        .iter()
+        .map(|z| z.name())
+        .filter(|n| {
+            n.len() <= 64 && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'+'))
+        })
+        .map(|n| n.replace('+', r"\+"))
+        .collect();
+    format!("^(?:{})$", names.join("|"))
+}
+
 /// What the handlers check of a field, stated in the document (the
 /// schemas' JSON pointers, and what is added to each). The checks stay in
 /// the handlers; these say the same, exactly, for clients and for
@@ -283,40 +417,116 @@ const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 /// server refused. Exactly, not more strictly: a pattern stricter than the
 /// server (an email pattern was tried) is a request the document forbids
 /// and the server accepts, which `--checks all` reports as well.
-fn constraints() -> Vec<(&'static str, serde_json::Value)> {
+fn constraints() -> Vec<(String, serde_json::Value)> {
     use serde_json::json;
     let date_time = json!({ "format": "date-time" });
-    vec![
-        ("/components/schemas/TriggerInput/properties/type", json!({ "pattern": "^[A-Za-z0-9._:/-]{1,128}$" })),
+    let trigger_type = json!({ "pattern": "^[A-Za-z0-9._:/-]{1,128}$" });
+    let category = json!({ "minLength": 1, "maxLength": crate::planning::category::MAX_LEN, "pattern": NOT_BLANK });
+    let rule_name = json!({ "minLength": 1, "maxLength": 255, "pattern": NOT_BLANK });
+    let channel = json!({ "enum": crate::delivery::channel::catalog::KNOWN });
+    let seconds = json!({ "minimum": 0, "maximum": 366 * 24 * 3600 });
+    let hh_mm = json!({ "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$" });
+    let days = json!({ "items": { "enum": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] } });
+    let mut rules = Vec::new();
+    for rule in ["RuleInput", "RulePatch"] {
+        let at = |field: &str| format!("/components/schemas/{rule}/properties/{field}");
+        rules.extend([
+            (at("name"), rule_name.clone()),
+            (at("trigger_type"), trigger_type.clone()),
+            (at("category"), category.clone()),
+            (at("channel"), channel.clone()),
+            (at("delay"), seconds.clone()),
+            (at("grace"), seconds.clone()),
+            (at("webhook_url"), json!({ "maxLength": 2048, "pattern": NO_NUL })),
+            (at("condition"), json!({ "pattern": NO_NUL })),
+        ]);
+    }
+    let all = vec![
+        // A rule the handler accepts, for readers, and for schemathesis's
+        // examples phase: of 104 rules it generated, none was accepted (a
+        // `fallback_locale` must name a key of `locales`, templates must
+        // compile), so no rule existed for the routes under /v1/rules/{id}.
+        ("/components/schemas/RuleInput", json!({ "examples": [rule_example()] })),
+        ("/components/schemas/DigestInput/properties/window", json!({ "minimum": 1, "maximum": 31 * 24 * 3600 })),
+        ("/components/schemas/DigestInput/properties/max_items", json!({ "minimum": 1, "maximum": 1000 })),
+        ("/components/schemas/DigestScheduleInput/properties/at", hh_mm.clone()),
+        ("/components/schemas/DigestScheduleInput/properties/days", days.clone()),
+        ("/components/schemas/SendWindowInput/properties/from", hh_mm.clone()),
+        ("/components/schemas/SendWindowInput/properties/until", hh_mm.clone()),
+        ("/components/schemas/SendWindowInput/properties/days", days),
+        (
+            "/components/schemas/ThrottleInput/properties/limit",
+            json!({ "minimum": 1, "maximum": crate::planning::workflow::MAX_THROTTLE_LIMIT }),
+        ),
+        ("/components/schemas/ThrottleInput/properties/per", json!({ "minimum": 1, "maximum": 366 * 24 * 3600 })),
+        ("/components/schemas/ThrottleInput/properties/scope", json!({ "enum": ["rule", "category"] })),
+        ("/components/schemas/EscalateInput/properties/after", json!({ "minimum": 1, "maximum": 366 * 24 * 3600 })),
+        ("/components/schemas/TriggerInput/properties/type", trigger_type),
         ("/components/schemas/TriggerInput/properties/occurred_at", date_time.clone()),
         (
             "/components/schemas/TriggerInput/properties/idempotency_key",
             json!({ "minLength": 1, "maxLength": 255, "pattern": NO_CONTROLS }),
         ),
-        (
-            "/components/schemas/SuppressionInput/properties/category",
-            json!({ "minLength": 1, "maxLength": 64, "pattern": NO_CONTROLS }),
-        ),
-        ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000 })),
+        // A category, or `*` (which `NOT_BLANK` lets through).
+        ("/components/schemas/SuppressionInput/properties/category", category.clone()),
+        ("/components/schemas/SuppressionInput/properties/email", json!({ "pattern": HASHABLE_EMAIL })),
+        ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000, "pattern": NO_NUL })),
+        ("/components/schemas/DigestInput/properties/key", json!({ "pattern": NO_NUL })),
         ("/components/schemas/SuppressionInput/properties/expires_at", date_time),
         ("/components/schemas/RecipientInput/properties/name", json!({ "maxLength": 255, "pattern": NO_CONTROLS })),
         ("/components/schemas/RecipientInput/properties/locale", json!({ "pattern": "^[A-Za-z0-9_-]{1,35}$" })),
         // Not an `enum` of the tz database: openapi-python-client turns
         // GMT0, GMT-0 and GMT+0 into one Python name and refuses the document.
-        ("/components/schemas/RecipientInput/properties/timezone", json!({ "pattern": "^[A-Za-z0-9/_+-]{1,64}$" })),
+        ("/components/schemas/RecipientInput/properties/timezone", json!({ "pattern": zone_pattern() })),
+        // What `recipient::mailable` takes is RFC 5322 as two parsers read
+        // it, which no pattern states; `format: email` says the same to
+        // clients, and a generator then offers real addresses.
+        // Blank (after trimming, as the handler trims) is no address.
         (
-            "/components/schemas/QuietHoursInput/properties/from",
-            json!({ "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$" }),
+            "/components/schemas/RecipientInput/properties/email",
+            json!({ "anyOf": [
+                { "format": "email", "maxLength": 320 },
+                { "pattern": r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*$" },
+            ] }),
         ),
+        // Category -> channel -> on (checked against what is offered, which
+        // no schema can say).
         (
-            "/components/schemas/QuietHoursInput/properties/until",
-            json!({ "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$" }),
+            "/components/schemas/PreferenceChange/properties/categories",
+            json!({ "additionalProperties": { "type": "object", "additionalProperties": { "type": "boolean" } } }),
         ),
+        ("/components/schemas/Preferences/properties/categories/propertyNames", category),
+        (
+            "/components/schemas/Preferences/properties/channels/propertyNames",
+            json!({ "pattern": "^[A-Za-z0-9_-]{1,35}$" }),
+        ),
+        ("/components/schemas/QuietHoursInput/properties/from", hh_mm.clone()),
+        ("/components/schemas/QuietHoursInput/properties/until", hh_mm),
         (
             "/paths/~1v1~1bounces~1mail/post/requestBody/content/application~1octet-stream/schema",
-            json!({ "minLength": 1 }),
+            // Not only ASCII white space (`u8::is_ascii_whitespace`), which
+            // `bounce::parse` calls empty.
+            json!({ "minLength": 1, "pattern": r"^[\s\S]*[^\t\n\f\r ][\s\S]*$" }),
         ),
-    ]
+    ];
+    all.into_iter().map(|(pointer, constraint)| (pointer.to_owned(), constraint)).chain(rules).collect()
+}
+
+/// The example of `POST /v1/rules`'s body (see [`constraints`]).
+fn rule_example() -> serde_json::Value {
+    serde_json::json!({
+        "name": "Export ready",
+        "trigger_type": "export.ready",
+        "category": "exports",
+        "channel": "inbox",
+        "enabled": true,
+        "template": {
+            "fallback_locale": "en",
+            "locales": {
+                "en": { "subject": "Your export is ready", "text": "Download it: {{ payload.url }}" },
+            },
+        },
+    })
 }
 
 /// Adds `additionalProperties: true` to every object schema that lists no
@@ -371,7 +581,6 @@ mod tests {
         let schemas = &doc["components"]["schemas"];
         for schema in [
             &schemas["TriggerInput"]["properties"]["payload"],
-            &schemas["PreferenceChange"]["properties"]["categories"],
             &schemas["InboxItem"]["properties"]["data"],
             &schemas["RuleView"]["properties"]["template"],
             &doc["paths"]["/v1/bounces/ses"]["post"]["requestBody"]["content"]["application/json"]["schema"],
@@ -391,17 +600,23 @@ mod tests {
 
     #[test]
     fn every_inbox_route_takes_the_token_in_the_query_and_both_streams_last_event_id() {
+        use serde_json::json;
         let doc = super::document();
         for (path, item) in doc["paths"].as_object().unwrap() {
             if !path.starts_with("/v1/inbox") {
                 continue;
             }
             for (method, op) in item.as_object().unwrap() {
-                let names: Vec<&str> =
-                    op["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
-                assert!(names.contains(&"token"), "{method} {path}: {names:?}");
+                let security = op["security"].as_array().unwrap();
+                assert!(security.iter().any(|s| s.get("user_token").is_some()), "{method} {path}");
+                assert!(security.iter().any(|s| s.get("user_token_query").is_some()), "{method} {path}");
             }
         }
+        let query = &doc["components"]["securitySchemes"]["user_token_query"];
+        assert_eq!(
+            (&query["type"], &query["in"], &query["name"]),
+            (&json!("apiKey"), &json!("query"), &json!("token"))
+        );
         for path in ["/v1/inbox/stream", "/v1/events/stream"] {
             let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
             assert!(params.iter().any(|p| p["name"] == "Last-Event-ID" && p["in"] == "header"), "{path}");
@@ -411,5 +626,158 @@ mod tests {
             .map(|m| doc["paths"]["/v1/inbox/preferences"][m]["operationId"].as_str().unwrap())
             .collect();
         assert_eq!(ids, ["inbox_preferences_get", "inbox_preferences_put"]);
+    }
+    /// `POST /u/{token}` and `POST /p/{token}` take forms: a body schema of
+    /// bare `type: string` cannot be form-encoded, and schemathesis ended
+    /// its run with "Failed Health Check (filter_too_much)".
+    #[test]
+    fn both_forms_are_objects_of_their_fields() {
+        let doc = super::document();
+        let form = |path: &str| {
+            doc["paths"][path]["post"]["requestBody"]["content"]["application/x-www-form-urlencoded"]["schema"].clone()
+        };
+        let unsubscribe = form("/u/{token}");
+        assert_eq!(unsubscribe["type"], "object");
+        assert_eq!(unsubscribe["required"], serde_json::json!(["List-Unsubscribe"]));
+        assert_eq!(unsubscribe["properties"]["List-Unsubscribe"]["enum"], serde_json::json!(["One-Click"]));
+        let preferences = form("/p/{token}");
+        assert_eq!(preferences["type"], "object");
+        for field in ["shown", "was", "on"] {
+            assert_eq!(preferences["properties"][field]["type"], "array", "{field}");
+        }
+        assert_eq!(doc["paths"]["/p/{token}"]["post"]["requestBody"]["required"], false);
+        for path in ["/u/{token}", "/p/{token}"] {
+            for method in ["get", "post"] {
+                let token = &doc["paths"][path][method]["parameters"][0];
+                assert_eq!(
+                    (&token["name"], &token["schema"]["pattern"]),
+                    (&"token".into(), &super::SIGNED_TOKEN.into())
+                );
+            }
+        }
+    }
+
+    /// Every route answers 400 for a NUL in its path or query; every text
+    /// parameter says so (or is narrower still).
+    #[test]
+    fn every_text_in_a_path_or_query_states_what_it_takes() {
+        let doc = super::document();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for p in op["parameters"].as_array().into_iter().flatten() {
+                    let schema = &p["schema"];
+                    if p["in"] == "header" || schema["type"] != "string" {
+                        continue;
+                    }
+                    assert!(
+                        schema.get("pattern").is_some()
+                            || schema.get("enum").is_some()
+                            || schema.get("format").is_some(),
+                        "{method} {path} {}: {schema}",
+                        p["name"]
+                    );
+                }
+            }
+        }
+    }
+
+    /// The time zone pattern names exactly the zones `PUT /v1/users`
+    /// accepts, no more and no fewer.
+    #[test]
+    fn the_zone_pattern_is_exactly_the_zones_users_may_have() {
+        let doc = super::document();
+        let pattern = doc["components"]["schemas"]["RecipientInput"]["properties"]["timezone"]["pattern"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let names: Vec<String> = pattern
+            .strip_prefix("^(?:")
+            .and_then(|p| p.strip_suffix(")$"))
+            .unwrap()
+            .split('|')
+            .map(|n| n.replace(r"\+", "+"))
+            .collect();
+        assert!(names.len() > 400, "{}", names.len());
+        for name in &names {
+            let input =
+                crate::planning::recipient::RecipientInput { timezone: Some(name.clone()), ..Default::default() };
+            let user = crate::domain::UserId::parse("user_id", "u").unwrap();
+            assert!(input.into_row(&user, crate::clock::Millis(0)).is_ok(), "{name}");
+            assert!(!name.contains(['(', ')', '[', '.', '*', '?']), "{name} needs escaping");
+        }
+        for refused in ["0", "Mars/Base", "europe/berlin"] {
+            assert!(!names.iter().any(|n| n == refused), "{refused}");
+        }
+        assert!(names.iter().any(|n| n == "GMT+0") && names.iter().any(|n| n == "Europe/Berlin"));
+    }
+
+    /// What the rule handlers check of a field, stated on both the new
+    /// rule and the edit.
+    #[test]
+    fn the_rules_state_their_bounds() {
+        let doc = super::document();
+        for rule in ["RuleInput", "RulePatch"] {
+            let p = &doc["components"]["schemas"][rule]["properties"];
+            let mut channels = serde_json::json!(crate::delivery::channel::catalog::KNOWN);
+            if rule == "RulePatch" {
+                // null: leave the channel as it is.
+                channels.as_array_mut().unwrap().push(serde_json::Value::Null);
+            }
+            assert_eq!(p["channel"]["enum"], channels, "{rule}");
+            assert_eq!(p["delay"]["maximum"], 366 * 24 * 3600, "{rule}");
+            assert_eq!(p["grace"]["minimum"], 0, "{rule}");
+            assert_eq!(p["name"]["pattern"], super::NOT_BLANK, "{rule}");
+            assert_eq!(p["category"]["maxLength"], crate::planning::category::MAX_LEN, "{rule}");
+            assert_eq!(p["trigger_type"]["pattern"], "^[A-Za-z0-9._:/-]{1,128}$", "{rule}");
+        }
+        let schemas = &doc["components"]["schemas"];
+        assert_eq!(schemas["DigestInput"]["properties"]["max_items"]["maximum"], 1000);
+        assert_eq!(schemas["ThrottleInput"]["properties"]["scope"]["enum"], serde_json::json!(["rule", "category"]));
+        assert_eq!(schemas["SuppressionInput"]["properties"]["email"]["pattern"], super::HASHABLE_EMAIL);
+        let categories = &schemas["PreferenceChange"]["properties"]["categories"]["additionalProperties"];
+        assert_eq!(categories["additionalProperties"]["type"], "boolean");
+    }
+    /// `<tag>_<handler>` ids, without a word said twice
+    /// (`unsubscribe_unsubscribe` was one).
+    #[test]
+    fn operation_ids_do_not_stutter() {
+        let doc = super::document();
+        let mut seen = std::collections::BTreeSet::new();
+        for item in doc["paths"].as_object().unwrap().values() {
+            for op in item.as_object().unwrap().values() {
+                let id = op["operationId"].as_str().unwrap();
+                let tag = op["tags"][0].as_str().unwrap();
+                assert!(id.starts_with(&format!("{tag}_")), "{id}");
+                let words: Vec<&str> = id.split('_').collect();
+                assert!(words.windows(2).all(|w| w[0] != w[1]), "{id}");
+                assert!(seen.insert(id.to_owned()), "{id} twice");
+            }
+        }
+    }
+    /// The document's example rule is one the handler accepts.
+    #[test]
+    fn the_example_rule_is_valid() {
+        let doc = super::document();
+        let example = doc["components"]["schemas"]["RuleInput"]["examples"][0].clone();
+        let input: crate::planning::rule::RuleInput = serde_json::from_value(example).unwrap();
+        let policy = crate::delivery::channel::webhook::WebhookPolicy::default();
+        assert_eq!(crate::planning::rule::validate(&input, &policy), Ok(()));
+    }
+    /// Every `limit` states its bounds (1 to the route's maximum), as
+    /// `ApiError::page_limit` enforces them.
+    #[test]
+    fn every_limit_states_its_bounds() {
+        let doc = super::document();
+        let mut limits = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for p in op["parameters"].as_array().into_iter().flatten().filter(|p| p["name"] == "limit") {
+                    assert_eq!(p["schema"]["minimum"], 1, "{method} {path}");
+                    assert!(p["schema"]["maximum"].as_u64().is_some_and(|m| m >= 100), "{method} {path}");
+                    limits += 1;
+                }
+            }
+        }
+        assert!(limits >= 5, "{limits}");
     }
 }

@@ -57,7 +57,7 @@ pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>
 }
 
 /// Unsubscribes the token's address from its category. Idempotent.
-#[utoipa::path(post, path = "/u/{token}", tag = "unsubscribe", params(("token" = String, Path)),
+#[utoipa::path(post, path = "/u/{token}", tag = "unsubscribe", operation_id = "unsubscribe_one_click", params(("token" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
         description = "`List-Unsubscribe=One-Click`"),
     responses(
