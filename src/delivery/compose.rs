@@ -28,7 +28,7 @@ use crate::address::AddressKeys;
 use crate::clock::Millis;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::delivery::channel::{Delivery, Outcome};
-use crate::domain::OutboxStatus;
+use crate::domain::{HoldReason, OutboxStatus};
 use crate::planning::planner::user_context;
 use crate::planning::recipient::Preferences;
 use crate::planning::template::{CompiledTemplateSet, TemplateSet};
@@ -316,7 +316,8 @@ impl Composer {
             match follow_up_decision(esc, original, loaded.originals.get(original), &row.channel, now) {
                 FollowUp::Go => {}
                 FollowUp::Wait(until, detail) => {
-                    return skip(row, Outcome::Held { until, expires_at: None, detail });
+                    let reason = HoldReason::Escalation;
+                    return skip(row, Outcome::Held { until, expires_at: None, reason, detail });
                 }
                 FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail, address_hash }),
             }
@@ -331,8 +332,8 @@ impl Composer {
             let gate = Gate { window: workflow.send_window, quiet, tz };
             match gate.decide(row.due_at, row.expires_at, now) {
                 GateDecision::Go => {}
-                GateDecision::Hold { until, expires_at, detail } => {
-                    return skip(row, Outcome::Held { until, expires_at, detail });
+                GateDecision::Hold { until, expires_at, reason, detail } => {
+                    return skip(row, Outcome::Held { until, expires_at, reason, detail });
                 }
                 GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail, address_hash }),
             }
@@ -394,7 +395,11 @@ fn follow_up_decision(
     match (original.status, original.delivered_at) {
         (OutboxStatus::Scheduled | OutboxStatus::Sending, _) => FollowUp::Wait(
             now.plus(after),
-            format!("waiting for the inbox message {original_id} to be delivered, then {}s more", esc.after_seconds),
+            format!(
+                "waiting for {} {original_id} to be delivered, then {}s more",
+                HoldReason::Escalation.words(),
+                esc.after_seconds
+            ),
         ),
         (OutboxStatus::Sent, Some(delivered)) => {
             let (what, at) = if esc.unless_read {
@@ -411,7 +416,10 @@ fn follow_up_decision(
             if now < deadline {
                 FollowUp::Wait(
                     deadline,
-                    format!("waiting until {deadline} for the inbox message {original_id} to be {what}"),
+                    format!(
+                        "waiting until {deadline} for {} {original_id} to be {what}",
+                        HoldReason::Escalation.words()
+                    ),
                 )
             } else {
                 FollowUp::Go
