@@ -433,3 +433,37 @@ fn follow_up_decision(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An escalation's wait is stored as words only (the row's
+    /// `last_error`); read back, both of its forms say it is a hold.
+    #[test]
+    fn an_escalation_wait_reads_back_as_a_hold() {
+        let esc = crate::planning::workflow::Escalate {
+            after_seconds: 3_600,
+            unless_read: true,
+            channel: "email".into(),
+            template: crate::planning::template::TemplateSet {
+                fallback_locale: "en".into(),
+                locales: Default::default(),
+            },
+        };
+        let state = |status, delivered_at| OriginalState {
+            outbox_id: "o1".into(),
+            status,
+            delivered_at,
+            seen_at: None,
+            read_at: None,
+        };
+        let now = Millis(1_000);
+        for original in [state(OutboxStatus::Scheduled, None), state(OutboxStatus::Sent, Some(Millis(500)))] {
+            let FollowUp::Wait(_, detail) = follow_up_decision(&esc, "o1", Some(&original), "email", now) else {
+                panic!("{original:?} should wait");
+            };
+            assert_eq!(HoldReason::of_stored(&detail), Some(HoldReason::Escalation), "{detail}");
+        }
+    }
+}

@@ -17,6 +17,9 @@
 //! delivers; an inbox row is claimed, delivered and recorded in one
 //! transaction; an enqueue wakes the worker at once; shutdown puts back what
 //! it did not finish.
+//!
+//! A row's fate has two names on its way, the channel's `Outcome` and the
+//! store's `RecordAction`; [`policy`] says why there are no others.
 
 mod follow_ups;
 mod lane;
