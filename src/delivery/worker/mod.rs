@@ -111,7 +111,8 @@ pub struct TickReport {
     pub expired: usize,
     pub cancelled: usize,
     pub retried: usize,
-    /// Rows a send window or quiet hours put back until they open.
+    /// Rows a send window, quiet hours or an escalation's wait put back,
+    /// their attempt not counted (see [`crate::domain::HoldReason`]).
     pub held: usize,
     /// Outcomes not recorded because the claim had been taken back: the newer
     /// attempt owns the row.
