@@ -274,6 +274,71 @@ impl fmt::Display for SendStatus {
     }
 }
 
+/// Why a row waits without an attempt counted: a hold, not a retry.
+///
+/// Decided where the hold is (the gate in `planning::workflow`, the
+/// escalation check in `delivery::compose`), carried on `Outcome::Held` and
+/// `RecordAction::Hold` to the store, which names it in the `held` event.
+/// The row itself keeps only its `last_error` text (a hold is not an
+/// attempt and writes no send-log row), so a row read back is told apart
+/// from a retry's error by [`HoldReason::of_stored`], whose words are the
+/// ones [`HoldReason::words`] renders into that text. A column for the
+/// reason was the alternative; it would be a migration on three dialects
+/// for a value the text already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldReason {
+    /// The rule's send window is closed.
+    SendWindow,
+    /// The recipient's quiet hours.
+    QuietHours,
+    /// An escalation follow-up waiting for its inbox message to be
+    /// delivered, then read (or seen).
+    Escalation,
+}
+
+impl HoldReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HoldReason::SendWindow => "send_window",
+            HoldReason::QuietHours => "quiet_hours",
+            HoldReason::Escalation => "escalation",
+        }
+    }
+
+    /// What holds the message, in the words its detail uses: "held by the
+    /// rule's send window (...) until ...", "waiting until ... for the inbox
+    /// message ... to be read".
+    pub fn words(self) -> &'static str {
+        match self {
+            HoldReason::SendWindow => "the rule's send window",
+            HoldReason::QuietHours => "the recipient's quiet hours",
+            HoldReason::Escalation => "the inbox message",
+        }
+    }
+
+    /// The reason of a hold whose detail was stored as a row's
+    /// `last_error`; `None` for a retry's error.
+    pub fn of_stored(detail: &str) -> Option<HoldReason> {
+        let held_by = |r: HoldReason| detail.strip_prefix("held by ").is_some_and(|rest| rest.starts_with(r.words()));
+        if held_by(HoldReason::SendWindow) {
+            Some(HoldReason::SendWindow)
+        } else if held_by(HoldReason::QuietHours) {
+            Some(HoldReason::QuietHours)
+        } else if detail.starts_with("waiting ") && detail.contains(&format!(" {} ", HoldReason::Escalation.words())) {
+            Some(HoldReason::Escalation)
+        } else {
+            None
+        }
+    }
+}
+
+impl fmt::Display for HoldReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,7 +28,7 @@ use crate::address::AddressKeys;
 use crate::clock::Millis;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::delivery::channel::{Delivery, Outcome};
-use crate::domain::OutboxStatus;
+use crate::domain::{HoldReason, OutboxStatus};
 use crate::planning::planner::user_context;
 use crate::planning::recipient::Preferences;
 use crate::planning::template::{CompiledTemplateSet, TemplateSet};
@@ -316,7 +316,8 @@ impl Composer {
             match follow_up_decision(esc, original, loaded.originals.get(original), &row.channel, now) {
                 FollowUp::Go => {}
                 FollowUp::Wait(until, detail) => {
-                    return skip(row, Outcome::Held { until, expires_at: None, detail });
+                    let reason = HoldReason::Escalation;
+                    return skip(row, Outcome::Held { until, expires_at: None, reason, detail });
                 }
                 FollowUp::Cancel(detail) => return skip(row, Outcome::Cancelled { detail, address_hash }),
             }
@@ -331,8 +332,8 @@ impl Composer {
             let gate = Gate { window: workflow.send_window, quiet, tz };
             match gate.decide(row.due_at, row.expires_at, now) {
                 GateDecision::Go => {}
-                GateDecision::Hold { until, expires_at, detail } => {
-                    return skip(row, Outcome::Held { until, expires_at, detail });
+                GateDecision::Hold { until, expires_at, reason, detail } => {
+                    return skip(row, Outcome::Held { until, expires_at, reason, detail });
                 }
                 GateDecision::Expired { detail } => return skip(row, Outcome::Expired { detail, address_hash }),
             }
@@ -394,7 +395,11 @@ fn follow_up_decision(
     match (original.status, original.delivered_at) {
         (OutboxStatus::Scheduled | OutboxStatus::Sending, _) => FollowUp::Wait(
             now.plus(after),
-            format!("waiting for the inbox message {original_id} to be delivered, then {}s more", esc.after_seconds),
+            format!(
+                "waiting for {} {original_id} to be delivered, then {}s more",
+                HoldReason::Escalation.words(),
+                esc.after_seconds
+            ),
         ),
         (OutboxStatus::Sent, Some(delivered)) => {
             let (what, at) = if esc.unless_read {
@@ -411,7 +416,10 @@ fn follow_up_decision(
             if now < deadline {
                 FollowUp::Wait(
                     deadline,
-                    format!("waiting until {deadline} for the inbox message {original_id} to be {what}"),
+                    format!(
+                        "waiting until {deadline} for {} {original_id} to be {what}",
+                        HoldReason::Escalation.words()
+                    ),
                 )
             } else {
                 FollowUp::Go
@@ -423,5 +431,39 @@ fn follow_up_decision(
         (status, _) => FollowUp::Cancel(format!(
             "the inbox message {original_id} was not delivered ({status}): no {channel} follow-up"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An escalation's wait is stored as words only (the row's
+    /// `last_error`); read back, both of its forms say it is a hold.
+    #[test]
+    fn an_escalation_wait_reads_back_as_a_hold() {
+        let esc = crate::planning::workflow::Escalate {
+            after_seconds: 3_600,
+            unless_read: true,
+            channel: "email".into(),
+            template: crate::planning::template::TemplateSet {
+                fallback_locale: "en".into(),
+                locales: Default::default(),
+            },
+        };
+        let state = |status, delivered_at| OriginalState {
+            outbox_id: "o1".into(),
+            status,
+            delivered_at,
+            seen_at: None,
+            read_at: None,
+        };
+        let now = Millis(1_000);
+        for original in [state(OutboxStatus::Scheduled, None), state(OutboxStatus::Sent, Some(Millis(500)))] {
+            let FollowUp::Wait(_, detail) = follow_up_decision(&esc, "o1", Some(&original), "email", now) else {
+                panic!("{original:?} should wait");
+            };
+            assert_eq!(HoldReason::of_stored(&detail), Some(HoldReason::Escalation), "{detail}");
+        }
     }
 }

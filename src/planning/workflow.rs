@@ -22,6 +22,7 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
+use crate::domain::HoldReason;
 use crate::planning::rule::FieldError;
 use crate::planning::template::TemplateSet;
 
@@ -471,7 +472,7 @@ pub enum GateDecision {
     /// It may go now.
     Go,
     /// Not now: due again at `until`, its grace window moved along with it.
-    Hold { until: Millis, expires_at: Option<Millis>, detail: String },
+    Hold { until: Millis, expires_at: Option<Millis>, reason: HoldReason, detail: String },
     /// Its grace window, counted from when the gate let it go, is over.
     Expired { detail: String },
 }
@@ -550,41 +551,37 @@ impl Gate {
         if self.is_open(now) {
             return GateDecision::Go;
         }
+        // Closed means one of the two holds it.
+        let Some(reason) = self.holder(now) else { return GateDecision::Go };
         let until = self.next_open(now);
         GateDecision::Hold {
             until,
             expires_at: expires_at.map(|e| e.plus(until.since(due_at))),
+            reason,
             detail: format!("held by {} until {until}", self.what_held(now)),
         }
     }
 
-    /// Which of the two holds a message at `t`, in words.
-    fn what_held(&self, t: Millis) -> String {
+    /// Which of the two holds a message at `t`: the one that is closed (the
+    /// window first), else the one that is set; `None` with neither.
+    fn holder(&self, t: Millis) -> Option<HoldReason> {
         let local = self.local(t);
         match (self.window, self.quiet) {
-            (Some(w), _) if !self.window_open(local) => format!("the rule's send window ({w}, {})", self.tz),
-            (_, Some(q)) if self.quiet_now(local) => format!("the recipient's quiet hours ({q}, {})", self.tz),
-            (Some(w), _) => format!("the rule's send window ({w}, {})", self.tz),
-            (None, Some(q)) => format!("the recipient's quiet hours ({q}, {})", self.tz),
-            (None, None) => "nothing".to_owned(),
+            (Some(_), _) if !self.window_open(local) => Some(HoldReason::SendWindow),
+            (_, Some(_)) if self.quiet_now(local) => Some(HoldReason::QuietHours),
+            (Some(_), _) => Some(HoldReason::SendWindow),
+            (None, Some(_)) => Some(HoldReason::QuietHours),
+            (None, None) => None,
         }
     }
-}
 
-/// Why a scheduled row's `last_error` says it waits, when it is a hold
-/// rather than a retry's error: `send_window`, `quiet_hours` or
-/// `escalation` (a follow-up waiting for its inbox message). The hold's
-/// detail is the only record of it on the row (a hold is not an attempt),
-/// so the views that tell a hold from an error ask here.
-pub fn hold_reason(detail: &str) -> Option<&'static str> {
-    if detail.starts_with("held by the rule's send window") {
-        Some("send_window")
-    } else if detail.starts_with("held by the recipient's quiet hours") {
-        Some("quiet_hours")
-    } else if detail.starts_with("waiting ") && detail.contains(" the inbox message ") {
-        Some("escalation")
-    } else {
-        None
+    /// [`Gate::holder`] in words, as the hold's detail says it.
+    fn what_held(&self, t: Millis) -> String {
+        match (self.holder(t), self.window, self.quiet) {
+            (Some(r @ HoldReason::SendWindow), Some(w), _) => format!("{} ({w}, {})", r.words(), self.tz),
+            (Some(r @ HoldReason::QuietHours), _, Some(q)) => format!("{} ({q}, {})", r.words(), self.tz),
+            _ => "nothing".to_owned(),
+        }
     }
 }
 
@@ -738,10 +735,12 @@ mod tests {
     fn a_retry_that_lands_outside_the_window_waits_for_the_next_opening() {
         let g = gate(Some(window(WEEKDAYS_ONLY, "09:00", "18:00")), None, "UTC");
         let due = at("2026-03-04T18:04:00Z"); // a retry five minutes after 17:59
-        let GateDecision::Hold { until, expires_at, detail } = g.decide(due, Some(at("2026-03-04T18:59:00Z")), due)
+        let GateDecision::Hold { until, expires_at, reason, detail } =
+            g.decide(due, Some(at("2026-03-04T18:59:00Z")), due)
         else {
             panic!()
         };
+        assert_eq!(reason, HoldReason::SendWindow);
         assert_eq!(until, at("2026-03-05T09:00:00Z"));
         assert_eq!(expires_at, Some(at("2026-03-05T09:55:00Z")), "the grace left moves with it");
         assert!(detail.contains("send window (mon,tue,wed,thu,fri 09:00–18:00, UTC)"), "{detail}");
@@ -749,28 +748,23 @@ mod tests {
 
     #[test]
     fn a_hold_is_told_apart_from_a_retry_error() {
+        use HoldReason::{Escalation, QuietHours, SendWindow};
+        // The reason is carried; the stored detail, read back, says the same.
+        let hold = |g: &Gate, t: &str| {
+            let GateDecision::Hold { reason, detail, .. } = g.decide(at(t), None, at(t)) else { panic!("{t}") };
+            assert_eq!(HoldReason::of_stored(&detail), Some(reason), "{detail}");
+            reason
+        };
         let g = gate(Some(window(WEEKDAYS_ONLY, "09:00", "18:00")), Some(("22:00", "07:00")), "UTC");
-        let GateDecision::Hold { detail, .. } = g.decide(at("2026-03-07T12:00:00Z"), None, at("2026-03-07T12:00:00Z"))
-        else {
-            panic!()
-        };
-        assert_eq!(hold_reason(&detail), Some("send_window"), "{detail}");
-        let GateDecision::Hold { detail, .. } = g.decide(at("2026-03-04T23:00:00Z"), None, at("2026-03-04T23:00:00Z"))
-        else {
-            panic!()
-        };
-        assert_eq!(hold_reason(&detail), Some("send_window"), "outside the window first: {detail}");
+        assert_eq!(hold(&g, "2026-03-07T12:00:00Z"), SendWindow);
+        assert_eq!(hold(&g, "2026-03-04T23:00:00Z"), SendWindow, "outside the window first");
         let q = gate(None, Some(("22:00", "07:00")), "UTC");
-        let GateDecision::Hold { detail, .. } = q.decide(at("2026-03-04T23:00:00Z"), None, at("2026-03-04T23:00:00Z"))
-        else {
-            panic!()
-        };
-        assert_eq!(hold_reason(&detail), Some("quiet_hours"), "{detail}");
+        assert_eq!(hold(&q, "2026-03-04T23:00:00Z"), QuietHours);
         assert_eq!(
-            hold_reason("waiting until 2026-03-04T10:00:00.000Z for the inbox message x to be read"),
-            Some("escalation")
+            HoldReason::of_stored("waiting until 2026-03-04T10:00:00.000Z for the inbox message x to be read"),
+            Some(Escalation)
         );
-        assert_eq!(hold_reason("smtp: 421 try again later"), None);
+        assert_eq!(HoldReason::of_stored("smtp: 421 try again later"), None);
     }
 
     #[test]

@@ -242,8 +242,9 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// A terminal outcome to record for a claimed row.
-#[derive(Debug, Clone)]
+/// A terminal outcome to record for a claimed row: the send-log row's
+/// status, words, transport and address hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finish {
     pub status: SendStatus,
     pub detail: Option<String>,
@@ -251,8 +252,18 @@ pub struct Finish {
     pub address_hash: Option<String>,
 }
 
-/// What to write for one claimed row: its outcome, or its retry.
-#[derive(Debug, Clone)]
+impl Finish {
+    /// An outcome that is not a delivery, in words, with no address hash.
+    pub fn because(status: SendStatus, detail: impl Into<String>) -> Finish {
+        Finish { status, detail: Some(detail.into()), transport: None, address_hash: None }
+    }
+}
+
+/// What to write for one claimed row: its outcome, its retry, or its hold.
+/// The worker's retry policy (`delivery::worker::policy::decide`) turns a
+/// channel's `Outcome` into this directly; it is the one word for a row's
+/// fate between the channel and the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordAction {
     Finish(Finish),
     Reschedule {
@@ -260,10 +271,13 @@ pub enum RecordAction {
         detail: String,
     },
     /// Back to `scheduled` at `due_at` without counting the attempt (a send
-    /// window or quiet hours held it), with its new expiry.
+    /// window, quiet hours or an escalation's wait held it), with its new
+    /// expiry. `detail` becomes the row's `last_error`; `reason` goes in
+    /// the `held` event.
     Hold {
         due_at: Millis,
         expires_at: Option<Millis>,
+        reason: crate::domain::HoldReason,
         detail: String,
     },
 }

@@ -90,7 +90,7 @@ impl SqlStore {
             // A hold is not an outcome (no send-log row), but a follower
             // keeping its own state wants to know the message waits and
             // why: an event in the same transaction as the hold.
-            if let (true, RecordAction::Hold { due_at, detail, .. }) = (ok, &item.action) {
+            if let (true, RecordAction::Hold { due_at, reason, detail, .. }) = (ok, &item.action) {
                 events.push(NewEvent {
                     kind: "held",
                     user_id: Some(row.user_id.clone()),
@@ -98,7 +98,7 @@ impl SqlStore {
                     data: serde_json::json!({
                         "outbox_id": row.id, "user_id": row.user_id, "rule_id": row.rule_id,
                         "trigger_id": row.trigger_id, "channel": row.channel, "status": "scheduled",
-                        "until": due_at.to_rfc3339(), "reason": crate::planning::workflow::hold_reason(detail),
+                        "until": due_at.to_rfc3339(), "reason": reason.as_str(),
                         "detail": detail, "at": now.to_rfc3339(),
                     }),
                 });
@@ -169,7 +169,7 @@ fn change(item: &Record) -> Change<'_> {
             (status.as_str(), error, None)
         }
         RecordAction::Reschedule { due_at, detail } => ("scheduled", Some(detail.as_str()), Some(due_at.0)),
-        RecordAction::Hold { due_at, expires_at: e, detail } => {
+        RecordAction::Hold { due_at, expires_at: e, detail, .. } => {
             refund = true;
             expires_at = e.map(|t| t.0);
             ("scheduled", Some(detail.as_str()), Some(due_at.0))

@@ -69,10 +69,12 @@ pub struct OutboxRow {
 impl OutboxRow {
     /// For a row a send window, quiet hours or an escalation's wait put
     /// back: the hold's words (its `due_at` is when the hold ends). `None`
-    /// for a row that is not held, or whose `last_error` is a retry's error.
+    /// for a row that is not held, or whose `last_error` is a retry's error
+    /// (told apart by [`crate::domain::HoldReason::of_stored`]: the row
+    /// keeps the hold's text only).
     pub fn hold_detail(&self) -> Option<&str> {
         let detail = self.last_error.as_deref().filter(|_| self.status == crate::domain::OutboxStatus::Scheduled)?;
-        crate::planning::workflow::hold_reason(detail).map(|_| detail)
+        crate::domain::HoldReason::of_stored(detail).map(|_| detail)
     }
 
     pub(crate) fn from_any(row: &AnyRow) -> Result<OutboxRow, StoreError> {

@@ -64,7 +64,12 @@ pub enum Outcome {
     /// grace window moved to `expires_at`. Not an attempt, and not an
     /// outcome the send log records; the row's `last_error` says why it
     /// waits.
-    Held { until: crate::clock::Millis, expires_at: Option<crate::clock::Millis>, detail: String },
+    Held {
+        until: crate::clock::Millis,
+        expires_at: Option<crate::clock::Millis>,
+        reason: crate::domain::HoldReason,
+        detail: String,
+    },
     /// Past its grace window: no longer relevant, not attempted.
     Expired { detail: String, address_hash: Option<String> },
     /// Delivered into the in-app inbox: the message to write. The worker

@@ -25,7 +25,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, policy, record, tally};
+use super::record::{InFlight, RowResult, ask, decide, decide_and_record, deliver, finish, policy, record, tally};
 use super::{TickReport, Worker};
 use crate::store::race::{AWAY_FIRST_PAUSE, AWAY_MAX_PAUSE, AwayPauses};
 
@@ -273,10 +273,10 @@ impl Worker {
         let mut due = Vec::with_capacity(batch.rows.len());
         for row in batch.rows {
             match super::policy::before_delivery(&row, now, policy(inner)) {
-                Some(spec) => {
-                    let (inner, token) = (self.inner.clone(), token.clone());
-                    inflight.spawn(&row.id.clone(), Some(&token.clone()), share(), async move {
-                        record(&inner, &row, Some(&token), super::policy::Decision::Finish(spec), None).await
+                Some(done) => {
+                    let (inner, item) = (self.inner.clone(), finish(row, Some(&token), done));
+                    inflight.spawn(&item.row.id.clone(), Some(&token.clone()), share(), async move {
+                        record(&inner, item).await
                     });
                 }
                 None => due.push(row),
@@ -373,30 +373,26 @@ impl Worker {
         let mut due = Vec::with_capacity(rows.len());
         for row in rows {
             match super::policy::before_delivery(&row, now, policy(inner)) {
-                Some(spec) => decided.push((row, super::policy::Decision::Finish(spec), None)),
+                Some(done) => decided.push(finish(row, None, done)),
                 None => due.push(row),
             }
         }
         for p in inner.composer.prepare(due, now).await {
             match p {
                 Prepared::Skip { row, outcome } => {
-                    let (decision, inbox) = decide(inner, &row, outcome);
-                    decided.push((*row, decision, inbox));
+                    decided.push(decide(inner, &row, None, outcome));
                 }
                 // The channel only builds the message: no slot to wait for,
                 // no task to start.
                 Prepared::Deliver(d) => {
                     let outcome = ask(inner, lane.handler.as_ref(), &d).await;
-                    let (decision, inbox) = decide(inner, &d.row, outcome);
-                    decided.push((d.row, decision, inbox));
+                    decided.push(decide(inner, &d.row, None, outcome));
                 }
             }
         }
         let worker = self.inner.clone();
         let results = tokio::spawn(async move {
-            let records = decided
-                .iter()
-                .map(|(row, decision, inbox)| record(&worker, row, None, decision.clone(), inbox.clone()));
+            let records = decided.into_iter().map(|item| record(&worker, item));
             futures::future::join_all(records).await
         });
         Ok(Some(Recording { rows: in_flight, results }))

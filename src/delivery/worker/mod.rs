@@ -17,6 +17,9 @@
 //! delivers; an inbox row is claimed, delivered and recorded in one
 //! transaction; an enqueue wakes the worker at once; shutdown puts back what
 //! it did not finish.
+//!
+//! A row's fate has two names on its way, the channel's `Outcome` and the
+//! store's `RecordAction`; [`policy`] says why there are no others.
 
 mod follow_ups;
 mod lane;
@@ -108,7 +111,8 @@ pub struct TickReport {
     pub expired: usize,
     pub cancelled: usize,
     pub retried: usize,
-    /// Rows a send window or quiet hours put back until they open.
+    /// Rows a send window, quiet hours or an escalation's wait put back,
+    /// their attempt not counted (see [`crate::domain::HoldReason`]).
     pub held: usize,
     /// Outcomes not recorded because the claim had been taken back: the newer
     /// attempt owns the row.

@@ -1,12 +1,34 @@
 //! What to do with a row, decided in pure functions so every branch has a
 //! test that needs no database.
+//!
+//! # One vocabulary for a row's fate
+//!
+//! A delivery's result is said in two types and counted in two more:
+//!
+//! - [`Outcome`] (the channel's): what the attempt came to, in the
+//!   channel's terms (`Retry`, `Terminal`, `Held`, the inbox message to
+//!   write, ...).
+//! - [`RecordAction`] (the store's, inside a [`crate::store::Record`] with
+//!   the row, its claim and the inbox message): what to write. [`decide`]
+//!   goes from the first to the second directly, and [`before_delivery`]
+//!   returns the store's [`Finish`] itself.
+//! - `record::RowResult`: whether the write landed (`LostClaim`,
+//!   `Unrecorded` are not outcomes), tallied into `TickReport`.
+//!
+//! A hold's reason is a [`crate::domain::HoldReason`], decided with the
+//! hold and carried through both, not read back from its words.
+//!
+//! The alternative was a decision type of the worker's own between the
+//! two (a `Decision` with a `FinishSpec`, once written to keep `Finish`
+//! comparable in tests): it said what `RecordAction` says, one field
+//! renamed, and every new kind of fate had to be added to both.
 
 use std::time::Duration;
 
 use crate::clock::Millis;
 use crate::delivery::channel::Outcome;
 use crate::domain::SendStatus;
-use crate::store::{Finish, OutboxRow};
+use crate::store::{Finish, OutboxRow, RecordAction};
 
 /// The seed's defaults, each configurable.
 #[derive(Debug, Clone, Copy)]
@@ -19,56 +41,27 @@ pub struct RetryPolicy {
     pub retry: Duration,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
-    /// Record this outcome and end the row.
-    Finish(FinishSpec),
-    /// Put the row back to `scheduled` at `due_at`.
-    Retry { due_at: Millis, detail: String },
-    /// Not now: due again at `due_at`, the attempt not counted.
-    Hold { due_at: Millis, expires_at: Option<Millis>, detail: String },
-}
-
-/// [`Finish`] without the `Clone`-heavy bits, comparable in tests.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinishSpec {
-    pub status: SendStatus,
-    pub detail: Option<String>,
-    pub transport: Option<String>,
-    pub address_hash: Option<String>,
-}
-
-impl FinishSpec {
-    fn new(status: SendStatus, detail: impl Into<String>) -> Self {
-        FinishSpec { status, detail: Some(detail.into()), transport: None, address_hash: None }
-    }
-
-    pub fn into_finish(self) -> Finish {
-        Finish { status: self.status, detail: self.detail, transport: self.transport, address_hash: self.address_hash }
-    }
-}
-
 /// Checks made after a row is claimed and before its channel is called.
 /// `Some` means: do not deliver, record this. The grace window of a row a
 /// rule planned is checked by the composer instead, which knows whether a
 /// send window held it (the grace window then counts from the opening).
-pub fn before_delivery(row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Option<FinishSpec> {
+pub fn before_delivery(row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Option<Finish> {
     if row.rule_id.is_none()
-        && let Some(spec) = expired(row, now)
+        && let Some(finish) = expired(row, now)
     {
-        return Some(spec);
+        return Some(finish);
     }
     exhausted(row, policy)
 }
 
 /// A row past its grace window, recorded as `expired`.
-pub fn expired(row: &OutboxRow, now: Millis) -> Option<FinishSpec> {
+pub fn expired(row: &OutboxRow, now: Millis) -> Option<Finish> {
     if let Some(expires_at) = row.expires_at
         && now > expires_at
     {
         // Reaching the user late is worse than not at all for a message about
         // a moment; the grace window is the rule's statement of "too late".
-        return Some(FinishSpec::new(
+        return Some(Finish::because(
             SendStatus::Expired,
             format!(
                 "not delivered before its grace window ended at {expires_at} (due {due}); it is no longer relevant",
@@ -80,13 +73,13 @@ pub fn expired(row: &OutboxRow, now: Millis) -> Option<FinishSpec> {
 }
 
 /// A row whose started attempts are used up, recorded as `failed`.
-fn exhausted(row: &OutboxRow, policy: RetryPolicy) -> Option<FinishSpec> {
+fn exhausted(row: &OutboxRow, policy: RetryPolicy) -> Option<Finish> {
     // Attempts are counted at claim. More than the maximum means earlier
     // deliveries were started and never finished (the process died or
     // stalled each time): a row that keeps killing its worker must end too.
     if row.attempts > i64::from(policy.max_attempts) {
         let last = row.last_error.as_deref().unwrap_or("none recorded");
-        return Some(FinishSpec::new(
+        return Some(Finish::because(
             SendStatus::Failed,
             format!(
                 "gave up after {} started attempts, the last ones interrupted before finishing (last error: {last})",
@@ -98,48 +91,36 @@ fn exhausted(row: &OutboxRow, policy: RetryPolicy) -> Option<FinishSpec> {
 }
 
 /// Turns a channel's outcome into what to record.
-pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolicy) -> Decision {
-    let spec = |status, detail: String, transport: Option<String>, address_hash| FinishSpec {
-        status,
-        detail: Some(detail),
-        transport,
-        address_hash,
+pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolicy) -> RecordAction {
+    let finish = |status, detail: String, address_hash| {
+        RecordAction::Finish(Finish { status, detail: Some(detail), transport: None, address_hash })
     };
     match outcome {
         Outcome::Sent { transport, detail, address_hash } => {
-            Decision::Finish(FinishSpec { status: SendStatus::Sent, detail, transport: Some(transport), address_hash })
+            RecordAction::Finish(Finish { status: SendStatus::Sent, detail, transport: Some(transport), address_hash })
         }
         Outcome::Retry { detail, address_hash } => {
             if row.attempts < i64::from(policy.max_attempts) {
-                Decision::Retry { due_at: now.plus(policy.retry), detail }
+                RecordAction::Reschedule { due_at: now.plus(policy.retry), detail }
             } else {
-                Decision::Finish(spec(
+                finish(
                     SendStatus::Failed,
                     format!("gave up after {} attempts; last error: {detail}", row.attempts),
-                    None,
                     address_hash,
-                ))
+                )
             }
         }
-        Outcome::Suppressed { detail, address_hash } => {
-            Decision::Finish(spec(SendStatus::Suppressed, detail, None, address_hash))
+        Outcome::Suppressed { detail, address_hash } => finish(SendStatus::Suppressed, detail, address_hash),
+        Outcome::Bounced { detail, address_hash } => finish(SendStatus::Bounced, detail, address_hash),
+        Outcome::Terminal { detail, address_hash } => finish(SendStatus::Failed, detail, address_hash),
+        Outcome::Cancelled { detail, address_hash } => finish(SendStatus::Cancelled, detail, address_hash),
+        Outcome::Expired { detail, address_hash } => finish(SendStatus::Expired, detail, address_hash),
+        Outcome::Held { until, expires_at, reason, detail } => {
+            RecordAction::Hold { due_at: until, expires_at, reason, detail }
         }
-        Outcome::Bounced { detail, address_hash } => {
-            Decision::Finish(spec(SendStatus::Bounced, detail, None, address_hash))
-        }
-        Outcome::Terminal { detail, address_hash } => {
-            Decision::Finish(spec(SendStatus::Failed, detail, None, address_hash))
-        }
-        Outcome::Cancelled { detail, address_hash } => {
-            Decision::Finish(spec(SendStatus::Cancelled, detail, None, address_hash))
-        }
-        Outcome::Expired { detail, address_hash } => {
-            Decision::Finish(spec(SendStatus::Expired, detail, None, address_hash))
-        }
-        Outcome::Held { until, expires_at, detail } => Decision::Hold { due_at: until, expires_at, detail },
         // The worker takes the message out before deciding; were one to get
         // here, it is still a delivery into the inbox.
-        Outcome::Inbox(_) => Decision::Finish(FinishSpec {
+        Outcome::Inbox(_) => RecordAction::Finish(Finish {
             status: SendStatus::Sent,
             detail: None,
             transport: Some("inbox".into()),
@@ -181,9 +162,9 @@ mod tests {
         let now = Millis(10_000);
         for attempts in 1..5 {
             let d = decide(Outcome::retry("451 try later"), &row(attempts), now, POLICY);
-            assert_eq!(d, Decision::Retry { due_at: Millis(310_000), detail: "451 try later".into() });
+            assert_eq!(d, RecordAction::Reschedule { due_at: Millis(310_000), detail: "451 try later".into() });
         }
-        let Decision::Finish(f) = decide(Outcome::retry("451 try later"), &row(5), now, POLICY) else {
+        let RecordAction::Finish(f) = decide(Outcome::retry("451 try later"), &row(5), now, POLICY) else {
             panic!("fifth failure must give up");
         };
         assert_eq!(f.status, SendStatus::Failed);
@@ -194,13 +175,28 @@ mod tests {
     fn each_outcome_keeps_its_own_name_and_hash() {
         let now = Millis(0);
         let bounced = Outcome::Bounced { detail: "550 5.1.1".into(), address_hash: Some("h".into()) };
-        let Decision::Finish(f) = decide(bounced, &row(1), now, POLICY) else { panic!() };
+        let RecordAction::Finish(f) = decide(bounced, &row(1), now, POLICY) else { panic!() };
         assert_eq!((f.status, f.address_hash.as_deref()), (SendStatus::Bounced, Some("h")));
         let suppressed = Outcome::Suppressed { detail: "unsubscribed".into(), address_hash: None };
-        let Decision::Finish(f) = decide(suppressed, &row(1), now, POLICY) else { panic!() };
+        let RecordAction::Finish(f) = decide(suppressed, &row(1), now, POLICY) else { panic!() };
         assert_eq!(f.status, SendStatus::Suppressed);
-        let Decision::Finish(f) = decide(Outcome::terminal("554"), &row(1), now, POLICY) else { panic!() };
+        let RecordAction::Finish(f) = decide(Outcome::terminal("554"), &row(1), now, POLICY) else { panic!() };
         assert_eq!(f.status, SendStatus::Failed);
+    }
+
+    #[test]
+    fn a_hold_keeps_its_reason_and_counts_no_attempt() {
+        use crate::domain::HoldReason;
+        let held = Outcome::Held {
+            until: Millis(9_000),
+            expires_at: Some(Millis(12_000)),
+            reason: HoldReason::QuietHours,
+            detail: "held by the recipient's quiet hours (22:00–07:00, UTC) until 9000".into(),
+        };
+        // On the last attempt too: a hold is not a failure.
+        let action = decide(held, &row(5), Millis(0), POLICY);
+        let RecordAction::Hold { due_at, expires_at, reason, .. } = action else { panic!("{action:?}") };
+        assert_eq!((due_at, expires_at, reason), (Millis(9_000), Some(Millis(12_000)), HoldReason::QuietHours));
     }
 
     #[test]

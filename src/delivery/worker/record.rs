@@ -10,13 +10,16 @@ use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinSet;
 
-use super::policy::{self, Decision, FinishSpec, RetryPolicy};
+use super::policy::{self, RetryPolicy};
 use super::{Inner, TickReport};
 use crate::delivery::channel::{Channel, Delivery, Outcome};
 use crate::domain::SendStatus;
-use crate::store::{NewInboxMessage, OutboxRow, Record, RecordAction, StoreError};
+use crate::store::{Finish, OutboxRow, Record, RecordAction, StoreError};
 
-/// What became of one row.
+/// What became of one row: the fate its record wrote, or why none was
+/// written. Kept beside [`RecordAction`] because a lost claim and an
+/// outcome the database never took are not fates of the row but of this
+/// attempt at it; it exists to be tallied into [`TickReport`].
 pub(super) enum RowResult {
     Finished(SendStatus),
     Retried,
@@ -130,20 +133,26 @@ pub(super) async fn decide_and_record(
     token: Option<&str>,
     outcome: Outcome,
 ) -> RowResult {
-    let (decision, inbox) = decide(inner, row, outcome);
-    record(inner, row, token, decision, inbox).await
+    record(inner, decide(inner, row, token, outcome)).await
 }
 
-/// What an outcome means for the row (and the inbox message an inbox
-/// delivery hands over, to be written with it: see [`Record::inbox`]).
-pub(super) fn decide(inner: &Inner, row: &OutboxRow, outcome: Outcome) -> (Decision, Option<NewInboxMessage>) {
+/// What an outcome means for the row, as the record to write (with the
+/// inbox message an inbox delivery hands over: see [`Record::inbox`]).
+pub(super) fn decide(inner: &Inner, row: &OutboxRow, token: Option<&str>, outcome: Outcome) -> Record {
     let policy = policy(inner);
     let (outcome, inbox) = match outcome {
         Outcome::Inbox(message) => (Outcome::sent("inbox"), Some(*message)),
         other => (other, None),
     };
     inner.metrics.delivery(&row.channel, outcome_label(&outcome, row, policy));
-    (policy::decide(outcome, row, inner.clock.now(), policy), inbox)
+    let action = policy::decide(outcome, row, inner.clock.now(), policy);
+    Record { row: row.clone(), token: token.map(str::to_owned), action, inbox }
+}
+
+/// The record of an outcome decided before the channel was asked (see
+/// [`policy::before_delivery`]).
+pub(super) fn finish(row: OutboxRow, token: Option<&str>, finish: Finish) -> Record {
+    Record { row, token: token.map(str::to_owned), action: RecordAction::Finish(finish), inbox: None }
 }
 
 pub(super) fn policy(inner: &Inner) -> RetryPolicy {
@@ -158,28 +167,7 @@ fn outcome_label(outcome: &Outcome, row: &OutboxRow, policy: RetryPolicy) -> &'s
     }
 }
 
-/// The record of a decision, ready for the recorder.
-pub(super) fn to_record(
-    row: &OutboxRow,
-    token: Option<&str>,
-    decision: Decision,
-    inbox: Option<NewInboxMessage>,
-) -> (Record, Option<FinishSpec>) {
-    let (action, spec) = match decision {
-        Decision::Finish(spec) => (RecordAction::Finish(spec.clone().into_finish()), Some(spec)),
-        Decision::Retry { due_at, detail } => {
-            tracing::warn!(outbox = %row.id, channel = %row.channel, attempt = row.attempts, retry_at = %due_at, reason = %detail, "delivery failed; will retry");
-            (RecordAction::Reschedule { due_at, detail }, None)
-        }
-        Decision::Hold { due_at, expires_at, detail } => {
-            tracing::debug!(outbox = %row.id, channel = %row.channel, until = %due_at, reason = %detail, "held");
-            (RecordAction::Hold { due_at, expires_at, detail }, None)
-        }
-    };
-    (Record { row: row.clone(), token: token.map(str::to_owned), action, inbox }, spec)
-}
-
-/// Writes the decision, fenced by the claim.
+/// Writes the record, fenced by the claim.
 ///
 /// While the database is away (a failover, a lost node, a cut connection)
 /// the outcome is kept here and written when it answers again: from 250 ms,
@@ -190,15 +178,12 @@ pub(super) fn to_record(
 /// the primary died is recorded, not sent again. A write the database
 /// refuses for what it is (not for being away) is tried a few times only.
 /// (A row never claimed is just due again if its outcome is lost.)
-pub(super) async fn record(
-    inner: &Inner,
-    row: &OutboxRow,
-    token: Option<&str>,
-    decision: Decision,
-    inbox: Option<NewInboxMessage>,
-) -> RowResult {
-    let held = matches!(decision, Decision::Hold { .. });
-    let (item, spec) = to_record(row, token, decision, inbox);
+pub(super) async fn record(inner: &Inner, item: Record) -> RowResult {
+    let row = &item.row;
+    let token = item.token.as_deref();
+    if let RecordAction::Hold { due_at, reason, detail, .. } = &item.action {
+        tracing::debug!(outbox = %row.id, channel = %row.channel, until = %due_at, %reason, detail, "held");
+    }
     let started = tokio::time::Instant::now();
     let mut pauses = crate::store::race::AwayPauses::new();
     let mut failures = 0u32;
@@ -213,10 +198,10 @@ pub(super) async fn record(
                     inner.metrics.outcome_kept("recorded");
                     tracing::info!(outbox = %row.id, failures, waited = ?started.elapsed(), "recorded an outcome kept while the database was away");
                 }
-                return match (&spec, held) {
-                    (Some(spec), _) => finished(inner, row, spec),
-                    (None, true) => RowResult::Held,
-                    (None, false) => RowResult::Retried,
+                return match &item.action {
+                    RecordAction::Finish(f) => finished(inner, row, f),
+                    RecordAction::Hold { .. } => RowResult::Held,
+                    RecordAction::Reschedule { .. } => RowResult::Retried,
                 };
             }
             Ok(false) => {
@@ -258,23 +243,23 @@ pub(super) async fn record(
     }
 }
 
-pub(super) fn finished(inner: &Inner, row: &OutboxRow, spec: &FinishSpec) -> RowResult {
+pub(super) fn finished(inner: &Inner, row: &OutboxRow, finish: &Finish) -> RowResult {
     inner.totals.finished.fetch_add(1, Ordering::Relaxed);
-    match spec.status {
+    match finish.status {
         SendStatus::Sent => {
             inner.totals.sent.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(outbox = %row.id, channel = %row.channel, "sent");
         }
         SendStatus::Failed | SendStatus::Bounced => {
-            let reason = spec.detail.as_deref().unwrap_or("");
-            tracing::warn!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "delivery failed");
+            let reason = finish.detail.as_deref().unwrap_or("");
+            tracing::warn!(outbox = %row.id, channel = %row.channel, status = %finish.status, reason, "delivery failed");
         }
         _ => {
-            let reason = spec.detail.as_deref().unwrap_or("");
-            tracing::debug!(outbox = %row.id, channel = %row.channel, status = %spec.status, reason, "not delivered");
+            let reason = finish.detail.as_deref().unwrap_or("");
+            tracing::debug!(outbox = %row.id, channel = %row.channel, status = %finish.status, reason, "not delivered");
         }
     }
-    RowResult::Finished(spec.status)
+    RowResult::Finished(finish.status)
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
