@@ -8,7 +8,7 @@
 //! A lane is one of two kinds. A channel that talks to the outside world
 //! (email, webhooks) has a *claimed* lane: rows are claimed (`sending`,
 //! under a token), delivered outside any transaction, and recorded fenced
-//! by the claim, as the seed does. A channel whose delivery is itself a
+//! by the claim. A channel whose delivery is itself a
 //! write in Herald's database (the inbox) has a *direct* lane: rows are
 //! read without claiming them, rendered, and then claimed, delivered and
 //! recorded in one transaction by one compare-and-set on the row being
@@ -62,7 +62,7 @@ fn direct_batch_ceiling(batch: u32) -> u32 {
 /// ahead: with email at 8 slots and 2 s a message, a batch of 100 waited up
 /// to 25 s for its slots, and an instance SIGKILLed 3 s into a drain held
 /// 100 to 200 claims that nobody could send for a minute and a half, then
-/// one instance sent them all at 4 a second (issue 27: 59 emails still
+/// one instance sent them all at 4 a second (59 emails were still
 /// `sending` 120 s after the kill). With room for two rows per slot the
 /// rows that cannot start at once stay `scheduled`, where the other
 /// instances take them now; the second slot's worth keeps the slots busy

@@ -123,7 +123,8 @@ impl Worker {
         let known: Vec<&str> = inner.lanes.iter().map(|l| l.channel.as_str()).collect();
         let (started, now) = (std::time::Instant::now(), inner.clock.now());
         // On Galera this UPDATE can lose a certification race like any
-        // claim: tried again at once, not a WARN (issue 17's cluster bench).
+        // claim: tried again at once, not a WARN (a three-node cluster
+        // under load loses such races every few seconds).
         let rows = crate::store::race::retry_lost_race("claim unknown channels", || {
             inner.store.claim_unknown_channels(&known, now, inner.config.batch, &token)
         })

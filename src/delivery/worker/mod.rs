@@ -4,7 +4,7 @@
 //! the outbox is empty); [`Worker::run`] is the pipelined loop a service
 //! runs.
 //!
-//! Kept from the seed: claiming is a compare-and-set, never a held lock or
+//! The ground rules: claiming is a compare-and-set, never a held lock or
 //! `SKIP LOCKED`; a missing channel ends the row `failed` and says so; a
 //! channel that errors or panics is a transient failure, not a crashed tick;
 //! the batch is a bound, not a target; retry is flat. Added: each channel
@@ -48,7 +48,8 @@ use lane::Lane;
 use lease::Lease;
 use record::InFlight;
 
-/// The worker's settings. Defaults are the seed's.
+/// The worker's settings (each documented, with its default, in
+/// `config::WorkerSettings`).
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Longest sleep between sweeps when nothing wakes the worker sooner.

@@ -30,7 +30,8 @@ use crate::delivery::channel::Outcome;
 use crate::domain::SendStatus;
 use crate::store::{Finish, OutboxRow, RecordAction};
 
-/// The seed's defaults, each configurable.
+/// How often and how long a row is tried; the defaults are
+/// `worker.max_attempts` and `worker.retry`'s, each configurable.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     /// Deliveries started before a row is given up on.
