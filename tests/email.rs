@@ -576,34 +576,16 @@ async fn a_private_ca_is_trusted_through_tls_ca_file() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "transient_replies_and_dropped_connections_are_retried",
-            transient_replies_and_dropped_connections_are_retried,
-        ),
-        common::harness::test(
-            "a_hard_bounce_suppresses_and_the_next_message_makes_no_connection",
-            a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
-        ),
-        common::harness::test(
-            "a_policy_rejection_is_terminal_without_suppression_and_counted",
-            a_policy_rejection_is_terminal_without_suppression_and_counted,
-        ),
-        common::harness::test("one_connection_per_message_also_delivers", one_connection_per_message_also_delivers),
-        common::harness::test(
-            "a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click",
-            a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click,
-        ),
-        common::harness::test("the_message_id_is_stable_per_row", the_message_id_is_stable_per_row),
-        common::harness::test("the_file_transport_writes_one_eml_per_row", the_file_transport_writes_one_eml_per_row),
-        common::harness::test("pooled_connections_are_reused", pooled_connections_are_reused),
-        common::harness::test(
-            "refused_silent_and_tls_failures_are_retried",
-            refused_silent_and_tls_failures_are_retried,
-        ),
-        common::harness::test(
-            "a_private_ca_is_trusted_through_tls_ca_file",
-            a_private_ca_is_trusted_through_tls_ca_file,
-        ),
+    common::harness::main(named_tests![
+        transient_replies_and_dropped_connections_are_retried,
+        a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
+        a_policy_rejection_is_terminal_without_suppression_and_counted,
+        one_connection_per_message_also_delivers,
+        a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click,
+        the_message_id_is_stable_per_row,
+        the_file_transport_writes_one_eml_per_row,
+        pooled_connections_are_reused,
+        refused_silent_and_tls_failures_are_retried,
+        a_private_ca_is_trusted_through_tls_ca_file,
     ])
 }

@@ -446,26 +446,17 @@ async fn the_openapi_document_is_valid_and_generates_a_client() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "a_deeply_nested_bounce_is_refused_and_the_server_survives",
-            a_deeply_nested_bounce_is_refused_and_the_server_survives,
-        ),
-        common::harness::test("half_sent_request_headers_are_timed_out", half_sent_request_headers_are_timed_out),
-        common::harness::test("open_connections_are_bounded", open_connections_are_bounded),
-        common::harness::test("nul_in_urls_and_forms_sqlite", nul_in_urls_and_forms_sqlite),
-        common::harness::test("nul_in_urls_and_forms_postgres", nul_in_urls_and_forms_postgres),
-        common::harness::test("nul_in_urls_and_forms_mysql", nul_in_urls_and_forms_mysql),
-        common::harness::test(
-            "concurrent_wrong_logins_are_counted_before_they_are_checked",
-            concurrent_wrong_logins_are_counted_before_they_are_checked,
-        ),
-        common::harness::test("the_all_categories_name_is_reserved", the_all_categories_name_is_reserved),
-        common::harness::test("the_sqlite_file_is_created_private", the_sqlite_file_is_created_private),
-        common::harness::test("metrics_follow_accept_and_pass_promtool", metrics_follow_accept_and_pass_promtool),
-        common::harness::test(
-            "the_openapi_document_is_valid_and_generates_a_client",
-            the_openapi_document_is_valid_and_generates_a_client,
-        ),
+    common::harness::main(named_tests![
+        a_deeply_nested_bounce_is_refused_and_the_server_survives,
+        half_sent_request_headers_are_timed_out,
+        open_connections_are_bounded,
+        nul_in_urls_and_forms_sqlite,
+        nul_in_urls_and_forms_postgres,
+        nul_in_urls_and_forms_mysql,
+        concurrent_wrong_logins_are_counted_before_they_are_checked,
+        the_all_categories_name_is_reserved,
+        the_sqlite_file_is_created_private,
+        metrics_follow_accept_and_pass_promtool,
+        the_openapi_document_is_valid_and_generates_a_client,
     ])
 }

@@ -456,17 +456,10 @@ fn main() -> std::process::ExitCode {
             move || any_category_a_rule_accepts_works_in_every_preference_form(backend),
         ));
     }
-    trials.push(common::harness::test(
-        "the_preference_view_shows_what_a_person_receives_by_readable_names",
+    trials.extend(named_tests![
         the_preference_view_shows_what_a_person_receives_by_readable_names,
-    ));
-    trials.push(common::harness::test(
-        "the_hosted_form_posts_back_under_the_public_path",
         the_hosted_form_posts_back_under_the_public_path,
-    ));
-    trials.push(common::harness::test(
-        "hostile_text_on_the_hosted_page_is_escaped",
         hostile_text_on_the_hosted_page_is_escaped,
-    ));
+    ]);
     common::harness::main(trials)
 }

@@ -646,45 +646,19 @@ postmark_password = "{pm}"
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "the_route_table_and_the_openapi_document_agree",
-            the_route_table_and_the_openapi_document_agree,
-        ),
-        common::harness::sync_test(
-            "the_readme_lists_every_route_with_who_may_call_it",
-            the_readme_lists_every_route_with_who_may_call_it,
-        ),
-        common::harness::test(
-            "api_key_routes_refuse_every_other_caller_and_change_nothing",
-            api_key_routes_refuse_every_other_caller_and_change_nothing,
-        ),
-        common::harness::test(
-            "inbox_routes_take_only_a_genuine_token_and_reach_only_its_user",
-            inbox_routes_take_only_a_genuine_token_and_reach_only_its_user,
-        ),
-        common::harness::test(
-            "provider_webhooks_refuse_requests_without_the_providers_proof",
-            provider_webhooks_refuse_requests_without_the_providers_proof,
-        ),
-        common::harness::test(
-            "unsubscribe_links_refuse_forged_tokens_and_change_nothing",
-            unsubscribe_links_refuse_forged_tokens_and_change_nothing,
-        ),
-        common::harness::test(
-            "public_routes_answer_anyone_and_reveal_no_secret",
-            public_routes_answer_anyone_and_reveal_no_secret,
-        ),
-        common::harness::test(
-            "operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token",
-            operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token,
-        ),
-        common::harness::test("hostile_text_is_data_not_sql_sqlite", hostile_text_is_data_not_sql_sqlite),
-        common::harness::test("hostile_text_is_data_not_sql_postgres", hostile_text_is_data_not_sql_postgres),
-        common::harness::test("hostile_text_is_data_not_sql_mysql", hostile_text_is_data_not_sql_mysql),
-        common::harness::test(
-            "secrets_given_to_the_server_never_reach_its_log",
-            secrets_given_to_the_server_never_reach_its_log,
-        ),
+    common::harness::main(named_tests![
+        the_route_table_and_the_openapi_document_agree,
+        #[sync]
+        the_readme_lists_every_route_with_who_may_call_it,
+        api_key_routes_refuse_every_other_caller_and_change_nothing,
+        inbox_routes_take_only_a_genuine_token_and_reach_only_its_user,
+        provider_webhooks_refuse_requests_without_the_providers_proof,
+        unsubscribe_links_refuse_forged_tokens_and_change_nothing,
+        public_routes_answer_anyone_and_reveal_no_secret,
+        operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token,
+        hostile_text_is_data_not_sql_sqlite,
+        hostile_text_is_data_not_sql_postgres,
+        hostile_text_is_data_not_sql_mysql,
+        secrets_given_to_the_server_never_reach_its_log,
     ])
 }

@@ -236,6 +236,28 @@ macro_rules! backend_tests {
     };
 }
 
+/// The listed tests as trials named after their functions, for the suite's
+/// `main`: `named_tests![a, #[sync] b]` is
+/// `vec![harness::test("a", a), harness::sync_test("b", b)]`, so a test's
+/// name is written once and cannot drift from its function.
+#[macro_export]
+macro_rules! named_tests {
+    ($($(#[$kind:ident])? $name:ident),* $(,)?) => {
+        vec![$($crate::named_test!($(#[$kind])? $name)),*]
+    };
+}
+
+/// One entry of [`named_tests!`]: async unless marked `#[sync]`.
+#[macro_export]
+macro_rules! named_test {
+    (#[sync] $name:ident) => {
+        $crate::common::harness::sync_test(stringify!($name), $name)
+    };
+    ($name:ident) => {
+        $crate::common::harness::test(stringify!($name), $name)
+    };
+}
+
 pub fn user(s: &str) -> UserId {
     UserId::parse("user_id", s).unwrap()
 }
