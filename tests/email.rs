@@ -303,13 +303,7 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
         b.encode(text)
     };
     for bad in [format!("{payload}.{forged_sig}"), format!("{other_payload}.{sig}"), "nonsense".to_owned()] {
-        let resp = http
-            .post(format!("{}/u/{bad}", server.base))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body("List-Unsubscribe=One-Click")
-            .send()
-            .await
-            .unwrap();
+        let resp = common::app::one_click(&http, &format!("{}/u/{bad}", server.base)).await;
         assert_eq!(resp.status().as_u16(), 400);
         assert_eq!(resp.headers()["content-type"], "application/problem+json");
     }
@@ -317,13 +311,7 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
 
     // One click, twice: 200 both times, no redirect, one suppression.
     for _ in 0..2 {
-        let resp = http
-            .post(link)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body("List-Unsubscribe=One-Click")
-            .send()
-            .await
-            .unwrap();
+        let resp = common::app::one_click(&http, link).await;
         assert_eq!(resp.status().as_u16(), 200);
         assert!(resp.text().await.unwrap().contains("Unsubscribed"));
     }

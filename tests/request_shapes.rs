@@ -197,16 +197,8 @@ async fn an_address_that_cannot_be_mailed_is_refused_naming_email() {
 /// is opened now, with a link to the address search, and the operator can
 /// say which with `by`.
 async fn a_user_whose_id_is_an_address_can_be_opened_on_the_screen() {
-    use herald::clock::{Clock, Millis, SystemClock};
-    use herald::store::OperatorStore;
     let app = App::start().await;
-    let now = SystemClock.now();
-    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
-        .await
-        .unwrap();
-    let session = "a-session-token-for-this-test-only";
-    let hash = herald::http::ui::session::session_hash(session);
-    app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
+    let (_, session) = app.operator_session().await;
     let page = |path: &str| {
         let req = app.http.get(app.url(path)).header("cookie", format!("herald_session={session}"));
         async move {
