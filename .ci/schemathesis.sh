@@ -5,15 +5,7 @@
 set -euo pipefail
 bin="${1:?usage: schemathesis.sh PATH/TO/herald}"
 here="$(cd "$(dirname "$0")" && pwd)"
-work="$(mktemp -d)"
-port=$((20000 + RANDOM % 20000))
-cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait "${pid:-}" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-cd "$work"
-key="$("$bin" keys create --name schemathesis 2>/dev/null)"
-HERALD_LOG=warn "$bin" serve --listen "127.0.0.1:$port" >"$work/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.2; done
+. "$here/serve-herald.sh" schemathesis
 # Every check schemathesis has, including "schema-valid request rejected"
 # and "schema-violating request accepted": the document states what the
 # server checks, exactly. What it cannot state is in .ci/schemathesis.toml,

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::app::App;
+use common::sse::Events;
 use herald::clock::{Clock, SystemClock};
 use herald::store::{BounceStore, RecipientStore, Store, SuppressionStore};
 use serde_json::{Value, json};
@@ -580,56 +581,6 @@ async fn seen_read_archive_and_filters_move_the_counts() {
     app.stop().await;
 }
 
-/// An event's id: its position in commit order.
-fn position(e: &Sse) -> i64 {
-    e.id.as_deref().and_then(|id| id.parse().ok()).expect("an event id that is a position")
-}
-
-/// Reads Server-Sent Events off a response, one at a time.
-struct Events {
-    stream: std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
-    buf: String,
-}
-
-#[derive(Debug, Default)]
-struct Sse {
-    event: String,
-    id: Option<String>,
-    data: String,
-}
-
-impl Events {
-    fn new(resp: reqwest::Response) -> Events {
-        Events { stream: Box::pin(resp.bytes_stream()), buf: String::new() }
-    }
-
-    /// The next event of kind `kind`, waiting at most `within`.
-    async fn next(&mut self, kind: &str, within: Duration) -> Option<Sse> {
-        use futures::StreamExt;
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            while let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
-                let mut ev = Sse::default();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        ev.event = v.trim().to_owned();
-                    } else if let Some(v) = line.strip_prefix("id:") {
-                        ev.id = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        ev.data.push_str(v.trim());
-                    }
-                }
-                if ev.event == kind {
-                    return Some(ev);
-                }
-            }
-            let chunk = tokio::time::timeout_at(deadline, self.stream.next()).await.ok()??.ok()?;
-            self.buf.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_stream_pushes_new_messages_and_resumes_without_loss() {
     let app = App::start().await;
@@ -643,27 +594,27 @@ async fn the_stream_pushes_new_messages_and_resumes_without_loss() {
         async move { Events::new(req.send().await.unwrap()) }
     };
     let mut events = open(None).await;
-    let count = events.next("count", Duration::from_secs(5)).await.expect("counts on connect");
+    let count = events.next_of("count", Duration::from_secs(5)).await.expect("counts on connect");
     assert_eq!(serde_json::from_str::<Value>(&count.data).unwrap(), json!({"unseen": 1, "unread": 1}));
 
     app.send_inbox("bob", &["not for ada"]).await;
     app.send_inbox("ada", &["live"]).await;
-    let msg = events.next("message", Duration::from_secs(5)).await.expect("a message planned after connecting");
+    let msg = events.next_of("message", Duration::from_secs(5)).await.expect("a message planned after connecting");
     let item: Value = serde_json::from_str(&msg.data).unwrap();
     assert_eq!(item["title"], "live", "only ada's, and nothing from before the stream started");
-    let count = events.next("count", Duration::from_secs(5)).await.unwrap();
+    let count = events.next_of("count", Duration::from_secs(5)).await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&count.data).unwrap(), json!({"unseen": 2, "unread": 2}));
     drop(events); // the connection drops
 
     app.send_inbox("ada", &["missed 1", "missed 2"]).await;
     let mut resumed = open(msg.id.clone()).await;
-    let first = resumed.next("message", Duration::from_secs(5)).await.expect("missed messages on resume");
-    let second = resumed.next("message", Duration::from_secs(5)).await.expect("both of them");
+    let first = resumed.next_of("message", Duration::from_secs(5)).await.expect("missed messages on resume");
+    let second = resumed.next_of("message", Duration::from_secs(5)).await.expect("both of them");
     let mut titles: Vec<String> = [&first, &second]
         .iter()
         .map(|e| serde_json::from_str::<Value>(&e.data).unwrap()["title"].as_str().unwrap().to_owned())
         .collect();
-    assert!(position(&first) < position(&second), "in commit order");
+    assert!(first.position() < second.position(), "in commit order");
     titles.sort();
     assert_eq!(titles, vec!["missed 1", "missed 2"], "without loss or repeats");
     app.stop().await;
@@ -681,15 +632,15 @@ async fn outcome_events_stream_in_order_and_resume_without_loss() {
         async move { Events::new(req.send().await.unwrap()) }
     };
     let mut events = open(None).await;
-    events.next("ready", Duration::from_secs(5)).await.expect("the stream says where it starts");
+    events.next_of("ready", Duration::from_secs(5)).await.expect("the stream says where it starts");
     app.send_inbox("ada", &["live"]).await;
-    let outcome = events.next("outcome", Duration::from_secs(5)).await.expect("an outcome event");
+    let outcome = events.next_of("outcome", Duration::from_secs(5)).await.expect("an outcome event");
     let data: Value = serde_json::from_str(&outcome.data).unwrap();
     assert_eq!((data["user_id"].as_str(), data["data"]["status"].as_str()), (Some("ada"), Some("sent")));
     assert_eq!(data["data"]["channel"], "inbox");
     let (status, _) = app.post("/v1/suppressions", json!({"email": "ada@example.com", "reason": "complaint"})).await;
     assert_eq!(status, 201);
-    let suppression = events.next("suppression", Duration::from_secs(5)).await.expect("a suppression event");
+    let suppression = events.next_of("suppression", Duration::from_secs(5)).await.expect("a suppression event");
     let data: Value = serde_json::from_str(&suppression.data).unwrap();
     assert_eq!(data["data"]["reason"], "complaint");
     assert_eq!(data["data"]["address_hash"].as_str().unwrap().len(), 64, "the hash, never the address");
@@ -698,10 +649,10 @@ async fn outcome_events_stream_in_order_and_resume_without_loss() {
 
     app.send_inbox("bob", &["while away"]).await;
     let mut resumed = open(suppression.id.clone()).await;
-    let missed = resumed.next("outcome", Duration::from_secs(5)).await.expect("the missed outcome");
+    let missed = resumed.next_of("outcome", Duration::from_secs(5)).await.expect("the missed outcome");
     let data: Value = serde_json::from_str(&missed.data).unwrap();
     assert_eq!(data["user_id"], "bob");
-    assert!(position(&missed) > position(&suppression), "in commit order");
+    assert!(missed.position() > suppression.position(), "in commit order");
     app.stop().await;
 }
 

@@ -25,6 +25,13 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts that `out` failed and that its error output says `says`.
+#[track_caller]
+fn assert_refused(out: &Output, says: &str) {
+    assert!(!out.status.success());
+    assert!(stderr(out).contains(says), "{}", stderr(out));
+}
+
 fn status_json(dir: &Path) -> serde_json::Value {
     let out = herald(dir, &["status", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -119,34 +126,21 @@ fn after_each_verb_the_database_file_alone_holds_everything() {
 fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald_env(dir.path(), &["status"], &[("HERALD_WORKER__BATCH", "0")]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "configuration key `worker.batch`: 0 is not accepted; expected 1 to 10000");
 
     let out = herald(dir.path(), &["enqueue", "--channel", "E mail", "--user-id", "u"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--channel: unknown channel \"E mail\""), "{}", stderr(&out));
+    assert_refused(&out, "--channel: unknown channel \"E mail\"");
 
     // A typo is refused, naming the channels there are, and so is a channel
     // this configuration cannot deliver on, naming the setting.
     let out = herald(dir.path(), &["enqueue", "--channel", "emial", "--user-id", "u"]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("--channel: unknown channel \"emial\"; Herald's channels are email, inbox, webhook"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "--channel: unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
     let out = herald(dir.path(), &["enqueue", "--channel", "webhook", "--user-id", "u"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("set webhook.signing_secret"), "{}", stderr(&out));
+    assert_refused(&out, "set webhook.signing_secret");
     assert!(!dir.path().join("herald.db").exists() || count(&status_json(dir.path()), "scheduled") == 0);
 
     let out = herald(dir.path(), &["--database-url", "redis://x", "status"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("database_url"), "{}", stderr(&out));
+    assert_refused(&out, "database_url");
 }
 
 #[test]
@@ -176,8 +170,7 @@ fn a_database_that_cannot_be_opened_is_named_once_with_the_cause_and_fast() {
 
     // `serve --port` says what it meant.
     let out = herald(dir.path(), &["serve", "--port", "9000"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--listen 127.0.0.1:9000"), "{}", stderr(&out));
+    assert_refused(&out, "--listen 127.0.0.1:9000");
 }
 
 #[test]
@@ -307,8 +300,7 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
 
     // A change needs an operator, and an existing one.
     let out = herald(dir.path(), &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--operator: required with --set"), "{}", stderr(&out));
+    assert_refused(&out, "--operator: required with --set");
     let set = ["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off", "--operator"];
     let out = herald(dir.path(), &[&set[..], &["nobody@example.com"]].concat());
     assert!(stderr(&out).contains("is not an operator account"), "{}", stderr(&out));
@@ -317,8 +309,7 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
         dir.path(),
         &["preferences", "--user-id", "demo-user", "--set", "gossip:inbox=off", "--operator", "ops@example.com"],
     );
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("nothing changed: categories.gossip"), "{}", stderr(&out));
+    assert_refused(&out, "nothing changed: categories.gossip");
     let out = herald(
         dir.path(),
         &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=maybe", "--operator", "ops@example.com"],
@@ -369,8 +360,7 @@ fn bounce_parse_prints_one_json_object_per_recipient() {
     let empty = dir.path().join("empty.eml");
     std::fs::write(&empty, "").unwrap();
     let out = herald(dir.path(), &["bounce", "parse", empty.to_str().unwrap()]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("the input is empty"), "{}", stderr(&out));
+    assert_refused(&out, "the input is empty");
 }
 
 #[test]
@@ -393,8 +383,7 @@ fn sends_by_address_uses_the_generated_secret_and_keeps_it_private() {
     assert_eq!(a["address_hash"].as_str().unwrap().len(), 64);
 
     let out = herald(dir.path(), &["sends", "--address", "nobody"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--address"), "{}", stderr(&out));
+    assert_refused(&out, "--address");
     let out = herald(dir.path(), &["sends"]);
     assert!(!out.status.success(), "one of --user-id and --address is required");
 }
@@ -494,8 +483,7 @@ fn rules_are_listed_shown_and_switched_and_the_audit_names_the_os_user() {
 
     // An unknown rule is named, with where to find the right one.
     let out = herald(dir.path(), &["rules", "disable", "no-such-rule"]);
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("no rule has the id or name \"no-such-rule\""), "{}", stderr(&out));
+    assert_refused(&out, "no rule has the id or name \"no-such-rule\"");
     assert!(stderr(&out).contains("herald rules list"), "{}", stderr(&out));
 
     let as_alice = [("USER", "alice"), ("LOGNAME", "alice")];
@@ -531,12 +519,7 @@ fn rules_are_listed_shown_and_switched_and_the_audit_names_the_os_user() {
 fn users_are_shown_and_set_field_by_field_with_refusals_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let out = herald(dir.path(), &["users", "show", "--user-id", "u-1"]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("no user \"u-1\"; create one with `herald users set --user-id u-1"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&out, "no user \"u-1\"; create one with `herald users set --user-id u-1");
 
     let out = herald(dir.path(), &["users", "set", "--user-id", "u-1", "--email", "ann@example.com", "--locale", "de"]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -82,9 +82,9 @@ fn bench_with_instances_drains_with_real_processes_and_reports_latency() {
 
 fn main() -> std::process::ExitCode {
     let mut trials = backend_trials();
-    trials.extend([common::harness::sync_test(
-        "bench_with_instances_drains_with_real_processes_and_reports_latency",
+    trials.extend(named_tests![
+        #[sync]
         bench_with_instances_drains_with_real_processes_and_reports_latency,
-    )]);
+    ]);
     common::harness::main(trials)
 }

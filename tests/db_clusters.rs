@@ -43,9 +43,8 @@ use std::time::{Duration, Instant};
 use chaos_support::{knob, output_dir};
 use common::smtp::SmtpSink;
 use herald::clock::{Clock, SystemClock};
-use herald::domain::{ChannelName, UserId};
-use herald::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
-use herald::tooling::cluster::{self, Cluster, ClusterOptions};
+use herald::store::{ConnectOptions, NewOutboxRow, SqlStore};
+use herald::tooling::cluster::{self, Cluster};
 
 const BOUND: Duration = Duration::from_secs(120);
 
@@ -90,25 +89,14 @@ impl Drop for Script {
 /// keys and titles marked with `tag`.
 async fn enqueue_inbox(store: &SqlStore, inbox: usize, tag: &str, due_in: Duration) {
     let now = SystemClock.now();
-    let user = UserId::parse("user_id", "cluster-user").unwrap();
     let due = herald::clock::Millis(now.0 + due_in.as_millis() as i64);
     let rows: Vec<NewOutboxRow> = (0..inbox)
-        .map(|i| NewOutboxRow {
-            id: new_id(),
-            dedupe_key: format!("{tag}:{i}"),
-            rule_id: None,
-            trigger_id: None,
-            user_id: user.clone(),
-            channel: ChannelName::parse("channel", "inbox").unwrap(),
-            payload: serde_json::json!({ "title": format!("{tag} {i}") }),
-            due_at: due,
-            expires_at: None,
-            follow_up_at: None,
+        .map(|i| {
+            let payload = serde_json::json!({ "title": format!("{tag} {i}") });
+            common::keyed_row("cluster-user", "inbox", format!("{tag}:{i}"), payload, due)
         })
         .collect();
-    for chunk in rows.chunks(1000) {
-        store.enqueue(chunk, now).await.unwrap();
-    }
+    common::enqueue_all(store, &rows, now).await;
 }
 
 /// One email rule, `emails` users with an address each, and one trigger per
@@ -187,17 +175,8 @@ async fn drain_through_a_node_kill(name: &str, url: &str, instances: usize, kill
         .unwrap();
     let sink = SmtpSink::start().await;
     let log_dir = output_dir(&format!("db-clusters/{name}"));
-    let env = cluster_env(&sink);
-    let mut herald = Cluster::start(ClusterOptions {
-        binary: env!("CARGO_BIN_EXE_herald").into(),
-        database_url: url.to_owned(),
-        instances,
-        log_dir: log_dir.clone(),
-        env,
-        ready_timeout: Duration::from_secs(60),
-    })
-    .await
-    .unwrap();
+    let env = sink.instance_env("cluster");
+    let mut herald = common::start_cluster(url.to_owned(), instances, log_dir.clone(), env).await;
 
     enqueue_inbox(&store, inbox, "cluster", Duration::ZERO).await;
     let statuses = post_email_triggers(&store, &herald, emails).await;
@@ -248,26 +227,32 @@ async fn drain_through_a_node_kill(name: &str, url: &str, instances: usize, kill
 
 async fn galera_three_nodes_one_killed() {
     let galera = Script::new("galera.sh", "HERALD_GALERA_DIR");
-    galera.run(&["stop", "--clean"]);
-    eprintln!("{}", galera.run(&["up"]));
-    let url = "mysql://herald@127.0.0.1:3310/herald";
-    drain_through_a_node_kill("galera", url, 3, || {
-        eprintln!("{}", galera.run(&["kill", "2"]));
-    })
-    .await;
-    eprintln!("{}", galera.run(&["state"]));
+    drain_through_a_scripted_kill(&galera, "galera", "mysql://herald@127.0.0.1:3310/herald", 3, &["kill", "2"]).await;
 }
 
 async fn patroni_leader_killed() {
     let patroni = Script::new("patroni.sh", "HERALD_PATRONI_DIR");
-    patroni.run(&["stop", "--clean"]);
-    eprintln!("{}", patroni.run(&["up"]));
-    let url = "postgres://postgres@127.0.0.1:5440/herald";
-    drain_through_a_node_kill("patroni", url, 2, || {
-        eprintln!("{}", patroni.run(&["kill", "leader"]));
+    drain_through_a_scripted_kill(
+        &patroni,
+        "patroni",
+        "postgres://postgres@127.0.0.1:5440/herald",
+        2,
+        &["kill", "leader"],
+    )
+    .await;
+}
+
+/// [`drain_through_a_node_kill`] on a fresh cluster from `script`, the node
+/// killed by running it with `kill`; the script's view of the cluster
+/// before and after goes to the test's output.
+async fn drain_through_a_scripted_kill(script: &Script, name: &str, url: &str, instances: usize, kill: &[&str]) {
+    script.run(&["stop", "--clean"]);
+    eprintln!("{}", script.run(&["up"]));
+    drain_through_a_node_kill(name, url, instances, || {
+        eprintln!("{}", script.run(kill));
     })
     .await;
-    eprintln!("{}", patroni.run(&["state"]));
+    eprintln!("{}", script.run(&["state"]));
 }
 
 /// `(outbox id, send-log row id, channel)` of every `sent` outcome.
@@ -341,21 +326,12 @@ async fn patroni_async_leader_killed() {
 
     let sink = SmtpSink::start().await;
     let log_dir = output_dir("db-clusters/patroni-async");
-    let mut env = cluster_env(&sink);
+    let mut env = sink.instance_env("cluster");
     // A row whose outcome the failover lost but whose claim survived is
     // held by a live instance that renews its lease: only the stale window
     // takes it back (15 minutes by default).
     env.push(("HERALD_WORKER__STALE".to_owned(), "90s".to_owned()));
-    let mut herald = Cluster::start(ClusterOptions {
-        binary: env!("CARGO_BIN_EXE_herald").into(),
-        database_url: url.to_owned(),
-        instances: 2,
-        log_dir: log_dir.clone(),
-        env,
-        ready_timeout: Duration::from_secs(60),
-    })
-    .await
-    .unwrap();
+    let mut herald = common::start_cluster(url.to_owned(), 2, log_dir.clone(), env).await;
 
     let statuses = post_email_triggers(&store, &herald, emails).await;
     // The inbox rows fall due once replication is held, so that their
@@ -463,19 +439,4 @@ fn main() -> std::process::ExitCode {
         on_request("patroni_leader_killed", WHY, patroni_leader_killed),
         on_request("patroni_async_leader_killed", WHY, patroni_async_leader_killed),
     ])
-}
-
-/// The instances' settings in every cluster case: email to the test's SMTP
-/// sink, and fixed secrets.
-fn cluster_env(sink: &SmtpSink) -> Vec<(String, String)> {
-    [
-        ("HERALD_EMAIL__TRANSPORT", sink.url()),
-        ("HERALD_EMAIL__FROM", "Herald Cluster <cluster@herald.test>".to_owned()),
-        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
-        ("HERALD_EMAIL__ADDRESS_SECRET", "cluster test secret, not for production".to_owned()),
-        ("HERALD_INBOX__TOKEN_SECRET", "cluster test token secret, at least 32 chars".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect()
 }

@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use chaos_support::{PrivateMariaDb, PrivatePostgres, knob, output_dir, wait_for};
 use herald::clock::{Clock, SystemClock};
-use herald::domain::{ChannelName, UserId};
-use herald::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
-use herald::tooling::cluster::{self, Cluster, ClusterOptions};
+use herald::store::{ConnectOptions, NewOutboxRow, SqlStore, Store};
+use herald::tooling::cluster::{self, Cluster};
 
 const SPREAD: Duration = Duration::from_secs(20);
 
@@ -69,21 +68,12 @@ impl Server {
 async fn enqueue_spread(store: &SqlStore, prefix: &str, rows: usize) {
     let clock = SystemClock;
     let now = clock.now();
-    let user = UserId::parse("user_id", "fault-user").unwrap();
-    let channel = ChannelName::parse("channel", "inbox").unwrap();
     let step = SPREAD.as_millis() as i64 / rows.max(1) as i64;
     let rows: Vec<NewOutboxRow> = (0..rows)
-        .map(|i| NewOutboxRow {
-            id: new_id(),
-            dedupe_key: format!("{prefix}:{i}"),
-            rule_id: None,
-            trigger_id: None,
-            user_id: user.clone(),
-            channel: channel.clone(),
-            payload: serde_json::json!({ "title": format!("{prefix} {i}") }),
-            due_at: herald::clock::Millis(now.0 + step * i as i64),
-            expires_at: None,
-            follow_up_at: None,
+        .map(|i| {
+            let payload = serde_json::json!({ "title": format!("{prefix} {i}") });
+            let due = herald::clock::Millis(now.0 + step * i as i64);
+            common::keyed_row("fault-user", "inbox", format!("{prefix}:{i}"), payload, due)
         })
         .collect();
     for chunk in rows.chunks(1000) {
@@ -130,16 +120,13 @@ async fn faults(mut server: Server, name: &str) {
         ("HERALD_EMAIL__ADDRESS_SECRET", "fault test secret, not for production"),
         ("HERALD_INBOX__TOKEN_SECRET", "fault test token secret, at least 32 chars"),
     ];
-    let mut cluster = Cluster::start(ClusterOptions {
-        binary: env!("CARGO_BIN_EXE_herald").into(),
-        database_url: server.url(),
-        instances: 2,
-        log_dir: log_dir.clone(),
-        env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
-        ready_timeout: Duration::from_secs(60),
-    })
-    .await
-    .unwrap();
+    let mut cluster = common::start_cluster(
+        server.url(),
+        2,
+        log_dir.clone(),
+        env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+    )
+    .await;
 
     // 1. The server stops mid-drain and comes back.
     enqueue_spread(&store, "restart", rows).await;

@@ -10,32 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::app::App;
-use common::{Backend, TestDb, user, worker};
+use common::{Backend, TestDb, add_rule, at, user, worker};
 use herald::clock::{Clock, ManualClock, Millis};
 use herald::delivery::worker::WorkerConfig;
 use herald::planning::planner::{Planner, RuleBook};
 use herald::planning::recipient::RecipientInput;
-use herald::planning::rule::RuleInput;
-use herald::store::{NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, TriggerStore};
+use herald::store::{NewTrigger, OperatorStore, RecipientStore, RuleStore, Store, TriggerStore};
 use serde_json::{Value, json};
-
-fn at(s: &str) -> Millis {
-    Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
-}
-
-/// A rule from API JSON (with `extra` fields merged in), enabled, stored.
-async fn add_rule(db: &TestDb, now: Millis, trigger_type: &str, extra: Value) -> RuleRow {
-    let mut body = json!({
-        "name": format!("rule for {trigger_type}"), "trigger_type": trigger_type, "channel": "inbox",
-        "category": "news", "enabled": true,
-        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Hello", "text": "t"}}},
-    });
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let input: RuleInput = serde_json::from_value(body).unwrap();
-    let row = input.into_row(now, &Default::default()).unwrap();
-    db.store.insert_rule(&row).await.unwrap();
-    row
-}
 
 /// A planner whose recipients without a zone are in `worker.default_timezone`
 /// = Europe/Berlin, as `herald serve` configured so would plan.

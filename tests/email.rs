@@ -303,13 +303,7 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
         b.encode(text)
     };
     for bad in [format!("{payload}.{forged_sig}"), format!("{other_payload}.{sig}"), "nonsense".to_owned()] {
-        let resp = http
-            .post(format!("{}/u/{bad}", server.base))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body("List-Unsubscribe=One-Click")
-            .send()
-            .await
-            .unwrap();
+        let resp = common::app::one_click(&http, &format!("{}/u/{bad}", server.base)).await;
         assert_eq!(resp.status().as_u16(), 400);
         assert_eq!(resp.headers()["content-type"], "application/problem+json");
     }
@@ -317,13 +311,7 @@ async fn a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click() {
 
     // One click, twice: 200 both times, no redirect, one suppression.
     for _ in 0..2 {
-        let resp = http
-            .post(link)
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body("List-Unsubscribe=One-Click")
-            .send()
-            .await
-            .unwrap();
+        let resp = common::app::one_click(&http, link).await;
         assert_eq!(resp.status().as_u16(), 200);
         assert!(resp.text().await.unwrap().contains("Unsubscribed"));
     }
@@ -576,34 +564,16 @@ async fn a_private_ca_is_trusted_through_tls_ca_file() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "transient_replies_and_dropped_connections_are_retried",
-            transient_replies_and_dropped_connections_are_retried,
-        ),
-        common::harness::test(
-            "a_hard_bounce_suppresses_and_the_next_message_makes_no_connection",
-            a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
-        ),
-        common::harness::test(
-            "a_policy_rejection_is_terminal_without_suppression_and_counted",
-            a_policy_rejection_is_terminal_without_suppression_and_counted,
-        ),
-        common::harness::test("one_connection_per_message_also_delivers", one_connection_per_message_also_delivers),
-        common::harness::test(
-            "a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click",
-            a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click,
-        ),
-        common::harness::test("the_message_id_is_stable_per_row", the_message_id_is_stable_per_row),
-        common::harness::test("the_file_transport_writes_one_eml_per_row", the_file_transport_writes_one_eml_per_row),
-        common::harness::test("pooled_connections_are_reused", pooled_connections_are_reused),
-        common::harness::test(
-            "refused_silent_and_tls_failures_are_retried",
-            refused_silent_and_tls_failures_are_retried,
-        ),
-        common::harness::test(
-            "a_private_ca_is_trusted_through_tls_ca_file",
-            a_private_ca_is_trusted_through_tls_ca_file,
-        ),
+    common::harness::main(named_tests![
+        transient_replies_and_dropped_connections_are_retried,
+        a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
+        a_policy_rejection_is_terminal_without_suppression_and_counted,
+        one_connection_per_message_also_delivers,
+        a_rule_planned_message_arrives_whole_and_unsubscribes_in_one_click,
+        the_message_id_is_stable_per_row,
+        the_file_transport_writes_one_eml_per_row,
+        pooled_connections_are_reused,
+        refused_silent_and_tls_failures_are_retried,
+        a_private_ca_is_trusted_through_tls_ca_file,
     ])
 }

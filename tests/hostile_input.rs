@@ -14,7 +14,6 @@ use std::sync::Arc;
 
 use common::TestDb;
 use herald::clock::{Clock, SystemClock};
-use herald::config::Config;
 use herald::domain::UserId;
 use herald::store::{InboxFilter, RecipientStore, Store};
 use serde_json::{Value, json};
@@ -35,11 +34,7 @@ impl App {
         db.store.insert_api_key(&row).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
-        config.email.address_secret = Some("a test secret of sufficient length".into());
-        // The test drives the worker itself, so nothing moves behind its back.
-        config.worker.enabled = false;
-        config.planner.enabled = false;
+        let config = common::app::quiet_config(db);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(herald::app::serve_until(config, db.store.clone(), listener, shutdown.clone()));
         App { base, key, http: reqwest::Client::new(), store: db.arc(), shutdown, task }

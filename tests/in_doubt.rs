@@ -314,18 +314,9 @@ async fn a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_dou
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "a_commit_whose_answer_was_lost_is_found_and_acknowledged_once",
-            a_commit_whose_answer_was_lost_is_found_and_acknowledged_once,
-        ),
-        common::harness::test(
-            "a_commit_that_never_arrived_is_recorded_again_once",
-            a_commit_that_never_arrived_is_recorded_again_once,
-        ),
-        common::harness::test(
-            "a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_doubled",
-            a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_doubled,
-        ),
+    common::harness::main(named_tests![
+        a_commit_whose_answer_was_lost_is_found_and_acknowledged_once,
+        a_commit_that_never_arrived_is_recorded_again_once,
+        a_commit_that_cannot_be_checked_in_time_is_503_and_its_retry_is_not_doubled,
     ])
 }

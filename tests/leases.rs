@@ -37,9 +37,8 @@ use chaos_support::{knob, output_dir};
 use common::smtp::SmtpSink;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
-use herald::domain::{ChannelName, UserId};
-use herald::store::{InstanceStore, NewOutboxRow, Store, new_id};
-use herald::tooling::cluster::{self, Cluster, ClusterOptions};
+use herald::store::{InstanceStore, NewOutboxRow};
+use herald::tooling::cluster;
 
 /// The bound: a killed instance's rows are delivered again within
 /// two minutes with the default settings.
@@ -47,39 +46,17 @@ const RESCUE_BOUND: Duration = Duration::from_secs(120);
 
 async fn enqueue(db: &TestDb, inbox: usize, emails: usize) {
     let now = SystemClock.now();
-    let user = UserId::parse("user_id", "lease-user").unwrap();
-    let mut rows = Vec::with_capacity(inbox + emails);
-    for i in 0..emails {
-        rows.push(NewOutboxRow {
-            id: new_id(),
-            dedupe_key: format!("lease-email:{i}"),
-            rule_id: None,
-            trigger_id: None,
-            user_id: user.clone(),
-            channel: ChannelName::parse("channel", "email").unwrap(),
-            payload: serde_json::json!({ "to": format!("slow{i}@lease.test"), "subject": format!("lease {i}"), "text": "x" }),
-            due_at: now,
-            expires_at: None,
-            follow_up_at: None,
-        });
-    }
-    for i in 0..inbox {
-        rows.push(NewOutboxRow {
-            id: new_id(),
-            dedupe_key: format!("lease-inbox:{i}"),
-            rule_id: None,
-            trigger_id: None,
-            user_id: user.clone(),
-            channel: ChannelName::parse("channel", "inbox").unwrap(),
-            payload: serde_json::json!({ "title": format!("lease {i}") }),
-            due_at: now,
-            expires_at: None,
-            follow_up_at: None,
-        });
-    }
-    for chunk in rows.chunks(1000) {
-        db.store.enqueue(chunk, now).await.unwrap();
-    }
+    let emails = (0..emails).map(|i| {
+        let payload =
+            serde_json::json!({ "to": format!("slow{i}@lease.test"), "subject": format!("lease {i}"), "text": "x" });
+        common::keyed_row("lease-user", "email", format!("lease-email:{i}"), payload, now)
+    });
+    let inbox = (0..inbox).map(|i| {
+        let payload = serde_json::json!({ "title": format!("lease {i}") });
+        common::keyed_row("lease-user", "inbox", format!("lease-inbox:{i}"), payload, now)
+    });
+    let rows: Vec<NewOutboxRow> = emails.chain(inbox).collect();
+    common::enqueue_all(&db.store, &rows, now).await;
 }
 
 /// Rows `sending` under the claims of the instance whose process is `pid`.
@@ -140,27 +117,9 @@ async fn a_killed_instances_rows_are_delivered_by_the_other_within_two_minutes(m
         (knob("HERALD_TEST_LEASE_INBOX_ROWS", 2000) as usize, knob("HERALD_TEST_LEASE_EMAILS", 300) as usize);
     let sink = SmtpSink::start().await;
     let log_dir = output_dir(&format!("leases/postgres-{moment:?}"));
-    let env: Vec<(String, String)> = [
-        ("HERALD_EMAIL__TRANSPORT", sink.url()),
-        ("HERALD_EMAIL__FROM", "Herald Lease <lease@herald.test>".to_owned()),
-        ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
-        ("HERALD_EMAIL__ADDRESS_SECRET", "lease test secret, not for production".to_owned()),
-        ("HERALD_INBOX__TOKEN_SECRET", "lease test token secret, at least 32 chars".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let env = sink.instance_env("lease");
     // Every worker setting is the default: the bound must hold as shipped.
-    let mut cluster = Cluster::start(ClusterOptions {
-        binary: env!("CARGO_BIN_EXE_herald").into(),
-        database_url: db.url.clone(),
-        instances: 2,
-        log_dir: log_dir.clone(),
-        env,
-        ready_timeout: Duration::from_secs(60),
-    })
-    .await
-    .unwrap();
+    let mut cluster = common::start_cluster(db.url.clone(), 2, log_dir.clone(), env).await;
 
     enqueue(&db, inbox, emails).await;
     let enqueued = Instant::now();

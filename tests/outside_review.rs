@@ -5,7 +5,7 @@
 mod common;
 
 use common::Backend;
-use common::app::App;
+use common::app::{App, login_form, one_click};
 
 /// 50,000 levels of `message/rfc822` (1.6 MB) once aborted the whole process
 /// with a stack overflow. Now the bounce is refused with a 422 naming why,
@@ -82,43 +82,13 @@ async fn open_connections_are_bounded() {
     app.stop().await;
 }
 
-/// The login form's cookie and CSRF field, as a browser gets them.
-async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
-    let resp = http.get(format!("{base}/ui/login")).send().await.unwrap();
-    let cookie = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with("herald_login="))
-        .expect("the login page sets its cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let html = resp.text().await.unwrap();
-    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    (cookie, csrf)
-}
-
 /// Every URL the review found answering 500 on PostgreSQL because of a
 /// `%00` in an id, cursor or filter, with the credentials each needs, must
 /// answer 4xx on all three databases.
 async fn nul_in_ids_cursors_and_filters_is_a_4xx(backend: Backend) {
-    use herald::clock::{Clock, Millis, SystemClock};
-    use herald::store::OperatorStore;
     let app = App::start_on(backend, |_| {}).await;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let now = SystemClock.now();
-    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
-        .await
-        .unwrap();
-    let session = "a-session-token-for-this-test-only";
-    app.db
-        .store
-        .create_session(&herald::http::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
-        .await
-        .unwrap();
+    let (_, session) = app.operator_session().await;
     let csrf = herald::http::ui::session::csrf_token(session);
     let (_, user_token) = app.post("/v1/users/u-1/token", serde_json::json!({})).await;
     let user_token = user_token["token"].as_str().expect("a user token").to_owned();
@@ -274,14 +244,7 @@ async fn the_all_categories_name_is_reserved() {
         category: "*".into(),
         user_id: "u-1".into(),
     });
-    let resp = app
-        .http
-        .post(app.url(&format!("/u/{token}")))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("List-Unsubscribe=One-Click")
-        .send()
-        .await
-        .unwrap();
+    let resp = one_click(&app.http, &app.url(&format!("/u/{token}"))).await;
     assert_eq!(resp.status().as_u16(), 400);
     let now = herald::clock::Millis(i64::MAX / 2);
     assert!(app.db.store.active_suppression(&hash, Some("transactional"), now).await.unwrap().is_none());
@@ -446,26 +409,17 @@ async fn the_openapi_document_is_valid_and_generates_a_client() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "a_deeply_nested_bounce_is_refused_and_the_server_survives",
-            a_deeply_nested_bounce_is_refused_and_the_server_survives,
-        ),
-        common::harness::test("half_sent_request_headers_are_timed_out", half_sent_request_headers_are_timed_out),
-        common::harness::test("open_connections_are_bounded", open_connections_are_bounded),
-        common::harness::test("nul_in_urls_and_forms_sqlite", nul_in_urls_and_forms_sqlite),
-        common::harness::test("nul_in_urls_and_forms_postgres", nul_in_urls_and_forms_postgres),
-        common::harness::test("nul_in_urls_and_forms_mysql", nul_in_urls_and_forms_mysql),
-        common::harness::test(
-            "concurrent_wrong_logins_are_counted_before_they_are_checked",
-            concurrent_wrong_logins_are_counted_before_they_are_checked,
-        ),
-        common::harness::test("the_all_categories_name_is_reserved", the_all_categories_name_is_reserved),
-        common::harness::test("the_sqlite_file_is_created_private", the_sqlite_file_is_created_private),
-        common::harness::test("metrics_follow_accept_and_pass_promtool", metrics_follow_accept_and_pass_promtool),
-        common::harness::test(
-            "the_openapi_document_is_valid_and_generates_a_client",
-            the_openapi_document_is_valid_and_generates_a_client,
-        ),
+    common::harness::main(named_tests![
+        a_deeply_nested_bounce_is_refused_and_the_server_survives,
+        half_sent_request_headers_are_timed_out,
+        open_connections_are_bounded,
+        nul_in_urls_and_forms_sqlite,
+        nul_in_urls_and_forms_postgres,
+        nul_in_urls_and_forms_mysql,
+        concurrent_wrong_logins_are_counted_before_they_are_checked,
+        the_all_categories_name_is_reserved,
+        the_sqlite_file_is_created_private,
+        metrics_follow_accept_and_pass_promtool,
+        the_openapi_document_is_valid_and_generates_a_client,
     ])
 }

@@ -101,14 +101,8 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "an_enqueue_on_one_instance_wakes_the_worker_of_another",
-            an_enqueue_on_one_instance_wakes_the_worker_of_another,
-        ),
-        common::harness::test(
-            "an_inbox_change_on_one_instance_reaches_the_streams_of_another",
-            an_inbox_change_on_one_instance_reaches_the_streams_of_another,
-        ),
+    common::harness::main(named_tests![
+        an_enqueue_on_one_instance_wakes_the_worker_of_another,
+        an_inbox_change_on_one_instance_reaches_the_streams_of_another,
     ])
 }

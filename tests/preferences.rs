@@ -10,9 +10,6 @@ use common::app::App;
 use herald::store::OperatorStore;
 use serde_json::{Value, json};
 
-const BACKENDS: [(&str, Backend); 3] =
-    [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)];
-
 /// An enabled rule on `channel` in `category`.
 async fn rule(app: &App, category: &str, channel: &str) {
     let mut body = json!({
@@ -34,14 +31,7 @@ async fn user_token(app: &App, user: &str) -> String {
 }
 
 async fn as_user(app: &App, token: &str, method: reqwest::Method, body: Option<Value>) -> (u16, Value) {
-    let mut req = app.http.request(method, app.url("/v1/inbox/preferences")).bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    app.call_as(token, method, "/v1/inbox/preferences", body).await
 }
 
 /// Four simultaneous `PUT /v1/inbox/preferences`, one category each (the
@@ -174,22 +164,6 @@ fn browser_fields(html: &str, marker: &str, set: impl Fn(&str) -> Option<bool>) 
     fields
 }
 
-/// An operator with a session on `app`: the cookie for its requests.
-async fn operator_session(app: &App) -> String {
-    use herald::clock::{Clock, Millis, SystemClock};
-    let now = SystemClock.now();
-    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
-        .await
-        .unwrap();
-    let session = "a-session-token-for-this-test-only";
-    app.db
-        .store
-        .create_session(&herald::http::ui::session::session_hash(session), &op, now, Millis(now.0 + 3_600_000))
-        .await
-        .unwrap();
-    format!("herald_session={session}")
-}
-
 /// The box of `category` on `channel`, as the forms name it.
 fn box_of(category: &str, channel: &str) -> String {
     serde_json::to_string(&[category, channel]).unwrap()
@@ -219,7 +193,7 @@ async fn any_category_a_rule_accepts_works_in_every_preference_form(backend: Bac
     assert_eq!(body["user_preferences"]["news"], json!({"inbox": false}), "{body}");
 
     // The operator's form on the user's send-log page: turns news back on.
-    let cookie = operator_session(&app).await;
+    let cookie = format!("herald_session={}", app.operator_session().await.1);
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let page = http.get(app.url("/ui/sends?q=ada")).header("cookie", &cookie).send().await.unwrap();
     let html = page.text().await.unwrap();
@@ -434,39 +408,17 @@ async fn hostile_text_on_the_hosted_page_is_escaped() {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut trials = Vec::new();
-    for (prefix, backend) in BACKENDS {
-        trials
-            .push(common::harness::test(format!("{prefix}::concurrent_preference_changes_are_all_kept"), move || {
-                concurrent_preference_changes_are_all_kept(backend)
-            }));
-        trials.push(common::harness::test(
-            format!("{prefix}::concurrent_first_writes_of_a_user_are_not_errors"),
-            move || concurrent_first_writes_of_a_user_are_not_errors(backend),
-        ));
-        trials.push(common::harness::test(format!("{prefix}::a_deleted_user_stays_deleted"), move || {
-            a_deleted_user_stays_deleted(backend)
-        }));
-        trials.push(common::harness::test(
-            format!("{prefix}::the_hosted_page_saves_only_what_the_user_changed"),
-            move || the_hosted_page_saves_only_what_the_user_changed(backend),
-        ));
-        trials.push(common::harness::test(
-            format!("{prefix}::any_category_a_rule_accepts_works_in_every_preference_form"),
-            move || any_category_a_rule_accepts_works_in_every_preference_form(backend),
-        ));
-    }
-    trials.push(common::harness::test(
-        "the_preference_view_shows_what_a_person_receives_by_readable_names",
+    let mut trials = per_backend_tests![
+        concurrent_preference_changes_are_all_kept,
+        concurrent_first_writes_of_a_user_are_not_errors,
+        a_deleted_user_stays_deleted,
+        the_hosted_page_saves_only_what_the_user_changed,
+        any_category_a_rule_accepts_works_in_every_preference_form,
+    ];
+    trials.extend(named_tests![
         the_preference_view_shows_what_a_person_receives_by_readable_names,
-    ));
-    trials.push(common::harness::test(
-        "the_hosted_form_posts_back_under_the_public_path",
         the_hosted_form_posts_back_under_the_public_path,
-    ));
-    trials.push(common::harness::test(
-        "hostile_text_on_the_hosted_page_is_escaped",
         hostile_text_on_the_hosted_page_is_escaped,
-    ));
+    ]);
     common::harness::main(trials)
 }

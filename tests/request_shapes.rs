@@ -197,16 +197,8 @@ async fn an_address_that_cannot_be_mailed_is_refused_naming_email() {
 /// is opened now, with a link to the address search, and the operator can
 /// say which with `by`.
 async fn a_user_whose_id_is_an_address_can_be_opened_on_the_screen() {
-    use herald::clock::{Clock, Millis, SystemClock};
-    use herald::store::OperatorStore;
     let app = App::start().await;
-    let now = SystemClock.now();
-    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
-        .await
-        .unwrap();
-    let session = "a-session-token-for-this-test-only";
-    let hash = herald::http::ui::session::session_hash(session);
-    app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
+    let (_, session) = app.operator_session().await;
     let page = |path: &str| {
         let req = app.http.get(app.url(path)).header("cookie", format!("herald_session={session}"));
         async move {
@@ -237,24 +229,12 @@ async fn a_user_whose_id_is_an_address_can_be_opened_on_the_screen() {
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test("every_json_body_must_be_an_object", every_json_body_must_be_an_object),
-        common::harness::test(
-            "a_wrong_method_and_an_unknown_path_are_problems",
-            a_wrong_method_and_an_unknown_path_are_problems,
-        ),
-        common::harness::test(
-            "query_parameters_of_the_wrong_shape_are_422s_naming_them",
-            query_parameters_of_the_wrong_shape_are_422s_naming_them,
-        ),
-        common::harness::test("a_null_payload_is_refused", a_null_payload_is_refused),
-        common::harness::test(
-            "an_address_that_cannot_be_mailed_is_refused_naming_email",
-            an_address_that_cannot_be_mailed_is_refused_naming_email,
-        ),
-        common::harness::test(
-            "a_user_whose_id_is_an_address_can_be_opened_on_the_screen",
-            a_user_whose_id_is_an_address_can_be_opened_on_the_screen,
-        ),
+    common::harness::main(named_tests![
+        every_json_body_must_be_an_object,
+        a_wrong_method_and_an_unknown_path_are_problems,
+        query_parameters_of_the_wrong_shape_are_422s_naming_them,
+        a_null_payload_is_refused,
+        an_address_that_cannot_be_mailed_is_refused_naming_email,
+        a_user_whose_id_is_an_address_can_be_opened_on_the_screen,
     ])
 }

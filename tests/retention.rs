@@ -12,19 +12,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ScriptedChannel, TestDb, user, worker};
-use herald::clock::{Clock, ManualClock, Millis};
+use common::{ScriptedChannel, TestDb, add_rule, at, user, worker};
+use herald::clock::{Clock, ManualClock};
 use herald::config::RetentionSettings;
 use herald::delivery::channel::inbox::InboxChannel;
 use herald::delivery::channel::{Outcome, Registry};
 use herald::delivery::worker::{Worker, WorkerConfig};
 use herald::planning::planner::Planner;
 use herald::planning::recipient::RecipientInput;
-use herald::planning::rule::RuleInput;
 use herald::retention::{PruneReport, Retention};
-use herald::store::{
-    InboxMark, InboxStore, NewTrigger, Prunable, RecipientStore, RuleStore, Store, TriggerInsert, TriggerStore,
-};
+use herald::store::{InboxMark, InboxStore, NewTrigger, Prunable, RecipientStore, Store, TriggerInsert, TriggerStore};
 use serde_json::{Value, json};
 
 backend_tests!(
@@ -35,24 +32,9 @@ backend_tests!(
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// A time in 2030: the outbox's and the send log's ids are made on the
-/// real clock (UUIDv7), and their prune takes only ids made before the
-/// cutoff, so the manual clock must run ahead of the real one.
-fn at(s: &str) -> Millis {
-    Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
-}
-
-/// An enabled inbox rule from API JSON with `extra` merged in.
-async fn add_rule(db: &TestDb, now: Millis, trigger_type: &str, extra: Value) {
-    let mut body = json!({
-        "name": format!("rule for {trigger_type}"), "trigger_type": trigger_type, "channel": "inbox",
-        "category": "news", "enabled": true,
-        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Hello", "text": "t"}}},
-    });
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let input: RuleInput = serde_json::from_value(body).unwrap();
-    db.store.insert_rule(&input.into_row(now, &Default::default()).unwrap()).await.unwrap();
-}
+// The tests' times are in 2030 (`at`): the outbox's and the send log's ids
+// are made on the real clock (UUIDv7), and their prune takes only ids made
+// before the cutoff, so the manual clock must run ahead of the real one.
 
 fn escalating(after: u64) -> Value {
     json!({"escalate": {"after": after, "unless": "read", "channel": "email", "template":

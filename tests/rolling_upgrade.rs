@@ -67,13 +67,5 @@ async fn an_old_instance_runs_beside_an_additive_migration_and_refuses_to_restar
 }
 
 fn main() -> std::process::ExitCode {
-    use common::Backend;
-    let mut trials = Vec::new();
-    for (name, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
-        trials.push(common::harness::test(
-            format!("{name}::an_old_instance_runs_beside_an_additive_migration_and_refuses_to_restart"),
-            move || an_old_instance_runs_beside_an_additive_migration_and_refuses_to_restart(backend),
-        ));
-    }
-    common::harness::main(trials)
+    common::harness::main(per_backend_tests![an_old_instance_runs_beside_an_additive_migration_and_refuses_to_restart])
 }

@@ -131,17 +131,10 @@ async fn the_decision_says_what_cancels_the_follow_up() {
 }
 
 fn main() -> std::process::ExitCode {
-    use common::harness::test;
-    common::harness::main(vec![
-        test(
-            "a_trigger_type_the_trigger_api_refuses_is_refused_for_a_rule",
-            a_trigger_type_the_trigger_api_refuses_is_refused_for_a_rule,
-        ),
-        test("an_escalation_to_webhook_is_refused_when_saved", an_escalation_to_webhook_is_refused_when_saved),
-        test(
-            "a_rule_saved_before_the_checks_can_still_be_turned_off",
-            a_rule_saved_before_the_checks_can_still_be_turned_off,
-        ),
-        test("the_decision_says_what_cancels_the_follow_up", the_decision_says_what_cancels_the_follow_up),
+    common::harness::main(named_tests![
+        a_trigger_type_the_trigger_api_refuses_is_refused_for_a_rule,
+        an_escalation_to_webhook_is_refused_when_saved,
+        a_rule_saved_before_the_checks_can_still_be_turned_off,
+        the_decision_says_what_cancels_the_follow_up,
     ])
 }

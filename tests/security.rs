@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Backend;
-use common::app::App;
+use common::app::{App, login_form};
 use herald::clock::{Clock, Millis, SystemClock};
 use herald::domain::UserId;
 use herald::http::access::{Access, ROUTES, Route};
@@ -280,37 +280,13 @@ async fn public_routes_answer_anyone_and_reveal_no_secret() {
     app.stop().await;
 }
 
-/// The `herald_login` cookie and the login form's CSRF field, as a browser
-/// gets them from `GET /ui/login`.
-async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
-    let resp = http.get(format!("{base}/ui/login")).send().await.unwrap();
-    let cookie = resp
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|c| c.starts_with("herald_login="))
-        .expect("the login page sets its cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let html = resp.text().await.unwrap();
-    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    (cookie, csrf)
-}
-
 async fn operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token() {
     use herald::store::OperatorStore;
     let app = start().await;
     let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let now = SystemClock.now();
-    let op = herald::http::ui::session::add_operator(&app.db.store, "ops@example.com", "a long enough password", now)
-        .await
-        .unwrap();
-    let session = "a-session-token-for-this-test-only";
+    let (op, session) = app.operator_session().await;
     let hash = herald::http::ui::session::session_hash(session);
-    app.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
     let expired = "an-expired-session-token";
     app.db
         .store
@@ -646,45 +622,19 @@ postmark_password = "{pm}"
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(vec![
-        common::harness::test(
-            "the_route_table_and_the_openapi_document_agree",
-            the_route_table_and_the_openapi_document_agree,
-        ),
-        common::harness::sync_test(
-            "the_readme_lists_every_route_with_who_may_call_it",
-            the_readme_lists_every_route_with_who_may_call_it,
-        ),
-        common::harness::test(
-            "api_key_routes_refuse_every_other_caller_and_change_nothing",
-            api_key_routes_refuse_every_other_caller_and_change_nothing,
-        ),
-        common::harness::test(
-            "inbox_routes_take_only_a_genuine_token_and_reach_only_its_user",
-            inbox_routes_take_only_a_genuine_token_and_reach_only_its_user,
-        ),
-        common::harness::test(
-            "provider_webhooks_refuse_requests_without_the_providers_proof",
-            provider_webhooks_refuse_requests_without_the_providers_proof,
-        ),
-        common::harness::test(
-            "unsubscribe_links_refuse_forged_tokens_and_change_nothing",
-            unsubscribe_links_refuse_forged_tokens_and_change_nothing,
-        ),
-        common::harness::test(
-            "public_routes_answer_anyone_and_reveal_no_secret",
-            public_routes_answer_anyone_and_reveal_no_secret,
-        ),
-        common::harness::test(
-            "operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token",
-            operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token,
-        ),
-        common::harness::test("hostile_text_is_data_not_sql_sqlite", hostile_text_is_data_not_sql_sqlite),
-        common::harness::test("hostile_text_is_data_not_sql_postgres", hostile_text_is_data_not_sql_postgres),
-        common::harness::test("hostile_text_is_data_not_sql_mysql", hostile_text_is_data_not_sql_mysql),
-        common::harness::test(
-            "secrets_given_to_the_server_never_reach_its_log",
-            secrets_given_to_the_server_never_reach_its_log,
-        ),
+    common::harness::main(named_tests![
+        the_route_table_and_the_openapi_document_agree,
+        #[sync]
+        the_readme_lists_every_route_with_who_may_call_it,
+        api_key_routes_refuse_every_other_caller_and_change_nothing,
+        inbox_routes_take_only_a_genuine_token_and_reach_only_its_user,
+        provider_webhooks_refuse_requests_without_the_providers_proof,
+        unsubscribe_links_refuse_forged_tokens_and_change_nothing,
+        public_routes_answer_anyone_and_reveal_no_secret,
+        operator_screen_routes_refuse_everyone_without_a_session_and_forms_without_their_token,
+        hostile_text_is_data_not_sql_sqlite,
+        hostile_text_is_data_not_sql_postgres,
+        hostile_text_is_data_not_sql_mysql,
+        secrets_given_to_the_server_never_reach_its_log,
     ])
 }

@@ -106,12 +106,5 @@ async fn a_message_and_its_history_are_read_in_one_snapshot(backend: Backend) {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut trials = Vec::new();
-    for (prefix, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
-        trials.push(common::harness::test(
-            format!("{prefix}::a_message_and_its_history_are_read_in_one_snapshot"),
-            move || a_message_and_its_history_are_read_in_one_snapshot(backend),
-        ));
-    }
-    common::harness::main(trials)
+    common::harness::main(per_backend_tests![a_message_and_its_history_are_read_in_one_snapshot])
 }

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use common::{Backend, TestDb, row};
 use herald::domain::OutboxStatus;
 use herald::store::{RecipientStore, Store};
-use herald::tooling::cluster::{Cluster, ClusterOptions};
 
 const EACH: usize = 30;
 
@@ -73,16 +72,13 @@ async fn an_instance_an_hour_ahead_takes_no_claim_sends_nothing_early_and_expire
         ("HERALD_EMAIL__ADDRESS_SECRET", "skew test secret, not for production"),
         ("HERALD_INBOX__TOKEN_SECRET", "skew test token secret, at least 32 chars"),
     ];
-    let mut ahead = Cluster::start(ClusterOptions {
-        binary: env!("CARGO_BIN_EXE_herald").into(),
-        database_url: db.url.clone(),
-        instances: 1,
-        log_dir: log_dir.path().to_owned(),
-        env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
-        ready_timeout: Duration::from_secs(60),
-    })
-    .await
-    .unwrap();
+    let mut ahead = common::start_cluster(
+        db.url.clone(),
+        1,
+        log_dir.path().to_owned(),
+        env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+    )
+    .await;
 
     // It delivers what is due (so its worker, and the stale reclaim that
     // runs first when the worker starts, have run).

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::app::App;
-use common::harness::{self, Trial};
+use common::harness;
 use common::sse::{Events, Next};
 use common::{Backend, T0};
 use herald::clock::{Clock, ManualClock};
@@ -201,19 +201,10 @@ async fn an_inbox_stream_ends_when_its_token_expires(backend: Backend) {
 }
 
 fn main() -> std::process::ExitCode {
-    let mut trials: Vec<Trial> = Vec::new();
-    for (prefix, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
-        macro_rules! per_backend {
-            ($($name:ident),* $(,)?) => {
-                $(trials.push(harness::test(format!("{prefix}::{}", stringify!($name)), move || $name(backend)));)*
-            };
-        }
-        per_backend!(
-            an_event_stream_ends_when_its_key_is_revoked,
-            an_inbox_stream_ends_when_its_token_expires,
-            a_malformed_last_event_id_is_refused_on_both_streams,
-            a_last_event_id_from_the_future_starts_from_now
-        );
-    }
-    harness::main(trials)
+    harness::main(per_backend_tests![
+        an_event_stream_ends_when_its_key_is_revoked,
+        an_inbox_stream_ends_when_its_token_expires,
+        a_malformed_last_event_id_is_refused_on_both_streams,
+        a_last_event_id_from_the_future_starts_from_now,
+    ])
 }

@@ -180,15 +180,9 @@ async fn unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body() {
 
 fn main() -> std::process::ExitCode {
     let mut trials = backend_trials();
-    trials.extend([
-        common::harness::test(
-            "the_suppressions_api_takes_addresses_and_keeps_hashes",
-            the_suppressions_api_takes_addresses_and_keeps_hashes,
-        ),
-        common::harness::test(
-            "unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body",
-            unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body,
-        ),
+    trials.extend(named_tests![
+        the_suppressions_api_takes_addresses_and_keeps_hashes,
+        unsubscribe_get_changes_nothing_and_post_needs_the_one_click_body,
     ]);
     common::harness::main(trials)
 }

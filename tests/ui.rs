@@ -90,10 +90,7 @@ impl Ui {
         db.store.insert_api_key(&key_row).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let mut config = Config { database_url: db.url.clone(), ..Config::default() };
-        config.email.address_secret = Some("a test secret of sufficient length".into());
-        config.worker.enabled = false;
-        config.planner.enabled = false;
+        let mut config = common::app::quiet_config(db);
         configure(&mut config);
         let clock = ManualClock::at(T0);
         let shutdown = CancellationToken::new();
@@ -122,6 +119,15 @@ impl Ui {
         let location = resp.headers().get("location").map(|v| v.to_str().unwrap().to_owned());
         let set_cookies = resp.headers().get_all("set-cookie").iter().map(|v| v.to_str().unwrap().to_owned()).collect();
         Resp { status, location, set_cookies, body: resp.text().await.unwrap() }
+    }
+
+    /// A `/v1` request with the API key (and `body` as JSON).
+    fn api(&self, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> reqwest::RequestBuilder {
+        let req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.api_key);
+        match body {
+            Some(b) => req.json(&b),
+            None => req,
+        }
     }
 
     async fn get(&self, path: &str, cookie: Option<&str>) -> Resp {
@@ -218,13 +224,7 @@ backend_tests!(
 /// audit trail, and the user's send-log page shows both with who made them.
 async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db: &TestDb) {
     let ui = Ui::start(db).await;
-    let api = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
-        let mut req = ui.http.request(method, format!("{}{path}", ui.base)).bearer_auth(&ui.api_key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        req
-    };
+    let api = |method, path: &str, body| ui.api(method, path, body);
     let rule = serde_json::json!({
         "name": "News", "trigger_type": "news", "channel": "inbox", "category": "news", "enabled": true,
         "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
@@ -576,13 +576,7 @@ async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &T
 /// the key's name as who; the server's root leads to the screen.
 async fn changes_through_the_api_are_audited_with_the_keys_name(db: &TestDb) {
     let ui = Ui::start(db).await;
-    let api = |method: reqwest::Method, path: &str, body: Option<serde_json::Value>| {
-        let mut req = ui.http.request(method, format!("{}{path}", ui.base)).bearer_auth(&ui.api_key);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        req
-    };
+    let api = |method, path: &str, body| ui.api(method, path, body);
     let root = ui.send(api(reqwest::Method::GET, "/", None)).await;
     assert_eq!((root.status, root.location.as_deref()), (303, Some("/ui")));
     let rule = serde_json::json!({

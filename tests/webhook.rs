@@ -12,12 +12,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use common::{Backend, T0, TestDb};
+use common::{Backend, T0, TestDb, webhook_delivery};
 use herald::delivery::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
-use herald::delivery::channel::{Channel, Delivery, Outcome};
-use herald::store::RuleRow;
+use herald::delivery::channel::{Channel, Outcome};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// The payload the tests deliver.
+const ORDER: &str = r#"{"order": 42}"#;
 
 type Seen = Arc<Mutex<Vec<(HeaderMap, Bytes)>>>;
 
@@ -48,44 +50,6 @@ async fn receiver() -> (String, Seen) {
     (base, seen)
 }
 
-fn delivery(url: &str) -> Delivery {
-    let row = herald::store::OutboxRow {
-        id: "01a23720-c5ee-76eb-bb34-dc5abfe75cd5".into(),
-        dedupe_key: "k".into(),
-        rule_id: Some("rule-1".into()),
-        trigger_id: Some("trig-1".into()),
-        user_id: "u-1".into(),
-        channel: "webhook".into(),
-        payload: r#"{"order": 42}"#.into(),
-        status: herald::domain::OutboxStatus::Sending,
-        due_at: T0,
-        expires_at: None,
-        attempts: 1,
-        last_error: None,
-        claim_token: Some("t".into()),
-        claimed_at: None,
-        created_at: T0,
-        updated_at: T0,
-    };
-    let rule = RuleRow {
-        id: "rule-1".into(),
-        name: "hook".into(),
-        trigger_type: "order.shipped".into(),
-        condition: None,
-        channel: "webhook".into(),
-        template: serde_json::json!({}),
-        delay_seconds: 0,
-        grace_seconds: None,
-        category: "orders".into(),
-        enabled: true,
-        workflow: None,
-        webhook_url: Some(url.into()),
-        created_at: T0,
-        updated_at: T0,
-    };
-    Delivery { row, rule: Some(std::sync::Arc::new(rule)), recipient: None, message: None }
-}
-
 fn channel(allow_private: bool, timeout: Duration) -> WebhookChannel {
     WebhookChannel::new(
         SigningSecret::parse(SECRET).unwrap(),
@@ -97,7 +61,7 @@ fn channel(allow_private: bool, timeout: Duration) -> WebhookChannel {
 #[tokio::test]
 async fn a_delivered_event_verifies_with_the_reference_implementation() {
     let (base, seen) = receiver().await;
-    let outcome = channel(true, Duration::from_secs(5)).deliver(&delivery(&format!("{base}/ok"))).await;
+    let outcome = channel(true, Duration::from_secs(5)).deliver(&webhook_delivery(&format!("{base}/ok"), ORDER)).await;
     assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
     let (headers, body) = seen.lock().unwrap().remove(0);
     assert_eq!(headers["webhook-id"], "msg_01a23720-c5ee-76eb-bb34-dc5abfe75cd5", "stable per outbox row");
@@ -130,7 +94,7 @@ async fn during_a_rotation_either_secret_verifies_a_delivery() {
     config.validate().expect("a list of secrets is a valid configuration");
     let registry = herald::app::configured_registry(&config, None);
     let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!("the webhook channel is configured") };
-    let outcome = webhook.deliver(&delivery(&format!("{base}/ok"))).await;
+    let outcome = webhook.deliver(&webhook_delivery(&format!("{base}/ok"), ORDER)).await;
     assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
 
     let (headers, body) = seen.lock().unwrap().remove(0);
@@ -148,7 +112,7 @@ async fn during_a_rotation_either_secret_verifies_a_delivery() {
     config.webhook.signing_secret = Some(SecretList::Many(vec![NEW.into()]));
     let registry = herald::app::configured_registry(&config, None);
     let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!() };
-    assert!(matches!(webhook.deliver(&delivery(&format!("{base}/ok"))).await, Outcome::Sent { .. }));
+    assert!(matches!(webhook.deliver(&webhook_delivery(&format!("{base}/ok"), ORDER)).await, Outcome::Sent { .. }));
     let (headers, body) = seen.lock().unwrap().remove(0);
     assert!(standardwebhooks::Webhook::new(NEW).unwrap().verify(&body, &headers).is_ok());
     assert!(standardwebhooks::Webhook::new(SECRET).unwrap().verify(&body, &headers).is_err(), "the old one is gone");
@@ -159,7 +123,7 @@ async fn each_response_class_leads_to_its_outcome() {
     let (base, _) = receiver().await;
     let ch = channel(true, Duration::from_millis(300));
     let outcome = |path: &'static str| {
-        let d = delivery(&format!("{base}{path}"));
+        let d = webhook_delivery(&format!("{base}{path}"), ORDER);
         let ch = &ch;
         async move { ch.deliver(&d).await }
     };
@@ -185,7 +149,7 @@ async fn each_response_class_leads_to_its_outcome() {
     }
     // Nobody listening: a passing failure.
     let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap();
-    let d = delivery(&format!("http://{closed}/x"));
+    let d = webhook_delivery(&format!("http://{closed}/x"), ORDER);
     assert!(matches!(ch.deliver(&d).await, Outcome::Retry { .. }));
 }
 
@@ -194,7 +158,7 @@ async fn private_targets_are_refused_unless_allowed() {
     let (base, seen) = receiver().await;
     let strict = channel(false, Duration::from_secs(1));
     for url in [format!("{base}/ok"), "http://localhost:1/ok".to_owned(), "http://169.254.169.254/".to_owned()] {
-        match strict.deliver(&delivery(&url)).await {
+        match strict.deliver(&webhook_delivery(&url, ORDER)).await {
             Outcome::Terminal { detail, .. } => assert!(detail.contains("loopback, private"), "{detail}"),
             other => panic!("{url} must be refused: {other:?}"),
         }

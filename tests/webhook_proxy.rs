@@ -8,57 +8,15 @@
 //! anything and counts connections, then delivers a webhook and fetches an
 //! SNS certificate: neither may reach the proxy.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use herald::clock::Millis;
 use herald::delivery::channel::webhook::{SigningSecret, WebhookChannel, WebhookPolicy};
-use herald::delivery::channel::{Channel, Delivery, Outcome};
-use herald::store::RuleRow;
+use herald::delivery::channel::{Channel, Outcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const T0: Millis = Millis(1_700_000_000_000);
-
-fn delivery(url: &str) -> Delivery {
-    let row = herald::store::OutboxRow {
-        id: "01a23720-c5ee-76eb-bb34-dc5abfe75cd5".into(),
-        dedupe_key: "k".into(),
-        rule_id: Some("rule-1".into()),
-        trigger_id: Some("trig-1".into()),
-        user_id: "u-1".into(),
-        channel: "webhook".into(),
-        payload: "{}".into(),
-        status: herald::domain::OutboxStatus::Sending,
-        due_at: T0,
-        expires_at: None,
-        attempts: 1,
-        last_error: None,
-        claim_token: Some("t".into()),
-        claimed_at: None,
-        created_at: T0,
-        updated_at: T0,
-    };
-    let rule = RuleRow {
-        id: "rule-1".into(),
-        name: "hook".into(),
-        trigger_type: "order.shipped".into(),
-        condition: None,
-        channel: "webhook".into(),
-        template: serde_json::json!({}),
-        delay_seconds: 0,
-        grace_seconds: None,
-        category: "orders".into(),
-        enabled: true,
-        workflow: None,
-        webhook_url: Some(url.into()),
-        created_at: T0,
-        updated_at: T0,
-    };
-    // `into`: a plain RuleRow here, an Arc<RuleRow> once the engine rewrite is merged.
-    #[allow(clippy::useless_conversion)]
-    Delivery { row, rule: Some(rule.into()), recipient: None, message: None }
-}
 
 #[test]
 fn webhook_and_sns_requests_do_not_go_through_an_environment_proxy() {
@@ -97,7 +55,7 @@ fn webhook_and_sns_requests_do_not_go_through_an_environment_proxy() {
         );
         // A name the guarded resolver must judge; through the proxy it was
         // never resolved here at all.
-        let outcome = channel.deliver(&delivery("http://hooks.example.test/x")).await;
+        let outcome = channel.deliver(&common::webhook_delivery("http://hooks.example.test/x", "{}")).await;
         assert!(!matches!(outcome, Outcome::Sent { .. }), "delivered through the proxy: {outcome:?}");
         let fetched = herald::feedback::providers::ses::client()
             .get("https://sns.us-east-1.amazonaws.com/SimpleNotificationService-x.pem")

@@ -95,12 +95,7 @@ impl Modify for Conventions {
                                 "The path, query or form holds a character no value may hold (U+0000), or is \
                                  otherwise malformed; `detail` says what",
                             )
-                            .content(
-                                "application/problem+json",
-                                utoipa::openapi::ContentBuilder::new()
-                                    .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
-                                    .build(),
-                            )
+                            .content("application/problem+json", problem())
                             .build(),
                     )
                 });
@@ -129,12 +124,7 @@ impl Modify for Conventions {
                                         .description(Some("Seconds to wait before sending the request again"))
                                         .build(),
                                 )
-                                .content(
-                                    "application/problem+json",
-                                    utoipa::openapi::ContentBuilder::new()
-                                        .schema(Some(utoipa::openapi::Ref::from_schema_name("Problem")))
-                                        .build(),
-                                )
+                                .content("application/problem+json", problem())
                                 .build(),
                         )
                     });
@@ -149,6 +139,11 @@ impl Modify for Conventions {
             }
         }
     }
+}
+
+/// A [`super::problem::Problem`] body, as every refusal has.
+fn problem() -> utoipa::openapi::Content {
+    utoipa::openapi::ContentBuilder::new().schema(Some(utoipa::openapi::Ref::from_schema_name("Problem"))).build()
 }
 
 /// Operations that never touch the database, so never answer 503: the

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { freePort, shots, startHerald, waitFor } from "./support.mjs";
+import { freePort, shots, startHerald, stopHerald, waitFor } from "./support.mjs";
 
 test("the widget's settings and the hosted page each stop the next message of a category", { timeout: 180_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "herald-prefs-"));
@@ -145,7 +145,6 @@ address_secret = "another test secret of sufficient length"
   } finally {
     if (browser) await browser.close();
     pageServer.close();
-    server.kill("SIGTERM");
-    await new Promise((ok) => server.once("exit", ok));
+    await stopHerald(server);
   }
 });

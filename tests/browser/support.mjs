@@ -33,8 +33,7 @@ export async function waitFor(fn, ms, what) {
 // free loopback port, with an API key made for the test. Resolves once
 // /healthz answers; `api(method, path, body)` calls the JSON API with the key
 // and fails the test on any status of 300 or more (`key` is there for other
-// content types). Stop it with
-// `server.kill("SIGTERM")`.
+// content types). Stop it with `stopHerald(server)`.
 export async function startHerald(dir) {
   const key = execFileSync(bin, ["keys", "create", "--name", "browser-test"], { cwd: dir, stdio: ["ignore", "pipe", "inherit"] }).toString().trim();
   const port = await freePort();
@@ -56,4 +55,10 @@ export async function startHerald(dir) {
     throw e;
   }
   return { base, server, api, key };
+}
+
+// Stops a server `startHerald` started, and waits until it has exited.
+export async function stopHerald(server) {
+  server.kill("SIGTERM");
+  await new Promise((ok) => server.once("exit", ok));
 }

@@ -22,7 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { bin, root, shots, startHerald, waitFor } from "./support.mjs";
+import { bin, root, shots, startHerald, stopHerald, waitFor } from "./support.mjs";
 
 const EMAIL = "ops@example.com";
 const PASSWORD = "a long operator password";
@@ -341,7 +341,6 @@ test("an operator runs a rule from the screen, end to end", { timeout: 180_000 }
     throw e;
   } finally {
     if (browser) await browser.close();
-    server.kill("SIGTERM");
-    await new Promise((ok) => server.once("exit", ok));
+    await stopHerald(server);
   }
 });

@@ -14,16 +14,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 
-import { freePort, shots, startHerald, waitFor } from "./support.mjs";
+import { freePort, shots, startHerald, stopHerald, waitFor } from "./support.mjs";
 
-test("the widget follows the API live, shows times, links, an empty inbox and a refused token", { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "herald-widget-"));
+// A Herald in a fresh directory (named from `prefix`) whose inbox API
+// answers pages from any origin, as the widget's host pages are.
+async function startInboxHerald(prefix) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
   writeFileSync(join(dir, "herald.toml"), `
 [inbox]
 cors_origins = ["*"]
 token_secret = "a-test-secret-that-is-at-least-32-characters"
 `);
-  const { base: api, server, api: call } = await startHerald(dir);
+  return startHerald(dir);
+}
+
+test("the widget follows the API live, shows times, links, an empty inbox and a refused token", { timeout: 120_000 }, async () => {
+  const { base: api, server, api: call } = await startInboxHerald("herald-widget-");
   let browser;
   const page_server = createServer();
   try {
@@ -144,8 +150,7 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
   } finally {
     if (browser) await browser.close();
     page_server.close();
-    server.kill("SIGTERM");
-    await new Promise((ok) => server.once("exit", ok));
+    await stopHerald(server);
   }
 });
 
@@ -155,13 +160,7 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
 // middle, right) and at 1280 and 390 px, the open panel lies inside the
 // viewport, also after the window is resized while it is open.
 test("the widget's panel stays inside the viewport wherever the bell sits", { timeout: 120_000 }, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "herald-widget-place-"));
-  writeFileSync(join(dir, "herald.toml"), `
-[inbox]
-cors_origins = ["*"]
-token_secret = "a-test-secret-that-is-at-least-32-characters"
-`);
-  const { base: api, server, api: call } = await startHerald(dir);
+  const { base: api, server, api: call } = await startInboxHerald("herald-widget-place-");
   let browser;
   const page_server = createServer();
   try {
@@ -222,7 +221,6 @@ token_secret = "a-test-secret-that-is-at-least-32-characters"
   } finally {
     if (browser) await browser.close();
     page_server.close();
-    server.kill("SIGTERM");
-    await new Promise((ok) => server.once("exit", ok));
+    await stopHerald(server);
   }
 });

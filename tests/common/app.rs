@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use herald::clock::{Clock, SystemClock};
+use herald::clock::{Clock, Millis, SystemClock};
 use herald::config::Config;
-use herald::store::{RecipientStore, Store};
+use herald::store::{OperatorRow, OperatorStore, RecipientStore, Store};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -23,13 +23,21 @@ pub struct App {
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
-/// The settings every harness server starts from.
+/// The settings every harness server starts from: [`quiet_config`] with a
+/// small body limit.
 pub fn test_config(db: &TestDb) -> Config {
+    let mut config = quiet_config(db);
+    config.http.max_body_bytes = 4096;
+    config
+}
+
+/// A server on `db` with an address secret, whose planner and worker are
+/// off, so nothing moves behind the test's back (it runs them itself).
+pub fn quiet_config(db: &TestDb) -> Config {
     let mut config = Config { database_url: db.url.clone(), ..Config::default() };
     config.email.address_secret = Some("a test secret of sufficient length".into());
     config.worker.enabled = false;
     config.planner.enabled = false;
-    config.http.max_body_bytes = 4096;
     config
 }
 
@@ -77,7 +85,12 @@ impl App {
 
     /// A request with the API key, its status and body (JSON when it parses).
     pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut req = self.http.request(method, self.url(path)).bearer_auth(&self.key);
+        self.call_as(&self.key, method, path, body).await
+    }
+
+    /// Like `call`, with `token` (a user's, say) instead of the API key.
+    pub async fn call_as(&self, token: &str, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut req = self.http.request(method, self.url(path)).bearer_auth(token);
         if let Some(b) = body {
             req = req.json(&b);
         }
@@ -121,9 +134,54 @@ impl App {
         worker.tick().await.unwrap()
     }
 
+    /// Signs in an operator (`ops@example.com`) for an hour, as the screen's
+    /// login would: the operator and the session token to send as the
+    /// `herald_session` cookie.
+    pub async fn operator_session(&self) -> (OperatorRow, &'static str) {
+        let now = SystemClock.now();
+        let op = herald::http::ui::session::add_operator(&self.db.store, "ops@example.com", "a long enough password", now)
+            .await
+            .unwrap();
+        let session = "a-session-token-for-this-test-only";
+        let hash = herald::http::ui::session::session_hash(session);
+        self.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
+        (op, session)
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.unwrap().unwrap();
         self.db.cleanup().await;
     }
+}
+
+/// The `herald_login` cookie and the login form's CSRF field, as a browser
+/// gets them from `GET /ui/login`.
+pub async fn login_form(http: &reqwest::Client, base: &str) -> (String, String) {
+    let resp = http.get(format!("{base}/ui/login")).send().await.unwrap();
+    let cookie = resp
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("herald_login="))
+        .expect("the login page sets its cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let html = resp.text().await.unwrap();
+    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    (cookie, csrf)
+}
+
+/// A mail client's one-click unsubscribe (RFC 8058): `POST url` with the
+/// `List-Unsubscribe=One-Click` form body.
+pub async fn one_click(http: &reqwest::Client, url: &str) -> reqwest::Response {
+    http.post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .unwrap()
 }

@@ -14,9 +14,10 @@
 //! [`test`] turns it into `ignored (reason)`. The summary line counts it
 //! under `ignored`, never under `passed`.
 //!
-//! Each suite's `main` lists its tests (`backend_tests!` lists the
-//! per-backend ones): a test function left out of the list is dead code,
-//! which `cargo clippy -D warnings` refuses.
+//! Each suite's `main` lists its tests (`named_tests!` names each after its
+//! function; `backend_tests!` and `per_backend_tests!` list the per-backend
+//! ones): a test function left out of the list is dead code, which
+//! `cargo clippy -D warnings` refuses.
 //!
 //! An ignored test says what it needs and the command that runs it, so the
 //! reader can act on the line alone: [`skip`]'s reason names what is

@@ -22,7 +22,8 @@ use herald::delivery::channel::{Channel, Delivery, Outcome, Registry};
 use herald::delivery::worker::{Worker, WorkerConfig};
 use herald::domain::{ChannelName, UserId};
 use herald::metrics::Metrics;
-use herald::store::{ConnectOptions, NewOutboxRow, OutboxRow, SqlStore, Store, new_id};
+use herald::planning::rule::RuleInput;
+use herald::store::{ConnectOptions, NewOutboxRow, OutboxRow, RuleRow, RuleStore, SqlStore, Store, new_id};
 use sqlx::Executor;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,28 +237,160 @@ macro_rules! backend_tests {
     };
 }
 
+/// Trials of each listed async test once per backend, for tests that start
+/// their own server: `per_backend_tests![name, ...]` expects
+/// `async fn name(backend: Backend)`, and names the cases as
+/// [`backend_tests!`] does (`sqlite::name`, `postgres::name`, `mysql::name`).
+#[macro_export]
+macro_rules! per_backend_tests {
+    ($($name:ident),* $(,)?) => {{
+        use $crate::common::{Backend, harness};
+        let mut trials: Vec<harness::Trial> = Vec::new();
+        for (prefix, backend) in [("sqlite", Backend::Sqlite), ("postgres", Backend::Postgres), ("mysql", Backend::MySql)] {
+            $(trials.push(harness::test(format!("{prefix}::{}", stringify!($name)), move || $name(backend)));)*
+        }
+        trials
+    }};
+}
+
+/// The listed tests as trials named after their functions, for the suite's
+/// `main`: `named_tests![a, #[sync] b]` is
+/// `vec![harness::test("a", a), harness::sync_test("b", b)]`, so a test's
+/// name is written once and cannot drift from its function.
+#[macro_export]
+macro_rules! named_tests {
+    ($($(#[$kind:ident])? $name:ident),* $(,)?) => {
+        vec![$($crate::named_test!($(#[$kind])? $name)),*]
+    };
+}
+
+/// One entry of [`named_tests!`]: async unless marked `#[sync]`.
+#[macro_export]
+macro_rules! named_test {
+    (#[sync] $name:ident) => {
+        $crate::common::harness::sync_test(stringify!($name), $name)
+    };
+    ($name:ident) => {
+        $crate::common::harness::test(stringify!($name), $name)
+    };
+}
+
 pub fn user(s: &str) -> UserId {
     UserId::parse("user_id", s).unwrap()
 }
 
 /// A row due at `due_at` on `channel` for `user_id`.
 pub fn row(user_id: &str, channel: &str, due_at: Millis) -> NewOutboxRow {
-    let id = new_id();
+    let mut row = keyed_row(user_id, channel, String::new(), serde_json::json!({ "title": "hello" }), due_at);
+    row.dedupe_key = format!("test:{}", row.id);
+    row
+}
+
+/// A row of a bulk test: `user_id`'s message on `channel`, with its
+/// `dedupe_key` and `payload`, due at `due_at`.
+pub fn keyed_row(
+    user_id: &str,
+    channel: &str,
+    dedupe_key: String,
+    payload: serde_json::Value,
+    due_at: Millis,
+) -> NewOutboxRow {
     NewOutboxRow {
-        dedupe_key: format!("test:{id}"),
-        id,
+        id: new_id(),
+        dedupe_key,
         rule_id: None,
         trigger_id: None,
         user_id: user(user_id),
         channel: ChannelName::parse("channel", channel).unwrap(),
-        payload: serde_json::json!({ "title": "hello" }),
+        payload,
         due_at,
         expires_at: None,
         follow_up_at: None,
     }
 }
 
+/// `instances` of this build's `herald` on `database_url`, with `env`, each
+/// logging to `log_dir` and ready within a minute.
+pub async fn start_cluster(
+    database_url: String,
+    instances: usize,
+    log_dir: std::path::PathBuf,
+    env: Vec<(String, String)>,
+) -> herald::tooling::cluster::Cluster {
+    let (binary, ready_timeout) = (env!("CARGO_BIN_EXE_herald").into(), std::time::Duration::from_secs(60));
+    let options =
+        herald::tooling::cluster::ClusterOptions { binary, database_url, instances, log_dir, env, ready_timeout };
+    herald::tooling::cluster::Cluster::start(options).await.unwrap()
+}
+
+/// Enqueues `rows` in statements of at most a thousand rows.
+pub async fn enqueue_all(store: &dyn Store, rows: &[NewOutboxRow], now: Millis) {
+    for chunk in rows.chunks(1000) {
+        store.enqueue(chunk, now).await.unwrap();
+    }
+}
+
 pub const T0: Millis = Millis(1_800_000_000_000);
+
+/// A webhook delivery of `payload` to `url`, as the worker hands it over:
+/// a claimed row and its rule.
+pub fn webhook_delivery(url: &str, payload: &str) -> Delivery {
+    let row = OutboxRow {
+        id: "01a23720-c5ee-76eb-bb34-dc5abfe75cd5".into(),
+        dedupe_key: "k".into(),
+        rule_id: Some("rule-1".into()),
+        trigger_id: Some("trig-1".into()),
+        user_id: "u-1".into(),
+        channel: "webhook".into(),
+        payload: payload.into(),
+        status: herald::domain::OutboxStatus::Sending,
+        due_at: T0,
+        expires_at: None,
+        attempts: 1,
+        last_error: None,
+        claim_token: Some("t".into()),
+        claimed_at: None,
+        created_at: T0,
+        updated_at: T0,
+    };
+    let rule = RuleRow {
+        id: "rule-1".into(),
+        name: "hook".into(),
+        trigger_type: "order.shipped".into(),
+        condition: None,
+        channel: "webhook".into(),
+        template: serde_json::json!({}),
+        delay_seconds: 0,
+        grace_seconds: None,
+        category: "orders".into(),
+        enabled: true,
+        workflow: None,
+        webhook_url: Some(url.into()),
+        created_at: T0,
+        updated_at: T0,
+    };
+    Delivery { row, rule: Some(Arc::new(rule)), recipient: None, message: None }
+}
+
+/// The moment an RFC 3339 time names.
+pub fn at(s: &str) -> Millis {
+    Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
+}
+
+/// An enabled inbox rule from API JSON (with `extra` fields merged in),
+/// stored.
+pub async fn add_rule(db: &TestDb, now: Millis, trigger_type: &str, extra: serde_json::Value) -> RuleRow {
+    let mut body = serde_json::json!({
+        "name": format!("rule for {trigger_type}"), "trigger_type": trigger_type, "channel": "inbox",
+        "category": "news", "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Hello", "text": "t"}}},
+    });
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let input: RuleInput = serde_json::from_value(body).unwrap();
+    let row = input.into_row(now, &Default::default()).unwrap();
+    db.store.insert_rule(&row).await.unwrap();
+    row
+}
 
 /// Delivers `msg` as the worker's inbox lane does: its outbox row (id
 /// `msg.outbox_id`, enqueued here, due `now`) is read with

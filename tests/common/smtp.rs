@@ -118,6 +118,23 @@ impl SmtpSink {
         format!("smtp://127.0.0.1:{}?tls=none", self.port)
     }
 
+    /// The environment of Herald instances (child processes) that mail this
+    /// sink, with fixed secrets, their sender named after the `suite`
+    /// (`"cluster"`: `Herald Cluster <cluster@herald.test>`).
+    pub fn instance_env(&self, suite: &str) -> Vec<(String, String)> {
+        let title = suite[..1].to_uppercase() + &suite[1..];
+        [
+            ("HERALD_EMAIL__TRANSPORT", self.url()),
+            ("HERALD_EMAIL__FROM", format!("Herald {title} <{suite}@herald.test>")),
+            ("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()),
+            ("HERALD_EMAIL__ADDRESS_SECRET", format!("{suite} test secret, not for production")),
+            ("HERALD_INBOX__TOKEN_SECRET", format!("{suite} test token secret, at least 32 chars")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+
     /// Messages received per `X-Herald-Outbox-Id`.
     pub fn messages_per_outbox_id(&self) -> BTreeMap<String, u32> {
         let mut counts = BTreeMap::new();

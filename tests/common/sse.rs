@@ -77,13 +77,25 @@ impl Events {
     /// The next event of kind `kind`, skipping others; panics on the end or
     /// silence.
     pub async fn expect(&mut self, kind: &str, within: Duration) -> Sse {
+        self.find(kind, within)
+            .await
+            .unwrap_or_else(|other| panic!("expected a {kind:?} event within {within:?}, got {other:?}"))
+    }
+
+    /// The next event of kind `kind`, skipping others; `None` on the end or
+    /// silence.
+    pub async fn next_of(&mut self, kind: &str, within: Duration) -> Option<Sse> {
+        self.find(kind, within).await.ok()
+    }
+
+    async fn find(&mut self, kind: &str, within: Duration) -> Result<Sse, Next> {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             match self.next(left).await {
-                Next::Event(e) if e.event == kind => return e,
+                Next::Event(e) if e.event == kind => return Ok(e),
                 Next::Event(_) => continue,
-                other => panic!("expected a {kind:?} event within {within:?}, got {other:?}"),
+                other => return Err(other),
             }
         }
     }

@@ -58,16 +58,8 @@ impl WorkflowForm {
     pub(super) fn from_input(input: &RuleInput) -> WorkflowForm {
         let (sw, d, t, e) = (&input.send_window, &input.digest, &input.throttle, &input.escalate);
         let num = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
-        let mut esc_locales: Vec<LocaleForm> = e
-            .iter()
-            .flat_map(|e| e.template.locales.iter())
-            .map(|(tag, t)| LocaleForm {
-                tag: tag.clone(),
-                subject: t.subject.clone(),
-                text: t.text.clone(),
-                html: t.html.clone().unwrap_or_default(),
-            })
-            .collect();
+        let mut esc_locales: Vec<LocaleForm> =
+            e.iter().flat_map(|e| e.template.locales.iter()).map(LocaleForm::of).collect();
         if esc_locales.is_empty() {
             esc_locales = WorkflowForm::blank().esc_locales;
         }

@@ -43,6 +43,18 @@ pub(super) struct LocaleForm {
     pub(super) html: String,
 }
 
+impl LocaleForm {
+    /// The form's block for a stored template's variant.
+    pub(super) fn of((tag, t): (&String, &crate::planning::template::LocaleTemplate)) -> LocaleForm {
+        LocaleForm {
+            tag: tag.clone(),
+            subject: t.subject.clone(),
+            text: t.text.clone(),
+            html: t.html.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// The locale blocks `{prefix}{N}_tag` etc. of a posted form, the empty
 /// ones dropped and one empty block added (where a locale is added).
 pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str) -> Vec<LocaleForm> {
@@ -108,17 +120,7 @@ struct RuleForm {
 
 impl RuleForm {
     fn from_input(input: &RuleInput) -> RuleForm {
-        let mut locales: Vec<LocaleForm> = input
-            .template
-            .locales
-            .iter()
-            .map(|(tag, t)| LocaleForm {
-                tag: tag.clone(),
-                subject: t.subject.clone(),
-                text: t.text.clone(),
-                html: t.html.clone().unwrap_or_default(),
-            })
-            .collect();
+        let mut locales: Vec<LocaleForm> = input.template.locales.iter().map(LocaleForm::of).collect();
         locales.push(LocaleForm::default());
         RuleForm {
             name: input.name.clone(),

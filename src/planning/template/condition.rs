@@ -64,18 +64,9 @@ impl Condition {
     /// The expression's value as text (a digest key): strings as they are,
     /// anything else as JSON. Undefined is an error, as for [`Self::eval`].
     pub fn eval_value(&self, ctx: &serde_json::Value) -> Result<String, TemplateError> {
-        let ctx = context_value(ctx, CONDITION_FIELD)?;
-        let value = guarded(|| self.expr.eval(ctx)).map_err(|e| {
-            engine_error(Phase::Render, CONDITION_FIELD, &self.source, e.as_ref(), CONDITION_UNDEFINED_HINT)
+        let value = self.defined(ctx, || {
+            "the expression evaluated to an undefined value (a missing attribute or variable)".into()
         })?;
-        if value.is_undefined() {
-            return Err(TemplateError::Render {
-                field: CONDITION_FIELD.to_owned(),
-                line: None,
-                column: None,
-                message: "the expression evaluated to an undefined value (a missing attribute or variable)".into(),
-            });
-        }
         Ok(match value.as_str() {
             Some(s) => s.to_owned(),
             None => value.to_string(),
@@ -89,6 +80,22 @@ impl Condition {
     /// comparisons with undefined, and silently treating a typo'd attribute as
     /// "no match" would make a rule never fire without anyone noticing.
     pub fn eval(&self, ctx: &serde_json::Value) -> Result<bool, TemplateError> {
+        let value = self.defined(ctx, || {
+            format!(
+                "condition evaluated to an undefined value (a missing attribute or variable); \
+                 {CONDITION_UNDEFINED_HINT}"
+            )
+        })?;
+        Ok(value.is_true())
+    }
+
+    /// The expression's value over `ctx`. An engine error is a render
+    /// error; so is an undefined value, with the message `undefined` gives.
+    fn defined(
+        &self,
+        ctx: &serde_json::Value,
+        undefined: impl FnOnce() -> String,
+    ) -> Result<minijinja::Value, TemplateError> {
         let ctx = context_value(ctx, CONDITION_FIELD)?;
         let value = guarded(|| self.expr.eval(ctx)).map_err(|e| {
             engine_error(Phase::Render, CONDITION_FIELD, &self.source, e.as_ref(), CONDITION_UNDEFINED_HINT)
@@ -98,13 +105,10 @@ impl Condition {
                 field: CONDITION_FIELD.to_owned(),
                 line: None,
                 column: None,
-                message: format!(
-                    "condition evaluated to an undefined value (a missing attribute or variable); \
-                     {CONDITION_UNDEFINED_HINT}"
-                ),
+                message: undefined(),
             });
         }
-        Ok(value.is_true())
+        Ok(value)
     }
 
     pub fn source(&self) -> &str {
