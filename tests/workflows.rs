@@ -10,17 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::app::App;
-use common::{Backend, ScriptedChannel, TestDb, user, worker};
+use common::{Backend, ScriptedChannel, TestDb, add_rule, at, user, worker};
 use herald::clock::{Clock, ManualClock, Millis};
 use herald::delivery::channel::{Outcome, Registry};
 use herald::delivery::worker::{TickReport, WorkerConfig};
 use herald::domain::OutboxStatus;
 use herald::planning::planner::Planner;
 use herald::planning::recipient::RecipientInput;
-use herald::planning::rule::RuleInput;
 use herald::store::{
-    DigestStore, EventStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleRow, RuleStore, Store,
-    TriggerStore,
+    DigestStore, EventStore, InboxStore, NewTrigger, OperatorStore, RecipientStore, RuleStore, Store, TriggerStore,
 };
 use serde_json::{Value, json};
 
@@ -68,24 +66,6 @@ async fn a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the
     clock.set(at("2026-03-05T09:01:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1);
     assert_eq!(channel.calls(), 2, "the hold never called the channel");
-}
-
-fn at(s: &str) -> Millis {
-    Millis(chrono::DateTime::parse_from_rfc3339(s).unwrap().timestamp_millis())
-}
-
-/// A rule from API JSON (with `extra` fields merged in), enabled, stored.
-async fn add_rule(db: &TestDb, now: Millis, trigger_type: &str, extra: Value) -> RuleRow {
-    let mut body = json!({
-        "name": format!("rule for {trigger_type}"), "trigger_type": trigger_type, "channel": "inbox",
-        "category": "news", "enabled": true,
-        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Hello", "text": "t"}}},
-    });
-    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-    let input: RuleInput = serde_json::from_value(body).unwrap();
-    let row = input.into_row(now, &Default::default()).unwrap();
-    db.store.insert_rule(&row).await.unwrap();
-    row
 }
 
 async fn add_recipient(db: &TestDb, user_id: &str, body: Value, now: Millis) {

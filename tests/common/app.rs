@@ -139,9 +139,10 @@ impl App {
     /// `herald_session` cookie.
     pub async fn operator_session(&self) -> (OperatorRow, &'static str) {
         let now = SystemClock.now();
-        let op = herald::http::ui::session::add_operator(&self.db.store, "ops@example.com", "a long enough password", now)
-            .await
-            .unwrap();
+        let op =
+            herald::http::ui::session::add_operator(&self.db.store, "ops@example.com", "a long enough password", now)
+                .await
+                .unwrap();
         let session = "a-session-token-for-this-test-only";
         let hash = herald::http::ui::session::session_hash(session);
         self.db.store.create_session(&hash, &op, now, Millis(now.0 + 3_600_000)).await.unwrap();
