@@ -19,7 +19,7 @@
 //! `HERALD_TEST_CHAOS_EMAIL_ROWS` (default 1000), `HERALD_TEST_CHAOS_INSTANCES`
 //! (3), `HERALD_TEST_CHAOS_KILL_MIN_MS` / `_MAX_MS` (1000 / 3000),
 //! `HERALD_TEST_CHAOS_SEED` (random; printed, so a run can be repeated) and
-//! `HERALD_TEST_CHAOS_TIMEOUT_SECS` (300). The full form of issue 8 is
+//! `HERALD_TEST_CHAOS_TIMEOUT_SECS` (300). The full-size run is
 //! `HERALD_TEST_CHAOS_ROWS=50000`.
 //!
 //! Why duplicates are bounded by `kills × batch` for email: a killed instance

@@ -282,7 +282,7 @@ fn demo_walks_a_trigger_to_the_send_log() {
     assert_eq!(json["triggers_without_messages"].as_array().unwrap().len(), 2, "{json}");
 }
 
-/// Issue 14: an operator changes a user's preferences from the command
+/// An operator changes a user's preferences from the command
 /// line; the change is the user's choice from then on, and the audit trail
 /// names the operator.
 #[test]

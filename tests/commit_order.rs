@@ -1,4 +1,4 @@
-//! Events in commit order (issue 12, item 5), as a careful user checks it:
+//! Events in commit order, as a careful user checks it:
 //! two instances on one database deliver and accept API writes at once,
 //! while a follower reads `GET /v1/events/stream` a little at a time,
 //! hanging up and resuming with `Last-Event-ID` on the other instance each

@@ -1,4 +1,4 @@
-//! `herald copy --to URL` (issue 32, item 6): a stopped database copied
+//! `herald copy --to URL`: a stopped database copied
 //! into an empty one, run as a user runs it (the binary), on every pair of
 //! backends: every table row for row, pending rows delivered once from the
 //! target and never again, positions going on from the source's, a

@@ -1,4 +1,4 @@
-//! Digests and the answers about them (issue 27, items 4, 22, 23 and 26):
+//! Digests and the answers about them:
 //! a trigger dated in the future, the subject and the answer of a digest,
 //! `herald sends` for a user with only a held message, and digests on a
 //! calendar. Each test failed on the code before its fix; the clock is the

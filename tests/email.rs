@@ -522,7 +522,7 @@ fn private_ca(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf,
     (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
 }
 
-/// Issue 13, item 12: a relay whose certificate a private CA issued failed
+/// A relay whose certificate a private CA issued failed
 /// every handshake (`UnknownIssuer`) under `tls=required`, `tls=starttls`
 /// and `smtps://`. With the CA in `email.tls_ca_file` each delivers, pooled
 /// and not; without it, each still refuses (a retry, nothing sent).

@@ -4,12 +4,13 @@
 //! in flight; the instance holding claims is SIGKILLed. Its rows must
 //! be delivered by the other within 120 s (the lease, 20 s, plus
 //! `worker.deliver_timeout`, 60 s, plus a heartbeat of at most 5 s: not
-//! the 15-minute stale window), with no inbox message doubled. An email the killed
+//! the 15-minute stale window), with no inbox message doubled. An email the
+//! killed
 //! instance had handed to the SMTP server but not yet recorded goes again:
 //! the audit counts those, bounded by the claims it held.
 //!
-//! The kill comes at one of three moments of a batch's life (issue 27, item
-//! 16): just after its claim committed, before any message was accepted
+//! The kill comes at one of three moments of a batch's life: just after its
+//! claim committed, before any message was accepted
 //! (`claimed`); once messages have been accepted, with others on the wire
 //! and more waiting for a slot (`delivering`); and 3 s after the rows were
 //! enqueued, as the outside review did (`three_seconds_in`). With 300

@@ -1,4 +1,4 @@
-//! The defects an outside review found (issue 13), each end to end through a
+//! The defects an outside review found, each end to end through a
 //! running server: what once crashed it, exhausted it or let someone past
 //! it. Each test here failed on the code before its fix.
 

@@ -1,4 +1,4 @@
-//! The packaging files (issue 32) checked against the code they configure:
+//! The packaging files checked against the code they configure:
 //! the version line, the Debian package's configuration against
 //! herald.example.toml, the unit's stop timeout against the worker's drain,
 //! the image's environment against the configuration keys. The packages

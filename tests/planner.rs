@@ -142,7 +142,7 @@ impl RuleStore for HeldRead {
     }
 }
 
-/// Issue 27: a read of the rules that began before a rule was disabled
+/// A read of the rules that began before a rule was disabled
 /// (and the book invalidated) stored its copy afterwards, and the instance
 /// went on planning the disabled rule for up to a second (147 rows on
 /// PostgreSQL, all cancelled at delivery). The read still answers the

@@ -1,4 +1,4 @@
-//! The preference center under an outside review (issue 27): what end
+//! The preference center under an outside review: what end
 //! users, the hosted page and operators saw go wrong, each end to end
 //! through a running server, on SQLite, PostgreSQL and MariaDB. Each test
 //! here failed on the code before its fix.

@@ -1,5 +1,5 @@
-//! Retention never prunes what a message still to be delivered needs
-//! (issue 27, item 3), on each backend, driven with the manual clock: an
+//! Retention never prunes what a message still to be delivered needs, on
+//! each backend, driven with the manual clock: an
 //! escalation follow-up held by quiet hours or retried keeps its inbox
 //! message's outbox row and (archived, unread) inbox row; a digest still
 //! open keeps the triggers that joined it, and their idempotency keys.

@@ -1,4 +1,4 @@
-//! What an upgrade with several instances may do (issue 32, item 4), on
+//! What an upgrade with several instances may do, on
 //! SQLite, PostgreSQL and MariaDB: an instance of this version keeps
 //! serving and delivering beside a database a newer Herald migrated with an
 //! additive migration (a new nullable column, a new table), and refuses to

@@ -1,4 +1,4 @@
-//! What a rule is refused for at save (issue 27), end to end through a
+//! What a rule is refused for at save, end to end through a
 //! running server: a trigger type the trigger API would refuse, a
 //! follow-up on webhook (which has no URL to go to), and the escalation
 //! described as what the code does (`unless: read` is "unless read").

@@ -93,7 +93,7 @@ async fn the_route_table_and_the_openapi_document_agree() {
 }
 
 fn the_readme_lists_every_route_with_who_may_call_it() {
-    // The access table moved from the README to docs/security.md (issue 28).
+    // The access table moved from the README to docs/security.md.
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/security.md")).unwrap();
     for r in ROUTES {
         let row = format!("| `{} {}` | {} |", r.method, r.path, r.access.describe());

@@ -1,5 +1,5 @@
-//! "Did this address get it", asked of a running service (issue 27, item
-//! 14): every email outcome the worker of `herald serve` decides before the
+//! "Did this address get it", asked of a running service: every email outcome
+//! the worker of `herald serve` decides before the
 //! email channel runs (an opt-out, a frequency cap, a template that fails,
 //! a grace window that ended during quiet hours) is found by `herald sends
 //! --address`, on all three databases. Before the fix the service's worker

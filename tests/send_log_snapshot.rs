@@ -1,5 +1,5 @@
 //! `GET /v1/users/{id}/sends` read while the worker delivers: each message's
-//! status and its history come from one snapshot (issue 27, item 20), on
+//! status and its history come from one snapshot, on
 //! SQLite, PostgreSQL and MariaDB, under real concurrent requests against a
 //! running server with its worker on.
 //!

@@ -1,4 +1,4 @@
-//! One clock for the fleet (issue 12, item 6): a `herald serve` process
+//! One clock for the fleet: a `herald serve` process
 //! whose machine's clock runs an hour ahead (libfaketime, as `faketime -f
 //! '+1h'` would) on the same database as another instance. Before Herald
 //! timed everything by the database's clock, such an instance took back

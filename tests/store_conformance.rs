@@ -1102,7 +1102,7 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     assert!(s.bounces_for_address(&"e".repeat(64), 10).await.unwrap().is_empty());
 }
 
-/// Retention (issue 12, item 7): what is older than the cutoff and done
+/// Retention: what is older than the cutoff and done
 /// goes, in batches no larger than asked; what is recent, or still to be
 /// delivered, or referenced by a message still to be delivered, stays.
 async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb) {

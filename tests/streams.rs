@@ -3,7 +3,7 @@
 //! SQLite, PostgreSQL and MariaDB, against a running server whose clock the
 //! test moves (`ManualClock`).
 //!
-//! Issue 27: a stream outlived its credential (an API key revoked with
+//! A stream outlived its credential (an API key revoked with
 //! `herald keys revoke`, a user token past its `exp`); now it ends, with an
 //! `end` event saying why, within the key cache's staleness of the
 //! revocation and at the token's expiry. And a malformed `Last-Event-ID` (`abc`, `1e3`, `3.0`, a number

@@ -49,7 +49,7 @@ fn a_test_that_cannot_run_is_counted_as_ignored_with_its_reason() {
     assert!(stdout.contains("test result: ok. 1 passed; 0 failed; 3 ignored;"), "{stdout}");
 }
 
-/// Issue 27: every ignored line names what is missing and the command that
+/// Every ignored line names what is missing and the command that
 /// runs the test; opt-in tests included (they printed a bare `ignored`),
 /// and the SMTP sink's (it printed `Ok(Ok(None))`).
 fn each_ignored_test_says_what_it_needs_and_how_to_run_it() {

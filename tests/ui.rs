@@ -220,7 +220,7 @@ backend_tests!(
     an_operator_changes_a_users_preferences_and_the_audit_names_them,
 );
 
-/// Issue 14: a host's preference sync and the user's own choice are in the
+/// A host's preference sync and the user's own choice are in the
 /// audit trail, and the user's send-log page shows both with who made them.
 async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db: &TestDb) {
     let ui = Ui::start(db).await;
@@ -262,7 +262,7 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
     let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
     assert!(page.body.contains("Digest of 2 trigger(s):"), "{}", page.body);
     // An escalating message says what cancels its follow-up as its rule
-    // does (issue 27: `unless: read` was shown as "unless seen or read").
+    // does (`unless: read` was once shown as "unless seen or read").
     let mut escalating = disabled_rule("invoice");
     escalating.enabled = true;
     escalating.workflow = Some(serde_json::json!({"escalate": {"after": 60, "unless": "read", "channel": "email",
@@ -348,7 +348,7 @@ fn with(
     out
 }
 
-/// Issue 14: the editor edits every workflow field, refuses a bad value
+/// The editor edits every workflow field, refuses a bad value
 /// with the API's check naming the field (and saves nothing), and a save
 /// replaces the fields (an emptied group removes its field).
 async fn the_rule_editor_edits_every_workflow_field_with_the_apis_checks(db: &TestDb) {
@@ -456,7 +456,7 @@ async fn the_rule_editor_edits_every_workflow_field_with_the_apis_checks(db: &Te
     ui.stop().await;
 }
 
-/// Issue 14: the dry run says, per recent trigger, what the send window
+/// The dry run says, per recent trigger, what the send window
 /// (until when, in which zone), the digest (opens or joins, due when) and
 /// the cap (N of limit, or capped) would do; on the screen and in the API.
 async fn the_dry_run_says_what_the_window_digest_and_cap_would_do(db: &TestDb) {
@@ -520,7 +520,7 @@ async fn the_dry_run_says_what_the_window_digest_and_cap_would_do(db: &TestDb) {
     ui.stop().await;
 }
 
-/// Issue 14: an operator changes a user's preferences from the send-log
+/// An operator changes a user's preferences from the send-log
 /// page; it is the user's choice from then on, and the audit trail (on the
 /// same page) names the operator.
 async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &TestDb) {
@@ -571,7 +571,7 @@ async fn an_operator_changes_a_users_preferences_and_the_audit_names_them(db: &T
     ui.stop().await;
 }
 
-/// Issue 15: rules made and switched, rows retried and cancelled and
+/// Rules made and switched, rows retried and cancelled and
 /// suppressions added and lifted through `/v1` are in the audit log, with
 /// the key's name as who; the server's root leads to the screen.
 async fn changes_through_the_api_are_audited_with_the_keys_name(db: &TestDb) {
@@ -624,7 +624,7 @@ async fn changes_through_the_api_are_audited_with_the_keys_name(db: &TestDb) {
     ui.stop().await;
 }
 
-/// Issue 15: "retry all matching" schedules every failed row the filter
+/// "retry all matching" schedules every failed row the filter
 /// shows again in one statement (and only those), and a rule is deleted from
 /// the screen after a confirmation that says what it cancels.
 async fn failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted(db: &TestDb) {

@@ -78,7 +78,7 @@ async fn a_delivered_event_verifies_with_the_reference_implementation() {
     assert!(wh.verify(&tampered, &headers).is_err());
 }
 
-/// Issue 27: a secret rotation as Standard Webhooks allows it. With
+/// A secret rotation as Standard Webhooks allows it. With
 /// `webhook.signing_secret` a list, every delivery carries one signature per
 /// secret, so receivers still on the old secret and those already on the
 /// new one both verify it, and none has to move at the same moment.

@@ -1,4 +1,4 @@
-//! Outbound requests ignore `HTTP_PROXY`/`HTTPS_PROXY` (issue 13, item 5).
+//! Outbound requests ignore `HTTP_PROXY`/`HTTPS_PROXY`.
 //!
 //! With a proxy in the environment, reqwest sent webhook deliveries through
 //! it: the guarded resolver then resolved only the proxy's own name, and the

@@ -310,7 +310,7 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     running.await.unwrap();
 }
 
-/// Issue 12: rows are composed a batch at a time, right after the claim;
+/// Rows are composed a batch at a time, right after the claim;
 /// a row that then waits for a delivery slot (the channel is busy) is
 /// composed again before it goes, so a rule disabled after the claim and
 /// before the delivery still cancels it, as it would have when every row
@@ -416,7 +416,7 @@ async fn an_instance_that_cannot_renew_its_lease_starts_no_delivery(db: &TestDb)
     assert_eq!(channel.calls(), 2);
 }
 
-/// Issue 12: a direct lane (the inbox) reads a backlog in batches that
+/// A direct lane (the inbox) reads a backlog in batches that
 /// double after each full one (10, 20, 40, 80, then 100: ten times
 /// `worker.batch`), so 300 due rows take 6 reads and flushes, not 30; every
 /// row is still delivered once.

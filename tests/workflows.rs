@@ -1,4 +1,4 @@
-//! Workflows on a rule (issue 14) on each backend, driven with the manual
+//! Workflows on a rule on each backend, driven with the manual
 //! clock: send windows and quiet hours hold messages (in the recipient's
 //! zone, the grace window counted from the opening), and a frequency cap
 //! holds with two instances delivering at once. And the API refusing each
