@@ -7,7 +7,7 @@
 //! The ground rules: claiming is a compare-and-set, never a held lock or
 //! `SKIP LOCKED`; a missing channel ends the row `failed` and says so; a
 //! channel that errors or panics is a transient failure, not a crashed tick;
-//! the batch is a bound, not a target; retry is flat. Added: each channel
+//! the batch is a bound, not a target; retry is flat. On top of them: each channel
 //! is a lane with its own queue (see `lane`); one statement claims a batch;
 //! every write after it is fenced by the claim's token; the outcome and its
 //! send-log row commit together, and outcomes from concurrent deliveries
