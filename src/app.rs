@@ -14,7 +14,7 @@ use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_
 use crate::delivery::channel::email::EmailChannel;
 use crate::delivery::channel::inbox::InboxChannel;
 use crate::delivery::channel::webhook::{SigningSecrets, WebhookChannel};
-use crate::delivery::worker::Worker;
+use crate::delivery::worker::{Worker, WorkerParts};
 use crate::http::user_auth::TokenKey;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
@@ -283,15 +283,15 @@ pub async fn serve_with_clock(
         // deliver_timeout, not after worker.stale.
         let who = crate::delivery::worker::lease::identity(clock.now());
         tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
-        let worker = Worker::leased(
-            Arc::new(store.for_instance(&who.id)),
-            configured_registry(&config, email),
-            clock.clone(),
-            config.worker.to_worker_config(),
-            metrics.clone(),
-            who,
-            keys.clone(),
-        );
+        let worker = Worker::new(WorkerParts {
+            store: Arc::new(store.for_instance(&who.id)),
+            registry: configured_registry(&config, email),
+            clock: clock.clone(),
+            config: config.worker.to_worker_config(),
+            metrics: metrics.clone(),
+            address_keys: Some(keys.clone()),
+            lease: Some(who),
+        });
         let token = shutdown.clone();
         tasks.spawn(async move { worker.run(token).await });
     }

@@ -138,13 +138,15 @@ async fn every_row_moves_and_pending_rows_are_delivered_once(from: Backend, to: 
     // The target delivers the pending rows, once; nothing the source had
     // delivered goes out again.
     let store: Arc<dyn Store> = dst.arc();
-    let worker = herald::delivery::worker::Worker::new(
+    let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
         store,
-        herald::app::registry(),
-        Arc::new(SystemClock),
-        herald::delivery::worker::WorkerConfig::default(),
-        herald::metrics::Metrics::new(),
-    );
+        registry: herald::app::registry(),
+        clock: Arc::new(SystemClock),
+        config: herald::delivery::worker::WorkerConfig::default(),
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: None,
+        lease: None,
+    });
     let mut sent = 0;
     for _ in 0..10 {
         let r = worker.tick().await.unwrap();

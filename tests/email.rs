@@ -16,7 +16,7 @@ use herald::clock::{Clock, SystemClock};
 use herald::config::{Config, EmailSettings};
 use herald::delivery::channel::email::EmailChannel;
 use herald::delivery::channel::{Channel, Delivery};
-use herald::delivery::worker::{Worker, WorkerConfig};
+use herald::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use herald::domain::{ChannelName, OutboxStatus};
 use herald::metrics::Metrics;
 use herald::store::{NewOutboxRow, RecipientStore, Store, SuppressionReason, new_id};
@@ -52,7 +52,7 @@ fn worker_with(store: Arc<dyn Store>, settings: &EmailSettings, public_url: &str
             .unwrap();
     let registry = herald::app::registry_with_email(Some(Arc::new(email)));
     let config = WorkerConfig { deliver_timeout: Duration::from_secs(20), ..WorkerConfig::default() };
-    Worker::new(store, registry, clock, config, metrics)
+    Worker::new(WorkerParts { store, registry, clock, config, metrics, address_keys: None, lease: None })
 }
 
 /// A hand-enqueued email row.

@@ -56,13 +56,15 @@ impl App {
     /// One worker sweep over everything due.
     async fn deliver(&self) -> herald::delivery::worker::TickReport {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::delivery::worker::Worker::new(
-            self.store.clone(),
-            herald::app::registry(),
+        let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
+            store: self.store.clone(),
+            registry: herald::app::registry(),
             clock,
-            herald::delivery::worker::WorkerConfig::default(),
-            herald::metrics::Metrics::new(),
-        );
+            config: herald::delivery::worker::WorkerConfig::default(),
+            metrics: herald::metrics::Metrics::new(),
+            address_keys: None,
+            lease: None,
+        });
         worker.tick().await.unwrap()
     }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Backend, TestDb, row, user};
 use herald::clock::{Clock, SystemClock};
-use herald::delivery::worker::{Worker, WorkerConfig};
+use herald::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use herald::store::Store;
 use tokio_util::sync::CancellationToken;
 
@@ -20,13 +20,15 @@ async fn an_enqueue_on_one_instance_wakes_the_worker_of_another() {
     let enqueue_side = db.another_instance().await;
 
     let shutdown = CancellationToken::new();
-    let worker = Worker::new(
-        worker_side.clone(),
-        herald::app::registry(),
-        clock.clone(),
-        WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() },
-        herald::metrics::Metrics::new(),
-    );
+    let worker = Worker::new(WorkerParts {
+        store: worker_side.clone(),
+        registry: herald::app::registry(),
+        clock: clock.clone(),
+        config: WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() },
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: None,
+        lease: None,
+    });
     let listener = tokio::spawn(herald::store::listen::forward_notifications(worker_store, shutdown.clone()));
     let running = tokio::spawn({
         let t = shutdown.clone();

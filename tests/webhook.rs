@@ -210,13 +210,15 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     store.insert_trigger(&trigger, clock.now()).await.unwrap();
     let planner = herald::planning::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10);
     assert_eq!(planner.tick().await.unwrap(), 1);
-    let worker = herald::delivery::worker::Worker::new(
-        store.clone(),
-        herald::app::configured_registry(&config, None),
+    let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
+        store: store.clone(),
+        registry: herald::app::configured_registry(&config, None),
         clock,
-        herald::delivery::worker::WorkerConfig::default(),
-        herald::metrics::Metrics::new(),
-    );
+        config: herald::delivery::worker::WorkerConfig::default(),
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: None,
+        lease: None,
+    });
     assert_eq!(worker.tick().await.unwrap().sent, 1);
     let (headers, body) = seen.lock().unwrap().remove(0);
     standardwebhooks::Webhook::new(SECRET).unwrap().verify(&body, &headers).unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{ScriptedChannel, T0, TestDb, row, user, worker};
 use herald::clock::{Clock, ManualClock};
 use herald::delivery::channel::{Channel, Delivery, Outcome, Registry};
-use herald::delivery::worker::WorkerConfig;
+use herald::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use herald::domain::OutboxStatus;
 use herald::store::{OutboxRow, Store};
 use tokio::sync::Notify;
@@ -287,13 +287,15 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
     let clock: Arc<dyn Clock> = Arc::new(herald::clock::SystemClock);
     let config = WorkerConfig { poll: Duration::from_secs(3600), ..WorkerConfig::default() };
     let store = db.arc();
-    let w = herald::delivery::worker::Worker::new(
-        store.clone(),
-        herald::app::registry(),
-        clock.clone(),
+    let w = Worker::new(WorkerParts {
+        store: store.clone(),
+        registry: herald::app::registry(),
+        clock: clock.clone(),
         config,
-        herald::metrics::Metrics::new(),
-    );
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: None,
+        lease: None,
+    });
     let shutdown = CancellationToken::new();
     let running = tokio::spawn({
         let token = shutdown.clone();
@@ -383,17 +385,17 @@ fn leased_worker(
     id: &str,
     channel: Arc<ScriptedChannel>,
     clock: &ManualClock,
-) -> herald::delivery::worker::Worker {
+) -> Worker {
     let who = herald::store::InstanceIdentity { id: id.into(), host: "test".into(), pid: 1, started_at: clock.now() };
-    herald::delivery::worker::Worker::leased(
-        Arc::new(store.for_instance(id)),
-        registry_with("relay", channel),
-        Arc::new(clock.clone()),
-        WorkerConfig::default(),
-        herald::metrics::Metrics::new(),
-        who,
-        herald::address::AddressKeys::from_secret(b"worker test secret"),
-    )
+    Worker::new(WorkerParts {
+        store: Arc::new(store.for_instance(id)),
+        registry: registry_with("relay", channel),
+        clock: Arc::new(clock.clone()),
+        config: WorkerConfig::default(),
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: Some(herald::address::AddressKeys::from_secret(b"worker test secret")),
+        lease: Some(who),
+    })
 }
 
 /// No lease, no delivery: before the first renewal, and once the lease
@@ -425,13 +427,15 @@ async fn a_backlog_is_read_in_batches_that_grow(db: &TestDb) {
     let rows: Vec<_> = (0..300).map(|i| row(&format!("u{i}"), "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
     let metrics = herald::metrics::Metrics::new();
-    let w = herald::delivery::worker::Worker::new(
-        db.arc(),
-        inbox_registry(),
-        Arc::new(clock.clone()),
-        WorkerConfig { batch: 10, ..WorkerConfig::default() },
-        metrics.clone(),
-    );
+    let w = Worker::new(WorkerParts {
+        store: db.arc(),
+        registry: inbox_registry(),
+        clock: Arc::new(clock.clone()),
+        config: WorkerConfig { batch: 10, ..WorkerConfig::default() },
+        metrics: metrics.clone(),
+        address_keys: None,
+        lease: None,
+    });
     let shutdown = CancellationToken::new();
     let running = tokio::spawn({
         let token = shutdown.clone();
@@ -504,15 +508,15 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
         outcome: Outcome::Sent { transport: "late".into(), detail: None, address_hash: None },
     });
     let who = herald::store::InstanceIdentity { id: "instance-a".into(), host: "test".into(), pid: 1, started_at: T0 };
-    let a = herald::delivery::worker::Worker::leased(
-        Arc::new(db.store.for_instance("instance-a")),
-        registry_with("relay", a_channel.clone()),
-        Arc::new(clock.clone()),
-        WorkerConfig::default(),
-        herald::metrics::Metrics::new(),
-        who,
-        herald::address::AddressKeys::from_secret(b"worker test secret"),
-    );
+    let a = Worker::new(WorkerParts {
+        store: Arc::new(db.store.for_instance("instance-a")),
+        registry: registry_with("relay", a_channel.clone()),
+        clock: Arc::new(clock.clone()),
+        config: WorkerConfig::default(),
+        metrics: herald::metrics::Metrics::new(),
+        address_keys: Some(herald::address::AddressKeys::from_secret(b"worker test secret")),
+        lease: Some(who),
+    });
     a.heartbeat().await.unwrap();
     let a_tick = tokio::spawn(async move { a.tick().await.unwrap() });
     a_channel.started.notified().await; // A holds the claim, mid-delivery
@@ -521,15 +525,15 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
     let other = db.another_instance().await;
     let metrics = herald::metrics::Metrics::new();
     let who = herald::store::InstanceIdentity { id: "instance-b".into(), host: "test".into(), pid: 2, started_at: T0 };
-    let b = herald::delivery::worker::Worker::leased(
-        Arc::new(other.for_instance("instance-b")),
-        registry_with("relay", b_channel.clone()),
-        Arc::new(clock.clone()),
-        WorkerConfig::default(),
-        metrics.clone(),
-        who,
-        herald::address::AddressKeys::from_secret(b"worker test secret"),
-    );
+    let b = Worker::new(WorkerParts {
+        store: Arc::new(other.for_instance("instance-b")),
+        registry: registry_with("relay", b_channel.clone()),
+        clock: Arc::new(clock.clone()),
+        config: WorkerConfig::default(),
+        metrics: metrics.clone(),
+        address_keys: Some(herald::address::AddressKeys::from_secret(b"worker test secret")),
+        lease: Some(who),
+    });
     clock.advance(Duration::from_secs(79));
     assert_eq!(b.heartbeat().await.unwrap(), 0, "A's lease lapsed at 20 s; its delivery may run until 80 s");
     clock.advance(Duration::from_secs(2));
@@ -563,13 +567,15 @@ async fn an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(
         outcome: Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None },
     });
     let metrics = herald::metrics::Metrics::new();
-    let w = herald::delivery::worker::Worker::new(
-        db.arc(),
-        registry_with("relay", relay.clone()),
-        Arc::new(clock.clone()),
-        WorkerConfig::default(),
-        metrics.clone(),
-    );
+    let w = Worker::new(WorkerParts {
+        store: db.arc(),
+        registry: registry_with("relay", relay.clone()),
+        clock: Arc::new(clock.clone()),
+        config: WorkerConfig::default(),
+        metrics: metrics.clone(),
+        address_keys: None,
+        lease: None,
+    });
     let tick = tokio::spawn(async move { w.tick().await.unwrap() });
     relay.started.notified().await; // claimed; the relay is accepting the message
 

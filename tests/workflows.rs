@@ -13,7 +13,7 @@ use common::app::App;
 use common::{Backend, ScriptedChannel, TestDb, add_rule, at, user, worker};
 use herald::clock::{Clock, ManualClock, Millis};
 use herald::delivery::channel::{Outcome, Registry};
-use herald::delivery::worker::{TickReport, WorkerConfig};
+use herald::delivery::worker::{TickReport, WorkerConfig, WorkerParts};
 use herald::domain::OutboxStatus;
 use herald::planning::planner::Planner;
 use herald::planning::recipient::RecipientInput;
@@ -507,7 +507,15 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
     .unwrap();
     let registry = herald::app::registry_with_email(Some(Arc::new(email)));
     let config = WorkerConfig { deliver_timeout: Duration::from_secs(20), ..WorkerConfig::default() };
-    let w = herald::delivery::worker::Worker::new(store, registry, dyn_clock, config, metrics);
+    let w = herald::delivery::worker::Worker::new(WorkerParts {
+        store,
+        registry,
+        clock: dyn_clock,
+        config,
+        metrics,
+        address_keys: None,
+        lease: None,
+    });
 
     let report = w.tick().await.unwrap();
     assert_eq!(report.sent, 2, "the two inbox messages: {report:?}");

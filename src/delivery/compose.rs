@@ -82,7 +82,7 @@ pub struct Composer {
     /// a frequency cap, a template that fails, a grace window that ended, a
     /// rule disabled), so "did this address get it" finds them too. `None`
     /// only where no email is sent (tests, `herald bench`): a service's
-    /// worker is given them ([`crate::delivery::worker::Worker::leased`]).
+    /// worker is given them ([`crate::delivery::worker::WorkerParts::address_keys`]).
     keys: Option<AddressKeys>,
     /// The zone of recipients without one (`worker.default_timezone`).
     default_tz: Tz,

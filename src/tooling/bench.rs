@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::clock::{Clock, SystemClock};
-use crate::delivery::worker::{Worker, WorkerConfig};
+use crate::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use crate::domain::{ChannelName, UserId};
 use crate::metrics::Metrics;
 use crate::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
@@ -151,7 +151,15 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     } else {
         (crate::app::registry(), None)
     };
-    let worker = Arc::new(Worker::new(store.clone(), registry, clock.clone(), config, Metrics::new()));
+    let worker = Arc::new(Worker::new(WorkerParts {
+        store: store.clone(),
+        registry,
+        clock: clock.clone(),
+        config,
+        metrics: Metrics::new(),
+        address_keys: None,
+        lease: None,
+    }));
     let commits_before = pg_commits(&sql_store).await?;
     let started = Instant::now();
     let shutdown = tokio_util::sync::CancellationToken::new();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::{Clock, SystemClock};
-use crate::delivery::worker::{Worker, WorkerConfig};
+use crate::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use crate::domain::UserId;
 use crate::metrics::Metrics;
 use crate::planning::planner::Planner;
@@ -123,8 +123,15 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
     }
 
     // 4. The worker delivers what is due.
-    let worker =
-        Worker::new(store.clone(), crate::app::registry(), clock.clone(), WorkerConfig::default(), Metrics::new());
+    let worker = Worker::new(WorkerParts {
+        store: store.clone(),
+        registry: crate::app::registry(),
+        clock: clock.clone(),
+        config: WorkerConfig::default(),
+        metrics: Metrics::new(),
+        address_keys: None,
+        lease: None,
+    });
     let report = worker.tick().await?;
     writeln!(out, "4. worker sweep: claimed {}, sent {}, failed {}", report.claimed, report.sent, report.failed)?;
 

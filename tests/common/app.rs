@@ -124,13 +124,15 @@ impl App {
     pub async fn deliver(&self) -> herald::delivery::worker::TickReport {
         let store: Arc<dyn Store> = self.db.arc();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::delivery::worker::Worker::new(
-            store.clone(),
-            herald::app::registry(),
+        let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
+            store: store.clone(),
+            registry: herald::app::registry(),
             clock,
-            herald::delivery::worker::WorkerConfig::default(),
-            herald::metrics::Metrics::new(),
-        );
+            config: herald::delivery::worker::WorkerConfig::default(),
+            metrics: herald::metrics::Metrics::new(),
+            address_keys: None,
+            lease: None,
+        });
         worker.tick().await.unwrap()
     }
 

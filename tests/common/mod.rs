@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use herald::clock::{Clock, ManualClock, Millis};
 use herald::delivery::channel::{Channel, Delivery, Outcome, Registry};
-use herald::delivery::worker::{Worker, WorkerConfig};
+use herald::delivery::worker::{Worker, WorkerConfig, WorkerParts};
 use herald::domain::{ChannelName, UserId};
 use herald::metrics::Metrics;
 use herald::planning::rule::RuleInput;
@@ -442,5 +442,13 @@ impl Channel for ScriptedChannel {
 
 pub fn worker(store: Arc<dyn Store>, registry: Registry, clock: &ManualClock, config: WorkerConfig) -> Worker {
     let clock: Arc<dyn Clock> = Arc::new(clock.clone());
-    Worker::new(store, registry, clock, config, Metrics::new())
+    Worker::new(WorkerParts {
+        store,
+        registry,
+        clock,
+        config,
+        metrics: Metrics::new(),
+        address_keys: None,
+        lease: None,
+    })
 }

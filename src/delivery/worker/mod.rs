@@ -205,64 +205,56 @@ const RECORD_GROUP: usize = 1000;
 /// and 10,700, within the noise), so there are two.
 const RECORD_FLUSHERS: usize = 2;
 
-impl Worker {
-    pub fn new(
-        store: Arc<dyn Store>,
-        registry: Registry,
-        clock: Arc<dyn Clock>,
-        config: WorkerConfig,
-        metrics: Metrics,
-    ) -> Worker {
-        Worker::with_address_keys(store, registry, clock, config, metrics, None)
-    }
-
-    /// [`Worker::new`], with the keys that hash email addresses, so outcomes
-    /// decided before the email channel runs (an opted-out user) carry the
-    /// address hash too.
-    pub fn with_address_keys(
-        store: Arc<dyn Store>,
-        registry: Registry,
-        clock: Arc<dyn Clock>,
-        config: WorkerConfig,
-        metrics: Metrics,
-        keys: Option<AddressKeys>,
-    ) -> Worker {
-        Worker::build(store, registry, clock, config, metrics, keys, None)
-    }
-
-    /// A service's worker: it holds a lease as `who` (renewed by
-    /// [`Worker::run`]; see [`lease`]) and starts deliveries only while it
-    /// does. `store` must claim for the same instance
+/// What a worker is built from, each part named where a worker is made.
+///
+/// One struct rather than a constructor per combination (`new`, one with
+/// the address keys, one with a lease) taking six or seven positional
+/// arguments: two `Arc`s or two `Option`s in swapped places still
+/// compiled, and a new dependency meant yet another constructor.
+pub struct WorkerParts {
+    /// Where rows are claimed and outcomes recorded. A leased worker's
+    /// store must claim for the same instance
     /// ([`crate::store::SqlStore::for_instance`]).
-    ///
-    /// `keys` hash the recipient's address onto the email outcomes decided
-    /// before the channel runs (an opt-out, a frequency cap, a template
-    /// that fails, a grace window that ended), so `herald sends --address`
-    /// finds them. Required rather than optional: when a service's worker
-    /// was built without them (an `Option` that `serve` left `None`), every
-    /// such outcome was missing from the by-address log, and nothing failed.
-    pub fn leased(
-        store: Arc<dyn Store>,
-        registry: Registry,
-        clock: Arc<dyn Clock>,
-        config: WorkerConfig,
-        metrics: Metrics,
-        who: InstanceIdentity,
-        keys: AddressKeys,
-    ) -> Worker {
-        let lease = Arc::new(Lease::new(who, config.lease));
-        Worker::build(store, registry, clock, config, metrics, Some(keys), Some(lease))
-    }
+    pub store: Arc<dyn Store>,
+    /// The channels this instance delivers on; a row for any other is
+    /// ended `failed` by name (or left to an instance that has it).
+    pub registry: Registry,
+    /// The worker's time: the database's in a service
+    /// ([`crate::clock::DbClock`]), a manual one in tests.
+    pub clock: Arc<dyn Clock>,
+    pub config: WorkerConfig,
+    pub metrics: Metrics,
+    /// The keys that hash email addresses, put on the email outcomes
+    /// decided before the channel runs (an opt-out, a frequency cap, a
+    /// template that fails, a grace window that ended), so `herald sends
+    /// --address` finds them. `None` only where nothing reads the log by
+    /// address (tests, `herald bench`); required with a `lease`, and
+    /// [`Worker::new`] refuses a leased worker without them: when a
+    /// service's worker was built without them, every such outcome was
+    /// missing from the by-address log, and nothing failed.
+    pub address_keys: Option<AddressKeys>,
+    /// A service's worker holds a lease as this instance (renewed by
+    /// [`Worker::run`]; see [`lease`]) and starts deliveries only while it
+    /// does. `None` (tests, `herald bench`): deliveries need no lease and
+    /// claims name no instance.
+    pub lease: Option<InstanceIdentity>,
+}
 
-    fn build(
-        store: Arc<dyn Store>,
-        registry: Registry,
-        clock: Arc<dyn Clock>,
-        config: WorkerConfig,
-        metrics: Metrics,
-        keys: Option<AddressKeys>,
-        lease: Option<Arc<Lease>>,
-    ) -> Worker {
+impl Worker {
+    /// A worker from its parts.
+    ///
+    /// # Panics
+    ///
+    /// With a `lease` but no `address_keys`: a service's worker without
+    /// them loses outcomes from the by-address log silently, so it does
+    /// not start at all.
+    pub fn new(parts: WorkerParts) -> Worker {
+        let WorkerParts { store, registry, clock, config, metrics, address_keys: keys, lease } = parts;
+        assert!(
+            lease.is_none() || keys.is_some(),
+            "a leased (service) worker needs the address keys: its early outcomes would be missing from the by-address log"
+        );
+        let lease = lease.map(|who| Arc::new(Lease::new(who, config.lease)));
         // A channel with a limit of its own (email) gets no more slots than
         // it has: the rest would only wait inside the channel, claimed and
         // counted as being delivered.
