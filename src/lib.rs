@@ -37,12 +37,13 @@
 //!   lists.
 //! - [`http`]: the HTTP server (`/healthz`, `/readyz`, `/metrics`, the
 //!   `/v1` API); `http::server` is the accept loop (header-read timeout,
-//!   connection bound), `http::nul` refuses U+0000 at the edge,
-//!   `http::preference_form` is the preference forms' field encoding,
-//!   `http::retry` runs a write that lost a race again before answering,
-//!   `http::extract` reads every body, query and path (refusals as
-//!   problems naming the field), `http::bare` turns axum's own bodiless
-//!   404s and 405s into problems, `http::cursor` parses page cursors.
+//!   connection bound), `http::layers` the layers around the routes
+//!   (axum's own bodiless 404s and 405s as problems, U+0000 refused at the
+//!   edge, the body limit, a write that lost a race run again before
+//!   answering, CORS for the inbox), `http::preference_form` is the
+//!   preference forms' field encoding, `http::extract` reads every body,
+//!   query and path (refusals as problems naming the field),
+//!   `http::cursor` parses page cursors.
 //!   `http::ui` is the operator screen under `/ui` (server-rendered pages,
 //!   operator logins, sessions, CSRF, the audit log), inside `http` because
 //!   it shares the router and the state.

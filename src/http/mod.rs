@@ -8,21 +8,19 @@
 
 pub mod access;
 pub mod auth;
-pub mod bare;
 pub mod bounces;
 pub mod credential;
 pub mod cursor;
 pub mod events;
 pub mod extract;
 pub mod inbox;
-pub mod nul;
+pub mod layers;
 mod openapi;
 pub mod outbox;
 pub mod preference_form;
 pub mod preferences;
 pub mod problem;
 pub mod resume;
-pub mod retry;
 pub mod rules;
 pub mod server;
 pub mod suppressions;
@@ -111,12 +109,11 @@ pub struct Cors {
     pub origins: Vec<String>,
 }
 
-/// `max_body_bytes` bounds every request body (413 beyond it).
+/// `max_body_bytes` bounds every request body (413 beyond it). The layers
+/// around the routes, and the order a request meets them in, are in
+/// [`layers`].
 pub fn router(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
-    // Around the finished router as one service: a `Router::layer` wraps
-    // each route's handlers one by one, inside the code that adds a 405's
-    // `Allow`, so the problem could not name the methods.
-    Router::new().fallback_service(routes(state, max_body_bytes, cors)).layer(middleware::from_fn(bare::as_problems))
+    layers::problems(routes(state, max_body_bytes, cors))
 }
 
 fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
@@ -131,7 +128,7 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/{id}/archive", post(inbox::archive))
         .route("/preferences", get(preferences::get).put(preferences::put))
         .route_layer(middleware::from_fn_with_state(state.clone(), user_auth::require_user_token))
-        .layer(cors_layer(cors));
+        .layer(layers::cors(cors));
     let v1 = Router::new()
         .route("/triggers", post(triggers::create))
         .route("/rules", post(rules::create).get(rules::list))
@@ -157,9 +154,8 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/ses", post(bounces::ses))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
-        .fallback(not_found)
-        .layer(middleware::from_fn(move |req, next| retry::retry_lost_races(max_body_bytes, req, next)));
-    Router::new()
+        .fallback(not_found);
+    let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -167,18 +163,14 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         // Public, by design: the signed token is the credential (RFC 8058).
         .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
         .route("/p/{token}", get(preferences::show).post(preferences::save))
-        .nest("/v1", v1)
+        .nest("/v1", layers::api(v1, max_body_bytes))
         // Outside the API-key layer: the screen has its own operator login.
         .nest("/ui", crate::http::ui::router(state.clone()))
         .route("/ui/", get(|| async { axum::response::Redirect::to("/ui/rules") }))
         // A browser pointed at the server's root lands on the screen (its
         // login), not on a blank 404.
-        .route("/", get(|| async { axum::response::Redirect::to("/ui") }))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
-        // Outermost: before routing, so every path and query (and the login
-        // form, which needs no session) is checked once.
-        .layer(middleware::from_fn(move |req, next| nul::reject_nul(max_body_bytes, req, next)))
-        .with_state(state)
+        .route("/", get(|| async { axum::response::Redirect::to("/ui") }));
+    layers::edge(routes, max_body_bytes).with_state(state)
 }
 
 /// Records a change made through the API in the operator screen's audit
@@ -195,21 +187,6 @@ pub async fn audit_api(state: &AppState, caller: &auth::Caller, action: &str, ta
     if let Err(e) = state.store.append_audit(&entry, state.clock.now()).await {
         tracing::error!(error = %e, key = %caller.key_name, action, target, "could not write the audit log");
     }
-}
-
-fn cors_layer(cors: &Cors) -> tower_http::cors::CorsLayer {
-    use axum::http::{HeaderName, Method};
-    use tower_http::cors::{AllowOrigin, CorsLayer};
-    let origin = if cors.origins.iter().any(|o| o == "*") {
-        AllowOrigin::any()
-    } else {
-        AllowOrigin::list(cors.origins.iter().filter_map(|o| o.parse().ok()))
-    };
-    CorsLayer::new()
-        .allow_origin(origin)
-        .allow_methods([Method::GET, Method::POST, Method::PUT])
-        .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
-        .max_age(std::time::Duration::from_secs(600))
 }
 
 /// The embeddable inbox widget: one script tag on a host page.

@@ -127,8 +127,8 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
         if lost_race {
-            // `http::retry` runs the request again before answering this.
-            resp.extensions_mut().insert(super::retry::LostRace);
+            // `http::layers::retry_lost_races` runs the request again before answering this.
+            resp.extensions_mut().insert(super::layers::LostRace);
         }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
