@@ -11,15 +11,15 @@ use crate::domain::{ChannelName, UserId};
 use crate::store::{NewOutboxRow, Store, new_id};
 
 mod access;
-mod bench;
 mod bounce;
 mod copy;
 mod rules;
 mod sends;
+#[cfg(feature = "tooling")]
+mod tooling;
 mod users;
 
 use access::{keys, operators};
-use bench::bench;
 use bounce::{bounce_import, bounce_parse};
 use sends::{preferences, sends, status};
 
@@ -57,19 +57,11 @@ pub enum Command {
     /// them (recorded in the audit trail with the operator as who).
     Preferences(PreferencesArgs),
     /// Measure enqueue and drain rates on this machine.
-    Bench(BenchArgs),
+    #[cfg(feature = "tooling")]
+    Bench(tooling::BenchArgs),
     /// Measure messages/s through the inbox stream to many connections, and server memory per connection.
-    BenchStream {
-        /// Concurrent stream connections, one user each
-        #[arg(long, default_value_t = 1000)]
-        connections: usize,
-        /// Messages per connection
-        #[arg(long, default_value_t = 5)]
-        rounds: usize,
-        /// Print JSON instead of text
-        #[arg(long)]
-        json: bool,
-    },
+    #[cfg(feature = "tooling")]
+    BenchStream(tooling::BenchStreamArgs),
     /// Manage API keys for the /v1 HTTP API.
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -77,6 +69,7 @@ pub enum Command {
     #[command(subcommand)]
     Operators(OperatorsCommand),
     /// Walk a trigger through rules, planner, worker and send log on this database, and print what happened.
+    #[cfg(feature = "tooling")]
     Demo,
     /// Work with bounce, complaint and auto-reply messages.
     #[command(subcommand)]
@@ -242,61 +235,19 @@ pub struct PreferencesArgs {
     pub json: bool,
 }
 
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Rows to enqueue and drain
-    #[arg(long, default_value_t = 10_000)]
-    pub rows: usize,
-    /// Rows claimed per sweep
-    #[arg(long, default_value_t = 100)]
-    pub batch: u32,
-    /// Concurrent deliveries
-    #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
-    /// Use this (scratch!) database instead of a temporary SQLite file
-    #[arg(long = "bench-database-url", value_name = "URL")]
-    pub database_url: Option<String>,
-    /// The channel to drain through: inbox, or email (needs --smtp-url)
-    #[arg(long, default_value = "inbox")]
-    pub channel: String,
-    /// With --channel email: the SMTP server (or file:///DIR) to send to.
-    /// Every message goes to it: point it at a local sink, never a real relay.
-    #[arg(long, value_name = "URL", required_if_eq("channel", "email"))]
-    pub smtp_url: Option<String>,
-    /// With --channel email: one SMTP connection per message instead of a pool
-    #[arg(long)]
-    pub no_pool: bool,
-    /// Drain with N `herald serve` processes (this binary) sharing the
-    /// database, and report latency too, instead of one worker in this
-    /// process (inbox channel only)
-    #[arg(long, value_name = "N", conflicts_with_all = ["smtp_url", "no_pool"])]
-    pub instances: Option<usize>,
-    /// Measure the whole path instead of the drain: the service in this
-    /// process, POST /v1/triggers from --connections clients for --duration
-    /// seconds, an inbox rule with a condition and a German variant
-    #[arg(long, conflicts_with_all = ["smtp_url", "no_pool", "instances"])]
-    pub pipeline: bool,
-    /// With --pipeline: seconds of load
-    #[arg(long, value_name = "SECS", default_value_t = 15, requires = "pipeline")]
-    pub duration: u64,
-    /// With --pipeline: concurrent HTTP connections sending triggers, each
-    /// waiting for its answer before the next (so N connections at a
-    /// latency L send at most N / L a second: 16 at 7 ms, 2,300)
-    #[arg(long, value_name = "N", default_value_t = crate::tooling::bench_pipeline::DEFAULT_CONNECTIONS, requires = "pipeline")]
-    pub connections: usize,
-    /// With --pipeline: the rule with a send window (open), a frequency cap
-    /// (not reached), escalation (follow-ups due after the run) and
-    /// recipients with time zones and quiet hours (not on)
-    #[arg(long, requires = "pipeline")]
-    pub workflows: bool,
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
-}
-
 /// Parses the command line and runs it; the process exit code.
 pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            #[cfg(not(feature = "tooling"))]
+            if let Some(message) = tooling_left_out(&e) {
+                eprintln!("{message}");
+                return std::process::ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     init_tracing();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
@@ -312,6 +263,30 @@ pub fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The commands a build without the `tooling` feature leaves out.
+#[cfg(not(feature = "tooling"))]
+const TOOLING_COMMANDS: [&str; 3] = ["bench", "bench-stream", "demo"];
+
+/// For one of [`TOOLING_COMMANDS`] in a build without them, the error that
+/// says why, instead of clap's "unrecognized subcommand" (which reads as a
+/// typo, or a command that never existed).
+#[cfg(not(feature = "tooling"))]
+fn tooling_left_out(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let Some(ContextValue::String(name)) = e.get(ContextKind::InvalidSubcommand) else {
+        return None;
+    };
+    TOOLING_COMMANDS.contains(&name.as_str()).then(|| {
+        format!(
+            "error: `herald {name}` is part of the `tooling` feature, which this binary was built without \
+             (cargo build --no-default-features); build it with the default features to use it"
+        )
+    })
 }
 
 fn init_tracing() {
@@ -335,23 +310,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         flags.http = args.listen.map(|listen| HttpFlags { listen });
         flags.migrate_on_start = args.no_migrate.then_some(false);
     }
+    #[cfg(feature = "tooling")]
     if let Command::Bench(args) = &cli.command {
-        return bench(args).await;
+        return tooling::bench(args).await;
     }
-    if let Command::BenchStream { connections, rounds, json } = &cli.command {
-        let opts = crate::tooling::bench_stream::StreamBenchOptions { connections: *connections, rounds: *rounds };
-        let r = crate::tooling::bench_stream::run(&opts).await?;
-        if *json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
-            println!("herald bench-stream: {} connections, {} messages, {} cores", r.connections, r.messages, r.cores);
-            println!("  {:.0} messages/s through the stream ({:.2}s)", r.messages_per_sec, r.seconds);
-            println!(
-                "  server memory: {} KiB before, {} KiB with the streams open: {:.1} KiB per connection",
-                r.server_rss_before_kib, r.server_rss_connected_kib, r.server_kib_per_connection
-            );
-        }
-        return Ok(());
+    #[cfg(feature = "tooling")]
+    if let Command::BenchStream(args) = &cli.command {
+        return tooling::bench_stream(args).await;
     }
     // Needs no database and no configuration.
     if let Command::Bounce(BounceCommand::Parse { files, json }) = &cli.command {
@@ -422,22 +387,16 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Sends(args) => sends(&config, args).await,
         Command::Preferences(args) => preferences(&config, args).await,
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
-        Command::Bench(_) | Command::BenchStream { .. } | Command::Bounce(_) => unreachable!("handled above"),
+        #[cfg(feature = "tooling")]
+        Command::Bench(_) | Command::BenchStream(_) => unreachable!("handled above"),
+        Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Copy(args) => copy::run(&config, args).await,
         Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,
-        Command::Demo => {
-            if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
-                eprintln!(
-                    "NOTE: email.transport is {t}: email is written to files there and NOTHING LEAVES THIS MACHINE \
-                     (the demo itself delivers in-app messages only)"
-                );
-            }
-            let store = ready_store(&config).await?;
-            crate::tooling::demo::run(&store, &mut std::io::stdout().lock()).await
-        }
+        #[cfg(feature = "tooling")]
+        Command::Demo => tooling::demo(&config).await,
     }
 }
 

@@ -59,7 +59,9 @@
 //! - [`batch`]: group commit, so concurrent deliveries share transactions.
 //! - [`retention`]: old rows pruned, table by table, by every instance.
 //! - [`app`]: wiring for the CLI: open the store, build the registry, serve.
-//! - [`tooling`]: what measures and tortures Herald rather than runs it:
+//! - `tooling` (behind the `tooling` feature, on by default; a build
+//!   without it is the service alone): what measures and tortures Herald
+//!   rather than runs it:
 //!   the benchmarks behind `herald bench` (`tooling::bench`,
 //!   `bench_instances`, `bench_pipeline`, `bench_stream`),
 //!   `tooling::cluster` (several `herald serve` processes on one database,
@@ -83,4 +85,5 @@ pub mod metrics;
 pub mod planning;
 pub mod retention;
 pub mod store;
+#[cfg(feature = "tooling")]
 pub mod tooling;

@@ -1,7 +1,77 @@
-//! `herald bench`: the drain, pipeline and several-instance benchmarks
-//! (the code they run is in `crate::tooling`, outside the service's path).
+//! `herald bench`, `herald bench-stream` and `herald demo`: the commands
+//! that run the tooling (`crate::tooling`, outside the service's path) rather
+//! than the service. A build without the `tooling` feature has none of them,
+//! and `herald` names the feature when one is asked for.
 
-use super::BenchArgs;
+use super::Config;
+use clap::Args;
+
+/// `herald bench`: the drain, pipeline and several-instance benchmarks.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Rows to enqueue and drain
+    #[arg(long, default_value_t = 10_000)]
+    pub rows: usize,
+    /// Rows claimed per sweep
+    #[arg(long, default_value_t = 100)]
+    pub batch: u32,
+    /// Concurrent deliveries
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Use this (scratch!) database instead of a temporary SQLite file
+    #[arg(long = "bench-database-url", value_name = "URL")]
+    pub database_url: Option<String>,
+    /// The channel to drain through: inbox, or email (needs --smtp-url)
+    #[arg(long, default_value = "inbox")]
+    pub channel: String,
+    /// With --channel email: the SMTP server (or file:///DIR) to send to.
+    /// Every message goes to it: point it at a local sink, never a real relay.
+    #[arg(long, value_name = "URL", required_if_eq("channel", "email"))]
+    pub smtp_url: Option<String>,
+    /// With --channel email: one SMTP connection per message instead of a pool
+    #[arg(long)]
+    pub no_pool: bool,
+    /// Drain with N `herald serve` processes (this binary) sharing the
+    /// database, and report latency too, instead of one worker in this
+    /// process (inbox channel only)
+    #[arg(long, value_name = "N", conflicts_with_all = ["smtp_url", "no_pool"])]
+    pub instances: Option<usize>,
+    /// Measure the whole path instead of the drain: the service in this
+    /// process, POST /v1/triggers from --connections clients for --duration
+    /// seconds, an inbox rule with a condition and a German variant
+    #[arg(long, conflicts_with_all = ["smtp_url", "no_pool", "instances"])]
+    pub pipeline: bool,
+    /// With --pipeline: seconds of load
+    #[arg(long, value_name = "SECS", default_value_t = 15, requires = "pipeline")]
+    pub duration: u64,
+    /// With --pipeline: concurrent HTTP connections sending triggers, each
+    /// waiting for its answer before the next (so N connections at a
+    /// latency L send at most N / L a second: 16 at 7 ms, 2,300)
+    #[arg(long, value_name = "N", default_value_t = crate::tooling::bench_pipeline::DEFAULT_CONNECTIONS, requires = "pipeline")]
+    pub connections: usize,
+    /// With --pipeline: the rule with a send window (open), a frequency cap
+    /// (not reached), escalation (follow-ups due after the run) and
+    /// recipients with time zones and quiet hours (not on)
+    #[arg(long, requires = "pipeline")]
+    pub workflows: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `herald bench-stream`.
+#[derive(Debug, Args)]
+pub struct BenchStreamArgs {
+    /// Concurrent stream connections, one user each
+    #[arg(long, default_value_t = 1000)]
+    pub connections: usize,
+    /// Messages per connection
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
 
 pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if let Some(instances) = args.instances {
@@ -125,4 +195,33 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
         );
     }
     Ok(())
+}
+
+pub(super) async fn bench_stream(args: &BenchStreamArgs) -> anyhow::Result<()> {
+    let opts = crate::tooling::bench_stream::StreamBenchOptions { connections: args.connections, rounds: args.rounds };
+    let r = crate::tooling::bench_stream::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("herald bench-stream: {} connections, {} messages, {} cores", r.connections, r.messages, r.cores);
+        println!("  {:.0} messages/s through the stream ({:.2}s)", r.messages_per_sec, r.seconds);
+        println!(
+            "  server memory: {} KiB before, {} KiB with the streams open: {:.1} KiB per connection",
+            r.server_rss_before_kib, r.server_rss_connected_kib, r.server_kib_per_connection
+        );
+    }
+    Ok(())
+}
+
+/// `herald demo`: one trigger through rules, planner and worker on the
+/// configured database, printed step by step.
+pub(super) async fn demo(config: &Config) -> anyhow::Result<()> {
+    if let Some(t) = config.email.transport.as_deref().filter(|t| t.starts_with("file:")) {
+        eprintln!(
+            "NOTE: email.transport is {t}: email is written to files there and NOTHING LEAVES THIS MACHINE \
+             (the demo itself delivers in-app messages only)"
+        );
+    }
+    let store = super::ready_store(config).await?;
+    crate::tooling::demo::run(&store, &mut std::io::stdout().lock()).await
 }
