@@ -41,13 +41,14 @@ const RECOMPOSE_AFTER: Duration = Duration::from_secs(1);
 /// A direct lane's batches being recorded while it reads the next. With
 /// one, a drain still alternated between reading and writing whenever a
 /// flush took longer than the next read; with two, the outcome flushes
-/// (`RECORD_FLUSHERS`) always have a batch to write while the lane composes
-/// the next. Their rows are left out of the read, as with one.
+/// (`record::RECORD_FLUSHERS`) always have a batch to write while the lane
+/// composes the next. Their rows are left out of the read, as with one.
 const RECORDINGS_IN_FLIGHT: usize = 2;
 
 /// The largest batch a direct lane grows to while a backlog lasts (see
 /// `run_direct_lane`): ten times `worker.batch`, at most 1,000 rows (one
-/// flush's worth, `RECORD_GROUP`), and never less than `worker.batch`.
+/// flush's worth, `record::RECORD_GROUP`), and never less than
+/// `worker.batch`.
 fn direct_batch_ceiling(batch: u32) -> u32 {
     batch.saturating_mul(10).min(1000).max(batch.max(1))
 }
