@@ -8,7 +8,6 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::sync::Arc;
 
 use common::{Backend, TestDb, harness};
 use herald::clock::{Clock, SystemClock};
@@ -137,16 +136,7 @@ async fn every_row_moves_and_pending_rows_are_delivered_once(from: Backend, to: 
 
     // The target delivers the pending rows, once; nothing the source had
     // delivered goes out again.
-    let store: Arc<dyn Store> = dst.arc();
-    let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
-        store,
-        registry: herald::app::registry(),
-        clock: Arc::new(SystemClock),
-        config: herald::delivery::worker::WorkerConfig::default(),
-        metrics: herald::metrics::Metrics::new(),
-        address_keys: None,
-        lease: None,
-    });
+    let worker = common::system_worker(dst.arc());
     let mut sent = 0;
     for _ in 0..10 {
         let r = worker.tick().await.unwrap();

@@ -55,17 +55,7 @@ impl App {
 
     /// One worker sweep over everything due.
     async fn deliver(&self) -> herald::delivery::worker::TickReport {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
-            store: self.store.clone(),
-            registry: herald::app::registry(),
-            clock,
-            config: herald::delivery::worker::WorkerConfig::default(),
-            metrics: herald::metrics::Metrics::new(),
-            address_keys: None,
-            lease: None,
-        });
-        worker.tick().await.unwrap()
+        common::system_worker(self.store.clone()).tick().await.unwrap()
     }
 
     async fn stop(self) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use herald::clock::{Clock, Millis, SystemClock};
 use herald::config::Config;
-use herald::store::{OperatorRow, OperatorStore, RecipientStore, Store};
+use herald::store::{OperatorRow, OperatorStore, RecipientStore};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -122,18 +122,7 @@ impl App {
 
     /// Runs one worker sweep over what is due now.
     pub async fn deliver(&self) -> herald::delivery::worker::TickReport {
-        let store: Arc<dyn Store> = self.db.arc();
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
-            store: store.clone(),
-            registry: herald::app::registry(),
-            clock,
-            config: herald::delivery::worker::WorkerConfig::default(),
-            metrics: herald::metrics::Metrics::new(),
-            address_keys: None,
-            lease: None,
-        });
-        worker.tick().await.unwrap()
+        super::system_worker(self.db.arc()).tick().await.unwrap()
     }
 
     /// Signs in an operator (`ops@example.com`) for an hour, as the screen's

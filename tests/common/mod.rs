@@ -440,6 +440,20 @@ impl Channel for ScriptedChannel {
     }
 }
 
+/// A worker on the system clock with the default settings and the built-in
+/// channels, for a test that needs what is due delivered now.
+pub fn system_worker(store: Arc<dyn Store>) -> Worker {
+    Worker::new(WorkerParts {
+        store,
+        registry: herald::app::registry(),
+        clock: Arc::new(herald::clock::SystemClock),
+        config: WorkerConfig::default(),
+        metrics: Metrics::new(),
+        address_keys: None,
+        lease: None,
+    })
+}
+
 pub fn worker(store: Arc<dyn Store>, registry: Registry, clock: &ManualClock, config: WorkerConfig) -> Worker {
     let clock: Arc<dyn Clock> = Arc::new(clock.clone());
     Worker::new(WorkerParts {
