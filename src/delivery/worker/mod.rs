@@ -493,3 +493,46 @@ impl Worker {
 
 /// How often the run loop logs what it did, when it did anything.
 const SUMMARY_EVERY: Duration = Duration::from_secs(10);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Worker, WorkerConfig, WorkerParts};
+    use crate::address::AddressKeys;
+    use crate::clock::{ManualClock, Millis};
+    use crate::metrics::Metrics;
+    use crate::store::{ConnectOptions, InstanceIdentity, SqlStore};
+
+    async fn parts(address_keys: Option<AddressKeys>) -> (WorkerParts, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("h.db").display());
+        let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+        let who = InstanceIdentity { id: "i".into(), host: "test".into(), pid: 1, started_at: Millis(0) };
+        let parts = WorkerParts {
+            store: Arc::new(store.for_instance("i")),
+            registry: crate::app::registry(),
+            clock: Arc::new(ManualClock::at(Millis(0))),
+            config: WorkerConfig::default(),
+            metrics: Metrics::new(),
+            address_keys,
+            lease: Some(who),
+        };
+        (parts, dir)
+    }
+
+    /// A service's worker without the keys would leave its early email
+    /// outcomes out of the by-address log without a word: it does not start.
+    #[tokio::test]
+    #[should_panic(expected = "needs the address keys")]
+    async fn a_leased_worker_without_address_keys_is_refused() {
+        let (parts, _dir) = parts(None).await;
+        Worker::new(parts);
+    }
+
+    #[tokio::test]
+    async fn a_leased_worker_with_address_keys_is_built() {
+        let (parts, _dir) = parts(Some(AddressKeys::from_secret(b"worker test secret"))).await;
+        assert!(!Worker::new(parts).may_start(), "no delivery before the first renewal of the lease");
+    }
+}
