@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod email;
 pub mod inbox;
+pub mod public_address;
 pub mod signing;
 pub mod webhook;
 
