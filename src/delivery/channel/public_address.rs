@@ -14,6 +14,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
@@ -138,6 +139,26 @@ pub fn check_public_url(raw: &str, target: Target<'_>) -> Result<reqwest::Url, S
 /// The words the guarded resolver's refusal carries, so a caller can tell a
 /// refusal (final) from a network failure (worth retrying).
 const RESOLVER_REFUSAL: &str = "resolves only to loopback, private or link-local addresses";
+
+/// The HTTP client for requests to guarded URLs.
+pub fn guarded_client(allow_private_networks: bool, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        // Direct connections only. With a proxy from HTTP_PROXY or
+        // HTTPS_PROXY the guarded resolver below resolves only the
+        // proxy's name, and the proxy then reaches whatever the URL
+        // names, loopback included: an outside review reached a
+        // loopback service that way. A deployment that must leave
+        // through a proxy is not supported for these requests.
+        .no_proxy()
+        .timeout(timeout)
+        // A redirect could lead anywhere, including inward; the receiver
+        // should be configured with its final URL.
+        .redirect(reqwest::redirect::Policy::none())
+        .dns_resolver(guarded_resolver(allow_private_networks))
+        .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a client with a resolver and timeouts builds")
+}
 
 /// A resolver for `reqwest::ClientBuilder::dns_resolver` that refuses
 /// non-public answers unless private networks are allowed.

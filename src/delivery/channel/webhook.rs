@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 pub use super::public_address::is_non_public;
-use super::public_address::{Target, check_public_url, describe_send_error, guarded_resolver};
+use super::public_address::{Target, check_public_url, describe_send_error, guarded_client};
 
 pub use super::signing::{SecretList, SigningSecret, SigningSecrets};
 use super::{Channel, Delivery, Outcome};
@@ -80,22 +80,7 @@ pub struct WebhookChannel {
 impl WebhookChannel {
     pub fn new(secrets: impl Into<SigningSecrets>, policy: WebhookPolicy, timeout: Duration) -> WebhookChannel {
         let secrets = secrets.into();
-        let client = reqwest::Client::builder()
-            // Direct connections only. With a proxy from HTTP_PROXY or
-            // HTTPS_PROXY the guarded resolver below resolves only the
-            // proxy's name, and the proxy then reaches whatever the URL
-            // names, loopback included: an outside review reached a
-            // loopback service that way. A deployment that must leave
-            // through a proxy is not supported for webhooks.
-            .no_proxy()
-            .timeout(timeout)
-            // A redirect could lead anywhere, including inward; the receiver
-            // should be configured with its final URL.
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(guarded_resolver(policy.allow_private_networks))
-            .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("a client with a resolver and timeouts builds");
+        let client = guarded_client(policy.allow_private_networks, timeout);
         WebhookChannel { client, secrets, policy }
     }
 }
