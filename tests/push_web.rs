@@ -369,8 +369,11 @@ fn thread_cpu() -> Duration {
 
 /// CPU microseconds per Web Push message: encryption (an ephemeral key,
 /// ECDH, HKDF, AES-GCM) with the VAPID token cached per origin, and with a
-/// fresh ES256 signature each time. Prints the figures; run it with
-/// `--release` for numbers worth quoting.
+/// fresh ES256 signature each time. Prints the figures; a debug build's
+/// are several times too high (unoptimised field arithmetic), so quote
+/// numbers from `--release`, or from a debug build with the crypto crates
+/// and herald optimised (`--config profile.dev.package.NAME.opt-level=3`
+/// for herald, ring, p256 and its field crates, aes-gcm, hkdf, sha2).
 async fn cost_of_encryption_and_signing() {
     let key = vapid();
     let push = transport(key.clone(), OPEN);
