@@ -5,11 +5,14 @@
 //! - `web-push-testing` (npm), a push service that subscribes, checks and
 //!   decrypts as a browser's would.
 //!
+//! The VAPID keys the Node `web-push` library makes (`npx web-push
+//! generate-vapid-keys`) are checked to work as they are.
+//!
 //! Without python3 + http_ece + cryptography, or without web-push-testing
-//! installed (`npm install --prefix target/web-push-testing
-//! web-push-testing@1.2.2`), these tests end ignored, saying which is
-//! missing, except under `CI=true`, where they fail (`.ci/run` installs
-//! both).
+//! and web-push installed (`npm install --prefix target/web-push-testing
+//! web-push-testing@1.2.2 web-push@3.6.7`), these tests end ignored, saying
+//! which is missing, except under `CI=true`, where they fail (`.ci/run`
+//! installs them).
 
 mod common;
 
@@ -280,10 +283,11 @@ fn web_push_testing() -> PathBuf {
     let dir = std::env::var_os("HERALD_WEB_PUSH_TESTING").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/web-push-testing/node_modules/web-push-testing")
     });
-    if !dir.join("src/bin/server.js").exists() {
+    if !dir.join("src/bin/server.js").exists() || !dir.join("../web-push/src/index.js").exists() {
         unavailable(format!(
-            "web-push-testing is not installed at {}: npm install --prefix target/web-push-testing \
-             web-push-testing@1.2.2 (or set HERALD_WEB_PUSH_TESTING to its package directory)",
+            "web-push-testing and web-push are not installed beside each other at {}: npm install --prefix \
+             target/web-push-testing web-push-testing@1.2.2 web-push@3.6.7 (or set HERALD_WEB_PUSH_TESTING \
+             to web-push-testing's package directory)",
             dir.display()
         ));
     }
@@ -320,8 +324,22 @@ async fn web_push_testing_decrypts_like_a_browser() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    // Subscribe as a page would, with our VAPID public key.
-    let key = vapid();
+    // A key pair made by the Node `web-push` library (what `npx web-push
+    // generate-vapid-keys` prints) works as `push.vapid_private_key` and
+    // gives the same public key; and it accepts a pair Herald made.
+    let (ours_private, ours_public) = generate_key_pair();
+    let script = format!(
+        "const w = require({:?}); w.setVapidDetails({SUBJECT:?}, {ours_public:?}, {ours_private:?}); \
+         console.log(JSON.stringify(w.generateVAPIDKeys()))",
+        dir.join("../web-push").display().to_string()
+    );
+    let out = std::process::Command::new("node").arg("-e").arg(&script).output().unwrap();
+    assert!(out.status.success(), "web-push: {}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let key = Arc::new(VapidKey::new(theirs["privateKey"].as_str().unwrap(), SUBJECT).unwrap());
+    assert_eq!(key.public_key(), theirs["publicKey"].as_str().unwrap());
+
+    // Subscribe as a page would, with that public key.
     let (status, subscribed) = wpt(
         &client,
         port,
