@@ -257,6 +257,18 @@ async fn fcm_errors_are_read_as_google_documents_them() {
 }
 
 #[tokio::test]
+async fn a_revoked_fcm_access_token_is_replaced_once() {
+    let (state, fcm) = fcm_server(TEST_KEY).await;
+    assert!(matches!(fcm.send("tok-ada", &notification("n1")).await, DeviceOutcome::Accepted { .. }));
+    // Google revokes the token before its expiry: the next send is
+    // refused with it, makes a new grant and goes through.
+    state.lock().unwrap().issued.clear();
+    assert!(matches!(fcm.send("tok-bob", &notification("n2")).await, DeviceOutcome::Accepted { .. }));
+    assert_eq!(state.lock().unwrap().grants, 2);
+    assert!(state.lock().unwrap().sent.contains_key("tok-bob"));
+}
+
+#[tokio::test]
 async fn an_fcm_assertion_signed_with_another_key_is_a_rejected_credential() {
     let (state, fcm) = fcm_server(OTHER_KEY).await;
     let outcome = fcm.send("tok-ada", &notification("n1")).await;

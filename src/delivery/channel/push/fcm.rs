@@ -193,30 +193,38 @@ impl Fcm {
         if let Err(e) = n.payload() {
             return DeviceOutcome::TooLarge { reason: e.to_string() };
         }
-        let access = match self.access_token().await {
-            Ok(t) => t,
-            Err(outcome) => return outcome,
-        };
-        let response = self.client.post(&self.send_url).bearer_auth(access).json(&Fcm::message(token, n)).send().await;
-        let response = match response {
-            Ok(r) => r,
-            Err(e) => return DeviceOutcome::Retry { after: None, reason: format!("could not reach FCM: {e}") },
-        };
-        let status = response.status().as_u16();
-        let after = classify::parse_retry_after(
-            response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
-            SystemTime::now(),
-        );
-        let body = response.text().await.unwrap_or_default();
-        let name = serde_json::from_str::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned));
-        let outcome = classify::fcm(status, name.as_deref(), after, &body);
-        if status == 401 {
-            // The access token was refused (revoked, or the clock is off):
-            // the next send asks for a new one.
-            *self.token.lock().await = None;
+        let message = Fcm::message(token, n);
+        // A 401 means the access token was refused before its expiry
+        // (revoked, the key rotated): drop it and try once more with a new
+        // one, so that costs one request rather than a failed message. A
+        // second 401 is the credential's fault.
+        let mut refused_once = false;
+        loop {
+            let access = match self.access_token().await {
+                Ok(t) => t,
+                Err(outcome) => return outcome,
+            };
+            let response = match self.client.post(&self.send_url).bearer_auth(access).json(&message).send().await {
+                Ok(r) => r,
+                Err(e) => return DeviceOutcome::Retry { after: None, reason: format!("could not reach FCM: {e}") },
+            };
+            let status = response.status().as_u16();
+            if status == 401 {
+                *self.token.lock().await = None;
+                if !refused_once {
+                    refused_once = true;
+                    continue;
+                }
+            }
+            let after = classify::parse_retry_after(
+                response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+                SystemTime::now(),
+            );
+            let body = response.text().await.unwrap_or_default();
+            let name = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned));
+            return classify::fcm(status, name.as_deref(), after, &body);
         }
-        outcome
     }
 }
