@@ -7,6 +7,8 @@
 pub mod catalog;
 pub mod email;
 pub mod inbox;
+pub mod public_address;
+pub mod push;
 pub mod signing;
 pub mod webhook;
 

@@ -8,15 +8,16 @@
 //! non-public address are refused unless the deployment allows them. The check
 //! runs when the rule is saved (IP literals and `localhost`) and again inside
 //! the HTTP client's resolver on every delivery, so a DNS name that later
-//! points inward (rebinding) is caught where it matters.
+//! points inward (rebinding) is caught where it matters; both live in
+//! [`super::public_address`], shared with the Web Push endpoints.
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use serde::Serialize;
+
+pub use super::public_address::is_non_public;
+use super::public_address::{Target, check_public_url, describe_send_error, guarded_client};
 
 pub use super::signing::{SecretList, SigningSecret, SigningSecrets};
 use super::{Channel, Delivery, Outcome};
@@ -29,117 +30,18 @@ pub struct WebhookPolicy {
     pub allow_private_networks: bool,
 }
 
-/// Addresses a webhook may not reach unless private networks are allowed.
-pub fn is_non_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local() // 169.254/16, cloud metadata services
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1])) // carrier-grade NAT
-                || (o[0] == 198 && (o[1] == 18 || o[1] == 19)) // benchmarking
-                || o[0] >= 240
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = embedded_ipv4(v6) {
-                // An address that reaches an IPv4 host (a translator, a
-                // tunnel, a mapped socket) is judged by that host.
-                return is_non_public(IpAddr::V4(v4));
-            }
-            let seg = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (seg[0] & 0xfe00) == 0xfc00 // unique local
-                || (seg[0] & 0xffc0) == 0xfe80 // link local
-                || (seg[0] & 0xffc0) == 0xfec0 // site local (deprecated, still routed inward by some stacks)
-                || (seg[0] == 0x2001 && seg[1] == 0) // Teredo: the IPv4 inside is obfuscated; no receiver needs it
-                || (seg[0] == 0x2001 && seg[1] == 0x0db8) // documentation
-                || (seg[0] == 0x0064 && seg[1] == 0xff9b && seg[2] == 1) // local-use NAT64 (RFC 8215)
-                || (seg[0] == 0x0100 && seg[1..4] == [0, 0, 0]) // discard-only
-                || seg[..6] == [0, 0, 0, 0, 0, 0] // the rest of the IPv4-compatible block (::/96)
-        }
-    }
-}
-
-/// The IPv4 address an IPv6 address stands for, in the forms that reach an
-/// IPv4 host: IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`
-/// (deprecated, still accepted by some stacks), IPv4-translated
-/// `::ffff:0:a.b.c.d` (SIIT), the NAT64 well-known prefix `64:ff9b::/96`,
-/// and 6to4 `2002:AABB:CCDD::/48`. An outside review reached inward through
-/// each of these while only the mapped form was checked.
-fn embedded_ipv4(v6: std::net::Ipv6Addr) -> Option<std::net::Ipv4Addr> {
-    let seg = v6.segments();
-    let low = std::net::Ipv4Addr::new((seg[6] >> 8) as u8, seg[6] as u8, (seg[7] >> 8) as u8, seg[7] as u8);
-    match seg {
-        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(low),
-        // `::` and `::1` are themselves, not 0.0.0.0 and 0.0.0.1.
-        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
-        [0, 0, 0, 0, 0, 0, _, _] => Some(low),
-        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(low),
-        [0x0064, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
-        [0x2002, hi, lo, ..] => Some(std::net::Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8)),
-        _ => None,
-    }
-}
-
 impl WebhookPolicy {
     /// Checks a rule's URL when it is saved. Names are resolved at delivery.
     pub fn check_url(&self, raw: &str) -> Result<reqwest::Url, String> {
-        let url = reqwest::Url::parse(raw).map_err(|e| format!("{raw:?} is not a URL ({e})"))?;
-        if !matches!(url.scheme(), "https" | "http") {
-            return Err(format!("{raw:?}: only https:// (or http://) URLs are accepted"));
-        }
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err("credentials in the URL are not accepted; the request is signed instead".into());
-        }
-        let Some(host) = url.host() else { return Err(format!("{raw:?} has no host")) };
-        if self.allow_private_networks {
-            return Ok(url);
-        }
-        let forbidden = match host {
-            url::Host::Ipv4(ip) => is_non_public(IpAddr::V4(ip)),
-            url::Host::Ipv6(ip) => is_non_public(IpAddr::V6(ip)),
-            url::Host::Domain(d) => {
-                let d = d.trim_end_matches('.').to_ascii_lowercase();
-                d == "localhost" || d.ends_with(".localhost") || d.ends_with(".internal") || d.ends_with(".local")
-            }
-        };
-        if forbidden {
-            return Err(format!(
-                "{raw:?} points at a loopback, private or link-local address; webhooks may only reach public \
-                 addresses (set webhook.allow_private_networks = true to allow internal receivers)"
-            ));
-        }
-        Ok(url)
-    }
-}
-
-/// Resolves names for the HTTP client and refuses non-public answers.
-struct GuardedResolver {
-    policy: WebhookPolicy,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
-        Box::pin(async move {
-            let host = name.as_str().to_owned();
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let allowed: Vec<SocketAddr> =
-                addrs.into_iter().filter(|a| policy.allow_private_networks || !is_non_public(a.ip())).collect();
-            if allowed.is_empty() {
-                let msg = format!("{host} resolves only to loopback, private or link-local addresses");
-                return Err(Box::<dyn std::error::Error + Send + Sync>::from(msg));
-            }
-            Ok(Box::new(allowed.into_iter()) as Addrs)
-        })
+        check_public_url(
+            raw,
+            Target {
+                what: "webhooks",
+                setting: "webhook.allow_private_networks",
+                allow_http: true,
+                allow_private_networks: self.allow_private_networks,
+            },
+        )
     }
 }
 
@@ -178,22 +80,7 @@ pub struct WebhookChannel {
 impl WebhookChannel {
     pub fn new(secrets: impl Into<SigningSecrets>, policy: WebhookPolicy, timeout: Duration) -> WebhookChannel {
         let secrets = secrets.into();
-        let client = reqwest::Client::builder()
-            // Direct connections only. With a proxy from HTTP_PROXY or
-            // HTTPS_PROXY the guarded resolver below resolves only the
-            // proxy's name, and the proxy then reaches whatever the URL
-            // names, loopback included: an outside review reached a
-            // loopback service that way. A deployment that must leave
-            // through a proxy is not supported for webhooks.
-            .no_proxy()
-            .timeout(timeout)
-            // A redirect could lead anywhere, including inward; the receiver
-            // should be configured with its final URL.
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(GuardedResolver { policy }))
-            .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .expect("a client with a resolver and timeouts builds");
+        let client = guarded_client(policy.allow_private_networks, timeout);
         WebhookChannel { client, secrets, policy }
     }
 }
@@ -271,14 +158,8 @@ impl Channel for WebhookChannel {
 }
 
 fn classify_error(e: &reqwest::Error) -> Outcome {
-    let mut msg = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        source = s.source();
-    }
-    if msg.contains("resolves only to loopback") {
+    let (msg, refused) = describe_send_error(e);
+    if refused {
         // Refused by policy: will be refused next time too.
         return Outcome::terminal(format!("webhook target refused: {msg}"));
     }
@@ -336,15 +217,5 @@ mod tests {
         assert!(p.check_url("https://[2606:2800:220:1:248:1893:25c8:1946]/x").is_ok());
         let open = WebhookPolicy { allow_private_networks: true };
         assert!(open.check_url("http://127.0.0.1:9000/").is_ok());
-    }
-
-    #[tokio::test]
-    async fn the_resolver_refuses_names_that_point_inward() {
-        use std::str::FromStr;
-        let guarded = GuardedResolver { policy: WebhookPolicy::default() };
-        let err = guarded.resolve(Name::from_str("localhost").unwrap()).await.err().expect("refused");
-        assert!(err.to_string().contains("resolves only to loopback"), "{err}");
-        let open = GuardedResolver { policy: WebhookPolicy { allow_private_networks: true } };
-        assert!(open.resolve(Name::from_str("localhost").unwrap()).await.is_ok());
     }
 }
