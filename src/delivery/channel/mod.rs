@@ -4,10 +4,13 @@
 //! `engagement_outbox.channel`. The worker never knows what a channel does; it
 //! only reads the [`Outcome`] back.
 
+pub mod answer;
 pub mod catalog;
 pub mod email;
 pub mod inbox;
 pub mod signing;
+pub mod slack;
+pub mod sms;
 pub mod webhook;
 
 use std::collections::BTreeMap;
