@@ -30,6 +30,7 @@ use herald::delivery::channel::sms::Text;
 use herald::delivery::channel::sms::kannel::{DeliveryReport, DlrState, KannelClient, KannelEndpoint, status_callback};
 use herald::delivery::channel::sms::keywords::{Keyword, keyword};
 use herald::delivery::channel::sms::phone::PhoneNumber;
+use herald::delivery::channel::sms::segments::measure;
 use herald::delivery::channel::sms::sender::Sender;
 use tokio::sync::mpsc;
 use url::Url;
@@ -283,6 +284,28 @@ async fn a_ucs2_text_is_sent_as_unicode_and_a_wrong_password_is_a_credential_fai
     assert!(answer.reason().contains("Authorization failed"), "{answer:?}");
 }
 
+/// Kannel splits a long text itself (the `sendsms-user` group's
+/// `max-messages`, 3 here; at its default of 1 it cuts the text at 160):
+/// the parts the SMSC gets are the segments `segments::measure` counted.
+async fn a_long_text_arrives_in_as_many_segments_as_counted() {
+    let (port, _calls) = receiver().await;
+    let kannel = start_kannel(port, "+14155550199 12345 text hello").await;
+    let to = PhoneNumber::parse("phone", "+14155550101").unwrap();
+    let from = Sender::parse("Herald").unwrap();
+    let body = format!("{}{}", "a".repeat(153), "b".repeat(47));
+    assert_eq!(measure(&body).segments, 2);
+    let client = KannelClient::new(reqwest::Client::new(), kannel.endpoint("test-secret"));
+    let answer = client.send(&Text { to: &to, from: &from, body: &body, callback: None }).await;
+    assert!(answer.accepted(), "{answer:?}");
+    // Concatenated parts carry a UDH: 05 00 03, a reference, the count
+    // (02) and the part's number.
+    let last = kannel.smsc_got(|m| m.contains("%02%02 data ")).await;
+    let first = kannel.smsc_got(|m| m.contains("%02%01 data ")).await;
+    assert!(first.ends_with(&format!(" data {}>", "a".repeat(153))), "{first}");
+    assert!(last.ends_with(&format!(" data {}>", "b".repeat(47))), "{last}");
+    assert!(first.starts_with("<Herald +14155550101 udh %05%00%03"), "{first}");
+}
+
 async fn an_inbound_stop_reaches_the_get_url_as_a_keyword() {
     let (port, mut calls) = receiver().await;
     let kannel = start_kannel(port, "+14155550199 12345 text Stop").await;
@@ -297,6 +320,7 @@ fn main() -> std::process::ExitCode {
     common::harness::main(named_tests![
         a_text_reaches_the_smsc_and_its_delivery_report_comes_back,
         a_ucs2_text_is_sent_as_unicode_and_a_wrong_password_is_a_credential_failure,
+        a_long_text_arrives_in_as_many_segments_as_counted,
         an_inbound_stop_reaches_the_get_url_as_a_keyword,
     ])
 }

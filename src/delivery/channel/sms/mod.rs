@@ -7,8 +7,9 @@
 //! - [`sender`]: `sms.from`, a number, an alphanumeric sender ID or a
 //!   Twilio Messaging Service.
 //! - [`transport`]: the `sms.transport` URL (`twilio://`, `kannel://`).
-//! - [`twilio`]: Twilio's Messages API, its error codes, and the
-//!   `X-Twilio-Signature` check of its callbacks.
+//! - [`twilio`]: Twilio's Messages API, its error codes, the
+//!   `X-Twilio-Signature` check of its callbacks, and what its status
+//!   callbacks and inbound messages say.
 //! - [`kannel`]: Kannel's `sendsms` interface, its answers, and the
 //!   delivery reports it sends back to a signed `dlr-url`.
 //! - [`keywords`]: STOP, START and HELP in an inbound message.

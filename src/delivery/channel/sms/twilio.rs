@@ -1,6 +1,6 @@
-//! Twilio's Messages API: sending one text, what its answers mean, and the
+//! Twilio's Messages API: sending one text, what its answers mean, the
 //! `X-Twilio-Signature` that proves a status callback or an inbound message
-//! came from Twilio.
+//! came from Twilio, and what those callbacks say.
 //!
 //! A send is `POST /2010-04-01/Accounts/{AccountSid}/Messages.json` with
 //! HTTP Basic auth (account SID, auth token) and a form: `To`, `From` (or
@@ -215,6 +215,100 @@ pub fn verify_signature(auth_token: &str, url: &str, params: &[(String, String)]
     mac(auth_token, url, params).verify_slice(&given).is_ok()
 }
 
+/// A form Twilio posted to Herald (a status callback or an inbound
+/// message), once its signature and account are checked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadCallback {
+    /// No `X-Twilio-Signature`, one that does not verify with the auth
+    /// token, or another account's: answered 403, nothing recorded.
+    #[error("the request is not signed by Twilio for this account")]
+    Forged,
+    /// Signed, but without a field Herald needs (answered 400).
+    #[error("Twilio's request has no {0}")]
+    Missing(&'static str),
+}
+
+fn field<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
+
+/// Checks a callback's signature against the URL Herald gave Twilio, and
+/// that it is about this account (`AccountSid`): a valid signature from
+/// another Twilio account that shares the URL proves nothing here.
+pub fn verify_callback(
+    endpoint: &TwilioEndpoint,
+    url: &str,
+    params: &[(String, String)],
+    header: Option<&str>,
+) -> Result<(), BadCallback> {
+    let signed = header.is_some_and(|h| verify_signature(&endpoint.auth_token, url, params, h));
+    if !signed || field(params, "AccountSid") != Some(endpoint.account_sid.as_str()) {
+        return Err(BadCallback::Forged);
+    }
+    Ok(())
+}
+
+/// Carrier error codes in an `undelivered` or `failed` status that say the
+/// number itself will never take a text: 30005 (unknown destination
+/// handset) and 30006 (a landline, or a carrier that cannot be reached).
+/// Others (30003 unreachable handset, 30007 carrier filtering) are about
+/// this message or this moment, so the number is left alone.
+pub const PERMANENT_CARRIER_CODES: [u32; 2] = [30005, 30006];
+
+/// A status callback (`StatusCallback`): what became of a message after
+/// Twilio took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusReport {
+    /// The `SM…` sid Herald recorded as the provider's id.
+    pub message_sid: String,
+    /// Twilio's word: `queued`, `sent`, `delivered`, `undelivered`,
+    /// `failed`, …
+    pub status: String,
+    /// The carrier's or Twilio's error code, for `undelivered` and `failed`.
+    pub error_code: Option<u32>,
+}
+
+impl StatusReport {
+    /// Reads a checked callback's form (see [`verify_callback`]).
+    pub fn parse(params: &[(String, String)]) -> Result<StatusReport, BadCallback> {
+        let message_sid = field(params, "MessageSid").ok_or(BadCallback::Missing("MessageSid"))?;
+        let status = field(params, "MessageStatus").ok_or(BadCallback::Missing("MessageStatus"))?;
+        Ok(StatusReport {
+            message_sid: message_sid.to_owned(),
+            status: status.to_owned(),
+            error_code: field(params, "ErrorCode").and_then(|c| c.parse().ok()),
+        })
+    }
+
+    /// Whether the report says the number can never take a text, so it is
+    /// to be marked invalid.
+    pub fn number_invalid(&self) -> bool {
+        matches!(self.status.as_str(), "undelivered" | "failed")
+            && self.error_code.is_some_and(|c| PERMANENT_CARRIER_CODES.contains(&c))
+    }
+}
+
+/// An inbound message (the number's messaging webhook).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub from: super::phone::PhoneNumber,
+    pub body: String,
+    /// STOP, START or HELP, when the whole message is one.
+    pub keyword: Option<super::keywords::Keyword>,
+}
+
+impl InboundMessage {
+    /// Reads a checked inbound message's form (see [`verify_callback`]).
+    pub fn parse(params: &[(String, String)]) -> Result<InboundMessage, BadCallback> {
+        let from = field(params, "From").ok_or(BadCallback::Missing("From"))?;
+        let from =
+            super::phone::PhoneNumber::parse("From", from).map_err(|_| BadCallback::Missing("phone number in From"))?;
+        let body = params.iter().find(|(k, _)| k == "Body").map(|(_, v)| v.clone()).unwrap_or_default();
+        let keyword = super::keywords::keyword(&body);
+        Ok(InboundMessage { from, body, keyword })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,6 +331,70 @@ mod tests {
             ("Caller", "+14158675309"),
             ("CallSid", "CA1234567890ABCDE"),
         ])
+    }
+
+    fn endpoint() -> TwilioEndpoint {
+        TwilioEndpoint {
+            base: Url::parse("https://api.twilio.com/").unwrap(),
+            account_sid: "AC1".into(),
+            auth_token: "tok".into(),
+        }
+    }
+
+    #[test]
+    fn callbacks_are_taken_only_signed_and_for_this_account() {
+        let url = "https://herald.example/v1/sms/status/twilio";
+        let params = p(&[
+            ("AccountSid", "AC1"),
+            ("MessageSid", "SM9"),
+            ("MessageStatus", "undelivered"),
+            ("ErrorCode", "30005"),
+        ]);
+        let sig = signature("tok", url, &params);
+        assert_eq!(verify_callback(&endpoint(), url, &params, Some(&sig)), Ok(()));
+        assert_eq!(verify_callback(&endpoint(), url, &params, None), Err(BadCallback::Forged));
+        assert_eq!(
+            verify_callback(&endpoint(), url, &params, Some(&signature("other", url, &params))),
+            Err(BadCallback::Forged)
+        );
+        // Signed correctly, but about another account.
+        let theirs = p(&[("AccountSid", "AC2"), ("MessageSid", "SM9"), ("MessageStatus", "delivered")]);
+        assert_eq!(
+            verify_callback(&endpoint(), url, &theirs, Some(&signature("tok", url, &theirs))),
+            Err(BadCallback::Forged)
+        );
+        let report = StatusReport::parse(&params).unwrap();
+        assert_eq!(
+            (report.message_sid.as_str(), report.status.as_str(), report.error_code),
+            ("SM9", "undelivered", Some(30005))
+        );
+        assert!(report.number_invalid());
+    }
+
+    #[test]
+    fn only_permanent_carrier_codes_mark_a_number_invalid() {
+        let report = |status: &str, code: Option<&str>| {
+            let mut params = p(&[("MessageSid", "SM9"), ("MessageStatus", status)]);
+            if let Some(c) = code {
+                params.push(("ErrorCode".into(), c.into()));
+            }
+            StatusReport::parse(&params).unwrap()
+        };
+        assert!(report("undelivered", Some("30006")).number_invalid());
+        assert!(report("failed", Some("30005")).number_invalid());
+        assert!(!report("undelivered", Some("30003")).number_invalid());
+        assert!(!report("delivered", None).number_invalid());
+        assert!(!report("delivered", Some("30005")).number_invalid());
+        assert_eq!(StatusReport::parse(&p(&[("MessageSid", "SM9")])), Err(BadCallback::Missing("MessageStatus")));
+    }
+
+    #[test]
+    fn an_inbound_message_names_its_number_and_keyword() {
+        let m = InboundMessage::parse(&p(&[("From", "+14155550101"), ("Body", " stop ")])).unwrap();
+        assert_eq!((m.from.as_str(), m.keyword), ("+14155550101", Some(super::super::keywords::Keyword::Stop)));
+        let m = InboundMessage::parse(&p(&[("From", "+14155550101"), ("Body", "stop please")])).unwrap();
+        assert_eq!(m.keyword, None);
+        assert_eq!(InboundMessage::parse(&p(&[("Body", "STOP")])), Err(BadCallback::Missing("From")));
     }
 
     #[test]
