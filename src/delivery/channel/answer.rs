@@ -85,6 +85,27 @@ impl Answer {
     }
 }
 
+/// Sends `request` and reads the answer with `classify` (the status, the
+/// `Retry-After` hint, the body); no answer at all is
+/// [`Answer::unreachable`]. One place for the exchange every transport
+/// makes, so none of them reads a header or a body differently.
+pub async fn exchange(
+    provider: &str,
+    request: reqwest::RequestBuilder,
+    classify: impl FnOnce(u16, Option<Duration>, &str) -> Answer,
+) -> Answer {
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return Answer::unreachable(provider, e),
+    };
+    let status = response.status().as_u16();
+    let after = retry_after_seconds(response.headers().get("retry-after").and_then(|v| v.to_str().ok()));
+    match response.text().await {
+        Ok(body) => classify(status, after, &body),
+        Err(e) => Answer::unreachable(provider, e),
+    }
+}
+
 /// How much of a provider's body goes into a reason.
 const EXCERPT: usize = 200;
 

@@ -35,7 +35,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::delivery::channel::answer::{Answer, excerpt, retry_after_seconds};
+use crate::delivery::channel::answer::{Answer, excerpt, exchange};
 use crate::domain::InvalidValue;
 
 /// Checks the shape Slack's ids share: a prefix letter, then upper-case
@@ -191,17 +191,8 @@ impl SlackClient {
     /// are blocks) to `target` and says what Slack made of it.
     pub async fn post(&self, target: &SlackTarget, text: &str, blocks: Option<&serde_json::Value>) -> Answer {
         let body = PostMessage { channel: target.channel(), text, blocks };
-        let response = self.http.post(self.post_message_url()).bearer_auth(&self.token.0).json(&body).send().await;
-        let response = match response {
-            Ok(r) => r,
-            Err(e) => return Answer::unreachable("Slack", e),
-        };
-        let status = response.status().as_u16();
-        let after = retry_after_seconds(response.headers().get("retry-after").and_then(|v| v.to_str().ok()));
-        match response.text().await {
-            Ok(body) => classify(status, after, &body),
-            Err(e) => Answer::unreachable("Slack", e),
-        }
+        let request = self.http.post(self.post_message_url()).bearer_auth(&self.token.0).json(&body);
+        exchange("Slack", request, classify).await
     }
 }
 

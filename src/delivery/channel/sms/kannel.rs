@@ -37,7 +37,7 @@ use super::Text;
 use super::segments::{Encoding, measure};
 use super::sender::Sender;
 use crate::address::AddressKeys;
-use crate::delivery::channel::answer::{Answer, excerpt};
+use crate::delivery::channel::answer::{Answer, excerpt, exchange};
 
 /// Where Kannel's smsbox is, and its `sendsms-user` (from `sms.transport`).
 #[derive(Clone, PartialEq, Eq)]
@@ -116,15 +116,8 @@ impl KannelClient {
                     .into(),
             };
         }
-        let response = match self.http.get(sendsms_url(&self.endpoint, text)).send().await {
-            Ok(r) => r,
-            Err(e) => return Answer::unreachable("Kannel", e),
-        };
-        let status = response.status().as_u16();
-        match response.text().await {
-            Ok(body) => classify(status, &body),
-            Err(e) => Answer::unreachable("Kannel", e),
-        }
+        let request = self.http.get(sendsms_url(&self.endpoint, text));
+        exchange("Kannel", request, |status, _, body| classify(status, body)).await
     }
 }
 

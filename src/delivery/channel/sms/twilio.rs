@@ -32,7 +32,7 @@ use url::Url;
 
 use super::Text;
 use super::sender::Sender;
-use crate::delivery::channel::answer::{Answer, excerpt, retry_after_seconds};
+use crate::delivery::channel::answer::{Answer, excerpt, exchange};
 
 /// Where Twilio is, and the credentials for it (from `sms.transport`).
 #[derive(Clone, PartialEq, Eq)]
@@ -100,23 +100,12 @@ impl TwilioClient {
 
     /// Hands one text to Twilio and says what Twilio made of it.
     pub async fn send(&self, text: &Text<'_>) -> Answer {
-        let response = self
+        let request = self
             .http
             .post(self.endpoint.messages_url())
             .basic_auth(&self.endpoint.account_sid, Some(&self.endpoint.auth_token))
-            .form(&form(text))
-            .send()
-            .await;
-        let response = match response {
-            Ok(r) => r,
-            Err(e) => return Answer::unreachable("Twilio", e),
-        };
-        let status = response.status().as_u16();
-        let after = retry_after_seconds(response.headers().get("retry-after").and_then(|v| v.to_str().ok()));
-        match response.text().await {
-            Ok(body) => classify(status, after, &body),
-            Err(e) => Answer::unreachable("Twilio", e),
-        }
+            .form(&form(text));
+        exchange("Twilio", request, classify).await
     }
 }
 
