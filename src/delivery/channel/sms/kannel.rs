@@ -28,6 +28,13 @@
 //! The password travels in the query string, as Kannel's interface has
 //! it; Herald never logs the URL (see [`Answer::unreachable`]), and a
 //! Kannel on another host should be reached over `kannel+https://`.
+//!
+//! Rejected: Herald speaking SMPP to an operator itself, which would make
+//! it hold SMSC sessions, windowing, throttling and reconnection, all of
+//! which Kannel already does and operators already run. Rejected for the
+//! reports: a shared secret in the `dlr-url` (one leaked report URL would
+//! let anyone write history on every row), where a token per row can only
+//! ever speak about that row.
 
 use std::fmt;
 

@@ -13,6 +13,10 @@
 //! private network and most builds have no TLS, while Twilio is on the
 //! internet, where an auth token must never travel in clear. User names and
 //! passwords are percent-decoded (`%40` for `@`).
+//!
+//! Rejected: separate settings per provider (`sms.twilio.account_sid`,
+//! `sms.kannel.host`, …), which let a deployment configure two providers
+//! with nothing to say which one sends; one URL names exactly one.
 
 use percent_encoding::percent_decode_str;
 use url::Url;
