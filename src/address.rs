@@ -185,6 +185,13 @@ impl AddressKeys {
         hex::encode(mac(&self.hash_key, normalized.as_bytes()))
     }
 
+    /// The address hash of a phone number: its E.164 form is already the
+    /// normalised one, so `+1 (415) 555-0101` and `+14155550101` hash
+    /// alike, and a STOP finds the rows sent to either.
+    pub fn hash_phone(&self, phone: &crate::delivery::channel::sms::phone::PhoneNumber) -> String {
+        self.hash_normalized(phone.as_str())
+    }
+
     /// The address hash of an address as given; `None` when it is not one.
     pub fn hash(&self, address: &str) -> Option<String> {
         normalize(address).map(|n| self.hash_normalized(&n))
@@ -274,6 +281,17 @@ mod tests {
         assert_eq!(k.verify_unsubscribe(&format!("{p}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]))), None);
         assert_eq!(AddressKeys::from_secret(b"t").verify_unsubscribe(&s), None);
         assert_eq!(k.verify_unsubscribe("garbage"), None);
+    }
+
+    #[test]
+    fn a_phone_hashes_as_its_e164_form() {
+        use crate::delivery::channel::sms::phone::PhoneNumber;
+        let k = AddressKeys::from_secret(b"s");
+        let a = PhoneNumber::parse("phone", "+1 (415) 555-0101").unwrap();
+        let b = PhoneNumber::parse("phone", "+14155550101").unwrap();
+        assert_eq!(k.hash_phone(&a), k.hash_phone(&b));
+        assert_eq!(k.hash_phone(&a), k.hash_normalized("+14155550101"));
+        assert_ne!(k.hash_phone(&a), AddressKeys::from_secret(b"t").hash_phone(&a));
     }
 
     #[test]

@@ -129,6 +129,41 @@ pub fn ucs2_characters(text: &str) -> Vec<char> {
     out
 }
 
+/// `sms.max_segments` when it is not set: three segments (up to 459 GSM-7
+/// or 201 UCS-2 characters), past which a text costs more than most
+/// senders mean it to and some carriers stop reassembling it.
+pub const DEFAULT_MAX_SEGMENTS: usize = 3;
+
+/// A text over the segment limit: what it measures, and the characters that
+/// made it UCS-2 if any, so the author can see what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the text is {} segments of {} ({} {}), over the limit of {max}{}",
+    measure.segments,
+    measure.encoding,
+    measure.units,
+    if measure.encoding == Encoding::Gsm7 { "septets" } else { "UTF-16 units" },
+    if forcing_ucs2.is_empty() { String::new() } else {
+        format!("; it is UCS-2 because of {}", forcing_ucs2.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "))
+    }
+)]
+pub struct TooManySegments {
+    pub measure: Measure,
+    pub max: usize,
+    pub forcing_ucs2: Vec<char>,
+}
+
+/// Measures `text` and refuses it over `max` segments (a rule's sample at
+/// save, the preview).
+pub fn within(text: &str, max: usize) -> Result<Measure, TooManySegments> {
+    let m = measure(text);
+    if m.segments <= max {
+        Ok(m)
+    } else {
+        Err(TooManySegments { measure: m, max, forcing_ucs2: ucs2_characters(text) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +244,18 @@ mod tests {
         assert_eq!(m(&text), (Encoding::Ucs2, 73, 2));
         let text = format!("{}🙂{}", "ж".repeat(66), "ж".repeat(66));
         assert_eq!(m(&text), (Encoding::Ucs2, 134, 3));
+    }
+
+    #[test]
+    fn over_the_limit_says_how_far_and_why_it_is_ucs2() {
+        assert_eq!(within(&"a".repeat(459), DEFAULT_MAX_SEGMENTS).unwrap().segments, 3);
+        let e = within(&"a".repeat(460), DEFAULT_MAX_SEGMENTS).unwrap_err();
+        assert_eq!(e.to_string(), "the text is 4 segments of GSM-7 (460 septets), over the limit of 3");
+        let e = within(&format!("{}’", "a".repeat(201)), 3).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the text is 4 segments of UCS-2 (202 UTF-16 units), over the limit of 3; it is UCS-2 because of '’'"
+        );
     }
 
     #[test]
