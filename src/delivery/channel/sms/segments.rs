@@ -137,20 +137,27 @@ pub const DEFAULT_MAX_SEGMENTS: usize = 3;
 /// A text over the segment limit: what it measures, and the characters that
 /// made it UCS-2 if any, so the author can see what to change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the text is {} segments of {} ({} {}), over the limit of {max}{}",
-    measure.segments,
-    measure.encoding,
-    measure.units,
-    if measure.encoding == Encoding::Gsm7 { "septets" } else { "UTF-16 units" },
-    if forcing_ucs2.is_empty() { String::new() } else {
-        format!("; it is UCS-2 because of {}", forcing_ucs2.iter().map(|c| format!("{c:?}")).collect::<Vec<_>>().join(", "))
-    }
-)]
 pub struct TooManySegments {
     pub measure: Measure,
     pub max: usize,
     pub forcing_ucs2: Vec<char>,
+}
+
+impl fmt::Display for TooManySegments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = &self.measure;
+        let unit = if m.encoding == Encoding::Gsm7 { "septets" } else { "UTF-16 units" };
+        write!(
+            f,
+            "the text is {} segments of {} ({} {unit}), over the limit of {}",
+            m.segments, m.encoding, m.units, self.max
+        )?;
+        if !self.forcing_ucs2.is_empty() {
+            let chars: Vec<String> = self.forcing_ucs2.iter().map(|c| format!("{c:?}")).collect();
+            write!(f, "; it is UCS-2 because of {}", chars.join(", "))?;
+        }
+        Ok(())
+    }
 }
 
 /// Measures `text` and refuses it over `max` segments (a rule's sample at
