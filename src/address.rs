@@ -1,5 +1,6 @@
 //! Email addresses without keeping them: the address hash, the deployment
-//! secret it is keyed with, and the signed unsubscribe token.
+//! secret it is keyed with, and the tokens signed with keys derived from it
+//! (unsubscribe links, preference links, SMS delivery-report URLs).
 //!
 //! # Normalisation
 //! An address is trimmed and its domain lowercased (domains are
@@ -84,6 +85,9 @@ pub struct AddressKeys {
     token_key: Vec<u8>,
     /// Signs the hosted preference page's links (`/p/{token}`).
     preferences_key: Vec<u8>,
+    /// Signs the outbox id in an SMS gateway's delivery-report URL (Kannel's
+    /// `dlr-url`), which the gateway calls back unsigned.
+    delivery_report_key: Vec<u8>,
 }
 
 impl std::fmt::Debug for AddressKeys {
@@ -96,6 +100,23 @@ fn mac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
     m.update(data);
     m.finalize().into_bytes().to_vec()
+}
+
+/// `base64url(text) . base64url(mac)`: a token that names one value.
+fn sign_text(key: &[u8], text: &str) -> String {
+    format!("{}.{}", URL_SAFE_NO_PAD.encode(text), URL_SAFE_NO_PAD.encode(mac(key, text.as_bytes())))
+}
+
+/// The value a [`sign_text`] token names, if its signature holds under
+/// `key` (compared in constant time); `None` for anything else.
+fn verify_text(key: &[u8], token: &str) -> Option<String> {
+    let (text_b64, sig_b64) = token.split_once('.')?;
+    let text = URL_SAFE_NO_PAD.decode(text_b64).ok()?;
+    let sig = URL_SAFE_NO_PAD.decode(sig_b64).ok()?;
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(&text);
+    m.verify_slice(&sig).ok()?;
+    String::from_utf8(text).ok()
 }
 
 /// What an unsubscribe token names.
@@ -112,6 +133,7 @@ impl AddressKeys {
             hash_key: mac(secret, b"herald address hash v1"),
             token_key: mac(secret, b"herald unsubscribe token v1"),
             preferences_key: mac(secret, b"herald preferences link v1"),
+            delivery_report_key: mac(secret, b"herald delivery report v1"),
         }
     }
 
@@ -163,6 +185,13 @@ impl AddressKeys {
         hex::encode(mac(&self.hash_key, normalized.as_bytes()))
     }
 
+    /// The address hash of a phone number: its E.164 form is already the
+    /// normalised one, so `+1 (415) 555-0101` and `+14155550101` hash
+    /// alike, and a STOP finds the rows sent to either.
+    pub fn hash_phone(&self, phone: &crate::delivery::channel::sms::phone::PhoneNumber) -> String {
+        self.hash_normalized(phone.as_str())
+    }
+
     /// The address hash of an address as given; `None` when it is not one.
     pub fn hash(&self, address: &str) -> Option<String> {
         normalize(address).map(|n| self.hash_normalized(&n))
@@ -178,19 +207,25 @@ impl AddressKeys {
     /// `base64url(user_id) . base64url(mac)`: the hosted preference page's
     /// link for one user (like an unsubscribe link, it does not expire).
     pub fn sign_preferences(&self, user_id: &str) -> String {
-        let sig = mac(&self.preferences_key, user_id.as_bytes());
-        format!("{}.{}", URL_SAFE_NO_PAD.encode(user_id), URL_SAFE_NO_PAD.encode(sig))
+        sign_text(&self.preferences_key, user_id)
     }
 
     /// The user a preference link names, if its signature holds.
     pub fn verify_preferences(&self, token: &str) -> Option<String> {
-        let (user_b64, sig_b64) = token.split_once('.')?;
-        let user = URL_SAFE_NO_PAD.decode(user_b64).ok()?;
-        let sig = URL_SAFE_NO_PAD.decode(sig_b64).ok()?;
-        let mut m = HmacSha256::new_from_slice(&self.preferences_key).expect("HMAC takes a key of any length");
-        m.update(&user);
-        m.verify_slice(&sig).ok()?;
-        String::from_utf8(user).ok()
+        verify_text(&self.preferences_key, token)
+    }
+
+    /// `base64url(outbox_id) . base64url(mac)`: the token in the
+    /// delivery-report URL an SMS gateway calls back (Kannel's `dlr-url`).
+    /// Like a preference link it does not expire: a report can come days
+    /// later, and all it can do is add history to the row it names.
+    pub fn sign_delivery_report(&self, outbox_id: &str) -> String {
+        sign_text(&self.delivery_report_key, outbox_id)
+    }
+
+    /// The outbox id a delivery-report token names, if its signature holds.
+    pub fn verify_delivery_report(&self, token: &str) -> Option<String> {
+        verify_text(&self.delivery_report_key, token)
     }
 
     /// The token's contents if its signature holds; `None` for anything
@@ -246,6 +281,30 @@ mod tests {
         assert_eq!(k.verify_unsubscribe(&format!("{p}.{}", URL_SAFE_NO_PAD.encode([0u8; 32]))), None);
         assert_eq!(AddressKeys::from_secret(b"t").verify_unsubscribe(&s), None);
         assert_eq!(k.verify_unsubscribe("garbage"), None);
+    }
+
+    #[test]
+    fn a_phone_hashes_as_its_e164_form() {
+        use crate::delivery::channel::sms::phone::PhoneNumber;
+        let k = AddressKeys::from_secret(b"s");
+        let a = PhoneNumber::parse("phone", "+1 (415) 555-0101").unwrap();
+        let b = PhoneNumber::parse("phone", "+14155550101").unwrap();
+        assert_eq!(k.hash_phone(&a), k.hash_phone(&b));
+        assert_eq!(k.hash_phone(&a), k.hash_normalized("+14155550101"));
+        assert_ne!(k.hash_phone(&a), AddressKeys::from_secret(b"t").hash_phone(&a));
+    }
+
+    #[test]
+    fn delivery_report_tokens_are_their_own_purpose() {
+        let k = AddressKeys::from_secret(b"s");
+        let t = k.sign_delivery_report("01J0OUTBOX");
+        assert_eq!(k.verify_delivery_report(&t).as_deref(), Some("01J0OUTBOX"));
+        // Neither a preference link for the same text nor another secret's
+        // token is accepted.
+        assert_eq!(k.verify_delivery_report(&k.sign_preferences("01J0OUTBOX")), None);
+        assert_eq!(k.verify_preferences(&t), None);
+        assert_eq!(AddressKeys::from_secret(b"t").verify_delivery_report(&t), None);
+        assert_eq!(k.verify_delivery_report("01J0OUTBOX"), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod app;
 pub mod harness;
+pub mod python;
 pub mod smtp;
 pub mod sse;
 

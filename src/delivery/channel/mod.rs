@@ -4,12 +4,15 @@
 //! `engagement_outbox.channel`. The worker never knows what a channel does; it
 //! only reads the [`Outcome`] back.
 
+pub mod answer;
 pub mod catalog;
 pub mod email;
 pub mod inbox;
 pub mod public_address;
 pub mod push;
 pub mod signing;
+pub mod slack;
+pub mod sms;
 pub mod webhook;
 
 use std::collections::BTreeMap;
