@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::store::Dialect;
 
 mod sections;
-pub use crate::delivery::settings::{EmailSettings, WebhookSettings};
+pub use crate::delivery::settings::{ApnsSection, EmailSettings, FcmSection, PushSettings, WebhookSettings};
 pub use sections::*;
 
 /// `HERALD_*` variables that are not configuration keys.
@@ -47,6 +47,7 @@ pub struct Config {
     /// is not set. Default "." (the working directory).
     pub data_dir: PathBuf,
     pub email: EmailSettings,
+    pub push: PushSettings,
     pub bounces: BounceSettings,
     pub ui: UiSettings,
     pub retention: RetentionSettings,
@@ -65,6 +66,7 @@ impl Default for Config {
             inbox: InboxSettings::default(),
             data_dir: PathBuf::from("."),
             email: EmailSettings::default(),
+            push: PushSettings::default(),
             bounces: BounceSettings::default(),
             ui: UiSettings::default(),
             retention: RetentionSettings::default(),
@@ -211,16 +213,7 @@ impl Config {
                 format!("a Standard Webhooks secret, or a list of them: {e}"),
             ));
         }
-        if self.webhook.timeout.is_zero() || self.webhook.timeout >= self.worker.deliver_timeout {
-            return Err(invalid(
-                "webhook.timeout",
-                humantime::format_duration(self.webhook.timeout),
-                format!(
-                    "above zero and shorter than worker.deliver_timeout ({})",
-                    humantime::format_duration(self.worker.deliver_timeout)
-                ),
-            ));
-        }
+        self.within_delivery("webhook.timeout", self.webhook.timeout)?;
         if let Some(secret) = &self.inbox.token_secret
             && secret.len() < 32
         {
@@ -319,7 +312,39 @@ impl Config {
                 "a time zone of the tz database, e.g. \"UTC\" or \"Europe/Berlin\"",
             ));
         }
-        self.validate_email()
+        self.validate_email()?;
+        self.validate_push()
+    }
+
+    /// A per-request timeout must leave the delivery its own: one as long
+    /// as `worker.deliver_timeout` would be cut off by it, and counted as a
+    /// timeout of the whole delivery instead of the provider's.
+    fn within_delivery(&self, key: &'static str, timeout: Duration) -> Result<(), ConfigError> {
+        if timeout.is_zero() || timeout >= self.worker.deliver_timeout {
+            return Err(ConfigError::Invalid {
+                key,
+                value: humantime::format_duration(timeout).to_string(),
+                expected: format!(
+                    "above zero and shorter than worker.deliver_timeout ({})",
+                    humantime::format_duration(self.worker.deliver_timeout)
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// `[push]`, checked by building its transports: the keys parse, the
+    /// files are read, the half-set sections are named. Building them, HTTP
+    /// clients and all, rather than a parse-only check beside the builder:
+    /// one code path decides what is valid, so a start cannot accept a
+    /// section that the worker's build would then refuse.
+    fn validate_push(&self) -> Result<(), ConfigError> {
+        self.within_delivery("push.timeout", self.push.timeout)?;
+        self.push.transports().map(drop).map_err(|e| ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            expected: e.expected,
+        })
     }
 
     fn validate_email(&self) -> Result<(), ConfigError> {

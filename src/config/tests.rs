@@ -182,17 +182,25 @@ fn the_example_configuration_has_every_key_and_default() {
     let defaults = serde_json::to_value(Config::default()).unwrap();
     assert_eq!(serde_json::to_value(&loaded).unwrap(), defaults, "active lines must hold the defaults");
 
-    let mut expected = BTreeSet::new();
-    for (key, value) in defaults.as_object().unwrap() {
+    // A table is a section when the file has a header for it (`[push]`,
+    // `[push.apns]`); any other table (worker.concurrency, a map) is a leaf.
+    let headers: BTreeSet<&str> =
+        text.lines().filter_map(|l| l.strip_prefix('[').and_then(|l| l.strip_suffix(']'))).collect();
+    fn leaves(path: &str, value: &serde_json::Value, headers: &BTreeSet<&str>, out: &mut BTreeSet<String>) {
         match value.as_object() {
-            // One level of sections; a map-valued key (worker.concurrency)
-            // is a leaf inside its section.
-            Some(section) => expected.extend(section.keys().map(|k| format!("{key}.{k}"))),
-            None => {
-                expected.insert(key.clone());
+            Some(table) if path.is_empty() || headers.contains(path) => {
+                for (k, v) in table {
+                    let full = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    leaves(&full, v, headers, out);
+                }
+            }
+            _ => {
+                out.insert(path.to_owned());
             }
         }
     }
+    let mut expected = BTreeSet::new();
+    leaves("", &defaults, &headers, &mut expected);
 
     let key_line = |line: &str| -> Option<(bool, String, String)> {
         let (active, rest) = match line.strip_prefix("# ") {
@@ -235,4 +243,125 @@ fn the_example_configuration_has_every_key_and_default() {
 #[test]
 fn test_suite_variables_are_not_configuration() {
     assert!(Config::load(None, env(&[("HERALD_TEST_POSTGRES_URL", "x")]), &FlagOverrides::default()).is_ok());
+}
+
+/// A `[push]` section in a file beside its key files, loaded, and the
+/// transports built from it while the files are there.
+fn load_push(toml: &str, files: &[(&str, &str)]) -> Result<(Config, Transports), String> {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let path = dir.path().join("herald.toml");
+    std::fs::write(&path, toml.replace("DIR", &dir.path().display().to_string())).unwrap();
+    let config = Config::load(Some(&path), env(&[]), &FlagOverrides::default()).map_err(|e| e.to_string())?;
+    let transports = config.push.transports().map_err(|e| e.to_string())?;
+    Ok((config, transports))
+}
+
+use crate::delivery::channel::push::Transports;
+
+#[test]
+fn web_push_takes_a_generated_key_from_the_file_or_the_environment_and_never_echoes_a_bad_one() {
+    let (private, public) = crate::delivery::channel::push::vapid::generate_key_pair();
+    let (c, transports) = load_push(
+        &format!("[push]\nvapid_private_key = \"{private}\"\nvapid_subject = \"mailto:ops@example.com\"\n"),
+        &[],
+    )
+    .unwrap();
+    assert!(c.push.is_configured());
+    assert_eq!(transports.web.unwrap().vapid().public_key(), public);
+    assert!(transports.fcm.is_none() && transports.apns.is_none());
+
+    let from_env =
+        env(&[("HERALD_PUSH__VAPID_PRIVATE_KEY", &private), ("HERALD_PUSH__VAPID_SUBJECT", "https://example.com/ops")]);
+    let c = Config::load(None, from_env, &FlagOverrides::default()).unwrap();
+    assert_eq!(c.push.vapid_key().unwrap().unwrap().public_key(), public);
+
+    let err = load_push(
+        "[push]\nvapid_private_key = \"c2VjcmV0LXRoYXQtaXMtc2hvcnQ\"\nvapid_subject = \"mailto:a@b.c\"\n",
+        &[],
+    )
+    .err()
+    .expect("refused");
+    assert!(
+        err.contains("push.vapid_private_key") && err.contains("32-byte") && err.contains("herald push vapid-keys"),
+        "{err}"
+    );
+    assert!(!err.contains("c2VjcmV0"), "the key is a secret: {err}");
+    let err =
+        load_push(&format!("[push]\nvapid_private_key = \"{private}\"\nvapid_subject = \"ops@example.com\"\n"), &[])
+            .err()
+            .expect("refused");
+    assert!(
+        err.contains("push.vapid_subject") && err.contains("\"ops@example.com\"") && err.contains("mailto:"),
+        "{err}"
+    );
+    let err = load_push(&format!("[push]\nvapid_private_key = \"{private}\"\n"), &[]).err().expect("refused");
+    assert!(err.contains("push.vapid_subject") && err.contains("required with push.vapid_private_key"), "{err}");
+    let err = load_push("[push]\nvapid_subject = \"mailto:a@b.c\"\n", &[]).err().expect("refused");
+    assert!(err.contains("push.vapid_private_key") && err.contains("(unset)"), "{err}");
+    let err = load_push("[push]\ntimeout = \"2m\"\n", &[]).err().expect("refused");
+    assert!(err.contains("push.timeout") && err.contains("worker.deliver_timeout"), "{err}");
+    assert!(!Config::default().push.is_configured());
+}
+
+#[test]
+fn fcm_needs_a_readable_service_account_file() {
+    let key = include_str!("../../tests/push/fcm-test-key.pem");
+    let account = serde_json::json!({
+        "type": "service_account", "project_id": "herald-test", "private_key_id": "k1", "private_key": key,
+        "client_email": "herald@herald-test.iam.gserviceaccount.com", "token_uri": "https://oauth2.googleapis.com/token",
+    })
+    .to_string();
+    let (c, transports) =
+        load_push("[push.fcm]\nservice_account_file = \"DIR/sa.json\"\n", &[("sa.json", &account)]).unwrap();
+    assert_eq!(c.push.fcm.endpoint, "https://fcm.googleapis.com");
+    assert_eq!(transports.fcm.unwrap().project_id(), "herald-test");
+
+    let err = load_push("[push.fcm]\nservice_account_file = \"DIR/missing.json\"\n", &[]).err().expect("refused");
+    assert!(
+        err.contains("push.fcm.service_account_file") && err.contains("missing.json") && err.contains("readable"),
+        "{err}"
+    );
+    let err = load_push("[push.fcm]\nservice_account_file = \"DIR/sa.json\"\n", &[("sa.json", "{\"project_id\": 1}")])
+        .err()
+        .expect("refused");
+    assert!(err.contains("push.fcm.service_account_file") && err.contains("service-account JSON"), "{err}");
+    let err = load_push("[push.fcm]\nendpoint = \"fcm.googleapis.com\"\n", &[]).err().expect("refused");
+    assert!(err.contains("push.fcm.endpoint") && err.contains("https://"), "{err}");
+}
+
+#[test]
+fn apns_needs_all_four_credentials_an_ec_key_and_ten_character_ids() {
+    use p256::pkcs8::EncodePrivateKey;
+    let ec = p256::SecretKey::from_slice(&[7u8; 32]).unwrap().to_pkcs8_pem(Default::default()).unwrap().to_string();
+    let rsa = include_str!("../../tests/push/fcm-test-key.pem");
+    let section = |key_id: &str, team_id: &str| {
+        format!(
+            "[push.apns]\nkey_file = \"DIR/AuthKey.p8\"\nkey_id = \"{key_id}\"\nteam_id = \"{team_id}\"\ntopic = \"com.example.app\"\n"
+        )
+    };
+    let (c, transports) = load_push(&section("ABC123DEFG", "TEAM123456"), &[("AuthKey.p8", &ec)]).unwrap();
+    assert_eq!(c.push.apns.endpoint, "https://api.push.apple.com");
+    assert!(transports.apns.is_some() && transports.web.is_none());
+
+    let err = load_push(&section("ABC123", "TEAM123456"), &[("AuthKey.p8", &ec)]).err().expect("refused");
+    assert!(err.contains("push.apns.key_id") && err.contains("\"ABC123\"") && err.contains("10-character"), "{err}");
+    let err = load_push(&section("ABC123DEFG", "TEAM 12345"), &[("AuthKey.p8", &ec)]).err().expect("refused");
+    assert!(err.contains("push.apns.team_id") && err.contains("10-character"), "{err}");
+    let err = load_push(&section("ABC123DEFG", "TEAM123456"), &[("AuthKey.p8", rsa)]).err().expect("refused");
+    assert!(err.contains("push.apns.key_file") && err.contains("EC P-256"), "{err}");
+    let err = load_push(&section("ABC123DEFG", "TEAM123456"), &[]).err().expect("refused");
+    assert!(err.contains("push.apns.key_file") && err.contains("readable .p8"), "{err}");
+    let err =
+        load_push("[push.apns]\nkey_file = \"DIR/AuthKey.p8\"\nkey_id = \"ABC123DEFG\"\n", &[("AuthKey.p8", &ec)])
+            .err()
+            .expect("refused");
+    assert!(
+        err.contains("push.apns.team_id")
+            && err.contains("(unset)")
+            && err.contains("key_file, key_id, team_id and topic"),
+        "{err}"
+    );
 }

@@ -1,12 +1,19 @@
-//! The `[email]` and `[webhook]` sections of herald.toml: the channels'
+//! The `[email]`, `[webhook]` and `[push]` sections of herald.toml: the channels'
 //! own settings, declared beside the channels that use them so that the
 //! delivery code never reads the whole configuration (`config` re-exports
 //! them and checks them with the rest at start).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::channel::push::apns::{Apns, ApnsSettings};
+use super::channel::push::fcm::Fcm;
+use super::channel::push::vapid::VapidKey;
+use super::channel::push::webpush::{EndpointPolicy, WebPush};
+use super::channel::push::{PushError, Transports};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -120,4 +127,253 @@ impl Default for EmailSettings {
             timeout: Duration::from_secs(30),
         }
     }
+}
+
+/// The `[push]` section: Web Push (VAPID), FCM and APNs, each on when its
+/// credential is set. Checked at start by building the transports
+/// ([`PushSettings::transports`]): a key that does not parse or a file that
+/// cannot be read stops `serve` with the key named, rather than failing
+/// every push row later.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PushSettings {
+    /// The application server's VAPID private key: the base64url raw
+    /// 32-byte key `herald push vapid-keys` (or `npx web-push
+    /// generate-vapid-keys`) prints, so keys made for a Node server keep
+    /// their subscriptions. Turns Web Push on; needs `vapid_subject`.
+    /// `HERALD_PUSH__VAPID_PRIVATE_KEY` keeps it out of the file.
+    pub vapid_private_key: Option<String>,
+    /// A contact for the push services' operators: `mailto:ops@example.com`
+    /// or an `https://` page (RFC 8292 §2.1). Required with the key.
+    pub vapid_subject: Option<String>,
+    /// Accept Web Push endpoints on `http://`, loopback and private
+    /// addresses (a test push service). Off: a browser's subscription can
+    /// name any URL, and this is what keeps it from reaching internal
+    /// services. Default false.
+    pub allow_private_networks: bool,
+    /// Longest a push service may take to answer one request before it
+    /// counts as a transient failure; shorter than
+    /// `worker.deliver_timeout`. Default "10s".
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    pub fcm: FcmSection,
+    pub apns: ApnsSection,
+}
+
+/// `[push.fcm]`: Firebase Cloud Messaging, HTTP v1 API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FcmSection {
+    /// The service-account JSON file from the Firebase console (Project
+    /// settings, Service accounts, Generate new private key). Turns FCM on.
+    pub service_account_file: Option<PathBuf>,
+    /// Where `messages:send` goes. Default "https://fcm.googleapis.com".
+    pub endpoint: String,
+}
+
+/// `[push.apns]`: the Apple Push Notification service with a `.p8` token
+/// key. The four credentials are set together or not at all.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApnsSection {
+    /// The `.p8` key file from the Apple developer account (Keys). Turns
+    /// APNs on.
+    pub key_file: Option<PathBuf>,
+    /// The key's 10-character Key ID.
+    pub key_id: Option<String>,
+    /// The developer account's 10-character Team ID.
+    pub team_id: Option<String>,
+    /// The app's bundle id (`apns-topic`), e.g. `com.example.app`.
+    pub topic: Option<String>,
+    /// Default "https://api.push.apple.com" (production); apps built for
+    /// development use "https://api.sandbox.push.apple.com".
+    pub endpoint: String,
+}
+
+impl Default for PushSettings {
+    fn default() -> Self {
+        PushSettings {
+            vapid_private_key: None,
+            vapid_subject: None,
+            allow_private_networks: false,
+            timeout: Duration::from_secs(10),
+            fcm: FcmSection::default(),
+            apns: ApnsSection::default(),
+        }
+    }
+}
+
+impl Default for FcmSection {
+    fn default() -> Self {
+        FcmSection { service_account_file: None, endpoint: "https://fcm.googleapis.com".into() }
+    }
+}
+
+impl Default for ApnsSection {
+    fn default() -> Self {
+        ApnsSection {
+            key_file: None,
+            key_id: None,
+            team_id: None,
+            topic: None,
+            endpoint: "https://api.push.apple.com".into(),
+        }
+    }
+}
+
+/// A `[push]` value Herald refuses to start with, in the words of
+/// `config::ConfigError::Invalid`.
+#[derive(Debug, thiserror::Error)]
+#[error("configuration key `{key}`: {value} is not accepted; expected {expected}")]
+pub struct PushSettingError {
+    pub key: &'static str,
+    pub value: String,
+    pub expected: String,
+}
+
+fn refused(key: &'static str, value: impl Into<String>, expected: impl Into<String>) -> PushSettingError {
+    PushSettingError { key, value: value.into(), expected: expected.into() }
+}
+
+/// `endpoint` as an http(s) URL; `http://` is for a local test server.
+fn endpoint_url(key: &'static str, endpoint: &str) -> Result<(), PushSettingError> {
+    match url::Url::parse(endpoint) {
+        Ok(u) if matches!(u.scheme(), "https" | "http") && u.host().is_some() => Ok(()),
+        _ => Err(refused(key, format!("{endpoint:?}"), "an https:// URL (http:// for a local test server)")),
+    }
+}
+
+impl PushSettings {
+    /// The endpoint policy Web Push subscriptions are checked against, at
+    /// registration and at delivery.
+    pub fn policy(&self) -> EndpointPolicy {
+        EndpointPolicy { allow_private_networks: self.allow_private_networks }
+    }
+
+    /// Whether any provider is configured: without one, no push row can
+    /// be delivered.
+    pub fn is_configured(&self) -> bool {
+        self.vapid_private_key.is_some() || self.fcm.service_account_file.is_some() || self.apns.key_file.is_some()
+    }
+
+    /// The VAPID identity, or `None` when Web Push is off.
+    pub fn vapid_key(&self) -> Result<Option<VapidKey>, PushSettingError> {
+        let (key, subject) = match (&self.vapid_private_key, &self.vapid_subject) {
+            (None, None) => return Ok(None),
+            (Some(_), None) => {
+                return Err(refused(
+                    "push.vapid_subject",
+                    "(unset)",
+                    "a mailto: or https:// contact, required with push.vapid_private_key",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(refused(
+                    "push.vapid_private_key",
+                    "(unset)",
+                    "a key from `herald push vapid-keys`, required with push.vapid_subject (or neither)",
+                ));
+            }
+            (Some(k), Some(s)) => (k, s),
+        };
+        let contact = ["mailto:", "https://"].iter().any(|p| has_after(subject, p));
+        if !contact {
+            return Err(refused(
+                "push.vapid_subject",
+                format!("{subject:?}"),
+                "a mailto: or https:// contact for the push services, e.g. \"mailto:ops@example.com\"",
+            ));
+        }
+        VapidKey::new(key, subject).map(Some).map_err(|e| {
+            let why = cause(e);
+            // The key is a secret: never echoed.
+            refused(
+                "push.vapid_private_key",
+                "(hidden)",
+                format!(
+                    "the base64url raw 32-byte P-256 key `herald push vapid-keys` or `npx web-push \
+                     generate-vapid-keys` prints ({why})"
+                ),
+            )
+        })
+    }
+
+    /// The transports this section configures, each `None` when its
+    /// credential is unset: what the push channel delivers with.
+    pub fn transports(&self) -> Result<Transports, PushSettingError> {
+        let web = self.vapid_key()?.map(|k| WebPush::new(Arc::new(k), self.policy(), self.timeout));
+        Ok(Transports { web, fcm: self.fcm()?, apns: self.apns()? })
+    }
+
+    fn fcm(&self) -> Result<Option<Fcm>, PushSettingError> {
+        endpoint_url("push.fcm.endpoint", &self.fcm.endpoint)?;
+        let Some(path) = &self.fcm.service_account_file else { return Ok(None) };
+        Fcm::from_file(path, &self.fcm.endpoint, self.timeout).map(Some).map_err(|e| {
+            let why = cause(e);
+            refused(
+                "push.fcm.service_account_file",
+                path.display().to_string(),
+                format!("a readable service-account JSON file from the Firebase console: {why}"),
+            )
+        })
+    }
+
+    fn apns(&self) -> Result<Option<Apns>, PushSettingError> {
+        let a = &self.apns;
+        endpoint_url("push.apns.endpoint", &a.endpoint)?;
+        let set = [
+            ("push.apns.key_file", a.key_file.is_some()),
+            ("push.apns.key_id", a.key_id.is_some()),
+            ("push.apns.team_id", a.team_id.is_some()),
+            ("push.apns.topic", a.topic.is_some()),
+        ];
+        if set.iter().all(|(_, on)| !on) {
+            return Ok(None);
+        }
+        if let Some((missing, _)) = set.iter().find(|(_, on)| !on) {
+            return Err(refused(
+                missing,
+                "(unset)",
+                "set together with the rest of [push.apns]: key_file, key_id, team_id and topic (or none of them)",
+            ));
+        }
+        let (Some(path), Some(key_id), Some(team_id), Some(topic)) = (&a.key_file, &a.key_id, &a.team_id, &a.topic)
+        else {
+            unreachable!("all four are set")
+        };
+        for (key, value, what) in [
+            ("push.apns.key_id", key_id, "the 10-character Key ID Apple shows beside the .p8 key"),
+            ("push.apns.team_id", team_id, "the 10-character Team ID of the Apple developer account"),
+        ] {
+            if value.len() != 10 || !value.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(refused(key, format!("{value:?}"), what));
+            }
+        }
+        if topic.is_empty() || topic.contains(char::is_whitespace) {
+            return Err(refused("push.apns.topic", format!("{topic:?}"), "the app's bundle id, e.g. com.example.app"));
+        }
+        let shown = path.display().to_string();
+        let pem = std::fs::read_to_string(path)
+            .map_err(|e| refused("push.apns.key_file", shown.clone(), format!("a readable .p8 file ({e})")))?;
+        Apns::new(&ApnsSettings { key_pem: &pem, key_id, team_id, topic, endpoint: &a.endpoint, timeout: self.timeout })
+            .map(Some)
+            .map_err(|e| {
+                let why = cause(e);
+                refused("push.apns.key_file", shown, format!("the .p8 key Apple hands out, an EC P-256 key ({why})"))
+            })
+    }
+}
+
+/// What a transport said was wrong, without the setting's name (the
+/// error names it already).
+fn cause(e: PushError) -> String {
+    match e {
+        PushError::Credential { why, .. } => why,
+        other => other.to_string(),
+    }
+}
+
+/// `value` starts with `prefix` and has something after it.
+fn has_after(value: &str, prefix: &str) -> bool {
+    value.strip_prefix(prefix).is_some_and(|rest| !rest.trim().is_empty())
 }
