@@ -13,6 +13,7 @@ use crate::store::{NewOutboxRow, Store, new_id};
 mod access;
 mod bounce;
 mod copy;
+mod push;
 mod rules;
 mod sends;
 #[cfg(feature = "tooling")]
@@ -84,6 +85,9 @@ pub enum Command {
     Users(users::UsersCommand),
     /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
     Copy(copy::CopyArgs),
+    /// Set up push notifications (Web Push keys).
+    #[command(subcommand)]
+    Push(push::PushCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -322,6 +326,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Bounce(BounceCommand::Parse { files, json }) = &cli.command {
         return bounce_parse(files, *json);
     }
+    if let Command::Push(cmd) = &cli.command {
+        return push::run(cmd);
+    }
     let config = Config::load(cli.config.as_deref(), std::env::vars(), &flags)?;
     let result = dispatch(cli.command, config).await;
     close_opened_stores().await;
@@ -389,7 +396,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         #[cfg(feature = "tooling")]
         Command::Bench(_) | Command::BenchStream(_) => unreachable!("handled above"),
-        Command::Bounce(_) => unreachable!("handled above"),
+        Command::Bounce(_) | Command::Push(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Copy(args) => copy::run(&config, args).await,
         Command::Operators(cmd) => operators(&config, cmd).await,

@@ -67,6 +67,8 @@ fn every_verb_has_help() {
         &["users"],
         &["users", "show"],
         &["users", "set"],
+        &["push"],
+        &["push", "vapid-keys"],
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");
@@ -566,4 +568,30 @@ fn users_are_shown_and_set_field_by_field_with_refusals_naming_the_field() {
     assert_eq!(rows.len(), 1, "only the preference change is audited: {rows:?}");
     assert_eq!(rows[0].operator_email, "os user carol (command line)");
     assert_eq!(rows[0].action, "preferences.change");
+}
+
+#[test]
+fn push_vapid_keys_prints_a_pair_that_matches_without_reading_the_configuration() {
+    use herald::delivery::channel::push::vapid::VapidKey;
+    let dir = tempfile::tempdir().unwrap();
+    // A broken configuration does not stop it: making keys comes first.
+    std::fs::write(dir.path().join("herald.toml"), "[push]\nvapid_subject = \"nobody\"\n").unwrap();
+    let pair = |dir: &Path| {
+        let out = herald(dir, &["push", "vapid-keys", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (v["private_key"].as_str().unwrap().to_owned(), v["public_key"].as_str().unwrap().to_owned())
+    };
+    let (private, public) = pair(dir.path());
+    let key = VapidKey::new(&private, "mailto:ops@example.com").unwrap();
+    assert_eq!(key.public_key(), public, "the public key is the private key's");
+    assert_eq!(public.len(), 87, "65 bytes in base64url: {public}");
+    assert_ne!(pair(dir.path()).0, private, "a new pair each time");
+
+    let out = herald(dir.path(), &["push", "vapid-keys"]);
+    let text = stdout(&out);
+    assert!(text.contains("applicationServerKey") && text.contains("push.vapid_private_key"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let private = lines[lines.iter().position(|l| l.starts_with("Private key")).unwrap() + 1];
+    assert!(VapidKey::new(private, "mailto:ops@example.com").is_ok(), "{text}");
 }
