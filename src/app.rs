@@ -125,6 +125,13 @@ pub fn address_keys(config: &Config) -> anyhow::Result<AddressKeys> {
     })
 }
 
+/// The Web Push public key `[push]` configures, for the page that
+/// subscribes; `None` when Web Push is off.
+pub fn vapid_public_key(config: &Config) -> anyhow::Result<Option<String>> {
+    let key = config.push.vapid_key().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(key.map(|k| k.public_key().to_owned()))
+}
+
 /// The email channel `[email]` describes, or `None` without a transport.
 pub fn email_channel(
     config: &Config,
@@ -342,6 +349,7 @@ pub async fn serve_with_clock(
         default_timezone: config.worker.to_worker_config().default_timezone,
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
+        vapid_public_key: vapid_public_key(&config)?,
         shutdown: shutdown.clone(),
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

@@ -935,3 +935,40 @@ async fn every_list_route_takes_a_limit_within_its_range_and_names_it_otherwise(
     }
     app.stop().await;
 }
+
+/// `GET /v1/push/vapid-public-key` needs no credential and answers the
+/// configured key's public half, which a page passes to
+/// `pushManager.subscribe`; without Web Push it is a 404 naming the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vapid_public_key_is_public_and_a_404_names_the_setting_when_web_push_is_off() {
+    let (private, public) = herald::delivery::channel::push::vapid::generate_key_pair();
+    let app = App::start_with(|c| {
+        c.push.vapid_private_key = Some(private.clone());
+        c.push.vapid_subject = Some("mailto:ops@example.com".into());
+    })
+    .await;
+    let resp = app.http.get(app.url("/v1/push/vapid-public-key")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["access-control-allow-origin"], "*", "pages on any origin ask for it");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body, json!({ "public_key": public }));
+    // The private key is never served, whatever is asked.
+    let doc = app.http.get(app.url("/v1/openapi.json")).send().await.unwrap().text().await.unwrap();
+    assert!(!doc.contains(&private));
+    let op = &serde_json::from_str::<Value>(&doc).unwrap()["paths"]["/v1/push/vapid-public-key"]["get"];
+    assert!(op["responses"]["200"].is_object() && op["responses"]["404"].is_object(), "{op}");
+    app.stop().await;
+
+    let app = App::start().await;
+    let resp = app.http.get(app.url("/v1/push/vapid-public-key")).send().await.unwrap();
+    assert_eq!(resp.headers()["access-control-allow-origin"], "*", "the refusal is readable cross-origin too");
+    let p = assert_problem(resp, 404).await;
+    assert!(p["detail"].as_str().unwrap().contains("push.vapid_private_key"), "{p}");
+
+    // The service worker a host copies is served beside the widget.
+    let resp = app.http.get(app.url("/widget/push-sw.js")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+    assert!(resp.text().await.unwrap().contains("notificationclick"));
+    app.stop().await;
+}

@@ -22,6 +22,8 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 const TOKEN_SECRET: &str = "an inbox token secret of at least thirty-two characters";
+/// A Web Push private key: its public half is served to anyone, it never is.
+const VAPID_PRIVATE_KEY: &str = "GKe9tMZoLVTikE6tJnZ1PfWJH8QDp2mmVzXY5OnU2Yo";
 
 fn routes(access: Access) -> impl Iterator<Item = &'static Route> {
     ROUTES.iter().filter(move |r| r.access == access)
@@ -54,7 +56,12 @@ async fn send(app: &App, route: &Route, id: &str, authorization: Option<&str>) -
 }
 
 async fn start() -> App {
-    App::start_with(|c| c.inbox.token_secret = Some(TOKEN_SECRET.into())).await
+    App::start_with(|c| {
+        c.inbox.token_secret = Some(TOKEN_SECRET.into());
+        c.push.vapid_private_key = Some(VAPID_PRIVATE_KEY.into());
+        c.push.vapid_subject = Some("mailto:ops@example.com".into());
+    })
+    .await
 }
 
 async fn the_route_table_and_the_openapi_document_agree() {
@@ -273,7 +280,7 @@ async fn public_routes_answer_anyone_and_reveal_no_secret() {
             assert!(resp.status().is_client_error(), "{} {}: {}", route.method, route.path, resp.status());
         }
         let body = resp.text().await.unwrap();
-        for secret in [app.key.as_str(), TOKEN_SECRET, "a test secret of sufficient length"] {
+        for secret in [app.key.as_str(), TOKEN_SECRET, "a test secret of sufficient length", VAPID_PRIVATE_KEY] {
             assert!(!body.contains(secret), "{} {} shows a secret", route.method, route.path);
         }
     }
@@ -520,6 +527,9 @@ address_secret = "{addr}"
 mailgun_signing_key = "{mg}"
 postmark_user = "postmark"
 postmark_password = "{pm}"
+[push]
+vapid_private_key = "{VAPID_PRIVATE_KEY}"
+vapid_subject = "mailto:ops@example.com"
 "#,
             db = dir.path().join("herald.db").display(),
             tok = secrets[1],
@@ -616,7 +626,13 @@ postmark_password = "{pm}"
         log.contains("herald serving") && log.lines().count() > 20,
         "the log is too thin to prove anything:\n{log}"
     );
-    for secret in secrets.iter().copied().chain([key.as_str(), wrong_key, token.as_str(), webhook_secret.as_str()]) {
+    for secret in secrets.iter().copied().chain([
+        key.as_str(),
+        wrong_key,
+        token.as_str(),
+        webhook_secret.as_str(),
+        VAPID_PRIVATE_KEY,
+    ]) {
         assert!(!log.contains(secret), "the log contains the secret {secret:?}:\n{log}");
     }
 }

@@ -140,6 +140,7 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         default_timezone: config.worker.to_worker_config().default_timezone,
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(1)),
+        vapid_public_key: None,
         shutdown: Default::default(),
     }))
 }

@@ -77,6 +77,8 @@ pub const ROUTES: &[Route] = &[
     r("GET", "/metrics", Public),
     r("GET", "/widget/inbox.js", Public),
     r("GET", "/v1/openapi.json", Public),
+    r("GET", "/v1/push/vapid-public-key", Public),
+    r("GET", "/widget/push-sw.js", Public),
     r("GET", "/u/{token}", SignedLink),
     r("POST", "/u/{token}", SignedLink),
     r("GET", "/p/{token}", SignedLink),

@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod preference_form;
 pub mod preferences;
 pub mod problem;
+pub mod push;
 pub mod resume;
 pub mod rules;
 pub mod server;
@@ -97,6 +98,9 @@ pub struct AppParts {
     pub ui: crate::config::UiSettings,
     /// The operator logins' password checks (`ui.login_concurrency`).
     pub login_checks: Arc<crate::http::ui::session::PasswordChecks>,
+    /// The Web Push public key (`push.vapid_private_key`'s), served to
+    /// pages that subscribe; `None` when Web Push is off.
+    pub vapid_public_key: Option<String>,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -128,6 +132,10 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/{id}/archive", post(inbox::archive))
         .route("/preferences", get(preferences::get).put(preferences::put))
         .route_layer(middleware::from_fn_with_state(state.clone(), user_auth::require_user_token))
+        // Inside the CORS layer: a page that calls an inbox route this
+        // server does not have (an older Herald) reads the 404 and its
+        // detail, instead of a CORS failure that says nothing.
+        .fallback(not_found)
         .layer(layers::cors(cors));
     let v1 = Router::new()
         .route("/triggers", post(triggers::create))
@@ -154,12 +162,15 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/ses", post(bounces::ses))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
+        // Public: a page asks for it before it holds any credential.
+        .route("/push/vapid-public-key", get(push::vapid_public_key))
         .fallback(not_found);
     let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/widget/inbox.js", get(widget_js))
+        .route("/widget/push-sw.js", get(push_sw_js))
         // Public, by design: the signed token is the credential (RFC 8058).
         .route("/u/{token}", get(unsubscribe::show).post(unsubscribe::unsubscribe))
         .route("/p/{token}", get(preferences::show).post(preferences::save))
@@ -199,6 +210,21 @@ async fn widget_js() -> impl IntoResponse {
             (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
         ],
         include_str!("../../widget/inbox.js"),
+    )
+}
+
+/// The push service worker, for a host to copy to its own origin (a
+/// service worker must be same-origin with the pages it serves, so it
+/// cannot be loaded from here); served so the current version is one
+/// download away, and so the widget's docs can point at it.
+async fn push_sw_js() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        include_str!("../../widget/push-sw.js"),
     )
 }
 

@@ -22,6 +22,7 @@ use utoipa::{Modify, OpenApi};
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,
         super::unsubscribe::show, super::unsubscribe::unsubscribe,
         super::preferences::get, super::preferences::put, super::preferences::show, super::preferences::save,
+        super::push::vapid_public_key,
     ),
     components(schemas(crate::store::InboxFilter, super::events::From)),
     modifiers(&ApiKeyAuth, &Conventions),
@@ -36,6 +37,7 @@ use utoipa::{Modify, OpenApi};
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
         (name = "preferences", description = "The hosted preference page linked from emails; no API key, the token is signed"),
+        (name = "push", description = "Push notifications: the Web Push key pages subscribe with"),
     )
 )]
 pub struct ApiDoc;
@@ -147,8 +149,9 @@ fn problem() -> utoipa::openapi::Content {
 }
 
 /// Operations that never touch the database, so never answer 503: the
-/// unsubscribe page only checks its token's signature.
-const NO_DATABASE: &[&str] = &["unsubscribe_show"];
+/// unsubscribe page only checks its token's signature, the VAPID key comes
+/// from the configuration.
+const NO_DATABASE: &[&str] = &["unsubscribe_show", "push_vapid_public_key"];
 
 /// The description a response gets when its annotation gives none.
 fn default_description(status: &str) -> &'static str {
