@@ -7,6 +7,14 @@
 // expires and the widget reconnects. The gear in the panel's header opens
 // the user's preferences (GET/PUT /v1/inbox/preferences): a checkbox per
 // category and channel, saved as it is changed.
+//
+// Push: when Herald has Web Push set up (or the page gives the key in
+// `push-key`) and the browser supports it, the panel offers "Turn on
+// notifications": it asks the browser's permission, registers the host's
+// copy of Herald's service worker (`sw-path`, default /push-sw.js; a
+// service worker must come from the page's own origin), subscribes with
+// the key and registers the subscription with the inbox token (POST
+// /v1/inbox/push-subscriptions). `push="off"` leaves the button out.
 (() => {
   if (customElements.get("herald-inbox")) return;
 
@@ -44,7 +52,32 @@
     .prefs .desc { color: #59636e; font-size: 13px; margin: 2px 0 4px; }
     .prefs label { display: flex; gap: 6px; align-items: center; padding: 2px 0; }
     .prefs .status { padding: 6px 12px; color: #59636e; font-size: 12px; min-height: 1em; }
+    .push { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; padding: 8px 12px; border-top: 1px solid #eaeef2; font-size: 13px; }
+    .push[hidden], .push button[hidden] { display: none; }
+    .push button { border: 1px solid #d0d7de; border-radius: 6px; background: #f6f8fa; cursor: pointer; font: inherit; padding: 4px 8px; }
+    .push .push-status { color: #59636e; }
+    .push .push-status.failed { color: #d1242f; }
   `;
+
+  // A base64url VAPID key as the bytes `applicationServerKey` takes
+  // (browsers that accept the string do not all).
+  const keyBytes = (b64url) => {
+    const b64 = b64url.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((b64url.length + 3) % 4);
+    return Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  };
+
+  // The registration's worker once it is active: a subscription needs one,
+  // and a worker just registered is still installing.
+  const activeWorker = (reg) => new Promise((ok, fail) => {
+    if (reg.active) { ok(reg); return; }
+    const w = reg.installing || reg.waiting;
+    if (!w) { fail(new Error("the service worker did not install")); return; }
+    const timer = setTimeout(() => fail(new Error("the service worker did not activate within 10 s")), 10000);
+    w.addEventListener("statechange", () => {
+      if (w.state === "activated") { clearTimeout(timer); ok(reg); }
+      if (w.state === "redundant") { clearTimeout(timer); fail(new Error("the service worker failed to install")); }
+    });
+  });
 
   // "5 min ago" in the page's language; the exact time is the tooltip.
   const relative = (iso) => {
@@ -76,6 +109,8 @@
             <button class="settings" type="button" aria-label="Notification settings" aria-pressed="false" title="Notification settings">⚙</button></span></header>
           <ul></ul>
           <form class="prefs" aria-label="Notification settings" hidden></form>
+          <div class="push" part="push" hidden><button class="push-on" type="button">Turn on notifications</button>
+            <span class="push-status" role="status"></span></div>
         </div>`;
       this.bell = this.root.querySelector(".bell");
       this.badge = this.root.querySelector(".badge");
@@ -85,6 +120,10 @@
       this.settings = this.root.querySelector(".settings");
       this.prefs = this.root.querySelector(".prefs");
       this.heading = this.root.querySelector(".heading");
+      this.push = this.root.querySelector(".push");
+      this.pushOn = this.root.querySelector(".push-on");
+      this.pushStatus = this.root.querySelector(".push-status");
+      this.pushOn.addEventListener("click", () => this.turnOnPush());
       this.settings.addEventListener("click", () => this.showPreferences(this.prefs.hidden));
       this.prefs.addEventListener("submit", (e) => e.preventDefault());
       this.bell.addEventListener("click", () => this.toggle());
@@ -109,6 +148,7 @@
 
     get api() { return (this.getAttribute("api") || "").replace(/\/$/, ""); }
     get token() { return this.getAttribute("token") || ""; }
+    get swPath() { return this.getAttribute("sw-path") || "/push-sw.js"; }
 
     async request(path, method = "GET", body) {
       const headers = { Authorization: `Bearer ${this.token}` };
@@ -117,9 +157,16 @@
       if (!resp.ok) {
         const err = new Error(`${method} ${path}: ${resp.status}`);
         err.status = resp.status;
+        // The server's own words (a problem+json `detail`, and for a 422
+        // each field's message), for what is shown to the user.
+        const problem = await resp.json().catch(() => null);
+        if (problem && typeof problem.detail === "string") {
+          const fields = Array.isArray(problem.errors) ? problem.errors.map((f) => `${f.field}: ${f.message}`) : [];
+          err.detail = [problem.detail, ...fields].join("; ");
+        }
         throw err;
       }
-      return resp.json();
+      return resp.status === 204 ? null : resp.json();
     }
     post(path) { return this.request(path, "POST"); }
 
@@ -227,6 +274,72 @@
       if (first) first.focus();
     }
 
+    // Shows "Turn on notifications" when push can work here: the browser has
+    // service workers, Push and notifications, the page is not opted out,
+    // and there is a key (the `push-key` attribute, or Herald's, which is a
+    // 404 while Web Push is not set up: then nothing is shown). Asked once
+    // per key, when the panel first opens, not on every page load.
+    async offerPush() {
+      const supported = "serviceWorker" in navigator && "PushManager" in window && "Notification" in window;
+      if (!supported || this.getAttribute("push") === "off" || !this.api) { this.push.hidden = true; return; }
+      if (this.pushChecked === (this.getAttribute("push-key") || this.api)) return;
+      this.pushChecked = this.getAttribute("push-key") || this.api;
+      try {
+        this.vapidKey = this.getAttribute("push-key") ||
+          (await fetch(`${this.api}/v1/push/vapid-public-key`).then((r) => (r.ok ? r.json() : null)))?.public_key;
+      } catch (e) {
+        this.vapidKey = null;
+      }
+      if (!this.vapidKey) { this.push.hidden = true; return; }
+      this.push.hidden = false;
+      if (Notification.permission === "denied") {
+        this.showPush("Notifications are blocked for this site in the browser's settings.", false, true);
+        return;
+      }
+      const reg = await navigator.serviceWorker.getRegistration(this.swPath).catch(() => null);
+      const sub = reg && await reg.pushManager.getSubscription().catch(() => null);
+      if (sub && Notification.permission === "granted") this.showPush("Notifications are on for this browser.", false, true);
+      else this.showPush("", false, false);
+    }
+
+    showPush(text, failed, hideButton) {
+      this.pushStatus.textContent = text;
+      this.pushStatus.classList.toggle("failed", failed);
+      this.pushOn.hidden = hideButton;
+    }
+
+    // Permission, service worker, subscription, registration with Herald;
+    // each step's failure is said in the panel and in a `herald-push`
+    // event (detail: { on: false, step, message }), or `{ on: true }`.
+    async turnOnPush() {
+      this.pushOn.disabled = true;
+      this.showPush("Turning notifications on…", false, false);
+      let step = "permission";
+      let sub = null;
+      try {
+        if (await Notification.requestPermission() !== "granted") {
+          throw Object.assign(new Error("Notifications were not allowed in this browser."), { shown: true });
+        }
+        step = "service worker";
+        const reg = await activeWorker(await navigator.serviceWorker.register(this.swPath));
+        step = "subscribe";
+        sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(this.vapidKey) });
+        step = "register";
+        await this.request("/v1/inbox/push-subscriptions", "POST", sub.toJSON());
+        this.showPush("Notifications are on for this browser.", false, true);
+        this.dispatchEvent(new CustomEvent("herald-push", { detail: { on: true }, bubbles: true }));
+      } catch (e) {
+        // A subscription Herald did not take is dropped, so the browser does
+        // not claim to be on, and the next try starts clean.
+        if (sub && step === "register") await sub.unsubscribe().catch(() => {});
+        const message = e.shown ? e.message : `Notifications could not be turned on: ${e.detail || e.message || e}`;
+        this.showPush(message, true, false);
+        this.dispatchEvent(new CustomEvent("herald-push", { detail: { on: false, step, message }, bubbles: true }));
+      } finally {
+        this.pushOn.disabled = false;
+      }
+    }
+
     // Shows what went wrong in the panel and tells the page (`herald-error`,
     // detail: { reason: "auth" | "unreachable", status, message }), so it can
     // fetch a fresh token and set it on the `token` attribute.
@@ -252,6 +365,7 @@
       this.bell.setAttribute("aria-expanded", String(open));
       this.place(open);
       if (open) this.render(); // fresh relative times
+      if (open) this.offerPush();
       // Opening the list is seeing what is in it.
       if (open && !this.failure) this.items.filter((m) => !m.seen_at).forEach((m) => {
         m.seen_at = new Date().toISOString();
