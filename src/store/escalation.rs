@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::json_rows::{Col, keys_json};
+use super::json_rows::keys_json;
 use super::rows::text;
 use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -44,7 +44,7 @@ impl EscalationStore for SqlStore {
             return Ok(Vec::new());
         }
         let d = self.dialect();
-        let keys = d.json_rows(&[("k", Col::Key)], "wanted");
+        let keys = d.key_list("wanted");
         let join = if d == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
         let sql = d.sql(&format!(
             "SELECT o.id, o.status, i.created_at AS delivered_at, i.seen_at, i.read_at FROM {keys} \
@@ -111,7 +111,7 @@ impl EscalationStore for SqlStore {
         let db = StoreError::db;
         let mut tx = self.begin_write().await.map_err(db("plan follow-ups: begin"))?;
         super::outbox::insert(&mut tx, d, rows, false, now).await?;
-        let keys = d.json_rows(&[("k", Col::Key)], "done");
+        let keys = d.key_list("done");
         let sql =
             d.sql(&format!("UPDATE engagement_outbox SET follow_up_at = NULL WHERE id IN (SELECT done.k FROM {keys})"));
         sqlx::query(&sql)

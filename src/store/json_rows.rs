@@ -77,17 +77,36 @@ impl Dialect {
 }
 
 impl Dialect {
+    /// A FROM-clause item that reads the JSON array of strings bound at its
+    /// `?` (as [`keys_json`] makes it) as rows of one column, `k`, named
+    /// `alias`.
+    pub(crate) fn key_list(self, alias: &str) -> String {
+        match self {
+            Dialect::Postgres => {
+                format!("(SELECT k FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS r (k)) AS {alias}")
+            }
+            Dialect::MySql => format!(
+                "JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) \
+                 AS {alias}"
+            ),
+            Dialect::Sqlite => format!("(SELECT value AS k FROM json_each(?)) AS {alias}"),
+        }
+    }
+
     /// `SELECT {columns} FROM {table} {alias}` restricted to the rows whose
     /// `key` column is one of the keys bound (as [`keys_json`]) at its `?`,
     /// looked up one by one through that column's index. (MySQL is told to
     /// read the keys first: its planner cannot tell how many a JSON array
     /// holds and may otherwise scan the table.)
     pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
-        if let Some(wanted) = self.first_of_each_row() {
-            // PostgreSQL: see `first_of_each_row`.
-            return self.sql(&format!("SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = ANY({wanted})"));
+        if self == Dialect::Postgres {
+            // See `first_of_each_row`.
+            return self.sql(&format!(
+                "SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = \
+                 ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
+            ));
         }
-        let keys = self.json_rows(&[("k", Col::Key)], "wanted");
+        let keys = self.key_list("wanted");
         let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
         self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
     }
@@ -123,12 +142,24 @@ impl Dialect {
     }
 }
 
-/// Distinct keys for [`Dialect::select_by_keys`].
+/// Distinct keys, sorted, as a JSON array of strings: a key list parameter
+/// ([`Dialect::select_by_keys`], [`Dialect::key_list`], and the named
+/// statements that take one).
 pub(crate) fn keys_json<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<String, StoreError> {
     let mut keys: Vec<&str> = keys.into_iter().collect();
     keys.sort_unstable();
     keys.dedup();
-    to_json(&keys.into_iter().map(|k| (k,)).collect::<Vec<_>>())
+    to_json(&keys)
+}
+
+/// One claim, as `release_claims` reads it.
+#[derive(Debug, Serialize)]
+pub(crate) struct ClaimRef<'a> {
+    /// The outbox row.
+    pub id: &'a str,
+    /// The token it was claimed under: a row claimed again since is not
+    /// given back.
+    pub token: &'a str,
 }
 
 /// Serialises rows for [`Dialect::json_rows`]: each row a tuple (a JSON
@@ -164,9 +195,10 @@ mod tests {
     fn postgres_reads_keys_into_an_array_the_others_join() {
         assert_eq!(
             Dialect::Postgres.select_by_keys("t.id", "engagement_triggers", "t", "id"),
-            "SELECT t.id FROM engagement_triggers t WHERE t.id = ANY(ARRAY(SELECT r->>0 FROM \
-             jsonb_array_elements(CAST($1 AS jsonb)) AS r))"
+            "SELECT t.id FROM engagement_triggers t WHERE t.id = \
+             ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))))"
         );
+        assert_eq!(keys_json(["b", "a", "b"]).unwrap(), r#"["a","b"]"#);
         assert!(Dialect::Sqlite.select_by_keys("t.id", "engagement_triggers", "t", "id").contains(" JOIN "));
         assert!(Dialect::MySql.select_by_keys("t.id", "engagement_triggers", "t", "id").contains("STRAIGHT_JOIN"));
         assert_eq!(Dialect::Sqlite.first_of_each_row(), None);

@@ -38,6 +38,7 @@ mod operators;
 mod outbox;
 mod outcomes;
 mod positions;
+pub mod queries;
 pub mod race;
 mod recipients;
 mod retention;
