@@ -37,7 +37,12 @@ async fn every_named_statement_is_planned_by_its_database(db: &TestDb) {
             }
             _ => {
                 let explain = if d == Dialect::Sqlite { "EXPLAIN QUERY PLAN" } else { "EXPLAIN" };
-                let text = format!("{explain} {sql}");
+                // MariaDB's `SET STATEMENT … FOR SELECT`: the EXPLAIN goes
+                // before the SELECT.
+                let text = match sql.split_once(" FOR\n") {
+                    Some((set, select)) if sql.starts_with("SET STATEMENT") => format!("{set} FOR {explain} {select}"),
+                    _ => format!("{explain} {sql}"),
+                };
                 let mut query = sqlx::query(&text);
                 for _ in 0..binds {
                     query = query.bind(None::<String>);

@@ -10,7 +10,8 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
-use super::json_rows::{Col, to_json};
+use super::json_rows::to_json;
+use super::queries::Query;
 use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
@@ -34,39 +35,48 @@ pub(crate) async fn write_rows(
     if super::values::inserts_as_values(d) {
         return write_values(conn, d, msgs, first, now).await;
     }
-    let from = d.json_rows(
-        &[
-            ("id", Col::Key),
-            ("position", Col::Int),
-            ("outbox_id", Col::Key),
-            ("user_id", Col::Key),
-            ("title", Col::Text),
-            ("body", Col::Text),
-            ("url", Col::Text),
-            ("data", Col::Text),
-        ],
-        "m",
-    );
-    // PostgreSQL only from here (see `values::inserts_as_values`).
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-         SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from} \
-         ON CONFLICT (outbox_id) DO NOTHING"
-    ));
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<_> = chunk
+        let rows: Vec<InboxRow> = chunk
             .iter()
             .zip(start..)
-            .map(|(m, position)| {
-                let data = m.data.as_ref().map(|d| d.to_string());
-                (new_id(), position, &m.outbox_id, &m.user_id, &m.title, &m.body, &m.url, data)
+            .map(|(m, position)| InboxRow {
+                id: new_id(),
+                position,
+                outbox_id: &m.outbox_id,
+                user_id: &m.user_id,
+                title: &m.title,
+                body: m.body.as_deref(),
+                url: m.url.as_deref(),
+                data: m.data.as_ref().map(|d| d.to_string()),
             })
             .collect();
-        let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
+        let query = sqlx::query(Query::InsertInbox.sql(d)).bind(to_json(&rows)?).bind(now.0);
         query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
     Ok(())
+}
+
+/// One inbox message as `insert_inbox` reads it (PostgreSQL), by field name.
+#[derive(Debug, Serialize)]
+struct InboxRow<'a> {
+    /// A UUIDv7.
+    id: String,
+    /// Where it stands in commit order (reserved by the caller): what the
+    /// user's stream resumes from.
+    position: i64,
+    /// The outbox row that delivered it: one message per row.
+    outbox_id: &'a str,
+    /// Whose inbox.
+    user_id: &'a str,
+    /// The rendered title.
+    title: &'a str,
+    /// The rendered body, if any.
+    body: Option<&'a str>,
+    /// Where the message links to, if anywhere.
+    url: Option<&'a str>,
+    /// The template's extra data, as JSON text.
+    data: Option<String>,
 }
 
 /// The same rows as multi-row `VALUES` (see `values`), skipping a message
@@ -78,15 +88,10 @@ async fn write_values(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    let skip = d.on_conflict_do_nothing("outbox_id");
+    let q = Query::InsertInboxValues;
     let mut position = first;
     for run in super::values::runs(d, msgs) {
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-             {}{skip}",
-            super::values::source(d, 9, &run)
-        ));
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
         for m in run.rows {
             query = query
                 .bind(new_id())
@@ -100,7 +105,7 @@ async fn write_values(
                 .bind(now.0);
             position += 1;
         }
-        let query = super::values::bind_padding(query, 9, &run);
+        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
     Ok(())

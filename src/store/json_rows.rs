@@ -25,8 +25,6 @@ pub(crate) enum Col {
     /// MySQL a `VARCHAR` in the tables' binary collation, so the join can use
     /// the index.
     Key,
-    /// Free text of any length.
-    Text,
     /// A 64-bit integer (times, counts).
     Int,
 }
@@ -59,7 +57,6 @@ impl Dialect {
                     .map(|(i, (name, col))| {
                         let ty = match col {
                             Col::Key => "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-                            Col::Text => "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
                             Col::Int => "BIGINT",
                         };
                         format!("{name} {ty} PATH '$[{i}]'")
@@ -98,22 +95,9 @@ impl Dialect {
     /// looked up one by one through that column's index. (MySQL is told to
     /// read the keys first: its planner cannot tell how many a JSON array
     /// holds and may otherwise scan the table.)
-    pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
-        if self == Dialect::Postgres {
-            // See `first_of_each_row`.
-            return self.sql(&format!(
-                "SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = \
-                 ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
-            ));
-        }
-        let keys = self.key_list("wanted");
-        let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
-        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
-    }
-
-    /// PostgreSQL only: the first column of each row of the JSON array
-    /// bound at its `?`, as one array computed once, for `col = ANY(…)`.
     ///
+    /// On PostgreSQL the keys become one array, computed once, for
+    /// `key = ANY(…)`, not a join:
     /// PostgreSQL takes any set-returning function to return 100 rows, and
     /// against a table of up to some tens of thousands of rows (a new
     /// install, a benchmark, a table retention keeps small) a hash join
@@ -137,8 +121,16 @@ impl Dialect {
     /// in seven pairs, p99 17-21 -> 12.5-17 ms, backlog at the end 51-556 ->
     /// 21-51. Planning every statement instead (`plan_cache_mode =
     /// force_custom_plan`) measured no faster: it plans the big inserts too.
-    pub(crate) fn first_of_each_row(self) -> Option<&'static str> {
-        (self == Dialect::Postgres).then_some("ARRAY(SELECT r->>0 FROM jsonb_array_elements(CAST(? AS jsonb)) AS r)")
+    pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
+        if self == Dialect::Postgres {
+            return self.sql(&format!(
+                "SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = \
+                 ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
+            ));
+        }
+        let keys = self.key_list("wanted");
+        let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
+        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
     }
 }
 
@@ -201,6 +193,5 @@ mod tests {
         assert_eq!(keys_json(["b", "a", "b"]).unwrap(), r#"["a","b"]"#);
         assert!(Dialect::Sqlite.select_by_keys("t.id", "engagement_triggers", "t", "id").contains(" JOIN "));
         assert!(Dialect::MySql.select_by_keys("t.id", "engagement_triggers", "t", "id").contains("STRAIGHT_JOIN"));
-        assert_eq!(Dialect::Sqlite.first_of_each_row(), None);
     }
 }

@@ -168,3 +168,264 @@ SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, see
 -- on (SYSDATE, not NOW(): the time of the call, not of the statement's start).
 -- binds:
 SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED);
+
+-- ------------------------------------------------ a flush: outcomes in sets
+--
+-- One flush of the worker's outcomes is one transaction of these statements:
+-- record_claimed / record_unclaimed (behind a savepoint, with lock_claimed /
+-- lock_unclaimed when a fence failed), append_sends_values,
+-- reserve_positions and newest_position, append_events_values,
+-- insert_inbox_values.
+
+-- name: record_claimed
+-- The fenced update of rows still claimed: `changes` is a JSON array of
+-- {"id", "token", "status", "last_error", "due_at", "add_attempt",
+-- "expires_at"} (see `Change` in src/store/outcomes.rs); a row whose token
+-- changed or that is no longer 'sending' is left alone. MariaDB applies SET
+-- items left to right, so no item reads a column an earlier one wrote. A
+-- retry clears claimed_at; a finished row keeps when its last attempt
+-- started.
+-- binds: changes, now
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.token',
+         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.status',
+         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.last_error',
+         due_at BIGINT PATH '$.due_at',
+         add_attempt BIGINT PATH '$.add_attempt',
+         expires_at BIGINT PATH '$.expires_at')) AS c
+  STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'
+   SET o.status = c.status, o.last_error = c.last_error, o.due_at = COALESCE(c.due_at, o.due_at),
+       o.expires_at = COALESCE(c.expires_at, o.expires_at),
+       o.claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, o.claim_token = NULL,
+       o.attempts = o.attempts + c.add_attempt, o.updated_at = ?;
+
+-- name: record_unclaimed
+-- record_claimed for rows never claimed (read with peek_channel): the fence
+-- is the row's `updated_at` as it was read ("version") and its status still
+-- 'scheduled'.
+-- binds: changes, now
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         version BIGINT PATH '$.version',
+         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.status',
+         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.last_error',
+         due_at BIGINT PATH '$.due_at',
+         add_attempt BIGINT PATH '$.add_attempt',
+         expires_at BIGINT PATH '$.expires_at')) AS c
+  STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.updated_at = c.version AND o.status = 'scheduled'
+   SET o.status = c.status, o.last_error = c.last_error, o.due_at = COALESCE(c.due_at, o.due_at),
+       o.expires_at = COALESCE(c.expires_at, o.expires_at),
+       o.claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, o.claim_token = NULL,
+       o.attempts = o.attempts + c.add_attempt, o.updated_at = ?;
+
+-- name: lock_claimed
+-- The rows record_claimed may change, locked: after the update matched fewer
+-- rows than it was given, it is undone to a savepoint, these are locked, and
+-- it runs again; these are the rows it wrote.
+-- binds: changes
+SELECT o.id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.token')) AS c
+  STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'
+   FOR UPDATE;
+
+-- name: lock_unclaimed
+-- lock_claimed for record_unclaimed.
+-- binds: changes
+SELECT o.id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         version BIGINT PATH '$.version')) AS c
+  STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.updated_at = c.version AND o.status = 'scheduled'
+   FOR UPDATE;
+
+-- name: append_sends_values
+-- Appends send-log rows. The tuple before `/* each row */` is repeated once
+-- per row (src/store/values.rs): multi-row VALUES, because reading a JSON
+-- parameter with JSON_TABLE cost MariaDB three times the server time.
+-- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
+                              status, detail, attempts, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */;
+
+-- name: append_events_values
+-- Appends events at positions the transaction reserved (reserve_positions),
+-- one tuple per row as in append_sends_values.
+-- binds: id, position, kind, user_id, outbox_id, payload, created_at
+INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) /* each row */;
+
+-- name: insert_inbox_values
+-- Writes inbox messages at reserved positions, one tuple per row as in
+-- append_sends_values; a message whose outbox row already has one is
+-- skipped (a no-op update, not INSERT IGNORE, which would also swallow
+-- truncation and other errors).
+-- binds: id, position, outbox_id, user_id, title, body, url, data, created_at
+INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */
+    ON DUPLICATE KEY UPDATE outbox_id = outbox_id;
+
+-- name: reserve_positions
+-- Takes `count` positions from the counter shared by events and inbox
+-- messages; the row lock keeps every other writer of positions waiting until
+-- this transaction commits (src/store/positions.rs). No RETURNING: the last
+-- is read back with newest_position, the row being this transaction's.
+-- binds: count
+UPDATE engagement_sequences SET last = last + ? WHERE name = 'stream';
+
+-- name: newest_position
+-- The newest position of a committed transaction (or, after
+-- reserve_positions, of this one).
+-- binds:
+SELECT last FROM engagement_sequences WHERE name = 'stream';
+
+-- ---------------------------------------------------------- the outbox insert
+
+-- name: insert_outbox_values
+-- Inserts outbox rows, one tuple per row as in append_sends_values,
+-- skipping any whose dedupe key exists (a no-op update). MariaDB cannot say
+-- which rows it skipped: the caller reads the holders of the keys back.
+-- binds: id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, due_at, expires_at, follow_up_at, created_at, updated_at
+INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+                               due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, ?, 0, ?, ?) /* each row */
+    ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key;
+
+-- ------------------------------------------------------------------ triggers
+
+-- name: insert_trigger
+-- Records one trigger; one whose idempotency key exists is skipped (a no-op
+-- update; the caller reads back which trigger holds the key).
+-- binds: id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON DUPLICATE KEY UPDATE idempotency_key = idempotency_key;
+
+-- name: trigger_by_idempotency_key
+-- The trigger that holds an idempotency key.
+-- binds: idempotency_key
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE idempotency_key = ?;
+
+-- name: accept_triggers
+-- Records a batch of triggers planned in the same transaction (the API's
+-- path): `triggers` is a JSON array of objects (see `TriggerJson` in
+-- src/store/triggers.rs). A trigger whose idempotency key exists is skipped
+-- (a no-op update); MariaDB cannot say which, so the caller reads the
+-- holders of the keys back (triggers_by_idempotency_keys).
+-- binds: now, now, triggers
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at,
+                                 created_at, planned_at, planned_count, plan_detail)
+SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
+       t.planned_count, t.plan_detail
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.type',
+         user_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.user_id',
+         payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
+         idempotency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key',
+         request_hash VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.request_hash',
+         occurred_at BIGINT PATH '$.occurred_at',
+         planned_count BIGINT PATH '$.planned_count',
+         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.plan_detail')) AS t
+    ON DUPLICATE KEY UPDATE idempotency_key = engagement_triggers.idempotency_key;
+
+-- name: triggers_by_idempotency_keys
+-- The triggers that hold these idempotency keys (a JSON array of strings).
+-- binds: keys
+SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
+       h.planned_at, h.planned_count, h.plan_detail
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
+  STRAIGHT_JOIN engagement_triggers h ON h.idempotency_key = wanted.k;
+
+-- name: lock_unplanned
+-- The triggers plan_triggers will mark (no RETURNING here), locked first:
+-- `plans` as in plan_triggers.
+-- binds: plans
+SELECT t.id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id')) AS p
+  STRAIGHT_JOIN engagement_triggers t ON t.id = p.id
+ WHERE t.planned_at IS NULL
+   FOR UPDATE;
+
+-- name: plan_triggers
+-- Marks triggers planned, by compare-and-set on planned_at (which planner
+-- owns each trigger; the loser writes nothing for it): `plans` is a JSON
+-- array of {"id", "planned_count", "plan_detail"}. The rows won are those
+-- lock_unplanned returned.
+-- binds: plans, now
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
+         planned_count BIGINT PATH '$.planned_count',
+         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.plan_detail')) AS p
+  STRAIGHT_JOIN engagement_triggers t ON t.id = p.id
+   SET t.planned_at = ?, t.planned_count = p.planned_count, t.plan_detail = p.plan_detail
+ WHERE t.planned_at IS NULL;
+
+-- name: get_trigger
+-- One trigger by id.
+-- binds: id
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE id = ?;
+
+-- name: trigger_times
+-- When these triggers (a JSON array of ids) happened.
+-- binds: ids
+SELECT t.id, t.occurred_at
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
+  STRAIGHT_JOIN engagement_triggers t ON t.id = wanted.k;
+
+-- name: recorded_triggers
+-- Which of these trigger ids (a JSON array of strings) are recorded, on a
+-- MySQL server (or a MariaDB that refused recorded_triggers_synced).
+-- binds: ids
+SELECT t.id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
+  STRAIGHT_JOIN engagement_triggers t ON t.id = wanted.k;
+
+-- name: recorded_triggers_synced
+-- recorded_triggers after this Galera node has applied every write the
+-- cluster committed before it (wsrep_sync_wait, MariaDB's per-statement
+-- variable; without effect on a server that is not a Galera node).
+-- binds: ids
+SET STATEMENT wsrep_sync_wait = 1 FOR
+SELECT t.id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
+  STRAIGHT_JOIN engagement_triggers t ON t.id = wanted.k;
+
+-- name: unplanned_triggers
+-- Triggers the planner has not planned yet, oldest first.
+-- binds: limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE planned_at IS NULL ORDER BY created_at LIMIT ?;
+
+-- name: outbox_for_trigger
+-- The outbox rows planned from one trigger.
+-- binds: trigger_id
+SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
+  FROM engagement_outbox WHERE trigger_id = ? ORDER BY id;
+
+-- name: recent_triggers
+-- The most recent triggers of a type, newest first (rule previews).
+-- binds: type, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE type = ? ORDER BY created_at DESC LIMIT ?;
+
+-- name: triggers_for_user
+-- A user's triggers, newest first.
+-- binds: user_id, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?;

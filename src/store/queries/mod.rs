@@ -34,7 +34,7 @@ use super::Dialect;
 /// files and the dialects that have it (a statement for one dialect's
 /// feature, such as MariaDB's claim slices, is in that file only).
 macro_rules! named_queries {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal $(only $only:ident)?,)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal $(only $($only:ident)|+)?,)*) => {
         /// A statement of the store, by name; its text is [`Query::sql`].
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum Query {
@@ -55,13 +55,13 @@ macro_rules! named_queries {
             /// Whether `dialect`'s file has this statement.
             pub fn runs_on(self, dialect: Dialect) -> bool {
                 match self {
-                    $(Query::$variant => named_queries!(@on dialect $($only)?),)*
+                    $(Query::$variant => named_queries!(@on dialect $($($only)|+)?),)*
                 }
             }
         }
     };
     (@on $d:ident) => { true };
-    (@on $d:ident $only:ident) => { $d == Dialect::$only };
+    (@on $d:ident $($only:ident)|+) => { matches!($d, $(Dialect::$only)|+) };
 }
 
 named_queries! {
@@ -103,6 +103,63 @@ named_queries! {
     InboxForUser = "inbox_for_user",
     /// The database's clock.
     DatabaseTime = "database_time",
+    /// A flush's fenced outbox update, for rows still claimed.
+    RecordClaimed = "record_claimed",
+    /// A flush's fenced outbox update, for rows never claimed.
+    RecordUnclaimed = "record_unclaimed",
+    /// MariaDB: locks the rows [`Query::RecordClaimed`] may change.
+    LockClaimed = "lock_claimed" only MySql,
+    /// MariaDB: locks the rows [`Query::RecordUnclaimed`] may change.
+    LockUnclaimed = "lock_unclaimed" only MySql,
+    /// Appends send-log rows given as one JSON parameter.
+    AppendSends = "append_sends" only Postgres,
+    /// Appends send-log rows as a `VALUES` list (see `values`).
+    AppendSendsValues = "append_sends_values" only Sqlite | MySql,
+    /// Appends events given as one JSON parameter.
+    AppendEvents = "append_events" only Postgres,
+    /// Appends events as a `VALUES` list (see `values`).
+    AppendEventsValues = "append_events_values" only Sqlite | MySql,
+    /// Writes inbox messages given as one JSON parameter.
+    InsertInbox = "insert_inbox" only Postgres,
+    /// Writes inbox messages as a `VALUES` list (see `values`).
+    InsertInboxValues = "insert_inbox_values" only Sqlite | MySql,
+    /// Inserts outbox rows given as one JSON parameter.
+    InsertOutbox = "insert_outbox" only Postgres,
+    /// Inserts outbox rows as a `VALUES` list (see `values`).
+    InsertOutboxValues = "insert_outbox_values" only Sqlite | MySql,
+    /// Takes positions in commit order for a transaction's events and
+    /// inbox messages.
+    ReservePositions = "reserve_positions",
+    /// The newest position handed out.
+    NewestPosition = "newest_position",
+    /// Records one trigger.
+    InsertTrigger = "insert_trigger",
+    /// The trigger that holds an idempotency key.
+    TriggerByIdempotencyKey = "trigger_by_idempotency_key",
+    /// Records a batch of triggers planned in the same transaction.
+    AcceptTriggers = "accept_triggers",
+    /// The triggers that hold some idempotency keys.
+    TriggersByIdempotencyKeys = "triggers_by_idempotency_keys",
+    /// MariaDB: locks the triggers [`Query::PlanTriggers`] will mark.
+    LockUnplanned = "lock_unplanned" only MySql,
+    /// Marks triggers planned, by compare-and-set.
+    PlanTriggers = "plan_triggers",
+    /// One trigger.
+    GetTrigger = "get_trigger",
+    /// When some triggers happened.
+    TriggerTimes = "trigger_times",
+    /// Which of some trigger ids are recorded.
+    RecordedTriggers = "recorded_triggers",
+    /// MariaDB (Galera): [`Query::RecordedTriggers`] after the node caught up.
+    RecordedTriggersSynced = "recorded_triggers_synced" only MySql,
+    /// Triggers not planned yet.
+    UnplannedTriggers = "unplanned_triggers",
+    /// The outbox rows planned from one trigger.
+    OutboxForTrigger = "outbox_for_trigger",
+    /// The latest triggers of a type.
+    RecentTriggers = "recent_triggers",
+    /// A user's triggers.
+    TriggersForUser = "triggers_for_user",
 }
 
 /// One block of a `.sql` file.

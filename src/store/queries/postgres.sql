@@ -142,3 +142,215 @@ SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, see
 -- transaction's start).
 -- binds:
 SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT);
+
+-- ------------------------------------------------ a flush: outcomes in sets
+--
+-- One flush of the worker's outcomes is one transaction of these statements:
+-- record_claimed / record_unclaimed, append_sends, reserve_positions,
+-- append_events, insert_inbox, and one pg_notify.
+--
+-- The flush's update is sent unnamed (planned at every execution): a
+-- connection caches a generic plan after five executions, and one made
+-- while the outbox was small stays a sequential scan as the table grows
+-- (see `Dialect::select_by_keys` in src/store/json_rows.rs). Rows to insert
+-- travel as one JSON parameter: PostgreSQL parses it once as jsonb, and
+-- measured the same as a VALUES list.
+
+-- name: record_claimed
+-- The fenced update of rows still claimed: `changes` is a JSON array of
+-- {"id", "token", "status", "last_error", "due_at", "add_attempt",
+-- "expires_at"} (see `Change` in src/store/outcomes.rs); a row whose token
+-- changed or that is no longer 'sending' is left alone. Returns the ids
+-- written. The rows are picked by primary key from an array of the ids
+-- (see the file's head for `(o.status || '')`). A retry clears claimed_at;
+-- a finished row keeps when its last attempt started.
+-- binds: changes, now
+UPDATE engagement_outbox AS o
+   SET status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at),
+       expires_at = COALESCE(c.expires_at, o.expires_at),
+       claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL,
+       attempts = o.attempts + c.add_attempt, updated_at = $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS c (id text, token text, status text, last_error text, due_at bigint, add_attempt bigint, expires_at bigint)
+ WHERE o.id = ANY(ARRAY(SELECT r ->> 'id' FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r))
+   AND o.id = c.id AND o.claim_token = c.token AND (o.status || '') = 'sending'
+RETURNING o.id;
+
+-- name: record_unclaimed
+-- record_claimed for rows never claimed (read with peek_channel): the fence
+-- is the row's `updated_at` as it was read ("version") and its status still
+-- 'scheduled'.
+-- binds: changes, now
+UPDATE engagement_outbox AS o
+   SET status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at),
+       expires_at = COALESCE(c.expires_at, o.expires_at),
+       claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL,
+       attempts = o.attempts + c.add_attempt, updated_at = $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS c (id text, version bigint, status text, last_error text, due_at bigint, add_attempt bigint, expires_at bigint)
+ WHERE o.id = ANY(ARRAY(SELECT r ->> 'id' FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r))
+   AND o.id = c.id AND o.updated_at = c.version AND (o.status || '') = 'scheduled'
+RETURNING o.id;
+
+-- name: append_sends
+-- Appends send-log rows: `sends` is a JSON array of objects (see `SendRow`
+-- in src/store/sends.rs).
+-- binds: sends, now
+INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
+                              status, detail, attempts, created_at)
+SELECT s.id, s.outbox_id, s.rule_id, s.trigger_id, s.user_id, s.channel, s.transport, s.address_hash,
+       s.status, s.detail, s.attempts, $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS s (id text, outbox_id text, rule_id text, trigger_id text, user_id text, channel text, transport text,
+             address_hash text, status text, detail text, attempts bigint);
+
+-- name: append_events
+-- Appends events at positions the transaction reserved (reserve_positions):
+-- `events` is a JSON array of objects (see `EventJson` in
+-- src/store/events.rs).
+-- binds: events, now
+INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at)
+SELECT e.id, e.position, e.kind, e.user_id, e.outbox_id, e.payload, $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS e (id text, position bigint, kind text, user_id text, outbox_id text, payload text);
+
+-- name: insert_inbox
+-- Writes inbox messages at reserved positions: `messages` is a JSON array of
+-- objects (see `InboxRow` in src/store/inbox.rs); a message whose outbox row
+-- already has one is skipped.
+-- binds: messages, now
+INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at)
+SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS m (id text, position bigint, outbox_id text, user_id text, title text, body text, url text, data text)
+    ON CONFLICT (outbox_id) DO NOTHING;
+
+-- name: reserve_positions
+-- Takes `count` positions from the counter shared by events and inbox
+-- messages and returns the last; the row lock keeps every other writer of
+-- positions waiting until this transaction commits (src/store/positions.rs).
+-- binds: count
+UPDATE engagement_sequences SET last = last + $1 WHERE name = 'stream' RETURNING last;
+
+-- name: newest_position
+-- The newest position of a committed transaction.
+-- binds:
+SELECT last FROM engagement_sequences WHERE name = 'stream';
+
+-- ---------------------------------------------------------- the outbox insert
+
+-- name: insert_outbox
+-- Inserts outbox rows, skipping any whose dedupe key exists, and returns the
+-- ids written: `rows` is a JSON array of objects (see `OutboxJson` in
+-- src/store/outbox.rs).
+-- binds: rows, now
+INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+                               due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
+SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled',
+       r.due_at, r.expires_at, r.follow_up_at, 0, $2, $2
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS r (id text, dedupe_key text, rule_id text, trigger_id text, user_id text, channel text, payload text,
+             due_at bigint, expires_at bigint, follow_up_at bigint)
+    ON CONFLICT (dedupe_key) DO NOTHING RETURNING id;
+
+-- ------------------------------------------------------------------ triggers
+
+-- name: insert_trigger
+-- Records one trigger; one whose idempotency key exists is skipped (the
+-- caller reads back which trigger holds the key).
+-- binds: id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+    ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: trigger_by_idempotency_key
+-- The trigger that holds an idempotency key.
+-- binds: idempotency_key
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE idempotency_key = $1;
+
+-- name: accept_triggers
+-- Records a batch of triggers planned in the same transaction (the API's
+-- path): `triggers` is a JSON array of objects (see `TriggerJson` in
+-- src/store/triggers.rs). A trigger whose idempotency key exists is skipped;
+-- returns the ids written.
+-- binds: now, now, triggers
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at,
+                                 created_at, planned_at, planned_count, plan_detail)
+SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, $1, $2,
+       t.planned_count, t.plan_detail
+  FROM jsonb_to_recordset(CAST($3 AS jsonb))
+       AS t (id text, type text, user_id text, payload text, idempotency_key text, request_hash text,
+             occurred_at bigint, planned_count bigint, plan_detail text)
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING id;
+
+-- name: triggers_by_idempotency_keys
+-- The triggers that hold these idempotency keys (a JSON array of strings),
+-- found through an array computed once (see the file's head).
+-- binds: keys
+SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
+       h.planned_at, h.planned_count, h.plan_detail
+  FROM engagement_triggers h
+ WHERE h.idempotency_key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+-- name: plan_triggers
+-- Marks triggers planned, by compare-and-set on planned_at (which planner
+-- owns each trigger; the loser writes nothing for it): `plans` is a JSON
+-- array of {"id", "planned_count", "plan_detail"}. Returns the ids won.
+-- binds: plans, now
+UPDATE engagement_triggers AS t
+   SET planned_at = $2, planned_count = p.planned_count, plan_detail = p.plan_detail
+  FROM jsonb_to_recordset(CAST($1 AS jsonb)) AS p (id text, planned_count bigint, plan_detail text)
+ WHERE t.id = p.id AND t.planned_at IS NULL
+RETURNING t.id;
+
+-- name: get_trigger
+-- One trigger by id.
+-- binds: id
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE id = $1;
+
+-- name: trigger_times
+-- When these triggers (a JSON array of ids) happened. Sent unnamed: see the
+-- flush's note above.
+-- binds: ids
+SELECT t.id, t.occurred_at
+  FROM engagement_triggers t
+ WHERE t.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+-- name: recorded_triggers
+-- Which of these trigger ids (a JSON array of strings) are recorded.
+-- binds: ids
+SELECT t.id
+  FROM engagement_triggers t
+ WHERE t.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+-- name: unplanned_triggers
+-- Triggers the planner has not planned yet, oldest first.
+-- binds: limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE planned_at IS NULL ORDER BY created_at LIMIT $1;
+
+-- name: outbox_for_trigger
+-- The outbox rows planned from one trigger.
+-- binds: trigger_id
+SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
+  FROM engagement_outbox WHERE trigger_id = $1 ORDER BY id;
+
+-- name: recent_triggers
+-- The most recent triggers of a type, newest first (rule previews).
+-- binds: type, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE type = $1 ORDER BY created_at DESC LIMIT $2;
+
+-- name: triggers_for_user
+-- A user's triggers, newest first.
+-- binds: user_id, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2;

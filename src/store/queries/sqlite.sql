@@ -133,3 +133,202 @@ SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, see
 -- The database's clock in milliseconds: the one "now" every instance agrees on.
 -- binds:
 SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER);
+
+-- ------------------------------------------------ a flush: outcomes in sets
+--
+-- One flush of the worker's outcomes is one transaction of these statements:
+-- record_claimed / record_unclaimed, append_sends_values, reserve_positions,
+-- append_events_values, insert_inbox_values.
+
+-- name: record_claimed
+-- The fenced update of rows still claimed: `changes` is a JSON array of
+-- {"id", "token", "status", "last_error", "due_at", "add_attempt",
+-- "expires_at"} (see `Change` in src/store/outcomes.rs); a row whose token
+-- changed or that is no longer 'sending' is left alone. Returns the ids
+-- written. `+o.status`: an expression no index serves, which keeps SQLite on
+-- the primary key driven by the JSON (through the status index it scanned
+-- the JSON once per matching row). A retry clears claimed_at; a finished row
+-- keeps when its last attempt started.
+-- binds: changes, now
+UPDATE engagement_outbox AS o
+   SET status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at),
+       expires_at = COALESCE(c.expires_at, o.expires_at),
+       claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL,
+       attempts = o.attempts + c.add_attempt, updated_at = ?2
+  FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token, value ->> 'status' AS status,
+               value ->> 'last_error' AS last_error, value ->> 'due_at' AS due_at,
+               value ->> 'add_attempt' AS add_attempt, value ->> 'expires_at' AS expires_at
+          FROM json_each(?1)) AS c
+ WHERE o.id = c.id AND o.claim_token = c.token AND +o.status = 'sending'
+RETURNING id;
+
+-- name: record_unclaimed
+-- record_claimed for rows never claimed (read with peek_channel): the fence
+-- is the row's `updated_at` as it was read ("version") and its status still
+-- 'scheduled'.
+-- binds: changes, now
+UPDATE engagement_outbox AS o
+   SET status = c.status, last_error = c.last_error, due_at = COALESCE(c.due_at, o.due_at),
+       expires_at = COALESCE(c.expires_at, o.expires_at),
+       claimed_at = CASE WHEN c.status = 'scheduled' THEN NULL ELSE o.claimed_at END, claim_token = NULL,
+       attempts = o.attempts + c.add_attempt, updated_at = ?2
+  FROM (SELECT value ->> 'id' AS id, value ->> 'version' AS version, value ->> 'status' AS status,
+               value ->> 'last_error' AS last_error, value ->> 'due_at' AS due_at,
+               value ->> 'add_attempt' AS add_attempt, value ->> 'expires_at' AS expires_at
+          FROM json_each(?1)) AS c
+ WHERE o.id = c.id AND o.updated_at = c.version AND +o.status = 'scheduled'
+RETURNING id;
+
+-- name: append_sends_values
+-- Appends send-log rows. The tuple before `/* each row */` is repeated once
+-- per row (src/store/values.rs): multi-row VALUES, because reading a JSON
+-- parameter cost SQLite more than the writes. A run is padded to a fixed
+-- length with rows of NULLs, which the WHERE drops.
+-- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
+                              status, detail, attempts, created_at)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 IS NOT NULL;
+
+-- name: append_events_values
+-- Appends events at positions the transaction reserved (reserve_positions),
+-- one tuple per row as in append_sends_values.
+-- binds: id, position, kind, user_id, outbox_id, payload, created_at
+INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 IS NOT NULL;
+
+-- name: insert_inbox_values
+-- Writes inbox messages at reserved positions, one tuple per row as in
+-- append_sends_values; a message whose outbox row already has one is skipped.
+-- binds: id, position, outbox_id, user_id, title, body, url, data, created_at
+INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 IS NOT NULL
+    ON CONFLICT (outbox_id) DO NOTHING;
+
+-- name: reserve_positions
+-- Takes `count` positions from the counter shared by events and inbox
+-- messages and returns the last; the row lock keeps every other writer of
+-- positions waiting until this transaction commits (src/store/positions.rs).
+-- binds: count
+UPDATE engagement_sequences SET last = last + ? WHERE name = 'stream' RETURNING last;
+
+-- name: newest_position
+-- The newest position of a committed transaction.
+-- binds:
+SELECT last FROM engagement_sequences WHERE name = 'stream';
+
+-- ---------------------------------------------------------- the outbox insert
+
+-- name: insert_outbox_values
+-- Inserts outbox rows, skipping any whose dedupe key exists, and returns the
+-- ids written; one tuple per row as in append_sends_values.
+-- binds: id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, due_at, expires_at, follow_up_at, created_at, updated_at
+INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+                               due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, ?, 0, ?, ?) /* each row */) WHERE column1 IS NOT NULL
+    ON CONFLICT (dedupe_key) DO NOTHING RETURNING id;
+
+-- ------------------------------------------------------------------ triggers
+
+-- name: insert_trigger
+-- Records one trigger; one whose idempotency key exists is skipped (the
+-- caller reads back which trigger holds the key).
+-- binds: id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (idempotency_key) DO NOTHING;
+
+-- name: trigger_by_idempotency_key
+-- The trigger that holds an idempotency key.
+-- binds: idempotency_key
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE idempotency_key = ?;
+
+-- name: accept_triggers
+-- Records a batch of triggers planned in the same transaction (the API's
+-- path): `triggers` is a JSON array of objects (see `TriggerJson` in
+-- src/store/triggers.rs). A trigger whose idempotency key exists is skipped;
+-- returns the ids written. (`WHERE true` lets SQLite parse the ON CONFLICT
+-- after an INSERT … SELECT.)
+-- binds: now, now, triggers
+INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at,
+                                 created_at, planned_at, planned_count, plan_detail)
+SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
+       t.planned_count, t.plan_detail
+  FROM (SELECT value ->> 'id' AS id, value ->> 'type' AS type, value ->> 'user_id' AS user_id,
+               value ->> 'payload' AS payload, value ->> 'idempotency_key' AS idempotency_key,
+               value ->> 'request_hash' AS request_hash, value ->> 'occurred_at' AS occurred_at,
+               value ->> 'planned_count' AS planned_count, value ->> 'plan_detail' AS plan_detail
+          FROM json_each(?)) AS t
+ WHERE true
+    ON CONFLICT (idempotency_key) DO NOTHING RETURNING id;
+
+-- name: triggers_by_idempotency_keys
+-- The triggers that hold these idempotency keys (a JSON array of strings).
+-- binds: keys
+SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
+       h.planned_at, h.planned_count, h.plan_detail
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_triggers h ON h.idempotency_key = wanted.k;
+
+-- name: plan_triggers
+-- Marks triggers planned, by compare-and-set on planned_at (which planner
+-- owns each trigger; the loser writes nothing for it): `plans` is a JSON
+-- array of {"id", "planned_count", "plan_detail"}. Returns the ids won.
+-- binds: plans, now
+UPDATE engagement_triggers AS t
+   SET planned_at = ?2, planned_count = p.planned_count, plan_detail = p.plan_detail
+  FROM (SELECT value ->> 'id' AS id, value ->> 'planned_count' AS planned_count,
+               value ->> 'plan_detail' AS plan_detail
+          FROM json_each(?1)) AS p
+ WHERE t.id = p.id AND t.planned_at IS NULL
+RETURNING id;
+
+-- name: get_trigger
+-- One trigger by id.
+-- binds: id
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE id = ?;
+
+-- name: trigger_times
+-- When these triggers (a JSON array of ids) happened.
+-- binds: ids
+SELECT t.id, t.occurred_at
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_triggers t ON t.id = wanted.k;
+
+-- name: recorded_triggers
+-- Which of these trigger ids (a JSON array of strings) are recorded.
+-- binds: ids
+SELECT t.id
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_triggers t ON t.id = wanted.k;
+
+-- name: unplanned_triggers
+-- Triggers the planner has not planned yet, oldest first.
+-- binds: limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE planned_at IS NULL ORDER BY created_at LIMIT ?;
+
+-- name: outbox_for_trigger
+-- The outbox rows planned from one trigger.
+-- binds: trigger_id
+SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
+  FROM engagement_outbox WHERE trigger_id = ? ORDER BY id;
+
+-- name: recent_triggers
+-- The most recent triggers of a type, newest first (rule previews).
+-- binds: type, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE type = ? ORDER BY created_at DESC LIMIT ?;
+
+-- name: triggers_for_user
+-- A user's triggers, newest first.
+-- binds: user_id, limit
+SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
+       planned_at, planned_count, plan_detail
+  FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?;
