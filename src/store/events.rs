@@ -169,11 +169,7 @@ pub trait EventStore: Send + Sync {
 #[async_trait]
 impl EventStore for SqlStore {
     async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT id, position, kind, user_id, outbox_id, payload, created_at FROM engagement_events \
-             WHERE position > ? ORDER BY position LIMIT ?",
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::EventsAfter))
             .bind(position)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -197,7 +193,7 @@ impl EventStore for SqlStore {
     }
 
     async fn latest_event_position(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT MAX(position) AS p FROM engagement_events")
+        let row = sqlx::query(self.sql(Query::LatestEventPosition))
             .fetch_one(self.pool())
             .await
             .map_err(StoreError::db("latest event"))?;
@@ -206,8 +202,7 @@ impl EventStore for SqlStore {
     }
 
     async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError> {
-        let sql = self.dialect().sql("SELECT position FROM engagement_events WHERE id = ?");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::EventPosition))
             .bind(id.to_owned())
             .fetch_optional(self.pool())
             .await

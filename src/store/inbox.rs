@@ -194,6 +194,8 @@ impl InboxStore for SqlStore {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<InboxMessage>, StoreError> {
+        // Built here: four filters, with and without a page bound, would be
+        // eight named statements that differ in one condition.
         let mut sql = format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ?");
         sql.push_str(match filter {
             InboxFilter::Inbox => " AND archived_at IS NULL",
@@ -216,10 +218,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ? AND position > ? ORDER BY position LIMIT ?"
-        ));
-        sqlx::query_as(&sql)
+        sqlx::query_as(self.sql(Query::InboxAfter))
             .bind(user.as_str().to_owned())
             .bind(position)
             .bind(i64::from(limit))
@@ -229,8 +228,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError> {
-        let sql = self.dialect().sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ?");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxLatestPosition))
             .bind(user.as_str().to_owned())
             .fetch_one(self.pool())
             .await
@@ -244,10 +242,7 @@ impl InboxStore for SqlStore {
         }
         // An id from a client of an older version: ids are UUIDv7, so the
         // messages created after it are the ones it has not seen.
-        let sql = self
-            .dialect()
-            .sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ? AND (id = ? OR id < ?)");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxResumePosition))
             .bind(user.as_str().to_owned())
             .bind(last_event_id.to_owned())
             .bind(last_event_id.to_owned())
@@ -258,15 +253,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError> {
-        // COUNT of a CASE, not SUM: SUM is DECIMAL on MySQL and NUMERIC on
-        // PostgreSQL, which sqlx's Any driver cannot carry; COUNT is BIGINT
-        // everywhere.
-        let sql = self.dialect().sql(
-            "SELECT COUNT(CASE WHEN seen_at IS NULL THEN 1 END) AS unseen, \
-                    COUNT(CASE WHEN read_at IS NULL THEN 1 END) AS unread \
-             FROM engagement_inbox WHERE user_id = ? AND archived_at IS NULL",
-        );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxCounts))
             .bind(user.as_str().to_owned())
             .fetch_one(self.pool())
             .await
@@ -282,17 +269,14 @@ impl InboxStore for SqlStore {
         mark: InboxMark,
         now: Millis,
     ) -> Result<Option<InboxMessage>, StoreError> {
-        // Each statement takes `now` twice; reading or archiving a message
-        // also means it was seen. (Not `seen_at = read_at`: MySQL evaluates
-        // SET left to right with new values, the others with old ones.)
-        let set = match mark {
-            InboxMark::Seen => "seen_at = COALESCE(seen_at, ?, ?)",
-            InboxMark::Read => "read_at = COALESCE(read_at, ?), seen_at = COALESCE(seen_at, ?)",
-            InboxMark::Unread => "read_at = NULL, seen_at = COALESCE(seen_at, ?, ?)",
-            InboxMark::Archive => "archived_at = COALESCE(archived_at, ?), seen_at = COALESCE(seen_at, ?)",
+        // Reading or archiving a message also means it was seen.
+        let update = match mark {
+            InboxMark::Seen => Query::InboxMarkSeen,
+            InboxMark::Read => Query::InboxMarkRead,
+            InboxMark::Unread => Query::InboxMarkUnread,
+            InboxMark::Archive => Query::InboxArchive,
         };
-        let sql = self.dialect().sql(&format!("UPDATE engagement_inbox SET {set} WHERE id = ? AND user_id = ?"));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(update))
             .bind(now.0)
             .bind(now.0)
             .bind(id.to_owned())
@@ -300,9 +284,7 @@ impl InboxStore for SqlStore {
             .execute(self.writer())
             .await
             .map_err(StoreError::db("inbox mark"))?;
-        let sql =
-            self.dialect().sql(&format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE id = ? AND user_id = ?"));
-        let msg: Option<InboxMessage> = sqlx::query_as(&sql)
+        let msg: Option<InboxMessage> = sqlx::query_as(self.sql(Query::InboxMessage))
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
             .fetch_optional(self.pool())
@@ -315,11 +297,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_read_all(&self, user: &UserId, now: Millis) -> Result<u64, StoreError> {
-        let sql = self.dialect().sql(
-            "UPDATE engagement_inbox SET read_at = ?, seen_at = COALESCE(seen_at, ?) \
-             WHERE user_id = ? AND read_at IS NULL AND archived_at IS NULL",
-        );
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::InboxReadAll))
             .bind(now.0)
             .bind(now.0)
             .bind(user.as_str().to_owned())

@@ -117,9 +117,6 @@ pub struct TriggerPlan {
     pub detail: String,
 }
 
-pub(super) const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at, \
-     planned_at, planned_count, plan_detail";
-
 #[async_trait]
 pub trait TriggerStore: Send + Sync {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError>;

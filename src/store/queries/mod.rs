@@ -160,6 +160,66 @@ named_queries! {
     RecentTriggers = "recent_triggers",
     /// A user's triggers.
     TriggersForUser = "triggers_for_user",
+    /// Events after a position.
+    EventsAfter = "events_after",
+    /// The newest event's position.
+    LatestEventPosition = "latest_event_position",
+    /// One event's position.
+    EventPosition = "event_position",
+    /// A user's messages after a position.
+    InboxAfter = "inbox_after",
+    /// A user's newest message's position.
+    InboxLatestPosition = "inbox_latest_position",
+    /// Where an old client's stream resumes.
+    InboxResumePosition = "inbox_resume_position",
+    /// A user's badge counts.
+    InboxCounts = "inbox_counts",
+    /// Marks a message seen.
+    InboxMarkSeen = "inbox_mark_seen",
+    /// Marks a message read.
+    InboxMarkRead = "inbox_mark_read",
+    /// Marks a message unread.
+    InboxMarkUnread = "inbox_mark_unread",
+    /// Archives a message.
+    InboxArchive = "inbox_archive",
+    /// One of a user's messages.
+    InboxMessage = "inbox_message",
+    /// Marks all of a user's messages read.
+    InboxReadAll = "inbox_read_all",
+    /// Gives a lease up.
+    EndLease = "end_lease",
+    /// Takes back the rows of instances whose lease lapsed.
+    RescueLapsed = "rescue_lapsed",
+    /// Forgets long-lapsed instances.
+    ForgetLapsedInstances = "forget_lapsed_instances",
+    /// Every instance.
+    ListInstances = "list_instances",
+    /// Takes or renews a lease.
+    RenewLease = "renew_lease",
+    /// The items of some digest messages.
+    DigestItems = "digest_items",
+    /// The digests a trigger is in.
+    DigestsOfTrigger = "digests_of_trigger",
+    /// Whether a trigger is in a digest of a rule.
+    DigestItemOfRule = "digest_item_of_rule",
+    /// Makes a digest bucket's row.
+    CreateDigestBucket = "create_digest_bucket",
+    /// A bucket's open digest, locked.
+    ReadDigestBucket = "read_digest_bucket",
+    /// Joins an open digest, by compare-and-set.
+    JoinDigest = "join_digest",
+    /// Counts an item into a bucket.
+    CountDigestItem = "count_digest_item",
+    /// Opens a bucket's next digest.
+    OpenDigest = "open_digest",
+    /// Adds a trigger to a digest.
+    InsertDigestItem = "insert_digest_item",
+    /// What became of escalations' originals.
+    OriginalStates = "original_states",
+    /// Messages whose follow-up is due.
+    DueFollowUps = "due_follow_ups",
+    /// Marks follow-ups planned.
+    ClearFollowUps = "clear_follow_ups",
 }
 
 /// One block of a `.sql` file.

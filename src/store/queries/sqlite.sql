@@ -332,3 +332,214 @@ SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, c
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
        planned_at, planned_count, plan_detail
   FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?;
+
+
+-- -------------------------------------------------------------------- events
+
+-- name: events_after
+-- Events after a position, oldest first: what a follower reads.
+-- binds: position, limit
+SELECT id, position, kind, user_id, outbox_id, payload, created_at FROM engagement_events
+ WHERE position > ? ORDER BY position LIMIT ?;
+
+-- name: latest_event_position
+-- The newest event's position (NULL when there is none).
+-- binds:
+SELECT MAX(position) AS p FROM engagement_events;
+
+-- name: event_position
+-- The position of one event, for a follower that resumes with an event id.
+-- binds: id
+SELECT position FROM engagement_events WHERE id = ?;
+
+
+-- --------------------------------------------------------------------- inbox
+
+-- name: inbox_after
+-- A user's messages after a position, oldest first: the live stream.
+-- binds: user_id, position, limit
+SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
+  FROM engagement_inbox WHERE user_id = ? AND position > ? ORDER BY position LIMIT ?;
+
+-- name: inbox_latest_position
+-- A user's newest message's position (NULL when there is none).
+-- binds: user_id
+SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ?;
+
+-- name: inbox_resume_position
+-- Where a stream resumes for a client of an older version, which sent a
+-- message id: ids are UUIDv7, so the messages created after it are the ones
+-- it has not seen.
+-- binds: user_id, id, id
+SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ? AND (id = ? OR id < ?);
+
+-- name: inbox_counts
+-- A user's badge counts. COUNT of a CASE, not SUM: SUM is DECIMAL on MariaDB
+-- and NUMERIC on PostgreSQL, which sqlx's Any driver cannot carry.
+-- binds: user_id
+SELECT COUNT(CASE WHEN seen_at IS NULL THEN 1 END) AS unseen,
+       COUNT(CASE WHEN read_at IS NULL THEN 1 END) AS unread
+  FROM engagement_inbox WHERE user_id = ? AND archived_at IS NULL;
+
+-- name: inbox_mark_seen
+-- Marks one of a user's messages seen. Each inbox_mark_* takes `now` twice
+-- (not `seen_at = read_at`: MariaDB evaluates SET left to right with new
+-- values, the others with old ones).
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET seen_at = COALESCE(seen_at, ?, ?) WHERE id = ? AND user_id = ?;
+
+-- name: inbox_mark_read
+-- Marks one of a user's messages read, and so seen.
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET read_at = COALESCE(read_at, ?), seen_at = COALESCE(seen_at, ?)
+ WHERE id = ? AND user_id = ?;
+
+-- name: inbox_mark_unread
+-- Marks one of a user's messages unread (it stays seen).
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET read_at = NULL, seen_at = COALESCE(seen_at, ?, ?) WHERE id = ? AND user_id = ?;
+
+-- name: inbox_archive
+-- Archives one of a user's messages, and so marks it seen.
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET archived_at = COALESCE(archived_at, ?), seen_at = COALESCE(seen_at, ?)
+ WHERE id = ? AND user_id = ?;
+
+-- name: inbox_message
+-- One of a user's messages (scoped by user: a token never reads another's).
+-- binds: id, user_id
+SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
+  FROM engagement_inbox WHERE id = ? AND user_id = ?;
+
+-- name: inbox_read_all
+-- Marks every unarchived unread message of a user read.
+-- binds: now, now, user_id
+UPDATE engagement_inbox SET read_at = ?, seen_at = COALESCE(seen_at, ?)
+ WHERE user_id = ? AND read_at IS NULL AND archived_at IS NULL;
+
+
+-- ----------------------------------------------------------------- instances
+
+-- name: end_lease
+-- Gives an instance's lease up (a clean shutdown).
+-- binds: id
+DELETE FROM engagement_instances WHERE id = ?;
+
+-- name: rescue_lapsed
+-- Takes back `sending` rows claimed before `cutoff` by an instance whose
+-- lease was not valid at `cutoff`. `status = 'sending'` first: the status
+-- index (whose predicate, `status <> 'sent'`, is repeated for SQLite and
+-- PostgreSQL's generic plans) finds the few rows in flight; the lease is
+-- looked up per row by primary key.
+-- binds: detail, now, cutoff, cutoff
+UPDATE engagement_outbox
+   SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, last_error = ?, updated_at = ?
+ WHERE status = 'sending' AND status <> 'sent' AND claimed_by IS NOT NULL AND claimed_at < ?
+   AND NOT EXISTS (SELECT 1 FROM engagement_instances i
+                    WHERE i.id = engagement_outbox.claimed_by AND i.expires_at >= ?);
+
+-- name: forget_lapsed_instances
+-- Forgets instance rows whose lease lapsed before `cutoff`.
+-- binds: cutoff
+DELETE FROM engagement_instances WHERE expires_at < ?;
+
+-- name: list_instances
+-- Every instance row, newest lease first.
+-- binds:
+SELECT id, host, pid, started_at, renewed_at, expires_at FROM engagement_instances ORDER BY expires_at DESC;
+
+-- name: renew_lease
+-- Takes or renews an instance's lease.
+-- binds: id, host, pid, started_at, renewed_at, expires_at
+INSERT INTO engagement_instances (id, host, pid, started_at, renewed_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET renewed_at = excluded.renewed_at, expires_at = excluded.expires_at;
+
+
+-- ------------------------------------------------------------------- digests
+
+-- name: digest_items
+-- The items of these digest messages (a JSON array of outbox ids), in the
+-- order they happened.
+-- binds: outbox_ids
+SELECT i.outbox_id, i.trigger_id, i.payload, i.occurred_at
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_digest_items i ON i.outbox_id = wanted.k
+ ORDER BY i.outbox_id, i.occurred_at, i.trigger_id;
+
+-- name: digests_of_trigger
+-- The digests a trigger is in, with each one's item count.
+-- binds: trigger_id
+SELECT i.outbox_id, i.rule_id, o.channel, o.status, o.due_at,
+       (SELECT COUNT(*) FROM engagement_digest_items c WHERE c.outbox_id = i.outbox_id) AS items
+  FROM engagement_digest_items i JOIN engagement_outbox o ON o.id = i.outbox_id
+ WHERE i.trigger_id = ? ORDER BY i.rule_id;
+
+-- name: digest_item_of_rule
+-- Whether a trigger is already in a digest of this rule.
+-- binds: trigger_id, rule_id
+SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = ? AND rule_id = ?;
+
+-- name: create_digest_bucket
+-- Makes a bucket's row if it has none (an empty one: no digest open).
+-- binds: bucket
+INSERT INTO engagement_digests (bucket, outbox_id, opened_at, items) VALUES (?, '', 0, 0)
+    ON CONFLICT (bucket) DO NOTHING;
+
+-- name: read_digest_bucket
+-- A bucket's open digest, locked for this transaction (SQLite: the one
+-- writer holds the database).
+-- binds: bucket
+SELECT outbox_id, opened_at, items FROM engagement_digests WHERE bucket = ?;
+
+-- name: join_digest
+-- The compare-and-set that decides whether the open digest is still open:
+-- it moves updated_at (by at least 1 ms, whatever the clock says) so a
+-- reader of the row's old version loses; `closing` (1 or 0) brings its due
+-- time forward to now when this item fills it.
+-- binds: now, now, closing, now, now, outbox_id
+UPDATE engagement_outbox
+   SET updated_at = CASE WHEN updated_at >= ? THEN updated_at + 1 ELSE ? END,
+       due_at = CASE WHEN ? = 1 AND due_at > ? THEN ? ELSE due_at END
+ WHERE id = ? AND status = 'scheduled';
+
+-- name: count_digest_item
+-- Counts an item into its bucket's open digest.
+-- binds: bucket
+UPDATE engagement_digests SET items = items + 1 WHERE bucket = ?;
+
+-- name: open_digest
+-- Opens a bucket's next digest with its first item.
+-- binds: outbox_id, opened_at, bucket
+UPDATE engagement_digests SET outbox_id = ?, opened_at = ?, items = 1 WHERE bucket = ?;
+
+-- name: insert_digest_item
+-- Adds a trigger to a digest message.
+-- binds: trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at
+INSERT INTO engagement_digest_items (trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?);
+
+
+-- ---------------------------------------------------------------- escalation
+
+-- name: original_states
+-- What became of the originals of escalations (a JSON array of outbox ids):
+-- status, and when the inbox message was delivered, seen and read.
+-- binds: outbox_ids
+SELECT o.id, o.status, i.created_at AS delivered_at, i.seen_at, i.read_at
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_outbox o ON o.id = wanted.k
+  LEFT JOIN engagement_inbox i ON i.outbox_id = o.id;
+
+-- name: due_follow_ups
+-- Messages whose escalation's follow-up is due, earliest first.
+-- binds: now, limit
+SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
+       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at, follow_up_at
+  FROM engagement_outbox WHERE follow_up_at <= ? ORDER BY follow_up_at LIMIT ?;
+
+-- name: clear_follow_ups
+-- Marks these originals' follow-ups planned (a JSON array of outbox ids).
+-- binds: outbox_ids
+UPDATE engagement_outbox SET follow_up_at = NULL
+ WHERE id IN (SELECT done.k FROM (SELECT value AS k FROM json_each(?)) AS done);

@@ -1,7 +1,6 @@
 use super::*;
 use crate::store::ConnectOptions;
 use crate::store::admin::{OutboxFilter, list_outbox_sql};
-use crate::store::instances::rescue_lapsed_sql;
 use crate::store::queries::Query;
 use crate::store::retention::prune_outbox_sql;
 use crate::store::rows::OUTBOX_COLUMNS;
@@ -58,7 +57,7 @@ async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
     let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
     for (what, sql) in [
         ("stale reclaim", Query::ReclaimStale.sql(Dialect::Sqlite).to_owned()),
-        ("lapsed instances", rescue_lapsed_sql()),
+        ("lapsed instances", Query::RescueLapsed.sql(Dialect::Sqlite).to_owned()),
         ("failed rows, newest first", list_outbox_sql(&failed).0),
         ("prune of failed rows", prune_others),
     ] {
