@@ -47,8 +47,7 @@ pub(crate) async fn insert(
     // Some keys existed (or, on MySQL, may have): ask which row holds each.
     let mut holders = HashMap::with_capacity(rows.len());
     for chunk in rows.chunks(CHUNK) {
-        let sql = d.select_by_keys("o.id, o.dedupe_key", "engagement_outbox", "o", "dedupe_key");
-        let found = sqlx::query(&sql)
+        let found = sqlx::query(Query::OutboxByDedupeKeys.sql(d))
             .bind(keys_json(chunk.iter().map(|r| r.dedupe_key.as_str()))?)
             .fetch_all(&mut *conn)
             .await

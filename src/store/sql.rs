@@ -239,12 +239,12 @@ impl SqlStore {
         if users.len() > 7900 {
             users = "*".to_owned();
         }
-        let sql = match (events, inbox_users.is_empty()) {
-            (true, true) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', '')"),
-            (true, false) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', ''), pg_notify('{INBOX_CHANNEL}', $1)"),
-            (false, _) => format!("SELECT pg_notify('{INBOX_CHANNEL}', $1)"),
+        let notify = match (events, inbox_users.is_empty()) {
+            (true, true) => Query::NotifyEvents,
+            (true, false) => Query::NotifyEventsAndInbox,
+            (false, _) => Query::NotifyInbox,
         };
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(self.sql(notify));
         if !inbox_users.is_empty() {
             query = query.bind(users);
         }
@@ -300,7 +300,7 @@ impl SqlStore {
     /// were enqueued.
     pub(crate) async fn notify_enqueued_in(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
         if self.dialect == Dialect::Postgres {
-            sqlx::query(&format!("SELECT pg_notify('{NOTIFY_CHANNEL}', '')"))
+            sqlx::query(self.sql(Query::NotifyEnqueued))
                 .execute(&mut *conn)
                 .await
                 .map_err(StoreError::db("notify other instances"))?;
@@ -344,11 +344,7 @@ impl SqlStore {
     pub(crate) async fn signal_inbox_changed(&self, user_id: &str) {
         let _ = self.inbox_changed.send(user_id.to_owned());
         if self.dialect == Dialect::Postgres {
-            let notify = sqlx::query("SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n")
-                .bind(INBOX_CHANNEL)
-                .bind(user_id.to_owned())
-                .execute(&self.pool)
-                .await;
+            let notify = sqlx::query(self.sql(Query::NotifyInbox)).bind(user_id.to_owned()).execute(&self.pool).await;
             if let Err(e) = notify {
                 tracing::warn!(error = %e, "could not notify other instances of an inbox change");
             }
@@ -363,22 +359,20 @@ impl SqlStore {
     /// every other instance.
     pub(crate) async fn signal_events(&self) {
         self.events_appended.send_modify(|n| *n = n.wrapping_add(1));
-        if self.dialect == Dialect::Postgres {
-            let sql = format!("NOTIFY {EVENTS_CHANNEL}");
-            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
-                tracing::warn!(error = %e, "could not notify other instances of new events");
-            }
+        if self.dialect == Dialect::Postgres
+            && let Err(e) = sqlx::query(self.sql(Query::NotifyEvents)).execute(&self.pool).await
+        {
+            tracing::warn!(error = %e, "could not notify other instances of new events");
         }
     }
 
     /// Tells other instances (PostgreSQL only) that rows were enqueued.
     async fn notify_others(&self) {
-        if self.dialect == Dialect::Postgres {
-            let sql = format!("NOTIFY {NOTIFY_CHANNEL}");
-            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
-                // Polling is the backstop; a lost notification only delays.
-                tracing::warn!(error = %e, "could not notify other instances of new rows");
-            }
+        if self.dialect == Dialect::Postgres
+            && let Err(e) = sqlx::query(self.sql(Query::NotifyEnqueued)).execute(&self.pool).await
+        {
+            // Polling is the backstop; a lost notification only delays.
+            tracing::warn!(error = %e, "could not notify other instances of new rows");
         }
     }
 }
@@ -428,9 +422,11 @@ fn normalise_url(url: &str, dialect: Dialect) -> String {
     match dialect {
         Dialect::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
             let sep = if url.contains('?') { '&' } else { '?' };
+            // A URL, not SQL.
             format!("{url}{sep}mode=rwc")
         }
         Dialect::MySql if url.starts_with("mariadb:") => {
+            // A URL, not SQL.
             format!("mysql:{}", &url["mariadb:".len()..])
         }
         _ => url.to_owned(),
@@ -604,6 +600,7 @@ impl Store for SqlStore {
     }
 
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
+        // Words for `last_error`, not SQL.
         let detail =
             format!("claim taken back at {now}: the instance delivering it stopped or stalled past the stale window");
         let n = sqlx::query(self.sql(Query::ReclaimStale))

@@ -18,6 +18,11 @@
 //! in that order, which is the same in all three files (a dialect whose text
 //! reads them in another order numbers its placeholders).
 //!
+//! Statements name their columns, never `SELECT *` from a table: on PostgreSQL a
+//! prepared `SELECT *` fails with "cached plan must not change result type"
+//! once a newer Herald's migration adds a column, so a running instance
+//! broke on the first upgrade of another (tests/rolling_upgrade.rs).
+//!
 //! The alternative rejected was assembling statements in Rust from shared
 //! fragments (`format!` with a `match dialect` per difference): fewer lines,
 //! but no statement could be read anywhere as the database receives it.
@@ -220,6 +225,42 @@ named_queries! {
     DueFollowUps = "due_follow_ups",
     /// Marks follow-ups planned.
     ClearFollowUps = "clear_follow_ups",
+    /// Adds a rule.
+    InsertRule = "insert_rule",
+    /// One rule.
+    GetRule = "get_rule",
+    /// Every rule.
+    ListRules = "list_rules",
+    /// Replaces a rule.
+    UpdateRule = "update_rule",
+    /// Deletes a rule.
+    DeleteRule = "delete_rule",
+    /// Every enabled rule.
+    EnabledRules = "enabled_rules",
+    /// Some rules' versions.
+    RuleVersions = "rule_versions",
+    /// Some rules.
+    RulesByIds = "rules_by_ids",
+    /// PostgreSQL: wakes other instances' workers.
+    NotifyEnqueued = "notify_enqueued" only Postgres,
+    /// PostgreSQL: wakes other instances' event followers.
+    NotifyEvents = "notify_events" only Postgres,
+    /// PostgreSQL: wakes other instances' inbox streams.
+    NotifyInbox = "notify_inbox" only Postgres,
+    /// PostgreSQL: both of the above.
+    NotifyEventsAndInbox = "notify_events_and_inbox" only Postgres,
+    /// Suppresses an address unless it already is.
+    InsertSuppression = "insert_suppression",
+    /// The suppression in force for an address and category.
+    FindSuppression = "find_suppression",
+    /// An address's suppressions.
+    SuppressionsOfAddress = "suppressions_of_address",
+    /// The newest suppressions.
+    ListSuppressions = "list_suppressions",
+    /// The send log for an address.
+    SendsForAddress = "sends_for_address",
+    /// Which rows hold some dedupe keys.
+    OutboxByDedupeKeys = "outbox_by_dedupe_keys",
 }
 
 /// One block of a `.sql` file.

@@ -565,3 +565,137 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- binds: outbox_ids
 UPDATE engagement_outbox SET follow_up_at = NULL
  WHERE id IN (SELECT done.k FROM (SELECT k FROM jsonb_array_elements_text(CAST($1 AS jsonb)) AS r (k)) AS done);
+
+
+-- --------------------------------------------------------------------- rules
+
+-- name: insert_rule
+-- Adds a rule.
+-- binds: id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, category, enabled, webhook_url, workflow, created_at, updated_at
+INSERT INTO engagement_rules (id, name, trigger_type, condition_expr, channel, template, delay_seconds,
+                              grace_seconds, category, enabled, webhook_url, workflow, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14);
+
+-- name: get_rule
+-- One rule.
+-- binds: id
+SELECT id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds,
+       category, enabled, webhook_url, workflow, created_at, updated_at
+  FROM engagement_rules WHERE id = $1;
+
+-- name: list_rules
+-- Every rule, oldest first.
+-- binds:
+SELECT id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds,
+       category, enabled, webhook_url, workflow, created_at, updated_at
+  FROM engagement_rules ORDER BY created_at, id;
+
+-- name: update_rule
+-- Replaces every column of a rule but its id and created_at.
+-- binds: name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, category, enabled, webhook_url, workflow, updated_at, id
+UPDATE engagement_rules
+   SET name = $1, trigger_type = $2, condition_expr = $3, channel = $4, template = $5, delay_seconds = $6,
+       grace_seconds = $7, category = $8, enabled = $9, webhook_url = $10, workflow = $11, updated_at = $12
+ WHERE id = $13;
+
+-- name: delete_rule
+-- Deletes a rule.
+-- binds: id
+DELETE FROM engagement_rules WHERE id = $1;
+
+-- name: enabled_rules
+-- Every enabled rule: what the planner's cache holds.
+-- binds:
+SELECT id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds,
+       category, enabled, webhook_url, workflow, created_at, updated_at
+  FROM engagement_rules WHERE enabled = 1 ORDER BY created_at, id;
+
+-- name: rule_versions
+-- (id, enabled, updated_at) of these rules (a JSON array of ids): whether
+-- the worker's cached copies are current and still enabled.
+-- binds: ids
+SELECT r.id, r.enabled, r.updated_at
+  FROM engagement_rules r
+ WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+-- name: rules_by_ids
+-- These rules (a JSON array of ids), those that exist.
+-- binds: ids
+SELECT r.id, r.name, r.trigger_type, r.condition_expr, r.channel, r.template, r.delay_seconds, r.grace_seconds,
+       r.category, r.enabled, r.webhook_url, r.workflow, r.created_at, r.updated_at
+  FROM engagement_rules r
+ WHERE r.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+
+-- ------------------------------------------------------------- notifications
+
+-- name: notify_enqueued
+-- PostgreSQL only (LISTEN/NOTIFY): tells other instances' workers, from
+-- inside the writing transaction (sent at commit), that rows were enqueued.
+-- binds:
+SELECT pg_notify('herald_outbox', '');
+
+-- name: notify_events
+-- Tells other instances' followers that events were appended (from inside
+-- the writing transaction, or alone after it).
+-- binds:
+SELECT pg_notify('herald_events', '');
+
+-- name: notify_inbox
+-- Tells other instances' streams whose inboxes changed: `users` is their ids,
+-- one a line, or "*" for every stream (a payload is limited to 8000 bytes).
+-- binds: users
+SELECT 1 FROM (SELECT pg_notify('herald_inbox', $1)) AS n;
+
+-- name: notify_events_and_inbox
+-- notify_events and notify_inbox in one statement: a flush that appended
+-- events and wrote inbox messages.
+-- binds: users
+SELECT pg_notify('herald_events', ''), pg_notify('herald_inbox', $1);
+
+
+-- -------------------------------------------------------------- suppressions
+
+-- name: insert_suppression
+-- Suppresses an address for a category ('*': all), unless it already is
+-- (the caller then replaces it where it should).
+-- binds: address_hash, category, reason, detail, created_at, expires_at
+INSERT INTO engagement_suppressions (address_hash, category, reason, detail, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+    ON CONFLICT (address_hash, category) DO NOTHING;
+
+-- name: find_suppression
+-- The suppression in force for an address and a category, or for all
+-- categories ('*' sorts before letters, so that one is reported when both
+-- exist).
+-- binds: address_hash, all_categories, category, now
+SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+ WHERE address_hash = $1 AND category IN ($2, $3) AND (expires_at IS NULL OR expires_at > $4)
+ ORDER BY category LIMIT 1;
+
+-- name: suppressions_of_address
+-- An address's suppressions.
+-- binds: address_hash, limit
+SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+ WHERE address_hash = $1 ORDER BY category LIMIT $2;
+
+-- name: list_suppressions
+-- The newest suppressions.
+-- binds: limit
+SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+ ORDER BY created_at DESC, address_hash LIMIT $1;
+
+-- name: sends_for_address
+-- The send log for one address hash, newest first (served by
+-- engagement_sends_address).
+-- binds: address_hash, limit
+SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+  FROM engagement_sends WHERE address_hash = $1 ORDER BY created_at DESC, id DESC LIMIT $2;
+
+-- name: outbox_by_dedupe_keys
+-- Which rows hold these dedupe keys (a JSON array of strings): after an
+-- insert that skipped some, what became of each.
+-- binds: keys
+SELECT o.id, o.dedupe_key
+  FROM engagement_outbox o
+ WHERE o.dedupe_key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));

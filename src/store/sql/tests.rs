@@ -3,7 +3,6 @@ use crate::store::ConnectOptions;
 use crate::store::admin::{OutboxFilter, list_outbox_sql};
 use crate::store::queries::Query;
 use crate::store::retention::prune_outbox_sql;
-use crate::store::rows::OUTBOX_COLUMNS;
 
 /// SQLite's plan for `sql`: the detail of each step.
 async fn plan(store: &SqlStore, sql: &str) -> String {
@@ -76,6 +75,17 @@ async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
     // Lookups by rule and trigger use their partial indexes.
     let by_rule = OutboxFilter { rule_id: Some("r".into()), limit: 50, ..Default::default() };
     assert!(plan(&store, &list_outbox_sql(&by_rule).0).await.contains("engagement_outbox_rule"));
-    let by_trigger = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE trigger_id = ? ORDER BY id");
-    assert!(plan(&store, &by_trigger).await.contains("engagement_outbox_trigger"));
+    let by_trigger = Query::OutboxForTrigger.sql(Dialect::Sqlite);
+    assert!(plan(&store, by_trigger).await.contains("engagement_outbox_trigger"));
+}
+
+/// The notifications name the channels instances listen on (see `listen`).
+#[test]
+fn postgres_notifies_the_channels_instances_listen_on() {
+    let sql = |q: Query| q.sql(Dialect::Postgres);
+    assert!(sql(Query::NotifyEnqueued).contains(&format!("'{NOTIFY_CHANNEL}'")));
+    assert!(sql(Query::NotifyEvents).contains(&format!("'{EVENTS_CHANNEL}'")));
+    assert!(sql(Query::NotifyInbox).contains(&format!("'{INBOX_CHANNEL}'")));
+    let both = sql(Query::NotifyEventsAndInbox);
+    assert!(both.contains(&format!("'{EVENTS_CHANNEL}'")) && both.contains(&format!("'{INBOX_CHANNEL}'")));
 }
