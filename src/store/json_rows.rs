@@ -1,5 +1,5 @@
-//! Many rows as one parameter: a JSON array of objects that each dialect
-//! reads as a table.
+//! Many rows, or many keys, as one JSON parameter that each dialect reads as
+//! a table.
 //!
 //! Set-based writes need a statement that takes N rows. The alternatives
 //! were a multi-row `VALUES (?, ?, …), (…)` list (its text changes with N, so
@@ -9,10 +9,16 @@
 //! works in all three dialects through `Any`, keeps the statement text the
 //! same for every batch size (so it is prepared once per connection), and
 //! costs one bind instead of ten per row. Each dialect has a table function
-//! for it: `json_to_recordset` (PostgreSQL), `JSON_TABLE` (MariaDB 10.6+,
+//! for it: `jsonb_to_recordset` (PostgreSQL), `JSON_TABLE` (MariaDB 10.6+,
 //! MySQL 8) and `json_each` (SQLite). The flush's inserts on MySQL and
 //! SQLite are the exception: there reading the JSON cost more than the
 //! rows' writes, so they bind every value (see `values`).
+//!
+//! The named statements (`queries/`) take rows as an array of objects, each
+//! a `#[derive(Serialize)]` struct beside its statement, read by field name,
+//! and keys as an array of strings ([`keys_json`]). [`Dialect::json_rows`]
+//! and [`Dialect::select_by_keys`] build the same for the statements not
+//! yet named.
 
 use serde::Serialize;
 
@@ -42,12 +48,15 @@ impl Dialect {
                     .iter()
                     .enumerate()
                     .map(|(i, (name, col))| match col {
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         Col::Int => format!("CAST(r->>{i} AS bigint) AS {name}"),
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         _ => format!("r->>{i} AS {name}"),
                     })
                     .collect();
                 // jsonb: parsed once; `->>` on `json` would lex each element
                 // again for every column it reads.
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("(SELECT {} FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS {alias}", defs.join(", "))
             }
             Dialect::MySql => {
@@ -59,14 +68,18 @@ impl Dialect {
                             Col::Key => "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
                             Col::Int => "BIGINT",
                         };
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         format!("{name} {ty} PATH '$[{i}]'")
                     })
                     .collect();
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("JSON_TABLE(?, '$[*]' COLUMNS ({})) AS {alias}", defs.join(", "))
             }
             Dialect::Sqlite => {
                 let defs: Vec<String> =
+                    // A fragment for the statements not yet named (frequency caps, recipients).
                     cols.iter().enumerate().map(|(i, (name, _))| format!("value ->> {i} AS {name}")).collect();
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("(SELECT {} FROM json_each(?)) AS {alias}", defs.join(", "))
             }
         }
@@ -80,12 +93,15 @@ impl Dialect {
     pub(crate) fn key_list(self, alias: &str) -> String {
         match self {
             Dialect::Postgres => {
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("(SELECT k FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS r (k)) AS {alias}")
             }
+            // A fragment for the statements not yet named (frequency caps, recipients).
             Dialect::MySql => format!(
                 "JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) \
                  AS {alias}"
             ),
+            // A fragment for the statements not yet named (frequency caps, recipients).
             Dialect::Sqlite => format!("(SELECT value AS k FROM json_each(?)) AS {alias}"),
         }
     }
@@ -123,6 +139,7 @@ impl Dialect {
     /// force_custom_plan`) measured no faster: it plans the big inserts too.
     pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
         if self == Dialect::Postgres {
+            // A fragment for the statements not yet named (frequency caps, recipients).
             return self.sql(&format!(
                 "SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = \
                  ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
@@ -130,6 +147,7 @@ impl Dialect {
         }
         let keys = self.key_list("wanted");
         let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
+        // A fragment for the statements not yet named (frequency caps, recipients).
         self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
     }
 }

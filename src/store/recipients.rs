@@ -157,6 +157,7 @@ impl RecipientStore for SqlStore {
         // database arbitrates: with "update, else insert" two first writers
         // both found no row and the second insert failed on the key
         // (PostgreSQL's 23505 answered 500 to 5 of 100 concurrent PUTs).
+        // Not yet a named query (recipients, outside the message path): the dialect's conflict clause.
         let insert = d.sql(&format!(
             "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
              created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){}",
@@ -256,6 +257,7 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: recipient"))?
             .rows_affected();
+        // Not yet a named query (erasure, outside the message path): the dialect's conflict clause.
         let tombstone = format!(
             "INSERT INTO engagement_erased_users (user_id, erased_at) VALUES (?, ?){}",
             d.on_conflict_do_nothing("user_id")
@@ -285,11 +287,13 @@ impl RecipientStore for SqlStore {
         // change to this user's choices waits here until this one commits,
         // and then reads what it wrote. SQLite's BEGIN IMMEDIATE already
         // holds the only write lock.
+        // Not yet a named query, as above.
         let insert = d.sql(&format!(
             "INSERT INTO engagement_recipients (user_id, preferences, created_at, updated_at) VALUES (?, '{{}}', ?, ?){}",
             d.on_conflict_do_nothing("user_id")
         ));
         let lock = if d == super::Dialect::Sqlite { "" } else { " FOR UPDATE" };
+        // Not yet a named query (preferences, outside the message path): the dialect's lock clause.
         let read = d.sql(&format!("SELECT user_preferences FROM engagement_recipients WHERE user_id = ?{lock}"));
         sqlx::query(&insert)
             .bind(id.clone())
@@ -343,6 +347,7 @@ impl RecipientStore for SqlStore {
 
     async fn insert_api_key(&self, k: &ApiKeyRow) -> Result<(), StoreError> {
         let sql =
+            // Not yet a named query (API keys, outside the message path): the shared column list.
             self.dialect().sql(&format!("INSERT INTO engagement_api_keys ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"));
         sqlx::query(&sql)
             .bind(k.id.clone())
@@ -358,6 +363,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>, StoreError> {
+        // Not yet a named query, as above.
         let sql = self.dialect().sql(&format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys WHERE key_hash = ?"));
         let row = sqlx::query(&sql)
             .bind(key_hash.to_owned())
@@ -368,6 +374,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRow>, StoreError> {
+        // Not yet a named query, as above.
         let sql = format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys ORDER BY created_at, id");
         let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("list api keys"))?;
         rows.iter().map(|r| key_from_any(r).map_err(StoreError::db("list api keys"))).collect()
