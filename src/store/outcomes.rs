@@ -208,6 +208,9 @@ async fn fenced_update(
 ) -> Result<HashSet<String>, StoreError> {
     let db = StoreError::db;
     let json = to_json(changes)?;
+    if d == Dialect::Sqlite {
+        return fenced_update_values(conn, fence, changes, now).await;
+    }
     let (update, lock) = fence.queries();
     if !d.has_update_returning() {
         return fenced_update_without_returning(conn, d, (update, lock), changes, &json, now).await;
@@ -221,6 +224,42 @@ async fn fenced_update(
         .await
         .map_err(db("record outcomes: update outbox"))?;
     ids.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
+}
+
+/// SQLite: the changes as a `VALUES` list, cut into runs as the inserts are
+/// (see `values`). Read from one JSON parameter by field name, as the other
+/// dialects do, they cost SQLite's drain 5-8% (`herald bench --rows 20000`,
+/// alternating pairs): SQLite parses each row's object again for every field.
+async fn fenced_update_values(
+    conn: &mut AnyConnection,
+    fence: Fence,
+    changes: &[Change<'_>],
+    now: Millis,
+) -> Result<HashSet<String>, StoreError> {
+    let db = StoreError::db;
+    let d = Dialect::Sqlite;
+    let q = match fence {
+        Fence::Claimed => Query::RecordClaimedValues,
+        Fence::Unclaimed => Query::RecordUnclaimedValues,
+    };
+    // Every bind but the last (`now`) is once per row.
+    let per_row = q.binds(d).len() - 1;
+    let mut won = HashSet::with_capacity(changes.len());
+    for run in super::values::runs(d, changes) {
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
+        for c in run.rows {
+            query = match fence {
+                Fence::Claimed => query.bind(c.id).bind(c.token),
+                Fence::Unclaimed => query.bind(c.id).bind(c.version),
+            };
+            query = query.bind(c.status).bind(c.last_error).bind(c.due_at).bind(c.add_attempt).bind(c.expires_at);
+        }
+        let query = super::values::bind_padding(query, per_row, &run).bind(now.0);
+        for row in query.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))? {
+            won.insert(text(&row, "id").map_err(db("record outcomes: read ids"))?);
+        }
+    }
+    Ok(won)
 }
 
 /// MySQL has no `UPDATE … RETURNING`. The sure way to learn which rows

@@ -109,9 +109,13 @@ named_queries! {
     /// The database's clock.
     DatabaseTime = "database_time",
     /// A flush's fenced outbox update, for rows still claimed.
-    RecordClaimed = "record_claimed",
+    RecordClaimed = "record_claimed" only Postgres | MySql,
     /// A flush's fenced outbox update, for rows never claimed.
-    RecordUnclaimed = "record_unclaimed",
+    RecordUnclaimed = "record_unclaimed" only Postgres | MySql,
+    /// SQLite: [`Query::RecordClaimed`] as a `VALUES` list (see `values`).
+    RecordClaimedValues = "record_claimed_values" only Sqlite,
+    /// SQLite: [`Query::RecordUnclaimed`] as a `VALUES` list.
+    RecordUnclaimedValues = "record_unclaimed_values" only Sqlite,
     /// MariaDB: locks the rows [`Query::RecordClaimed`] may change.
     LockClaimed = "lock_claimed" only MySql,
     /// MariaDB: locks the rows [`Query::RecordUnclaimed`] may change.

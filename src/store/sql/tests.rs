@@ -89,3 +89,17 @@ fn postgres_notifies_the_channels_instances_listen_on() {
     let both = sql(Query::NotifyEventsAndInbox);
     assert!(both.contains(&format!("'{EVENTS_CHANNEL}'")) && both.contains(&format!("'{INBOX_CHANNEL}'")));
 }
+
+/// The flush's update finds its rows by primary key, driven by its list,
+/// not through the status index: `+o.status` (see queries/sqlite.sql).
+#[tokio::test]
+async fn sqlite_records_outcomes_by_primary_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("h.db").display());
+    let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+    store.migrate().await.unwrap();
+    for q in [Query::RecordClaimedValues, Query::RecordUnclaimedValues] {
+        let plan = plan(&store, q.sql(Dialect::Sqlite)).await;
+        assert!(plan.contains("SEARCH o USING INDEX sqlite_autoindex_engagement_outbox_1 (id=?)"), "{plan}");
+    }
+}
