@@ -7,6 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::json_rows::keys_json;
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{CancelScope, RuleStore, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -132,8 +133,6 @@ fn first_write_conflict(d: super::Dialect) -> String {
         _ => d.on_conflict_do_nothing("user_id"),
     }
 }
-
-const KEY_COLUMNS: &str = "id, name, key_hash, prefix, created_at, revoked_at";
 
 fn key_from_any(row: &AnyRow) -> Result<ApiKeyRow, sqlx::Error> {
     Ok(ApiKeyRow {
@@ -346,10 +345,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn insert_api_key(&self, k: &ApiKeyRow) -> Result<(), StoreError> {
-        let sql =
-            // Not yet a named query (API keys, outside the message path): the shared column list.
-            self.dialect().sql(&format!("INSERT INTO engagement_api_keys ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::InsertApiKey))
             .bind(k.id.clone())
             .bind(k.name.clone())
             .bind(k.key_hash.clone())
@@ -363,9 +359,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>, StoreError> {
-        // Not yet a named query, as above.
-        let sql = self.dialect().sql(&format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys WHERE key_hash = ?"));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::ApiKeyByHash))
             .bind(key_hash.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -374,16 +368,15 @@ impl RecipientStore for SqlStore {
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRow>, StoreError> {
-        // Not yet a named query, as above.
-        let sql = format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys ORDER BY created_at, id");
-        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("list api keys"))?;
+        let rows = sqlx::query(self.sql(Query::ListApiKeys))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list api keys"))?;
         rows.iter().map(|r| key_from_any(r).map_err(StoreError::db("list api keys"))).collect()
     }
 
     async fn revoke_api_key(&self, id: &str, now: Millis) -> Result<bool, StoreError> {
-        let sql =
-            self.dialect().sql("UPDATE engagement_api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::RevokeApiKey))
             .bind(now.0)
             .bind(id.to_owned())
             .execute(self.writer())

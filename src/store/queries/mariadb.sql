@@ -754,3 +754,26 @@ SELECT o.id, o.dedupe_key
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
   STRAIGHT_JOIN engagement_outbox o ON o.dedupe_key = wanted.k;
+
+
+-- ------------------------------------------------------------------ api keys
+
+-- name: insert_api_key
+-- Adds an API key (its hash, never the key).
+-- binds: id, name, key_hash, prefix, created_at, revoked_at
+INSERT INTO engagement_api_keys (id, name, key_hash, prefix, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: api_key_by_hash
+-- The key a request presents, by its hash: every API call's authentication.
+-- binds: key_hash
+SELECT id, name, key_hash, prefix, created_at, revoked_at FROM engagement_api_keys WHERE key_hash = ?;
+
+-- name: list_api_keys
+-- Every API key, oldest first.
+-- binds:
+SELECT id, name, key_hash, prefix, created_at, revoked_at FROM engagement_api_keys ORDER BY created_at, id;
+
+-- name: revoke_api_key
+-- Revokes a key (once: a revoked key keeps when it was revoked).
+-- binds: now, id
+UPDATE engagement_api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL;

@@ -16,7 +16,12 @@
 //! still holds the logic once (see the module docs of `store`): it asks for
 //! [`Query::ClaimChannel`] and binds the values named on the `binds:` line,
 //! in that order, which is the same in all three files (a dialect whose text
-//! reads them in another order numbers its placeholders).
+//! reads them in another order numbers its placeholders). A statement that
+//! dialects run in different ways has one name per way, in the files of the
+//! dialects that run it: MariaDB's claim slices (`claim_channel_slice`), a
+//! batch as a `VALUES` list on SQLite and MariaDB (`append_sends_values`, one
+//! row's tuple that `values::statement` repeats) or as one JSON parameter on
+//! PostgreSQL (`append_sends`, rows read by field name).
 //!
 //! Statements name their columns, never `SELECT *` from a table: on PostgreSQL a
 //! prepared `SELECT *` fails with "cached plan must not change result type"
@@ -265,6 +270,14 @@ named_queries! {
     SendsForAddress = "sends_for_address",
     /// Which rows hold some dedupe keys.
     OutboxByDedupeKeys = "outbox_by_dedupe_keys",
+    /// Adds an API key.
+    InsertApiKey = "insert_api_key",
+    /// An API key by its hash.
+    ApiKeyByHash = "api_key_by_hash",
+    /// Every API key.
+    ListApiKeys = "list_api_keys",
+    /// Revokes an API key.
+    RevokeApiKey = "revoke_api_key",
 }
 
 /// One block of a `.sql` file.
