@@ -15,6 +15,7 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::watch;
 
+use super::json_rows::row_as_array;
 use super::json_rows::to_json;
 use super::queries::Query;
 use super::rows::{opt_text, text};
@@ -85,21 +86,24 @@ pub(crate) async fn insert(
     Ok(())
 }
 
-/// One event as `append_events` reads it (PostgreSQL), by field name.
-#[derive(Debug, Serialize)]
-struct EventJson<'a> {
-    /// A UUIDv7: what a follower may resume from instead of the position.
-    id: String,
-    /// Where the event stands in commit order (reserved by the caller).
-    position: i64,
-    /// `outcome`, `held`, `suppression`, … (see [`EventRow::kind`]).
-    kind: &'static str,
-    /// The user it is about, if any.
-    user_id: Option<&'a str>,
-    /// The outbox row it is about, if any.
-    outbox_id: Option<&'a str>,
-    /// The event's JSON, as text.
-    payload: String,
+row_as_array! {
+    /// One event as `append_events` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct EventJson<'a> {
+        /// A UUIDv7: what a follower may resume from instead of the position.
+        id: String,
+        /// Where the event stands in commit order (reserved by the caller).
+        position: i64,
+        /// `outcome`, `held`, `suppression`, … (see [`EventRow::kind`]).
+        kind: &'static str,
+        /// The user it is about, if any.
+        user_id: Option<&'a str>,
+        /// The outbox row it is about, if any.
+        outbox_id: Option<&'a str>,
+        /// The event's JSON, as text.
+        payload: String,
+    }
 }
 
 /// The same rows as multi-row `VALUES` (see `values`).

@@ -10,6 +10,7 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
+use super::json_rows::row_as_array;
 use super::json_rows::to_json;
 use super::queries::Query;
 use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
@@ -57,26 +58,29 @@ pub(crate) async fn write_rows(
     Ok(())
 }
 
-/// One inbox message as `insert_inbox` reads it (PostgreSQL), by field name.
-#[derive(Debug, Serialize)]
-struct InboxRow<'a> {
-    /// A UUIDv7.
-    id: String,
-    /// Where it stands in commit order (reserved by the caller): what the
-    /// user's stream resumes from.
-    position: i64,
-    /// The outbox row that delivered it: one message per row.
-    outbox_id: &'a str,
-    /// Whose inbox.
-    user_id: &'a str,
-    /// The rendered title.
-    title: &'a str,
-    /// The rendered body, if any.
-    body: Option<&'a str>,
-    /// Where the message links to, if anywhere.
-    url: Option<&'a str>,
-    /// The template's extra data, as JSON text.
-    data: Option<String>,
+row_as_array! {
+    /// One inbox message as `insert_inbox` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct InboxRow<'a> {
+        /// A UUIDv7.
+        id: String,
+        /// Where it stands in commit order (reserved by the caller): what the
+        /// user's stream resumes from.
+        position: i64,
+        /// The outbox row that delivered it: one message per row.
+        outbox_id: &'a str,
+        /// Whose inbox.
+        user_id: &'a str,
+        /// The rendered title.
+        title: &'a str,
+        /// The rendered body, if any.
+        body: Option<&'a str>,
+        /// Where the message links to, if anywhere.
+        url: Option<&'a str>,
+        /// The template's extra data, as JSON text.
+        data: Option<String>,
+    }
 }
 
 /// The same rows as multi-row `VALUES` (see `values`), skipping a message

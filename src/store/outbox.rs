@@ -2,9 +2,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
 use sqlx::AnyConnection;
 
+use super::json_rows::row_as_array;
 use super::json_rows::{keys_json, to_json};
 use super::queries::Query;
 use super::rows::text;
@@ -101,30 +101,32 @@ async fn insert_json(
     Ok(())
 }
 
-/// One outbox row as `insert_outbox` reads it (PostgreSQL), by field name
-/// (see [`NewOutboxRow`] for what each means).
-#[derive(Debug, Serialize)]
-struct OutboxJson<'a> {
-    /// The row's id, chosen by the caller.
-    id: &'a str,
-    /// Unique across the table: a row whose key exists is not inserted.
-    dedupe_key: &'a str,
-    /// The rule that planned it, if any.
-    rule_id: Option<&'a str>,
-    /// The trigger it was planned from, if any.
-    trigger_id: Option<&'a str>,
-    /// The recipient.
-    user_id: &'a str,
-    /// The channel to deliver it.
-    channel: &'a str,
-    /// What the channel needs to build the message, as JSON text.
-    payload: String,
-    /// When it falls due.
-    due_at: i64,
-    /// Past this it ends as `expired`.
-    expires_at: Option<i64>,
-    /// When an escalating inbox message's follow-up falls due.
-    follow_up_at: Option<i64>,
+row_as_array! {
+    /// One outbox row as `insert_outbox` reads it (PostgreSQL), as one row of
+    /// its JSON array (see [`NewOutboxRow`] for what each field means).
+    #[derive(Debug)]
+    struct OutboxJson<'a> {
+        /// The row's id, chosen by the caller.
+        id: &'a str,
+        /// Unique across the table: a row whose key exists is not inserted.
+        dedupe_key: &'a str,
+        /// The rule that planned it, if any.
+        rule_id: Option<&'a str>,
+        /// The trigger it was planned from, if any.
+        trigger_id: Option<&'a str>,
+        /// The recipient.
+        user_id: &'a str,
+        /// The channel to deliver it.
+        channel: &'a str,
+        /// What the channel needs to build the message, as JSON text.
+        payload: String,
+        /// When it falls due.
+        due_at: i64,
+        /// Past this it ends as `expired`.
+        expires_at: Option<i64>,
+        /// When an escalating inbox message's follow-up falls due.
+        follow_up_at: Option<i64>,
+    }
 }
 
 /// MySQL and SQLite: the rows as multi-row `VALUES` (see `values`). Adds

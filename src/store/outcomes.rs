@@ -9,10 +9,10 @@
 
 use std::collections::HashSet;
 
-use serde::Serialize;
 use sqlx::{AnyConnection, Executor};
 
 use super::events::NewEvent;
+use super::json_rows::row_as_array;
 use super::json_rows::to_json;
 use super::queries::Query;
 use super::rows::text;
@@ -21,28 +21,31 @@ use super::{Dialect, NewInboxMessage, Record, RecordAction, SqlStore, Store, Sto
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
-/// What the fenced update (`record_claimed`, `record_unclaimed`) writes for
-/// one row, read by field name from one JSON parameter.
-#[derive(Debug, Serialize)]
-struct Change<'a> {
-    /// The outbox row.
-    id: &'a str,
-    /// The fence of a claimed row: the token of the claim, which must
-    /// still be the row's.
-    token: Option<&'a str>,
-    /// The fence of a row never claimed: the `updated_at` it was read with.
-    version: Option<i64>,
-    /// The new status: terminal, or `scheduled` for a retry or a hold.
-    status: &'static str,
-    /// The error to keep (`None` for a sent row).
-    last_error: Option<&'a str>,
-    /// A retry's or a hold's new due time; `None` keeps the row's.
-    due_at: Option<i64>,
-    /// Attempts to add: 1 for a row never claimed (its attempt was not
-    /// counted at claim), -1 for a claimed row held back, else 0.
-    add_attempt: i64,
-    /// A hold's new expiry; `None` keeps the row's.
-    expires_at: Option<i64>,
+row_as_array! {
+    /// What the fenced update (`record_claimed`, `record_unclaimed`) writes for
+    /// one row: one row of its JSON parameter (and on SQLite, the same
+    /// fields as one tuple of its `VALUES` list).
+    #[derive(Debug)]
+    struct Change<'a> {
+        /// The outbox row.
+        id: &'a str,
+        /// The fence of a claimed row: the token of the claim, which must
+        /// still be the row's.
+        token: Option<&'a str>,
+        /// The fence of a row never claimed: the `updated_at` it was read with.
+        version: Option<i64>,
+        /// The new status: terminal, or `scheduled` for a retry or a hold.
+        status: &'static str,
+        /// The error to keep (`None` for a sent row).
+        last_error: Option<&'a str>,
+        /// A retry's or a hold's new due time; `None` keeps the row's.
+        due_at: Option<i64>,
+        /// Attempts to add: 1 for a row never claimed (its attempt was not
+        /// counted at claim), -1 for a claimed row held back, else 0.
+        add_attempt: i64,
+        /// A hold's new expiry; `None` keeps the row's.
+        expires_at: Option<i64>,
+    }
 }
 
 /// Which rows a fenced update may change.

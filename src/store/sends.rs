@@ -1,8 +1,8 @@
 //! Appending to `engagement_sends`, the send log, in sets.
 
-use serde::Serialize;
 use sqlx::AnyConnection;
 
+use super::json_rows::row_as_array;
 use super::json_rows::to_json;
 use super::queries::Query;
 use super::{Dialect, StoreError, new_id_at};
@@ -65,31 +65,34 @@ pub(crate) async fn insert(
     Ok(())
 }
 
-/// One send-log row as `append_sends` reads it (PostgreSQL), by field name.
-#[derive(Debug, Serialize)]
-struct SendRow<'a> {
-    /// A UUIDv7 made from the row's `created_at`.
-    id: String,
-    /// The outbox row the outcome is for.
-    outbox_id: &'a str,
-    /// The rule that planned it, if any.
-    rule_id: Option<&'a str>,
-    /// The trigger it was planned from, if any.
-    trigger_id: Option<&'a str>,
-    /// The recipient.
-    user_id: &'a str,
-    /// The channel that delivered it, or declined to.
-    channel: &'a str,
-    /// How it went out (`smtp`, `file`, `inbox`, …), when it did.
-    transport: Option<&'a str>,
-    /// The HMAC of the recipient's address.
-    address_hash: Option<&'a str>,
-    /// What happened (`SendStatus`).
-    status: &'static str,
-    /// Why, in words, for every status but `sent`.
-    detail: Option<&'a str>,
-    /// Deliveries started.
-    attempts: i64,
+row_as_array! {
+    /// One send-log row as `append_sends` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct SendRow<'a> {
+        /// A UUIDv7 made from the row's `created_at`.
+        id: String,
+        /// The outbox row the outcome is for.
+        outbox_id: &'a str,
+        /// The rule that planned it, if any.
+        rule_id: Option<&'a str>,
+        /// The trigger it was planned from, if any.
+        trigger_id: Option<&'a str>,
+        /// The recipient.
+        user_id: &'a str,
+        /// The channel that delivered it, or declined to.
+        channel: &'a str,
+        /// How it went out (`smtp`, `file`, `inbox`, …), when it did.
+        transport: Option<&'a str>,
+        /// The HMAC of the recipient's address.
+        address_hash: Option<&'a str>,
+        /// What happened (`SendStatus`).
+        status: &'static str,
+        /// Why, in words, for every status but `sent`.
+        detail: Option<&'a str>,
+        /// Deliveries started.
+        attempts: i64,
+    }
 }
 
 /// The same rows as multi-row `VALUES` (see `values`).

@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 
 use std::collections::{HashMap, HashSet};
 
+use super::json_rows::row_as_array;
 use super::json_rows::{keys_json, to_json};
 use super::queries::Query;
 use super::rows::{opt_text, text};
@@ -151,41 +152,44 @@ pub trait TriggerStore: Send + Sync {
     async fn triggers_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
 }
 
-/// One trigger as `accept_triggers` reads it, by field name (see
-/// [`NewTrigger`] for what each means).
-#[derive(Debug, Serialize)]
-struct TriggerJson<'a> {
-    /// Chosen by the caller.
-    id: &'a str,
-    /// What happened (`type`).
-    #[serde(rename = "type")]
-    trigger_type: &'a str,
-    /// To whom.
-    user_id: &'a str,
-    /// The trigger's JSON, as text.
-    payload: String,
-    /// The caller's key: a second trigger with it is not recorded.
-    idempotency_key: Option<&'a str>,
-    /// A hash of the request that carried it, to tell a replay from a
-    /// different request reusing the key.
-    request_hash: Option<&'a str>,
-    /// When it happened.
-    occurred_at: i64,
-    /// Outbox rows and digest items planned from it.
-    planned_count: i64,
-    /// What the planner made of it, in words.
-    plan_detail: &'a str,
+row_as_array! {
+    /// One trigger as `accept_triggers` reads it, as one row of its JSON
+    /// array (see [`NewTrigger`] for what each field means).
+    #[derive(Debug)]
+    struct TriggerJson<'a> {
+        /// Chosen by the caller.
+        id: &'a str,
+        /// What happened (`type`).
+        trigger_type: &'a str,
+        /// To whom.
+        user_id: &'a str,
+        /// The trigger's JSON, as text.
+        payload: String,
+        /// The caller's key: a second trigger with it is not recorded.
+        idempotency_key: Option<&'a str>,
+        /// A hash of the request that carried it, to tell a replay from a
+        /// different request reusing the key.
+        request_hash: Option<&'a str>,
+        /// When it happened.
+        occurred_at: i64,
+        /// Outbox rows and digest items planned from it.
+        planned_count: i64,
+        /// What the planner made of it, in words.
+        plan_detail: &'a str,
+    }
 }
 
-/// One trigger's plan as `plan_triggers` reads it, by field name.
-#[derive(Debug, Serialize)]
-struct PlanJson<'a> {
-    /// The trigger.
-    id: &'a str,
-    /// Outbox rows and digest items planned from it.
-    planned_count: i64,
-    /// What the planner made of it, in words.
-    plan_detail: &'a str,
+row_as_array! {
+    /// One trigger's plan, as one row of `plan_triggers`'s JSON array.
+    #[derive(Debug)]
+    struct PlanJson<'a> {
+        /// The trigger.
+        id: &'a str,
+        /// Outbox rows and digest items planned from it.
+        planned_count: i64,
+        /// What the planner made of it, in words.
+        plan_detail: &'a str,
+    }
 }
 
 pub(super) fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerRow>, StoreError> {

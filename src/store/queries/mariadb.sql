@@ -7,8 +7,9 @@
 -- reads them back by it (claimed_by_token).
 --
 -- A JSON parameter is read with JSON_TABLE (MariaDB 10.6+, MySQL 8): a list
--- of keys is an array of strings (PATH '$'), rows are objects read by field
--- name. Keys are VARCHARs in the tables' binary collation, so a join on them
+-- of keys is an array of strings (PATH '$'), rows are arrays, each a Rust
+-- struct's fields in order (see `json_rows::row_as_array`), read by position
+-- and named by the COLUMNS list. Keys are VARCHARs in the tables' binary collation, so a join on them
 -- can use the index; `STRAIGHT_JOIN` reads the JSON first, since the planner
 -- cannot tell how many rows it holds and may otherwise scan the table.
 --
@@ -101,11 +102,11 @@ SELECT MIN(due_at) FROM engagement_outbox WHERE status = 'scheduled';
 
 -- name: release_claims
 -- Gives claims back unfinished (shutdown): `claims` is a JSON array of
--- {"id", "token"}; `refund` is 1 to give the attempt back, 0 to keep it.
+-- [id, token] rows (`ClaimRef`); `refund` is 1 to give the attempt back, 0 to keep it.
 -- binds: claims, refund, now
 UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.token')) AS c
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS c
   STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'
    SET o.status = 'scheduled', o.attempts = o.attempts - ?, o.claim_token = NULL, o.claimed_at = NULL,
        o.updated_at = ?;
@@ -179,21 +180,20 @@ SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED);
 
 -- name: record_claimed
 -- The fenced update of rows still claimed: `changes` is a JSON array of
--- {"id", "token", "status", "last_error", "due_at", "add_attempt",
--- "expires_at"} (see `Change` in src/store/outcomes.rs); a row whose token
--- changed or that is no longer 'sending' is left alone. MariaDB applies SET
+-- rows, each an array of `Change`'s fields in order
+-- (src/store/outcomes.rs); a row whose token changed or that is no longer 'sending' is left alone. MariaDB applies SET
 -- items left to right, so no item reads a column an earlier one wrote. A
 -- retry clears claimed_at; a finished row keeps when its last attempt
 -- started.
 -- binds: changes, now
 UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.token',
-         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.status',
-         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.last_error',
-         due_at BIGINT PATH '$.due_at',
-         add_attempt BIGINT PATH '$.add_attempt',
-         expires_at BIGINT PATH '$.expires_at')) AS c
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
+         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]',
+         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[4]',
+         due_at BIGINT PATH '$[5]',
+         add_attempt BIGINT PATH '$[6]',
+         expires_at BIGINT PATH '$[7]')) AS c
   STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'
    SET o.status = c.status, o.last_error = c.last_error, o.due_at = COALESCE(c.due_at, o.due_at),
        o.expires_at = COALESCE(c.expires_at, o.expires_at),
@@ -206,13 +206,13 @@ UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
 -- 'scheduled'.
 -- binds: changes, now
 UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         version BIGINT PATH '$.version',
-         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.status',
-         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.last_error',
-         due_at BIGINT PATH '$.due_at',
-         add_attempt BIGINT PATH '$.add_attempt',
-         expires_at BIGINT PATH '$.expires_at')) AS c
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         version BIGINT PATH '$[2]',
+         status VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]',
+         last_error LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[4]',
+         due_at BIGINT PATH '$[5]',
+         add_attempt BIGINT PATH '$[6]',
+         expires_at BIGINT PATH '$[7]')) AS c
   STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.updated_at = c.version AND o.status = 'scheduled'
    SET o.status = c.status, o.last_error = c.last_error, o.due_at = COALESCE(c.due_at, o.due_at),
        o.expires_at = COALESCE(c.expires_at, o.expires_at),
@@ -226,8 +226,8 @@ UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
 -- binds: changes
 SELECT o.id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.token')) AS c
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         token VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]')) AS c
   STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.claim_token = c.token AND o.status = 'sending'
    FOR UPDATE;
 
@@ -236,8 +236,8 @@ SELECT o.id
 -- binds: changes
 SELECT o.id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         version BIGINT PATH '$.version')) AS c
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         version BIGINT PATH '$[2]')) AS c
   STRAIGHT_JOIN engagement_outbox o ON o.id = c.id AND o.updated_at = c.version AND o.status = 'scheduled'
    FOR UPDATE;
 
@@ -312,8 +312,9 @@ SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, c
 
 -- name: accept_triggers
 -- Records a batch of triggers planned in the same transaction (the API's
--- path): `triggers` is a JSON array of objects (see `TriggerJson` in
--- src/store/triggers.rs). A trigger whose idempotency key exists is skipped
+-- path): `triggers` is a JSON array of rows, each an array of
+-- `TriggerJson`'s fields in order
+-- (src/store/triggers.rs). A trigger whose idempotency key exists is skipped
 -- (a no-op update); MariaDB cannot say which, so the caller reads the
 -- holders of the keys back (triggers_by_idempotency_keys).
 -- binds: now, now, triggers
@@ -322,15 +323,15 @@ INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, re
 SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
        t.planned_count, t.plan_detail
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.type',
-         user_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.user_id',
-         payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.payload',
-         idempotency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.idempotency_key',
-         request_hash VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.request_hash',
-         occurred_at BIGINT PATH '$.occurred_at',
-         planned_count BIGINT PATH '$.planned_count',
-         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.plan_detail')) AS t
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
+         user_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]',
+         payload LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]',
+         idempotency_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[4]',
+         request_hash VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[5]',
+         occurred_at BIGINT PATH '$[6]',
+         planned_count BIGINT PATH '$[7]',
+         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[8]')) AS t
     ON DUPLICATE KEY UPDATE idempotency_key = engagement_triggers.idempotency_key;
 
 -- name: triggers_by_idempotency_keys
@@ -348,7 +349,7 @@ SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.
 -- binds: plans
 SELECT t.id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id')) AS p
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]')) AS p
   STRAIGHT_JOIN engagement_triggers t ON t.id = p.id
  WHERE t.planned_at IS NULL
    FOR UPDATE;
@@ -356,13 +357,13 @@ SELECT t.id
 -- name: plan_triggers
 -- Marks triggers planned, by compare-and-set on planned_at (which planner
 -- owns each trigger; the loser writes nothing for it): `plans` is a JSON
--- array of {"id", "planned_count", "plan_detail"}. The rows won are those
+-- array of [id, planned_count, plan_detail] rows (`PlanJson`). The rows won are those
 -- lock_unplanned returned.
 -- binds: plans, now
 UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
-         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.id',
-         planned_count BIGINT PATH '$.planned_count',
-         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$.plan_detail')) AS p
+         id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+         planned_count BIGINT PATH '$[1]',
+         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[2]')) AS p
   STRAIGHT_JOIN engagement_triggers t ON t.id = p.id
    SET t.planned_at = ?, t.planned_count = p.planned_count, t.plan_detail = p.plan_detail
  WHERE t.planned_at IS NULL;

@@ -9,7 +9,9 @@
 -- names the partial index of due rows (`INDEXED BY`).
 --
 -- A JSON parameter holding a list of keys is an array of strings, read with
--- json_each; one holding rows is an array of objects, read by field name.
+-- json_each; one holding rows is an array of arrays, each a Rust struct's
+-- fields in order (see `json_rows::row_as_array`), read by position and named
+-- by alias: `value ->> 0 AS id`.
 
 -- ---------------------------------------------------------------- the claim
 
@@ -68,11 +70,11 @@ SELECT MIN(due_at) FROM engagement_outbox INDEXED BY engagement_outbox_due WHERE
 
 -- name: release_claims
 -- Gives claims back unfinished (shutdown): `claims` is a JSON array of
--- {"id", "token"}; `refund` is 1 to give the attempt back, 0 to keep it.
+-- [id, token] rows (`ClaimRef`); `refund` is 1 to give the attempt back, 0 to keep it.
 -- binds: claims, refund, now
 UPDATE engagement_outbox AS o
    SET status = 'scheduled', attempts = attempts - ?2, claim_token = NULL, claimed_at = NULL, updated_at = ?3
-  FROM (SELECT value ->> 'id' AS id, value ->> 'token' AS token FROM json_each(?1)) AS c
+  FROM (SELECT value ->> 0 AS id, value ->> 1 AS token FROM json_each(?1)) AS c
  WHERE o.id = c.id AND o.claim_token = c.token AND o.status = 'sending';
 
 -- name: reclaim_stale
@@ -245,8 +247,9 @@ SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, c
 
 -- name: accept_triggers
 -- Records a batch of triggers planned in the same transaction (the API's
--- path): `triggers` is a JSON array of objects (see `TriggerJson` in
--- src/store/triggers.rs). A trigger whose idempotency key exists is skipped;
+-- path): `triggers` is a JSON array of rows, each an array of
+-- `TriggerJson`'s fields in order
+-- (src/store/triggers.rs). A trigger whose idempotency key exists is skipped;
 -- returns the ids written. (`WHERE true` lets SQLite parse the ON CONFLICT
 -- after an INSERT … SELECT.)
 -- binds: now, now, triggers
@@ -254,10 +257,10 @@ INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, re
                                  created_at, planned_at, planned_count, plan_detail)
 SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
        t.planned_count, t.plan_detail
-  FROM (SELECT value ->> 'id' AS id, value ->> 'type' AS type, value ->> 'user_id' AS user_id,
-               value ->> 'payload' AS payload, value ->> 'idempotency_key' AS idempotency_key,
-               value ->> 'request_hash' AS request_hash, value ->> 'occurred_at' AS occurred_at,
-               value ->> 'planned_count' AS planned_count, value ->> 'plan_detail' AS plan_detail
+  FROM (SELECT value ->> 0 AS id, value ->> 1 AS type, value ->> 2 AS user_id,
+               value ->> 3 AS payload, value ->> 4 AS idempotency_key,
+               value ->> 5 AS request_hash, value ->> 6 AS occurred_at,
+               value ->> 7 AS planned_count, value ->> 8 AS plan_detail
           FROM json_each(?)) AS t
  WHERE true
     ON CONFLICT (idempotency_key) DO NOTHING RETURNING id;
@@ -273,12 +276,12 @@ SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.
 -- name: plan_triggers
 -- Marks triggers planned, by compare-and-set on planned_at (which planner
 -- owns each trigger; the loser writes nothing for it): `plans` is a JSON
--- array of {"id", "planned_count", "plan_detail"}. Returns the ids won.
+-- array of [id, planned_count, plan_detail] rows (`PlanJson`). Returns the ids won.
 -- binds: plans, now
 UPDATE engagement_triggers AS t
    SET planned_at = ?2, planned_count = p.planned_count, plan_detail = p.plan_detail
-  FROM (SELECT value ->> 'id' AS id, value ->> 'planned_count' AS planned_count,
-               value ->> 'plan_detail' AS plan_detail
+  FROM (SELECT value ->> 0 AS id, value ->> 1 AS planned_count,
+               value ->> 2 AS plan_detail
           FROM json_each(?1)) AS p
  WHERE t.id = p.id AND t.planned_at IS NULL
 RETURNING id;
