@@ -14,9 +14,10 @@
 //! SQLite are the exception: there reading the JSON cost more than the
 //! rows' writes, so they bind every value (see `values`).
 //!
-//! The named statements (`queries/`) take rows as an array of objects, each
-//! a `#[derive(Serialize)]` struct beside its statement, read by field name,
-//! and keys as an array of strings ([`keys_json`]). [`Dialect::json_rows`]
+//! The named statements (`queries/`) take rows as an array of arrays, each a
+//! documented struct beside its statement serialised as its fields in order
+//! ([`row_as_array`]) and named by alias in the statement, and keys as an
+//! array of strings ([`keys_json`]). [`Dialect::json_rows`]
 //! and [`Dialect::select_by_keys`] build the same for the statements not
 //! yet named.
 

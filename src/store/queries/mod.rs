@@ -21,7 +21,8 @@
 //! dialects that run it: MariaDB's claim slices (`claim_channel_slice`), a
 //! batch as a `VALUES` list on SQLite and MariaDB (`append_sends_values`, one
 //! row's tuple that `values::statement` repeats) or as one JSON parameter on
-//! PostgreSQL (`append_sends`, rows read by field name).
+//! PostgreSQL (`append_sends`, rows as arrays of a struct's fields, named by
+//! alias).
 //!
 //! Statements name their columns, never `SELECT *` from a table: on PostgreSQL a
 //! prepared `SELECT *` fails with "cached plan must not change result type"
