@@ -49,6 +49,7 @@ pub trait OutboxAdmin: Send + Sync {
 /// The operator screen's list: the statement (with `?` marks) and its
 /// binds; the limit is bound after them.
 pub(super) fn list_outbox_sql(f: &OutboxFilter) -> (String, Vec<String>) {
+    // The operator screen's filters: any combination of six, built per request.
     let mut sql = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE 1 = 1");
     let mut binds: Vec<String> = Vec::new();
     if let Some(s) = f.status {
@@ -119,6 +120,7 @@ impl OutboxAdmin for SqlStore {
         // Chunks keep the statement under every dialect's bind limit.
         for chunk in ids.chunks(500) {
             let marks = vec!["?"; chunk.len()].join(", ");
+            // One `?` per id of the chunk: the list's length varies.
             let sql = self.dialect().sql(&format!(
                 "UPDATE engagement_outbox SET status = 'scheduled', due_at = ?, expires_at = NULL, attempts = 0, \
                  claim_token = NULL, claimed_at = NULL, updated_at = ? \

@@ -157,6 +157,7 @@ pub async fn copy(
     let mut report = Vec::with_capacity(tables.len());
     for table in &tables {
         if let Some((_, _)) = SEEDED.iter().find(|(t, _)| *t == table.name) {
+            // `herald copy` walks every table the catalogue lists: the table is the variable.
             sqlx::query(&format!("DELETE FROM {}", table.name))
                 .execute(&mut *tx)
                 .await
@@ -177,6 +178,7 @@ pub async fn copy(
 }
 
 async fn count<'e>(exec: impl sqlx::Executor<'e, Database = sqlx::Any>, table: &str) -> Result<i64, CopyError> {
+    // The table is the variable (see `copy`).
     sqlx::query(&format!("SELECT COUNT(*) FROM {table}"))
         .fetch_one(exec)
         .await
@@ -249,6 +251,7 @@ fn compare_tables(source: &[Table], target: &[Table]) -> Result<(), CopyError> {
 
 async fn refuse_non_empty(target: &SqlStore, tables: &[Table]) -> Result<(), CopyError> {
     for t in tables {
+        // The table is the variable (see `copy`).
         let sql = match SEEDED.iter().find(|(name, _)| *name == t.name) {
             Some((_, used)) => format!("SELECT COUNT(*) FROM {} WHERE {used}", t.name),
             None => format!("SELECT COUNT(*) FROM {}", t.name),
@@ -284,6 +287,7 @@ async fn copy_table(
     table: &Table,
 ) -> Result<TableCopied, CopyError> {
     let cols: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+    // The table and its columns are the variables (see `copy`).
     let select = format!("SELECT {} FROM {}", cols.join(", "), table.name);
     let limit = max_rows(cols.len());
     let mut rows = sqlx::query(&select).fetch(source.pool());
@@ -329,6 +333,7 @@ async fn insert(
     batch: &[Vec<Value>],
 ) -> Result<(), CopyError> {
     let cols: Vec<&str> = table.columns.iter().map(|c| c.name.as_str()).collect();
+    // The table, its columns and the batch's length are the variables (see `copy`).
     let one = format!("({})", vec!["?"; cols.len()].join(", "));
     let sql = format!("INSERT INTO {} ({}) VALUES {}", table.name, cols.join(", "), vec![one; batch.len()].join(", "));
     let sql = dialect.sql(&sql);

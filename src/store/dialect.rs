@@ -29,8 +29,9 @@ impl Dialect {
         }
     }
 
-    /// Rewrites `?` placeholders into this dialect's form. Queries are written
-    /// once with `?`; PostgreSQL numbers its parameters. Herald's SQL never
+    /// Rewrites `?` placeholders into this dialect's form, for the statements
+    /// still built in Rust (the named ones in `queries/` are written in each
+    /// dialect's form). PostgreSQL numbers its parameters. Herald's SQL never
     /// holds a literal `?`, so a plain scan is enough.
     pub fn sql(self, q: &str) -> String {
         if self != Dialect::Postgres {
@@ -69,6 +70,7 @@ impl Dialect {
     /// MySQL's `INSERT IGNORE` would also swallow truncation and other
     /// errors, so it gets a no-op update instead.
     pub fn on_conflict_do_nothing(self, unique_column: &str) -> String {
+        // A clause for the statements not yet named (recipients), around its column.
         match self {
             Dialect::MySql => format!(" ON DUPLICATE KEY UPDATE {unique_column} = {unique_column}"),
             _ => format!(" ON CONFLICT ({unique_column}) DO NOTHING"),

@@ -23,8 +23,9 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 
 use super::json_rows::keys_json;
+use super::queries::Query;
 use super::rows::text;
-use super::{Dialect, NewOutboxRow, SqlStore, Store, StoreError};
+use super::{Dialect, NewOutboxRow, SqlStore, StoreError};
 use crate::clock::Millis;
 use crate::domain::{ChannelName, UserId};
 use crate::planning::digest::DigestClose;
@@ -90,17 +91,7 @@ impl DigestStore for SqlStore {
         if outbox_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let d = self.dialect();
-        let sql = format!(
-            "{} ORDER BY i.outbox_id, i.occurred_at, i.trigger_id",
-            d.select_by_keys(
-                "i.outbox_id, i.trigger_id, i.payload, i.occurred_at",
-                "engagement_digest_items",
-                "i",
-                "outbox_id"
-            )
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::DigestItems))
             .bind(keys_json(outbox_ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
@@ -120,13 +111,7 @@ impl DigestStore for SqlStore {
     }
 
     async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT i.outbox_id, i.rule_id, o.channel, o.status, o.due_at, \
-             (SELECT COUNT(*) FROM engagement_digest_items c WHERE c.outbox_id = i.outbox_id) AS items \
-             FROM engagement_digest_items i JOIN engagement_outbox o ON o.id = i.outbox_id \
-             WHERE i.trigger_id = ? ORDER BY i.rule_id",
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::DigestsOfTrigger))
             .bind(trigger_id.to_owned())
             .fetch_all(self.pool())
             .await
@@ -162,33 +147,26 @@ pub(super) async fn add(
     items.sort_by(|a, b| (&a.bucket, a.occurred_at, &a.trigger_id).cmp(&(&b.bucket, b.occurred_at, &b.trigger_id)));
     let mut opened = 0;
     for item in items {
-        let exists =
-            sqlx::query(&d.sql("SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = ? AND rule_id = ?"))
-                .bind(item.trigger_id.clone())
-                .bind(item.rule_id.clone())
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db("digest: find item"))?;
+        let exists = sqlx::query(Query::DigestItemOfRule.sql(d))
+            .bind(item.trigger_id.clone())
+            .bind(item.rule_id.clone())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(db("digest: find item"))?;
         if exists.is_some() {
             continue; // already in a digest of this rule
         }
-        let create = format!(
-            "INSERT INTO engagement_digests (bucket, outbox_id, opened_at, items) VALUES (?, '', 0, 0){}",
-            d.on_conflict_do_nothing("bucket")
-        );
-        let lock = if d == Dialect::Sqlite { "" } else { " FOR UPDATE" };
-        let read = d.sql(&format!("SELECT outbox_id, opened_at, items FROM engagement_digests WHERE bucket = ?{lock}"));
         // Retention deletes closed buckets: one it deleted between this
         // insert (which found it, and on PostgreSQL does not lock it) and
         // the read is simply made again.
         let mut open = None;
         for _ in 0..3 {
-            sqlx::query(&d.sql(&create))
+            sqlx::query(Query::CreateDigestBucket.sql(d))
                 .bind(item.bucket.clone())
                 .execute(&mut *conn)
                 .await
                 .map_err(db("digest: bucket"))?;
-            open = sqlx::query(&read)
+            open = sqlx::query(Query::ReadDigestBucket.sql(d))
                 .bind(item.bucket.clone())
                 .fetch_optional(&mut *conn)
                 .await
@@ -210,12 +188,7 @@ pub(super) async fn add(
             // The compare-and-set that decides whether the open digest is
             // still open; it moves updated_at (by at least 1 ms, whatever
             // the clock says) so a reader of the row's old version loses.
-            let join = d.sql(
-                "UPDATE engagement_outbox SET updated_at = CASE WHEN updated_at >= ? THEN updated_at + 1 ELSE ? END, \
-                 due_at = CASE WHEN ? = 1 AND due_at > ? THEN ? ELSE due_at END \
-                 WHERE id = ? AND status = 'scheduled'",
-            );
-            let joined = sqlx::query(&join)
+            let joined = sqlx::query(Query::JoinDigest.sql(d))
                 .bind(now.0)
                 .bind(now.0)
                 .bind(i64::from(closing))
@@ -229,7 +202,7 @@ pub(super) async fn add(
                 == 1;
             if joined {
                 insert_item(conn, d, item, &outbox_id, now).await?;
-                sqlx::query(&d.sql("UPDATE engagement_digests SET items = items + 1 WHERE bucket = ?"))
+                sqlx::query(Query::CountDigestItem.sql(d))
                     .bind(item.bucket.clone())
                     .execute(&mut *conn)
                     .await
@@ -242,6 +215,7 @@ pub(super) async fn add(
         let due_at = Millis(closes_at.0.saturating_add(item.delay_ms));
         let row = NewOutboxRow {
             id: super::new_id(),
+            // A value, not SQL: one digest message per (rule, first trigger).
             dedupe_key: format!("digest:{}:{}", item.rule_id, item.trigger_id),
             rule_id: Some(item.rule_id.clone()),
             trigger_id: Some(item.trigger_id.clone()),
@@ -258,7 +232,7 @@ pub(super) async fn add(
         }
         opened += 1;
         insert_item(conn, d, item, &row.id, now).await?;
-        sqlx::query(&d.sql("UPDATE engagement_digests SET outbox_id = ?, opened_at = ?, items = 1 WHERE bucket = ?"))
+        sqlx::query(Query::OpenDigest.sql(d))
             .bind(row.id.clone())
             .bind(now.0)
             .bind(item.bucket.clone())
@@ -276,19 +250,16 @@ async fn insert_item(
     outbox_id: &str,
     now: Millis,
 ) -> Result<(), StoreError> {
-    sqlx::query(&d.sql(
-        "INSERT INTO engagement_digest_items (trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-    ))
-    .bind(item.trigger_id.clone())
-    .bind(item.rule_id.clone())
-    .bind(outbox_id.to_owned())
-    .bind(item.user_id.as_str().to_owned())
-    .bind(crate::domain::storable_text(&item.payload.to_string()).into_owned())
-    .bind(item.occurred_at.0)
-    .bind(now.0)
-    .execute(&mut *conn)
-    .await
-    .map_err(StoreError::db("digest: add item"))?;
+    sqlx::query(Query::InsertDigestItem.sql(d))
+        .bind(item.trigger_id.clone())
+        .bind(item.rule_id.clone())
+        .bind(outbox_id.to_owned())
+        .bind(item.user_id.as_str().to_owned())
+        .bind(crate::domain::storable_text(&item.payload.to_string()).into_owned())
+        .bind(item.occurred_at.0)
+        .bind(now.0)
+        .execute(&mut *conn)
+        .await
+        .map_err(StoreError::db("digest: add item"))?;
     Ok(())
 }

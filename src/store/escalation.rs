@@ -4,9 +4,10 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::json_rows::{Col, keys_json};
+use super::json_rows::keys_json;
+use super::queries::Query;
 use super::rows::text;
-use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
+use super::{NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
 
@@ -43,14 +44,7 @@ impl EscalationStore for SqlStore {
         if outbox_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let d = self.dialect();
-        let keys = d.json_rows(&[("k", Col::Key)], "wanted");
-        let join = if d == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
-        let sql = d.sql(&format!(
-            "SELECT o.id, o.status, i.created_at AS delivered_at, i.seen_at, i.read_at FROM {keys} \
-             {join} engagement_outbox o ON o.id = wanted.k LEFT JOIN engagement_inbox i ON i.outbox_id = o.id"
-        ));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::OriginalStates))
             .bind(keys_json(outbox_ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
@@ -83,13 +77,7 @@ impl EscalationStore for SqlStore {
         Ok(out)
     }
     async fn due_follow_ups(&self, now: Millis, limit: u32) -> Result<Vec<(OutboxRow, Millis)>, StoreError> {
-        let sql =
-            // Named columns, not `*`: see `rows::SEND_COLUMNS`.
-            self.dialect().sql(&format!(
-                "SELECT {}, follow_up_at FROM engagement_outbox WHERE follow_up_at <= ? ORDER BY follow_up_at LIMIT ?",
-                super::rows::OUTBOX_COLUMNS
-            ));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::DueFollowUps))
             .bind(now.0)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -111,10 +99,7 @@ impl EscalationStore for SqlStore {
         let db = StoreError::db;
         let mut tx = self.begin_write().await.map_err(db("plan follow-ups: begin"))?;
         super::outbox::insert(&mut tx, d, rows, false, now).await?;
-        let keys = d.json_rows(&[("k", Col::Key)], "done");
-        let sql =
-            d.sql(&format!("UPDATE engagement_outbox SET follow_up_at = NULL WHERE id IN (SELECT done.k FROM {keys})"));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::ClearFollowUps))
             .bind(keys_json(originals.iter().copied())?)
             .execute(&mut *tx)
             .await

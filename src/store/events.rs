@@ -15,7 +15,9 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::watch;
 
-use super::json_rows::{Col, to_json};
+use super::json_rows::row_as_array;
+use super::json_rows::to_json;
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
@@ -60,36 +62,48 @@ pub(crate) async fn insert(
     if super::values::inserts_as_values(d) {
         return insert_values(conn, d, events, first, now).await;
     }
-    let from = d.json_rows(
-        &[
-            ("id", Col::Key),
-            ("position", Col::Int),
-            ("kind", Col::Key),
-            ("user_id", Col::Key),
-            ("outbox_id", Col::Key),
-            ("payload", Col::Text),
-        ],
-        "e",
-    );
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) \
-         SELECT e.id, e.position, e.kind, e.user_id, e.outbox_id, e.payload, ? FROM {from}"
-    ));
     for (n, chunk) in events.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<_> = chunk
+        let rows: Vec<EventJson> = chunk
             .iter()
             .zip(start..)
-            .map(|(e, position)| (new_id(), position, e.kind, &e.user_id, &e.outbox_id, e.data.to_string()))
+            .map(|(e, position)| EventJson {
+                id: new_id(),
+                position,
+                kind: e.kind,
+                user_id: e.user_id.as_deref(),
+                outbox_id: e.outbox_id.as_deref(),
+                payload: e.data.to_string(),
+            })
             .collect();
-        sqlx::query(&sql)
-            .bind(now.0)
+        sqlx::query(Query::AppendEvents.sql(d))
             .bind(to_json(&rows)?)
+            .bind(now.0)
             .execute(&mut *conn)
             .await
             .map_err(StoreError::db("append events"))?;
     }
     Ok(())
+}
+
+row_as_array! {
+    /// One event as `append_events` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct EventJson<'a> {
+        /// A UUIDv7: what a follower may resume from instead of the position.
+        id: String,
+        /// Where the event stands in commit order (reserved by the caller).
+        position: i64,
+        /// `outcome`, `held`, `suppression`, … (see [`EventRow::kind`]).
+        kind: &'static str,
+        /// The user it is about, if any.
+        user_id: Option<&'a str>,
+        /// The outbox row it is about, if any.
+        outbox_id: Option<&'a str>,
+        /// The event's JSON, as text.
+        payload: String,
+    }
 }
 
 /// The same rows as multi-row `VALUES` (see `values`).
@@ -100,13 +114,10 @@ async fn insert_values(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
+    let q = Query::AppendEventsValues;
     let mut position = first;
     for run in super::values::runs(d, events) {
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_events (id, position, kind, user_id, outbox_id, payload, created_at) {}",
-            super::values::source(d, 7, &run)
-        ));
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
         for e in run.rows {
             query = query
                 .bind(new_id())
@@ -118,7 +129,7 @@ async fn insert_values(
                 .bind(now.0);
             position += 1;
         }
-        let query = super::values::bind_padding(query, 7, &run);
+        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("append events"))?;
     }
     Ok(())
@@ -162,11 +173,7 @@ pub trait EventStore: Send + Sync {
 #[async_trait]
 impl EventStore for SqlStore {
     async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT id, position, kind, user_id, outbox_id, payload, created_at FROM engagement_events \
-             WHERE position > ? ORDER BY position LIMIT ?",
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::EventsAfter))
             .bind(position)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -190,7 +197,7 @@ impl EventStore for SqlStore {
     }
 
     async fn latest_event_position(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT MAX(position) AS p FROM engagement_events")
+        let row = sqlx::query(self.sql(Query::LatestEventPosition))
             .fetch_one(self.pool())
             .await
             .map_err(StoreError::db("latest event"))?;
@@ -199,8 +206,7 @@ impl EventStore for SqlStore {
     }
 
     async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError> {
-        let sql = self.dialect().sql("SELECT position FROM engagement_events WHERE id = ?");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::EventPosition))
             .bind(id.to_owned())
             .fetch_optional(self.pool())
             .await

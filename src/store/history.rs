@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use sqlx::{AnyConnection, Connection, Executor};
 
 use super::admin::{OutboxFilter, list_outbox_sql};
-use super::triggers::{TRIGGER_COLUMNS, triggers};
+use super::queries::Query;
+use super::triggers::triggers;
 use super::{Dialect, OutboxRow, SendRecord, SqlStore, Store, StoreError, TriggerRow};
 use crate::domain::UserId;
 
@@ -82,18 +83,14 @@ async fn read(conn: &mut AnyConnection, d: Dialect, user: &UserId, limit: u32) -
     let rows = q.bind(i64::from(limit)).fetch_all(&mut *conn).await.map_err(StoreError::db("user history: outbox"))?;
     let rows = rows.iter().map(OutboxRow::from_any).collect::<Result<Vec<_>, _>>()?;
 
-    let sql = d.sql("SELECT * FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?");
-    let log: Vec<SendRecord> = sqlx::query_as(&sql)
+    let log: Vec<SendRecord> = sqlx::query_as(Query::SendsForUser.sql(d))
         .bind(user.as_str().to_owned())
         .bind(i64::from(limit) * 2)
         .fetch_all(&mut *conn)
         .await
         .map_err(StoreError::db("user history: send log"))?;
 
-    let sql = d.sql(&format!(
-        "SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?"
-    ));
-    let found = sqlx::query(&sql)
+    let found = sqlx::query(Query::TriggersForUser.sql(d))
         .bind(user.as_str().to_owned())
         .bind(i64::from(limit))
         .fetch_all(&mut *conn)

@@ -10,7 +10,9 @@ use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
-use super::json_rows::{Col, to_json};
+use super::json_rows::row_as_array;
+use super::json_rows::to_json;
+use super::queries::Query;
 use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
@@ -34,39 +36,51 @@ pub(crate) async fn write_rows(
     if super::values::inserts_as_values(d) {
         return write_values(conn, d, msgs, first, now).await;
     }
-    let from = d.json_rows(
-        &[
-            ("id", Col::Key),
-            ("position", Col::Int),
-            ("outbox_id", Col::Key),
-            ("user_id", Col::Key),
-            ("title", Col::Text),
-            ("body", Col::Text),
-            ("url", Col::Text),
-            ("data", Col::Text),
-        ],
-        "m",
-    );
-    // PostgreSQL only from here (see `values::inserts_as_values`).
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-         SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, ? FROM {from} \
-         ON CONFLICT (outbox_id) DO NOTHING"
-    ));
     for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
         let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<_> = chunk
+        let rows: Vec<InboxRow> = chunk
             .iter()
             .zip(start..)
-            .map(|(m, position)| {
-                let data = m.data.as_ref().map(|d| d.to_string());
-                (new_id(), position, &m.outbox_id, &m.user_id, &m.title, &m.body, &m.url, data)
+            .map(|(m, position)| InboxRow {
+                id: new_id(),
+                position,
+                outbox_id: &m.outbox_id,
+                user_id: &m.user_id,
+                title: &m.title,
+                body: m.body.as_deref(),
+                url: m.url.as_deref(),
+                data: m.data.as_ref().map(|d| d.to_string()),
             })
             .collect();
-        let query = sqlx::query(&sql).bind(now.0).bind(to_json(&rows)?);
+        let query = sqlx::query(Query::InsertInbox.sql(d)).bind(to_json(&rows)?).bind(now.0);
         query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
     Ok(())
+}
+
+row_as_array! {
+    /// One inbox message as `insert_inbox` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct InboxRow<'a> {
+        /// A UUIDv7.
+        id: String,
+        /// Where it stands in commit order (reserved by the caller): what the
+        /// user's stream resumes from.
+        position: i64,
+        /// The outbox row that delivered it: one message per row.
+        outbox_id: &'a str,
+        /// Whose inbox.
+        user_id: &'a str,
+        /// The rendered title.
+        title: &'a str,
+        /// The rendered body, if any.
+        body: Option<&'a str>,
+        /// Where the message links to, if anywhere.
+        url: Option<&'a str>,
+        /// The template's extra data, as JSON text.
+        data: Option<String>,
+    }
 }
 
 /// The same rows as multi-row `VALUES` (see `values`), skipping a message
@@ -78,15 +92,10 @@ async fn write_values(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    let skip = d.on_conflict_do_nothing("outbox_id");
+    let q = Query::InsertInboxValues;
     let mut position = first;
     for run in super::values::runs(d, msgs) {
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at) \
-             {}{skip}",
-            super::values::source(d, 9, &run)
-        ));
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
         for m in run.rows {
             query = query
                 .bind(new_id())
@@ -100,7 +109,7 @@ async fn write_values(
                 .bind(now.0);
             position += 1;
         }
-        let query = super::values::bind_padding(query, 9, &run);
+        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
     }
     Ok(())
@@ -189,6 +198,8 @@ impl InboxStore for SqlStore {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<InboxMessage>, StoreError> {
+        // Built here: four filters, with and without a page bound, would be
+        // eight named statements that differ in one condition.
         let mut sql = format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ?");
         sql.push_str(match filter {
             InboxFilter::Inbox => " AND archived_at IS NULL",
@@ -211,10 +222,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ? AND position > ? ORDER BY position LIMIT ?"
-        ));
-        sqlx::query_as(&sql)
+        sqlx::query_as(self.sql(Query::InboxAfter))
             .bind(user.as_str().to_owned())
             .bind(position)
             .bind(i64::from(limit))
@@ -224,8 +232,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError> {
-        let sql = self.dialect().sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ?");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxLatestPosition))
             .bind(user.as_str().to_owned())
             .fetch_one(self.pool())
             .await
@@ -239,10 +246,7 @@ impl InboxStore for SqlStore {
         }
         // An id from a client of an older version: ids are UUIDv7, so the
         // messages created after it are the ones it has not seen.
-        let sql = self
-            .dialect()
-            .sql("SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ? AND (id = ? OR id < ?)");
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxResumePosition))
             .bind(user.as_str().to_owned())
             .bind(last_event_id.to_owned())
             .bind(last_event_id.to_owned())
@@ -253,15 +257,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError> {
-        // COUNT of a CASE, not SUM: SUM is DECIMAL on MySQL and NUMERIC on
-        // PostgreSQL, which sqlx's Any driver cannot carry; COUNT is BIGINT
-        // everywhere.
-        let sql = self.dialect().sql(
-            "SELECT COUNT(CASE WHEN seen_at IS NULL THEN 1 END) AS unseen, \
-                    COUNT(CASE WHEN read_at IS NULL THEN 1 END) AS unread \
-             FROM engagement_inbox WHERE user_id = ? AND archived_at IS NULL",
-        );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::InboxCounts))
             .bind(user.as_str().to_owned())
             .fetch_one(self.pool())
             .await
@@ -277,17 +273,14 @@ impl InboxStore for SqlStore {
         mark: InboxMark,
         now: Millis,
     ) -> Result<Option<InboxMessage>, StoreError> {
-        // Each statement takes `now` twice; reading or archiving a message
-        // also means it was seen. (Not `seen_at = read_at`: MySQL evaluates
-        // SET left to right with new values, the others with old ones.)
-        let set = match mark {
-            InboxMark::Seen => "seen_at = COALESCE(seen_at, ?, ?)",
-            InboxMark::Read => "read_at = COALESCE(read_at, ?), seen_at = COALESCE(seen_at, ?)",
-            InboxMark::Unread => "read_at = NULL, seen_at = COALESCE(seen_at, ?, ?)",
-            InboxMark::Archive => "archived_at = COALESCE(archived_at, ?), seen_at = COALESCE(seen_at, ?)",
+        // Reading or archiving a message also means it was seen.
+        let update = match mark {
+            InboxMark::Seen => Query::InboxMarkSeen,
+            InboxMark::Read => Query::InboxMarkRead,
+            InboxMark::Unread => Query::InboxMarkUnread,
+            InboxMark::Archive => Query::InboxArchive,
         };
-        let sql = self.dialect().sql(&format!("UPDATE engagement_inbox SET {set} WHERE id = ? AND user_id = ?"));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(update))
             .bind(now.0)
             .bind(now.0)
             .bind(id.to_owned())
@@ -295,9 +288,7 @@ impl InboxStore for SqlStore {
             .execute(self.writer())
             .await
             .map_err(StoreError::db("inbox mark"))?;
-        let sql =
-            self.dialect().sql(&format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE id = ? AND user_id = ?"));
-        let msg: Option<InboxMessage> = sqlx::query_as(&sql)
+        let msg: Option<InboxMessage> = sqlx::query_as(self.sql(Query::InboxMessage))
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
             .fetch_optional(self.pool())
@@ -310,11 +301,7 @@ impl InboxStore for SqlStore {
     }
 
     async fn inbox_read_all(&self, user: &UserId, now: Millis) -> Result<u64, StoreError> {
-        let sql = self.dialect().sql(
-            "UPDATE engagement_inbox SET read_at = ?, seen_at = COALESCE(seen_at, ?) \
-             WHERE user_id = ? AND read_at IS NULL AND archived_at IS NULL",
-        );
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::InboxReadAll))
             .bind(now.0)
             .bind(now.0)
             .bind(user.as_str().to_owned())

@@ -18,8 +18,9 @@
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::rows::{IN_STATUS_INDEX, text};
-use super::{Dialect, SqlStore, Store, StoreError};
+use super::queries::Query;
+use super::rows::text;
+use super::{SqlStore, StoreError};
 use crate::clock::Millis;
 
 /// One instance's lease, as the table holds it.
@@ -47,19 +48,6 @@ pub struct InstanceIdentity {
 /// rows are rescued whether or not the row is still there.
 pub const LAPSED_INSTANCE_RETENTION: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// Takes back the claims of instances whose lease lapsed (binds: detail,
-/// now, cutoff, cutoff). `status = 'sending'` first: the status index finds
-/// the few rows in flight; the lease is looked up per row by primary key.
-pub(super) fn rescue_lapsed_sql() -> String {
-    format!(
-        "UPDATE engagement_outbox SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, \
-         last_error = ?, updated_at = ? \
-         WHERE status = 'sending' AND {IN_STATUS_INDEX} AND claimed_by IS NOT NULL AND claimed_at < ? \
-         AND NOT EXISTS (SELECT 1 FROM engagement_instances i \
-                         WHERE i.id = engagement_outbox.claimed_by AND i.expires_at >= ?)",
-    )
-}
-
 #[async_trait]
 pub trait InstanceStore {
     /// Takes or renews `who`'s lease until `expires_at` (written as of
@@ -84,18 +72,7 @@ pub trait InstanceStore {
 #[async_trait]
 impl InstanceStore for SqlStore {
     async fn renew_lease(&self, who: &InstanceIdentity, now: Millis, expires_at: Millis) -> Result<(), StoreError> {
-        let d = self.dialect();
-        let upsert = match d {
-            Dialect::MySql => {
-                "ON DUPLICATE KEY UPDATE renewed_at = VALUES(renewed_at), expires_at = VALUES(expires_at)"
-            }
-            _ => "ON CONFLICT (id) DO UPDATE SET renewed_at = excluded.renewed_at, expires_at = excluded.expires_at",
-        };
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_instances (id, host, pid, started_at, renewed_at, expires_at) \
-             VALUES (?, ?, ?, ?, ?, ?) {upsert}"
-        ));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::RenewLease))
             .bind(who.id.clone())
             .bind(who.host.clone())
             .bind(who.pid)
@@ -109,8 +86,7 @@ impl InstanceStore for SqlStore {
     }
 
     async fn end_lease(&self, id: &str) -> Result<(), StoreError> {
-        let sql = self.dialect().sql("DELETE FROM engagement_instances WHERE id = ?");
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::EndLease))
             .bind(id.to_owned())
             .execute(self.writer())
             .await
@@ -119,13 +95,12 @@ impl InstanceStore for SqlStore {
     }
 
     async fn rescue_lapsed(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
-        let d = self.dialect();
+        // The words name the time: `last_error` says when it was taken back.
         let detail = format!(
             "claim taken back at {now}: the instance holding it lost its lease (it stopped, or lost the database) \
              and its deliveries had ended"
         );
-        let sql = d.sql(&rescue_lapsed_sql());
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::RescueLapsed))
             .bind(detail)
             .bind(now.0)
             .bind(cutoff.0)
@@ -134,8 +109,7 @@ impl InstanceStore for SqlStore {
             .await
             .map_err(StoreError::db("rescue the rows of lapsed instances"))?
             .rows_affected();
-        let forget = d.sql("DELETE FROM engagement_instances WHERE expires_at < ?");
-        sqlx::query(&forget)
+        sqlx::query(self.sql(Query::ForgetLapsedInstances))
             .bind(now.minus(LAPSED_INSTANCE_RETENTION).0)
             .execute(self.writer())
             .await
@@ -145,13 +119,7 @@ impl InstanceStore for SqlStore {
 
     async fn instances(&self) -> Result<Vec<InstanceRow>, StoreError> {
         let db = || StoreError::db("list instances");
-        let rows = sqlx::query(
-            "SELECT id, host, pid, started_at, renewed_at, expires_at FROM engagement_instances \
-             ORDER BY expires_at DESC",
-        )
-        .fetch_all(self.pool())
-        .await
-        .map_err(db())?;
+        let rows = sqlx::query(self.sql(Query::ListInstances)).fetch_all(self.pool()).await.map_err(db())?;
         rows.iter()
             .map(|r| {
                 Ok(InstanceRow {

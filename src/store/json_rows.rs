@@ -1,5 +1,5 @@
-//! Many rows as one parameter: a JSON array of objects that each dialect
-//! reads as a table.
+//! Many rows, or many keys, as one JSON parameter that each dialect reads as
+//! a table.
 //!
 //! Set-based writes need a statement that takes N rows. The alternatives
 //! were a multi-row `VALUES (?, ?, …), (…)` list (its text changes with N, so
@@ -9,10 +9,17 @@
 //! works in all three dialects through `Any`, keeps the statement text the
 //! same for every batch size (so it is prepared once per connection), and
 //! costs one bind instead of ten per row. Each dialect has a table function
-//! for it: `json_to_recordset` (PostgreSQL), `JSON_TABLE` (MariaDB 10.6+,
+//! for it: `jsonb_to_recordset` (PostgreSQL), `JSON_TABLE` (MariaDB 10.6+,
 //! MySQL 8) and `json_each` (SQLite). The flush's inserts on MySQL and
 //! SQLite are the exception: there reading the JSON cost more than the
 //! rows' writes, so they bind every value (see `values`).
+//!
+//! The named statements (`queries/`) take rows as an array of arrays, each a
+//! documented struct beside its statement serialised as its fields in order
+//! ([`row_as_array`]) and named by alias in the statement, and keys as an
+//! array of strings ([`keys_json`]). [`Dialect::json_rows`]
+//! and [`Dialect::select_by_keys`] build the same for the statements not
+//! yet named.
 
 use serde::Serialize;
 
@@ -25,8 +32,6 @@ pub(crate) enum Col {
     /// MySQL a `VARCHAR` in the tables' binary collation, so the join can use
     /// the index.
     Key,
-    /// Free text of any length.
-    Text,
     /// A 64-bit integer (times, counts).
     Int,
 }
@@ -44,12 +49,15 @@ impl Dialect {
                     .iter()
                     .enumerate()
                     .map(|(i, (name, col))| match col {
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         Col::Int => format!("CAST(r->>{i} AS bigint) AS {name}"),
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         _ => format!("r->>{i} AS {name}"),
                     })
                     .collect();
                 // jsonb: parsed once; `->>` on `json` would lex each element
                 // again for every column it reads.
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("(SELECT {} FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS {alias}", defs.join(", "))
             }
             Dialect::MySql => {
@@ -59,17 +67,20 @@ impl Dialect {
                     .map(|(i, (name, col))| {
                         let ty = match col {
                             Col::Key => "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-                            Col::Text => "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
                             Col::Int => "BIGINT",
                         };
+                        // A fragment for the statements not yet named (frequency caps, recipients).
                         format!("{name} {ty} PATH '$[{i}]'")
                     })
                     .collect();
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("JSON_TABLE(?, '$[*]' COLUMNS ({})) AS {alias}", defs.join(", "))
             }
             Dialect::Sqlite => {
                 let defs: Vec<String> =
+                    // A fragment for the statements not yet named (frequency caps, recipients).
                     cols.iter().enumerate().map(|(i, (name, _))| format!("value ->> {i} AS {name}")).collect();
+                // A fragment for the statements not yet named (frequency caps, recipients).
                 format!("(SELECT {} FROM json_each(?)) AS {alias}", defs.join(", "))
             }
         }
@@ -77,24 +88,33 @@ impl Dialect {
 }
 
 impl Dialect {
+    /// A FROM-clause item that reads the JSON array of strings bound at its
+    /// `?` (as [`keys_json`] makes it) as rows of one column, `k`, named
+    /// `alias`.
+    pub(crate) fn key_list(self, alias: &str) -> String {
+        match self {
+            Dialect::Postgres => {
+                // A fragment for the statements not yet named (frequency caps, recipients).
+                format!("(SELECT k FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS r (k)) AS {alias}")
+            }
+            // A fragment for the statements not yet named (frequency caps, recipients).
+            Dialect::MySql => format!(
+                "JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) \
+                 AS {alias}"
+            ),
+            // A fragment for the statements not yet named (frequency caps, recipients).
+            Dialect::Sqlite => format!("(SELECT value AS k FROM json_each(?)) AS {alias}"),
+        }
+    }
+
     /// `SELECT {columns} FROM {table} {alias}` restricted to the rows whose
     /// `key` column is one of the keys bound (as [`keys_json`]) at its `?`,
     /// looked up one by one through that column's index. (MySQL is told to
     /// read the keys first: its planner cannot tell how many a JSON array
     /// holds and may otherwise scan the table.)
-    pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
-        if let Some(wanted) = self.first_of_each_row() {
-            // PostgreSQL: see `first_of_each_row`.
-            return self.sql(&format!("SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = ANY({wanted})"));
-        }
-        let keys = self.json_rows(&[("k", Col::Key)], "wanted");
-        let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
-        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
-    }
-
-    /// PostgreSQL only: the first column of each row of the JSON array
-    /// bound at its `?`, as one array computed once, for `col = ANY(…)`.
     ///
+    /// On PostgreSQL the keys become one array, computed once, for
+    /// `key = ANY(…)`, not a join:
     /// PostgreSQL takes any set-returning function to return 100 rows, and
     /// against a table of up to some tens of thousands of rows (a new
     /// install, a benchmark, a table retention keeps small) a hash join
@@ -118,17 +138,69 @@ impl Dialect {
     /// in seven pairs, p99 17-21 -> 12.5-17 ms, backlog at the end 51-556 ->
     /// 21-51. Planning every statement instead (`plan_cache_mode =
     /// force_custom_plan`) measured no faster: it plans the big inserts too.
-    pub(crate) fn first_of_each_row(self) -> Option<&'static str> {
-        (self == Dialect::Postgres).then_some("ARRAY(SELECT r->>0 FROM jsonb_array_elements(CAST(? AS jsonb)) AS r)")
+    pub(crate) fn select_by_keys(self, columns: &str, table: &str, alias: &str, key: &str) -> String {
+        if self == Dialect::Postgres {
+            // A fragment for the statements not yet named (frequency caps, recipients).
+            return self.sql(&format!(
+                "SELECT {columns} FROM {table} {alias} WHERE {alias}.{key} = \
+                 ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(? AS jsonb))))"
+            ));
+        }
+        let keys = self.key_list("wanted");
+        let join = if self == Dialect::MySql { "STRAIGHT_JOIN" } else { "JOIN" };
+        // A fragment for the statements not yet named (frequency caps, recipients).
+        self.sql(&format!("SELECT {columns} FROM {keys} {join} {table} {alias} ON {alias}.{key} = wanted.k"))
     }
 }
 
-/// Distinct keys for [`Dialect::select_by_keys`].
+/// Declares a row struct whose JSON form is an array of its fields in
+/// declaration order: the named statement that reads it takes each field by
+/// position and names it by alias (`r ->> 0 AS id`). Not objects read by
+/// field name: PostgreSQL's `jsonb_to_recordset` cost the drain 12-20% and
+/// the enqueue 17-20% (`herald bench --rows 20000`, alternating), and
+/// SQLite parses an object again for every field it reads. The struct keeps
+/// the fields' names and documents them; the statement's aliases repeat them.
+macro_rules! row_as_array {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident<$lt:lifetime> {
+        $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        $vis struct $name<$lt> {
+            $($(#[$fmeta])* $fvis $field: $ty,)*
+        }
+
+        impl serde::Serialize for $name<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeTuple;
+                let mut row = s.serialize_tuple([$(stringify!($field)),*].len())?;
+                $(row.serialize_element(&self.$field)?;)*
+                row.end()
+            }
+        }
+    };
+}
+pub(crate) use row_as_array;
+
+/// Distinct keys, sorted, as a JSON array of strings: a key list parameter
+/// ([`Dialect::select_by_keys`], [`Dialect::key_list`], and the named
+/// statements that take one).
 pub(crate) fn keys_json<'a>(keys: impl IntoIterator<Item = &'a str>) -> Result<String, StoreError> {
     let mut keys: Vec<&str> = keys.into_iter().collect();
     keys.sort_unstable();
     keys.dedup();
-    to_json(&keys.into_iter().map(|k| (k,)).collect::<Vec<_>>())
+    to_json(&keys)
+}
+
+row_as_array! {
+    /// One claim, as `release_claims` reads it.
+    #[derive(Debug)]
+    pub(crate) struct ClaimRef<'a> {
+        /// The outbox row.
+        pub id: &'a str,
+        /// The token it was claimed under: a row claimed again since is not
+        /// given back.
+        pub token: &'a str,
+    }
 }
 
 /// Serialises rows for [`Dialect::json_rows`]: each row a tuple (a JSON
@@ -164,11 +236,11 @@ mod tests {
     fn postgres_reads_keys_into_an_array_the_others_join() {
         assert_eq!(
             Dialect::Postgres.select_by_keys("t.id", "engagement_triggers", "t", "id"),
-            "SELECT t.id FROM engagement_triggers t WHERE t.id = ANY(ARRAY(SELECT r->>0 FROM \
-             jsonb_array_elements(CAST($1 AS jsonb)) AS r))"
+            "SELECT t.id FROM engagement_triggers t WHERE t.id = \
+             ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))))"
         );
+        assert_eq!(keys_json(["b", "a", "b"]).unwrap(), r#"["a","b"]"#);
         assert!(Dialect::Sqlite.select_by_keys("t.id", "engagement_triggers", "t", "id").contains(" JOIN "));
         assert!(Dialect::MySql.select_by_keys("t.id", "engagement_triggers", "t", "id").contains("STRAIGHT_JOIN"));
-        assert_eq!(Dialect::Sqlite.first_of_each_row(), None);
     }
 }

@@ -411,6 +411,7 @@ impl OperatorStore for SqlStore {
             None => since.0,
         };
         let count = |column: &'static str| {
+            // Not yet a named query: login throttling is outside the message path; the column counted is the variable.
             d.sql(&format!(
                 "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
                  WHERE {column} = ? AND created_at > ? AND outcome IN {FAILURES}"
@@ -431,6 +432,7 @@ impl OperatorStore for SqlStore {
         let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
             Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
         };
+        // Not yet a named query: login throttling is outside the message path (FAILURES is a shared list).
         let by_email_ip = sqlx::query(&d.sql(&format!(
             "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
              WHERE email = ? AND ip = ? AND created_at > ? AND outcome IN {FAILURES}"
@@ -524,6 +526,7 @@ impl OperatorStore for SqlStore {
         let columns = "address_hash, category, lifted, reason, lifted_by, created_at";
         let rows = match address_hash {
             Some(h) => {
+                // Not yet a named query (operator screen, outside the message path): the shared column list.
                 let sql = d.sql(&format!(
                     "SELECT {columns} FROM engagement_suppression_lifts WHERE address_hash = ? \
                      ORDER BY created_at DESC, id DESC LIMIT ?"
@@ -531,6 +534,7 @@ impl OperatorStore for SqlStore {
                 sqlx::query(&sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
             None => {
+                // Not yet a named query, as above.
                 let sql = d.sql(&format!(
                     "SELECT {columns} FROM engagement_suppression_lifts ORDER BY created_at DESC, id DESC LIMIT ?"
                 ));

@@ -4,26 +4,15 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::AnyConnection;
 
-use super::json_rows::{Col, keys_json, to_json};
+use super::json_rows::row_as_array;
+use super::json_rows::{keys_json, to_json};
+use super::queries::Query;
 use super::rows::text;
 use super::{Dialect, Enqueued, NewOutboxRow, StoreError};
 use crate::clock::Millis;
 
 /// Most rows one statement writes (see `sends::CHUNK`).
 const CHUNK: usize = super::sends::CHUNK;
-
-const COLUMNS: &[(&str, Col)] = &[
-    ("id", Col::Key),
-    ("dedupe_key", Col::Key),
-    ("rule_id", Col::Key),
-    ("trigger_id", Col::Key),
-    ("user_id", Col::Key),
-    ("channel", Col::Key),
-    ("payload", Col::Text),
-    ("due_at", Col::Int),
-    ("expires_at", Col::Int),
-    ("follow_up_at", Col::Int),
-];
 
 /// Inserts rows on the caller's connection, skipping any whose dedupe key
 /// exists already, and says what became of each: created, or the id of the
@@ -58,8 +47,7 @@ pub(crate) async fn insert(
     // Some keys existed (or, on MySQL, may have): ask which row holds each.
     let mut holders = HashMap::with_capacity(rows.len());
     for chunk in rows.chunks(CHUNK) {
-        let sql = d.select_by_keys("o.id, o.dedupe_key", "engagement_outbox", "o", "dedupe_key");
-        let found = sqlx::query(&sql)
+        let found = sqlx::query(Query::OutboxByDedupeKeys.sql(d))
             .bind(keys_json(chunk.iter().map(|r| r.dedupe_key.as_str()))?)
             .fetch_all(&mut *conn)
             .await
@@ -78,8 +66,8 @@ pub(crate) async fn insert(
         .collect())
 }
 
-/// PostgreSQL: the rows as one JSON array (see `json_rows`). Adds the ids
-/// written to `inserted`.
+/// PostgreSQL: the rows as one JSON parameter (`insert_outbox`). Adds the
+/// ids written to `inserted`.
 async fn insert_json(
     conn: &mut AnyConnection,
     d: Dialect,
@@ -87,34 +75,23 @@ async fn insert_json(
     mut inserted: Option<&mut HashSet<String>>,
     now: Millis,
 ) -> Result<(), StoreError> {
-    let from = d.json_rows(COLUMNS, "r");
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-         due_at, expires_at, follow_up_at, attempts, created_at, updated_at) \
-         SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payload, 'scheduled', \
-         r.due_at, r.expires_at, r.follow_up_at, 0, ?, ? FROM {from} ON CONFLICT (dedupe_key) DO NOTHING RETURNING id"
-    ));
     for chunk in rows.chunks(CHUNK) {
-        let json: Vec<_> = chunk
+        let json: Vec<OutboxJson> = chunk
             .iter()
-            .map(|r| {
-                let (user, channel, payload) = (r.user_id.as_str(), r.channel.as_str(), r.payload.to_string());
-                let (expires, follow_up) = (r.expires_at.map(|t| t.0), r.follow_up_at.map(|t| t.0));
-                (
-                    &r.id,
-                    &r.dedupe_key,
-                    &r.rule_id,
-                    &r.trigger_id,
-                    user,
-                    channel,
-                    payload,
-                    r.due_at.0,
-                    expires,
-                    follow_up,
-                )
+            .map(|r| OutboxJson {
+                id: &r.id,
+                dedupe_key: &r.dedupe_key,
+                rule_id: r.rule_id.as_deref(),
+                trigger_id: r.trigger_id.as_deref(),
+                user_id: r.user_id.as_str(),
+                channel: r.channel.as_str(),
+                payload: r.payload.to_string(),
+                due_at: r.due_at.0,
+                expires_at: r.expires_at.map(|t| t.0),
+                follow_up_at: r.follow_up_at.map(|t| t.0),
             })
             .collect();
-        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
+        let query = sqlx::query(Query::InsertOutbox.sql(d)).bind(to_json(&json)?).bind(now.0);
         for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
             if let Some(ids) = inserted.as_deref_mut() {
                 ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
@@ -122,6 +99,34 @@ async fn insert_json(
         }
     }
     Ok(())
+}
+
+row_as_array! {
+    /// One outbox row as `insert_outbox` reads it (PostgreSQL), as one row of
+    /// its JSON array (see [`NewOutboxRow`] for what each field means).
+    #[derive(Debug)]
+    struct OutboxJson<'a> {
+        /// The row's id, chosen by the caller.
+        id: &'a str,
+        /// Unique across the table: a row whose key exists is not inserted.
+        dedupe_key: &'a str,
+        /// The rule that planned it, if any.
+        rule_id: Option<&'a str>,
+        /// The trigger it was planned from, if any.
+        trigger_id: Option<&'a str>,
+        /// The recipient.
+        user_id: &'a str,
+        /// The channel to deliver it.
+        channel: &'a str,
+        /// What the channel needs to build the message, as JSON text.
+        payload: String,
+        /// When it falls due.
+        due_at: i64,
+        /// Past this it ends as `expired`.
+        expires_at: Option<i64>,
+        /// When an escalating inbox message's follow-up falls due.
+        follow_up_at: Option<i64>,
+    }
 }
 
 /// MySQL and SQLite: the rows as multi-row `VALUES` (see `values`). Adds
@@ -134,17 +139,9 @@ async fn insert_values(
     mut inserted: Option<&mut HashSet<String>>,
     now: Millis,
 ) -> Result<(), StoreError> {
-    let skip = match d {
-        Dialect::MySql => " ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key",
-        _ => " ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
-    };
+    let q = Query::InsertOutboxValues;
     for run in super::values::runs(d, rows) {
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status, \
-             due_at, expires_at, follow_up_at, attempts, created_at, updated_at) {}{skip}",
-            super::values::source(d, 14, &run)
-        ));
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
         for r in run.rows {
             query = query
                 .bind(r.id.as_str())
@@ -154,15 +151,13 @@ async fn insert_values(
                 .bind(r.user_id.as_str())
                 .bind(r.channel.as_str())
                 .bind(r.payload.to_string())
-                .bind("scheduled")
                 .bind(r.due_at.0)
                 .bind(r.expires_at.map(|t| t.0))
                 .bind(r.follow_up_at.map(|t| t.0))
-                .bind(0_i64)
                 .bind(now.0)
                 .bind(now.0);
         }
-        let query = super::values::bind_padding(query, 14, &run);
+        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
         match inserted.as_deref_mut() {
             Some(ids) => {
                 for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {

@@ -23,42 +23,29 @@
 
 use sqlx::{AnyConnection, Row};
 
+use super::queries::Query;
 use super::{Dialect, StoreError};
-
-/// The counter shared by events and inbox messages: positions are unique
-/// across both, and increasing in commit order within each.
-const STREAM: &str = "stream";
 
 /// Reserves `n` positions inside the caller's transaction and returns the
 /// first; the caller uses `first .. first + n`. Call it after every other
-/// write of the transaction that takes row locks.
+/// write of the transaction that takes row locks. (The counter, the row
+/// `'stream'`, is shared by events and inbox messages: positions are unique
+/// across both, and increasing in commit order within each.)
 pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> Result<i64, StoreError> {
     let n = i64::try_from(n).expect("a flush never holds 2^63 rows");
-    let last: i64 = if d == Dialect::MySql {
-        // No RETURNING: read the row back; it is ours until commit.
-        sqlx::query("UPDATE engagement_sequences SET last = last + ? WHERE name = ?")
-            .bind(n)
-            .bind(STREAM)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::db("reserve positions"))?;
-        sqlx::query("SELECT last FROM engagement_sequences WHERE name = ?")
-            .bind(STREAM)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(StoreError::db("reserve positions: read back"))?
-            .try_get(0)
-            .map_err(StoreError::db("reserve positions: read back"))?
+    let reserve = sqlx::query(Query::ReservePositions.sql(d)).bind(n);
+    let last: i64 = if d.has_update_returning() {
+        reserve.fetch_one(&mut *conn).await.map_err(StoreError::db("reserve positions"))?.try_get(0)
     } else {
-        sqlx::query(&d.sql("UPDATE engagement_sequences SET last = last + ? WHERE name = ? RETURNING last"))
-            .bind(n)
-            .bind(STREAM)
+        // No RETURNING: read the row back; it is ours until commit.
+        reserve.execute(&mut *conn).await.map_err(StoreError::db("reserve positions"))?;
+        sqlx::query(Query::NewestPosition.sql(d))
             .fetch_one(&mut *conn)
             .await
-            .map_err(StoreError::db("reserve positions"))?
+            .map_err(StoreError::db("reserve positions: read back"))?
             .try_get(0)
-            .map_err(StoreError::db("reserve positions"))?
-    };
+    }
+    .map_err(StoreError::db("reserve positions: read"))?;
     Ok(last - n + 1)
 }
 
@@ -67,8 +54,7 @@ pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> R
 /// row without its lock), and a writer that has taken positions but not
 /// committed has nothing visible to resume after yet.
 pub(crate) async fn newest(pool: &sqlx::AnyPool, d: Dialect) -> Result<i64, StoreError> {
-    sqlx::query(&d.sql("SELECT last FROM engagement_sequences WHERE name = ?"))
-        .bind(STREAM)
+    sqlx::query(Query::NewestPosition.sql(d))
         .fetch_optional(pool)
         .await
         .map_err(StoreError::db("newest position"))?

@@ -7,6 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::json_rows::keys_json;
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{CancelScope, RuleStore, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -133,8 +134,6 @@ fn first_write_conflict(d: super::Dialect) -> String {
     }
 }
 
-const KEY_COLUMNS: &str = "id, name, key_hash, prefix, created_at, revoked_at";
-
 fn key_from_any(row: &AnyRow) -> Result<ApiKeyRow, sqlx::Error> {
     Ok(ApiKeyRow {
         id: text(row, "id")?,
@@ -157,6 +156,7 @@ impl RecipientStore for SqlStore {
         // database arbitrates: with "update, else insert" two first writers
         // both found no row and the second insert failed on the key
         // (PostgreSQL's 23505 answered 500 to 5 of 100 concurrent PUTs).
+        // Not yet a named query (recipients, outside the message path): the dialect's conflict clause.
         let insert = d.sql(&format!(
             "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
              created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){}",
@@ -256,6 +256,7 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: recipient"))?
             .rows_affected();
+        // Not yet a named query (erasure, outside the message path): the dialect's conflict clause.
         let tombstone = format!(
             "INSERT INTO engagement_erased_users (user_id, erased_at) VALUES (?, ?){}",
             d.on_conflict_do_nothing("user_id")
@@ -285,11 +286,13 @@ impl RecipientStore for SqlStore {
         // change to this user's choices waits here until this one commits,
         // and then reads what it wrote. SQLite's BEGIN IMMEDIATE already
         // holds the only write lock.
+        // Not yet a named query, as above.
         let insert = d.sql(&format!(
             "INSERT INTO engagement_recipients (user_id, preferences, created_at, updated_at) VALUES (?, '{{}}', ?, ?){}",
             d.on_conflict_do_nothing("user_id")
         ));
         let lock = if d == super::Dialect::Sqlite { "" } else { " FOR UPDATE" };
+        // Not yet a named query (preferences, outside the message path): the dialect's lock clause.
         let read = d.sql(&format!("SELECT user_preferences FROM engagement_recipients WHERE user_id = ?{lock}"));
         sqlx::query(&insert)
             .bind(id.clone())
@@ -342,9 +345,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn insert_api_key(&self, k: &ApiKeyRow) -> Result<(), StoreError> {
-        let sql =
-            self.dialect().sql(&format!("INSERT INTO engagement_api_keys ({KEY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::InsertApiKey))
             .bind(k.id.clone())
             .bind(k.name.clone())
             .bind(k.key_hash.clone())
@@ -358,8 +359,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn api_key_by_hash(&self, key_hash: &str) -> Result<Option<ApiKeyRow>, StoreError> {
-        let sql = self.dialect().sql(&format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys WHERE key_hash = ?"));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::ApiKeyByHash))
             .bind(key_hash.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -368,15 +368,15 @@ impl RecipientStore for SqlStore {
     }
 
     async fn list_api_keys(&self) -> Result<Vec<ApiKeyRow>, StoreError> {
-        let sql = format!("SELECT {KEY_COLUMNS} FROM engagement_api_keys ORDER BY created_at, id");
-        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("list api keys"))?;
+        let rows = sqlx::query(self.sql(Query::ListApiKeys))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list api keys"))?;
         rows.iter().map(|r| key_from_any(r).map_err(StoreError::db("list api keys"))).collect()
     }
 
     async fn revoke_api_key(&self, id: &str, now: Millis) -> Result<bool, StoreError> {
-        let sql =
-            self.dialect().sql("UPDATE engagement_api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::RevokeApiKey))
             .bind(now.0)
             .bind(id.to_owned())
             .execute(self.writer())

@@ -235,12 +235,14 @@ impl SqlStore {
             }
             other => unreachable!("{other:?} is not a workflow table"),
         };
+        // One batched delete per workflow table: the table, its condition and its order vary.
         let sql = d.sql(&match d {
             Dialect::MySql => format!("DELETE FROM {name} WHERE {condition} ORDER BY {order} LIMIT ?"),
             Dialect::Postgres => format!(
                 "DELETE FROM {name} WHERE {key} = ANY(ARRAY(SELECT {key} FROM {name} WHERE {condition} \
                  ORDER BY {order} LIMIT ?)) AND {condition}"
             ),
+            // (The same delete, in SQLite's form.)
             Dialect::Sqlite => format!(
                 "DELETE FROM {name} WHERE {key} IN (SELECT {key} FROM {name} WHERE {condition} ORDER BY {order} \
                  LIMIT ?) AND {condition}"
@@ -321,6 +323,7 @@ enum Bound {
 pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
     let pending = pending_follow_up(d, "o.id");
     let batch = |extra: &str| {
+        // Two batches (sent rows, the others) from one text; see `limited_delete`.
         format!(
             "SELECT o.id FROM engagement_outbox o WHERE o.status = ? AND o.id < ? AND o.updated_at < ? \
              AND o.follow_up_at IS NULL AND (o.channel <> 'inbox' OR {pending} IS NULL){extra} ORDER BY o.id LIMIT ?"
@@ -328,13 +331,14 @@ pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
     };
     let recheck = "status = ? AND updated_at < ? AND follow_up_at IS NULL";
     let delete = |batch: String| {
+        // The batch above, in each dialect's form of a limited delete.
         d.sql(&match d {
             Dialect::MySql => format!(
                 "DELETE gone FROM ({batch}) AS chosen STRAIGHT_JOIN engagement_outbox gone ON gone.id = chosen.id \
                  WHERE gone.{}",
                 recheck.replace(" AND ", " AND gone.")
             ),
-            // An array computed once: see `Queries::new`.
+            // An array computed once: see the head of queries/postgres.sql.
             Dialect::Postgres => {
                 format!("DELETE FROM engagement_outbox WHERE id = ANY(ARRAY({batch})) AND {recheck}")
             }
@@ -342,6 +346,7 @@ pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
         })
     };
     let sent = delete(batch(""));
+    // The status index's predicate, named so SQLite uses the index.
     let others = delete(batch(&format!(" AND o.{IN_STATUS_INDEX}")));
     (sent, others)
 }
@@ -351,6 +356,7 @@ pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
 /// follow-up reads when the message was delivered, seen and read, and
 /// without it is cancelled as if the user had deleted it.
 fn archived_inbox_condition(d: Dialect) -> String {
+    // A condition that `limited_delete` completes, with the dialect's concatenation.
     format!(
         "archived_at IS NOT NULL AND archived_at < ? \
          AND (SELECT o.follow_up_at FROM engagement_outbox o WHERE o.id = engagement_inbox.outbox_id) IS NULL \
@@ -366,10 +372,12 @@ fn archived_inbox_condition(d: Dialect) -> String {
 /// `prune_outbox_sql` for why not `NOT EXISTS`).
 fn pending_follow_up(d: Dialect, id: &str) -> String {
     let prefix = crate::planning::workflow::FOLLOW_UP_PREFIX;
+    // A fragment of the statements above: the dialect's concatenation.
     let key = match d {
         Dialect::MySql => format!("CONCAT('{prefix}', {id})"),
         Dialect::Postgres | Dialect::Sqlite => format!("'{prefix}' || {id}"),
     };
+    // (The fragment, around the key.)
     format!("(SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key = {key} AND f.status IN ('scheduled', 'sending'))")
 }
 
@@ -378,14 +386,16 @@ fn pending_follow_up(d: Dialect, id: &str) -> String {
 /// single-table delete but not in an `IN (SELECT …)`; the others take the
 /// subquery.
 fn limited_delete(d: Dialect, table: &str, condition: &str, order: &str) -> String {
+    // Not yet named queries (retention, outside the message path): built from the table, its condition and its order.
     d.sql(&match d {
         Dialect::MySql => format!("DELETE FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?"),
-        // An array computed once: see `Queries::new` for the nested loop
-        // PostgreSQL may otherwise choose.
+        // An array computed once: see the head of queries/postgres.sql for
+        // the nested loop PostgreSQL may otherwise choose.
         Dialect::Postgres => format!(
             "DELETE FROM {table} WHERE id = ANY(ARRAY(SELECT id FROM {table} WHERE {condition} ORDER BY {order} \
              LIMIT ?))"
         ),
+        // (The same delete, in SQLite's form.)
         Dialect::Sqlite => format!(
             "DELETE FROM {table} WHERE id IN (SELECT id FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?)"
         ),

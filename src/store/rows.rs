@@ -126,13 +126,6 @@ pub struct SendRecord {
     pub created_at: Millis,
 }
 
-/// The columns of `engagement_sends` that [`SendRecord`] reads. Queries
-/// name them rather than `SELECT *`: on PostgreSQL a prepared `SELECT *`
-/// fails with "cached plan must not change result type" once a newer
-/// Herald's migration adds a column, so a running instance broke on the
-/// first upgrade of another (tests/rolling_upgrade.rs).
-pub(crate) const SEND_COLUMNS: &str = "id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at";
-
 impl<'r> FromRow<'r, AnyRow> for SendRecord {
     fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
         Ok(SendRecord {

@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
 use super::json_rows::keys_json;
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::sends::NewSend;
 use super::{SqlStore, Store, StoreError};
@@ -36,9 +37,6 @@ pub struct RuleRow {
     pub created_at: Millis,
     pub updated_at: Millis,
 }
-
-const RULE_COLUMNS: &str = "id, name, trigger_type, condition_expr, channel, template, delay_seconds, grace_seconds, \
-     category, enabled, webhook_url, workflow, created_at, updated_at";
 
 impl RuleRow {
     fn from_any(row: &AnyRow) -> Result<RuleRow, StoreError> {
@@ -117,10 +115,7 @@ fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
 #[async_trait]
 impl RuleStore for SqlStore {
     async fn insert_rule(&self, r: &RuleRow) -> Result<(), StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "INSERT INTO engagement_rules ({RULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::InsertRule))
             .bind(r.id.clone())
             .bind(r.name.clone())
             .bind(r.trigger_type.clone())
@@ -142,8 +137,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn get_rule(&self, id: &str) -> Result<Option<RuleRow>, StoreError> {
-        let sql = self.dialect().sql(&format!("SELECT {RULE_COLUMNS} FROM engagement_rules WHERE id = ?"));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::GetRule))
             .bind(id.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -152,17 +146,15 @@ impl RuleStore for SqlStore {
     }
 
     async fn list_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
-        let sql = format!("SELECT {RULE_COLUMNS} FROM engagement_rules ORDER BY created_at, id");
-        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("list rules"))?;
+        let rows = sqlx::query(self.sql(Query::ListRules))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list rules"))?;
         rules(&rows)
     }
 
     async fn update_rule(&self, r: &RuleRow) -> Result<bool, StoreError> {
-        let sql = self.dialect().sql(
-            "UPDATE engagement_rules SET name = ?, trigger_type = ?, condition_expr = ?, channel = ?, template = ?, \
-             delay_seconds = ?, grace_seconds = ?, category = ?, enabled = ?, webhook_url = ?, workflow = ?, updated_at = ? WHERE id = ?",
-        );
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::UpdateRule))
             .bind(r.name.clone())
             .bind(r.trigger_type.clone())
             .bind(r.condition.clone())
@@ -184,8 +176,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
-        let sql = self.dialect().sql("DELETE FROM engagement_rules WHERE id = ?");
-        let n = sqlx::query(&sql)
+        let n = sqlx::query(self.sql(Query::DeleteRule))
             .bind(id.to_owned())
             .execute(self.writer())
             .await
@@ -195,8 +186,10 @@ impl RuleStore for SqlStore {
     }
 
     async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
-        let sql = format!("SELECT {RULE_COLUMNS} FROM engagement_rules WHERE enabled = 1 ORDER BY created_at, id");
-        let rows = sqlx::query(&sql).fetch_all(self.pool()).await.map_err(StoreError::db("enabled rules"))?;
+        let rows = sqlx::query(self.sql(Query::EnabledRules))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("enabled rules"))?;
         rules(&rows)
     }
 
@@ -204,8 +197,7 @@ impl RuleStore for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = self.dialect().select_by_keys("r.id, r.enabled, r.updated_at", "engagement_rules", "r", "id");
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::RuleVersions))
             .bind(keys_json(ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
@@ -220,9 +212,7 @@ impl RuleStore for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let columns = RULE_COLUMNS.split(", ").map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
-        let sql = self.dialect().select_by_keys(&columns, "engagement_rules", "r", "id");
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::RulesByIds))
             .bind(keys_json(ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
@@ -241,12 +231,15 @@ impl RuleStore for SqlStore {
         let mut tx = self.begin_write().await.map_err(db("cancel: begin"))?;
         // One compare-and-set for the whole scope: a row a worker claimed
         // meanwhile is no longer 'scheduled' and is the worker's to finish.
+        // The scope's column: three scopes, each with and without RETURNING,
+        // would be nine named statements for one compare-and-set.
         let update = format!(
             "UPDATE engagement_outbox SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ? \
              WHERE {column} = ? AND status = 'scheduled'"
         );
         let returning = "id, rule_id, trigger_id, user_id, channel, attempts";
         let cancelled = if d.has_update_returning() {
+            // (The same statement, returning the rows it cancelled.)
             sqlx::query(&d.sql(&format!("{update} RETURNING {returning}")))
                 .bind(detail.to_owned())
                 .bind(now.0)
@@ -257,6 +250,7 @@ impl RuleStore for SqlStore {
         } else {
             // No RETURNING: lock the rows first, so the update changes
             // exactly the rows read.
+            // (The scope's column, as above.)
             let rows = sqlx::query(&format!(
                 "SELECT {returning} FROM engagement_outbox WHERE {column} = ? AND status = 'scheduled' FOR UPDATE"
             ))

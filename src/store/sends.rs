@@ -2,7 +2,9 @@
 
 use sqlx::AnyConnection;
 
-use super::json_rows::{Col, to_json};
+use super::json_rows::row_as_array;
+use super::json_rows::to_json;
+use super::queries::Query;
 use super::{Dialect, StoreError, new_id_at};
 use crate::clock::Millis;
 
@@ -35,52 +37,27 @@ pub(crate) async fn insert(
     if super::values::inserts_as_values(d) {
         return insert_values(conn, d, sends, now).await;
     }
-    let from = d.json_rows(
-        &[
-            ("id", Col::Key),
-            ("outbox_id", Col::Key),
-            ("rule_id", Col::Key),
-            ("trigger_id", Col::Key),
-            ("user_id", Col::Key),
-            ("channel", Col::Key),
-            ("transport", Col::Key),
-            ("address_hash", Col::Key),
-            ("status", Col::Key),
-            ("detail", Col::Text),
-            ("attempts", Col::Int),
-        ],
-        "s",
-    );
-    let sql = d.sql(&format!(
-        "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-         address_hash, status, detail, attempts, created_at) \
-         SELECT s.id, s.outbox_id, s.rule_id, s.trigger_id, s.user_id, s.channel, s.transport, s.address_hash, \
-         s.status, s.detail, s.attempts, ? FROM {from}"
-    ));
     for chunk in sends.chunks(CHUNK) {
-        let rows: Vec<_> = chunk
+        let rows: Vec<SendRow> = chunk
             .iter()
-            .map(|s| {
+            .map(|s| SendRow {
                 // Made from `now`, like created_at: the id range is the time range.
-                let id = new_id_at(now);
-                (
-                    id,
-                    &s.outbox_id,
-                    &s.rule_id,
-                    &s.trigger_id,
-                    &s.user_id,
-                    &s.channel,
-                    &s.transport,
-                    &s.address_hash,
-                    s.status,
-                    &s.detail,
-                    s.attempts,
-                )
+                id: new_id_at(now),
+                outbox_id: &s.outbox_id,
+                rule_id: s.rule_id.as_deref(),
+                trigger_id: s.trigger_id.as_deref(),
+                user_id: &s.user_id,
+                channel: &s.channel,
+                transport: s.transport.as_deref(),
+                address_hash: s.address_hash.as_deref(),
+                status: s.status,
+                detail: s.detail.as_deref(),
+                attempts: s.attempts,
             })
             .collect();
-        sqlx::query(&sql)
-            .bind(now.0)
+        sqlx::query(Query::AppendSends.sql(d))
             .bind(to_json(&rows)?)
+            .bind(now.0)
             .execute(&mut *conn)
             .await
             .map_err(StoreError::db("append to the send log"))?;
@@ -88,15 +65,41 @@ pub(crate) async fn insert(
     Ok(())
 }
 
+row_as_array! {
+    /// One send-log row as `append_sends` reads it (PostgreSQL): one row
+    /// of its JSON array.
+    #[derive(Debug)]
+    struct SendRow<'a> {
+        /// A UUIDv7 made from the row's `created_at`.
+        id: String,
+        /// The outbox row the outcome is for.
+        outbox_id: &'a str,
+        /// The rule that planned it, if any.
+        rule_id: Option<&'a str>,
+        /// The trigger it was planned from, if any.
+        trigger_id: Option<&'a str>,
+        /// The recipient.
+        user_id: &'a str,
+        /// The channel that delivered it, or declined to.
+        channel: &'a str,
+        /// How it went out (`smtp`, `file`, `inbox`, …), when it did.
+        transport: Option<&'a str>,
+        /// The HMAC of the recipient's address.
+        address_hash: Option<&'a str>,
+        /// What happened (`SendStatus`).
+        status: &'static str,
+        /// Why, in words, for every status but `sent`.
+        detail: Option<&'a str>,
+        /// Deliveries started.
+        attempts: i64,
+    }
+}
+
 /// The same rows as multi-row `VALUES` (see `values`).
 async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
+    let q = Query::AppendSendsValues;
     for run in super::values::runs(d, sends) {
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-             address_hash, status, detail, attempts, created_at) {}",
-            super::values::source(d, 12, &run)
-        ));
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(super::values::statement(q, d, &run));
         for s in run.rows {
             query = query
                 .bind(new_id_at(now))
@@ -112,7 +115,7 @@ async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], 
                 .bind(s.attempts)
                 .bind(now.0);
         }
-        let query = super::values::bind_padding(query, 12, &run);
+        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
         query.execute(&mut *conn).await.map_err(StoreError::db("append to the send log"))?;
     }
     Ok(())

@@ -8,7 +8,8 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Executor, Row};
 use tokio::sync::{Notify, broadcast, watch};
 
-use super::json_rows::{keys_json, to_json};
+use super::json_rows::{ClaimRef, keys_json, to_json};
+use super::queries::Query;
 use super::rows::{OldestDue, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord, StatusSummary,
@@ -16,9 +17,6 @@ use super::{
 };
 use crate::clock::Millis;
 use crate::domain::{OutboxStatus, UserId};
-
-mod queries;
-use queries::Queries;
 
 /// The PostgreSQL channel instances use to wake each other on enqueue.
 pub const NOTIFY_CHANNEL: &str = "herald_outbox";
@@ -55,7 +53,6 @@ pub struct SqlStore {
     inbox_changed: broadcast::Sender<String>,
     /// Bumped when events are appended (see `EventStore::event_signal`).
     events_appended: Arc<watch::Sender<u64>>,
-    q: Arc<Queries>,
     /// The instance this store claims for: written into `claimed_by` by
     /// every claim, so the rows of an instance whose lease lapsed can be
     /// found (see `instances`). `None`: claims name no instance and only
@@ -132,7 +129,6 @@ impl SqlStore {
             // id, so a missed signal only delays, never loses.
             inbox_changed: broadcast::channel(1024).0,
             events_appended: Arc::new(watch::channel(0).0),
-            q: Arc::new(Queries::new(dialect)),
             instance: None,
             slice: Arc::default(),
         })
@@ -155,17 +151,18 @@ impl SqlStore {
                 return cached.slice;
             }
         }
-        let live = sqlx::query("SELECT id FROM engagement_instances WHERE expires_at >= ? ORDER BY id")
-            .bind(now.0)
-            .fetch_all(&self.pool)
-            .await
-            .ok()?;
+        let live = sqlx::query(self.sql(Query::LiveInstances)).bind(now.0).fetch_all(&self.pool).await.ok()?;
         let ids: Vec<String> = live.iter().filter_map(|r| text(r, "id").ok()).collect();
         let slice =
             ids.iter().position(|id| id == me).filter(|_| ids.len() > 1).map(|rank| (rank as u32, ids.len() as u32));
         let mut cached = self.slice.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *cached = ClaimSlice { read_at: Some(std::time::Instant::now()), slice };
         slice
+    }
+
+    /// A named statement's text in this store's dialect.
+    pub(crate) fn sql(&self, query: Query) -> &'static str {
+        query.sql(self.dialect)
     }
 
     /// The instance this store claims for, if any.
@@ -242,12 +239,12 @@ impl SqlStore {
         if users.len() > 7900 {
             users = "*".to_owned();
         }
-        let sql = match (events, inbox_users.is_empty()) {
-            (true, true) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', '')"),
-            (true, false) => format!("SELECT pg_notify('{EVENTS_CHANNEL}', ''), pg_notify('{INBOX_CHANNEL}', $1)"),
-            (false, _) => format!("SELECT pg_notify('{INBOX_CHANNEL}', $1)"),
+        let notify = match (events, inbox_users.is_empty()) {
+            (true, true) => Query::NotifyEvents,
+            (true, false) => Query::NotifyEventsAndInbox,
+            (false, _) => Query::NotifyInbox,
         };
-        let mut query = sqlx::query(&sql);
+        let mut query = sqlx::query(self.sql(notify));
         if !inbox_users.is_empty() {
             query = query.bind(users);
         }
@@ -290,7 +287,7 @@ impl SqlStore {
         if won == 0 {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(&self.q.claimed_by_token)
+        let rows = sqlx::query(self.sql(Query::ClaimedByToken))
             .bind(token.to_owned())
             .fetch_all(&mut *conn)
             .await
@@ -303,7 +300,7 @@ impl SqlStore {
     /// were enqueued.
     pub(crate) async fn notify_enqueued_in(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
         if self.dialect == Dialect::Postgres {
-            sqlx::query(&format!("SELECT pg_notify('{NOTIFY_CHANNEL}', '')"))
+            sqlx::query(self.sql(Query::NotifyEnqueued))
                 .execute(&mut *conn)
                 .await
                 .map_err(StoreError::db("notify other instances"))?;
@@ -347,11 +344,7 @@ impl SqlStore {
     pub(crate) async fn signal_inbox_changed(&self, user_id: &str) {
         let _ = self.inbox_changed.send(user_id.to_owned());
         if self.dialect == Dialect::Postgres {
-            let notify = sqlx::query("SELECT 1 FROM (SELECT pg_notify($1, $2)) AS n")
-                .bind(INBOX_CHANNEL)
-                .bind(user_id.to_owned())
-                .execute(&self.pool)
-                .await;
+            let notify = sqlx::query(self.sql(Query::NotifyInbox)).bind(user_id.to_owned()).execute(&self.pool).await;
             if let Err(e) = notify {
                 tracing::warn!(error = %e, "could not notify other instances of an inbox change");
             }
@@ -366,22 +359,20 @@ impl SqlStore {
     /// every other instance.
     pub(crate) async fn signal_events(&self) {
         self.events_appended.send_modify(|n| *n = n.wrapping_add(1));
-        if self.dialect == Dialect::Postgres {
-            let sql = format!("NOTIFY {EVENTS_CHANNEL}");
-            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
-                tracing::warn!(error = %e, "could not notify other instances of new events");
-            }
+        if self.dialect == Dialect::Postgres
+            && let Err(e) = sqlx::query(self.sql(Query::NotifyEvents)).execute(&self.pool).await
+        {
+            tracing::warn!(error = %e, "could not notify other instances of new events");
         }
     }
 
     /// Tells other instances (PostgreSQL only) that rows were enqueued.
     async fn notify_others(&self) {
-        if self.dialect == Dialect::Postgres {
-            let sql = format!("NOTIFY {NOTIFY_CHANNEL}");
-            if let Err(e) = sqlx::query(&sql).execute(&self.pool).await {
-                // Polling is the backstop; a lost notification only delays.
-                tracing::warn!(error = %e, "could not notify other instances of new rows");
-            }
+        if self.dialect == Dialect::Postgres
+            && let Err(e) = sqlx::query(self.sql(Query::NotifyEnqueued)).execute(&self.pool).await
+        {
+            // Polling is the backstop; a lost notification only delays.
+            tracing::warn!(error = %e, "could not notify other instances of new rows");
         }
     }
 }
@@ -431,9 +422,11 @@ fn normalise_url(url: &str, dialect: Dialect) -> String {
     match dialect {
         Dialect::Sqlite if !url.contains("mode=") && !url.contains(":memory:") => {
             let sep = if url.contains('?') { '&' } else { '?' };
+            // A URL, not SQL.
             format!("{url}{sep}mode=rwc")
         }
         Dialect::MySql if url.starts_with("mariadb:") => {
+            // A URL, not SQL.
             format!("mysql:{}", &url["mariadb:".len()..])
         }
         _ => url.to_owned(),
@@ -465,12 +458,10 @@ impl Store for SqlStore {
     }
 
     async fn database_time(&self) -> Result<Millis, StoreError> {
-        let sql = match self.dialect {
-            Dialect::Postgres => "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-            Dialect::MySql => "SELECT CAST(UNIX_TIMESTAMP(SYSDATE(3)) * 1000 AS SIGNED)",
-            Dialect::Sqlite => "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER)",
-        };
-        let row = sqlx::query(sql).fetch_one(&self.pool).await.map_err(StoreError::db("read the database's clock"))?;
+        let row = sqlx::query(self.sql(Query::DatabaseTime))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(StoreError::db("read the database's clock"))?;
         Ok(Millis(row.try_get(0).map_err(StoreError::db("read the database's clock"))?))
     }
 
@@ -494,7 +485,7 @@ impl Store for SqlStore {
         token: &str,
     ) -> Result<Vec<OutboxRow>, StoreError> {
         if let Some((rank, n)) = self.claim_slice(now).await {
-            let claim = sqlx::query(&self.q.claim_channel_slice)
+            let claim = sqlx::query(self.sql(Query::ClaimChannelSlice))
                 .bind(token.to_owned())
                 .bind(self.instance.as_deref().map(str::to_owned))
                 .bind(now.0)
@@ -509,7 +500,7 @@ impl Store for SqlStore {
                 return Ok(won);
             }
         }
-        let claim = sqlx::query(&self.q.claim_channel)
+        let claim = sqlx::query(self.sql(Query::ClaimChannel))
             .bind(token.to_owned())
             .bind(self.instance.as_deref().map(str::to_owned))
             .bind(now.0)
@@ -527,7 +518,7 @@ impl Store for SqlStore {
         limit: u32,
         token: &str,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        let claim = sqlx::query(&self.q.claim_unknown)
+        let claim = sqlx::query(self.sql(Query::ClaimUnknownChannels))
             .bind(token.to_owned())
             .bind(self.instance.as_deref().map(str::to_owned))
             .bind(now.0)
@@ -549,7 +540,7 @@ impl Store for SqlStore {
         // No lower bound is the smallest one: the statement stays the same.
         let from_due = from_due.map_or(i64::MIN, |m| m.0);
         if let Some((rank, n)) = self.claim_slice(now).await {
-            let rows = sqlx::query(&self.q.peek_channel_slice)
+            let rows = sqlx::query(self.sql(Query::PeekChannelSlice))
                 .bind(channel.to_owned())
                 .bind(from_due)
                 .bind(now.0)
@@ -564,7 +555,7 @@ impl Store for SqlStore {
                 return outbox_rows(&rows);
             }
         }
-        let rows = sqlx::query(&self.q.peek_channel)
+        let rows = sqlx::query(self.sql(Query::PeekChannel))
             .bind(channel.to_owned())
             .bind(from_due)
             .bind(now.0)
@@ -577,7 +568,7 @@ impl Store for SqlStore {
     }
 
     async fn next_due_for(&self, channel: &str) -> Result<Option<Millis>, StoreError> {
-        let row = sqlx::query(&self.q.next_due_channel)
+        let row = sqlx::query(self.sql(Query::NextDueForChannel))
             .bind(channel.to_owned())
             .fetch_one(&self.pool)
             .await
@@ -599,21 +590,20 @@ impl Store for SqlStore {
         if claims.is_empty() {
             return Ok(0);
         }
-        let json = to_json(claims)?;
-        let refund = i64::from(refund_attempt);
-        let query = sqlx::query(&self.q.release);
-        let query = match self.dialect {
-            Dialect::MySql => query.bind(json).bind(refund).bind(now.0),
-            _ => query.bind(refund).bind(now.0).bind(json),
-        };
+        let claims: Vec<ClaimRef> = claims.iter().map(|(id, token)| ClaimRef { id, token }).collect();
+        let query = sqlx::query(self.sql(Query::ReleaseClaims))
+            .bind(to_json(&claims)?)
+            .bind(i64::from(refund_attempt))
+            .bind(now.0);
         let n = query.execute(&self.writer).await.map_err(StoreError::db("release claims"))?.rows_affected();
         Ok(n)
     }
 
     async fn reclaim_stale(&self, cutoff: Millis, now: Millis) -> Result<u64, StoreError> {
+        // Words for `last_error`, not SQL.
         let detail =
             format!("claim taken back at {now}: the instance delivering it stopped or stalled past the stale window");
-        let n = sqlx::query(&self.q.reclaim)
+        let n = sqlx::query(self.sql(Query::ReclaimStale))
             .bind(detail)
             .bind(now.0)
             .bind(cutoff.0)
@@ -625,14 +615,16 @@ impl Store for SqlStore {
     }
 
     async fn next_due_at(&self) -> Result<Option<Millis>, StoreError> {
-        let row = sqlx::query(&self.q.next_due).fetch_one(&self.pool).await.map_err(StoreError::db("next due"))?;
+        let row =
+            sqlx::query(self.sql(Query::NextDue)).fetch_one(&self.pool).await.map_err(StoreError::db("next due"))?;
         let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
         Ok(v.map(Millis))
     }
 
     async fn status_summary(&self, now: Millis) -> Result<StatusSummary, StoreError> {
         let db = StoreError::db;
-        let rows = sqlx::query(&self.q.counts).fetch_all(&self.pool).await.map_err(db("count by status"))?;
+        let rows =
+            sqlx::query(self.sql(Query::CountByStatus)).fetch_all(&self.pool).await.map_err(db("count by status"))?;
         let mut counts: Vec<StatusCount> =
             OutboxStatus::ALL.iter().map(|&status| StatusCount { status, count: 0 }).collect();
         for row in rows {
@@ -647,7 +639,7 @@ impl Store for SqlStore {
                 c.count = count;
             }
         }
-        let oldest = sqlx::query(&self.q.oldest_due)
+        let oldest = sqlx::query(self.sql(Query::OldestDue))
             .bind(now.0)
             .fetch_optional(&self.pool)
             .await
@@ -672,7 +664,7 @@ impl Store for SqlStore {
     }
 
     async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError> {
-        let row = sqlx::query(&self.q.get_outbox)
+        let row = sqlx::query(self.sql(Query::GetOutbox))
             .bind(id.to_owned())
             .fetch_optional(&self.pool)
             .await
@@ -681,7 +673,7 @@ impl Store for SqlStore {
     }
 
     async fn sends_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<SendRecord>, StoreError> {
-        sqlx::query_as(&self.q.sends_for_user)
+        sqlx::query_as(self.sql(Query::SendsForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
@@ -690,7 +682,7 @@ impl Store for SqlStore {
     }
 
     async fn sends_for_outbox(&self, outbox_id: &str) -> Result<Vec<SendRecord>, StoreError> {
-        sqlx::query_as(&self.q.sends_for_outbox)
+        sqlx::query_as(self.sql(Query::SendsForOutbox))
             .bind(outbox_id.to_owned())
             .fetch_all(&self.pool)
             .await
@@ -698,7 +690,7 @@ impl Store for SqlStore {
     }
 
     async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
-        let rows = sqlx::query(&self.q.pending_for_user)
+        let rows = sqlx::query(self.sql(Query::PendingForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
             .fetch_all(&self.pool)
@@ -708,7 +700,7 @@ impl Store for SqlStore {
     }
 
     async fn inbox_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
-        sqlx::query_as(&self.q.inbox_for_user)
+        sqlx::query_as(self.sql(Query::InboxForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
             .fetch_all(&self.pool)

@@ -15,6 +15,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -81,8 +82,6 @@ pub struct SuppressionRow {
     pub expires_at: Option<Millis>,
 }
 
-const COLUMNS: &str = "address_hash, category, reason, detail, created_at, expires_at";
-
 fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
     let reason = text(row, "reason")?;
     Ok(SuppressionRow {
@@ -90,6 +89,7 @@ fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
         category: text(row, "category")?,
         reason: SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
             index: "reason".into(),
+            // An error's words, not SQL.
             source: format!("unknown suppression reason {reason:?}").into(),
         })?,
         detail: opt_text(row, "detail")?,
@@ -150,14 +150,6 @@ pub trait SuppressionStore: Send + Sync {
     async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError>;
 }
 
-fn insert_ignoring_duplicate(d: Dialect) -> String {
-    let tail = match d {
-        Dialect::MySql => " ON DUPLICATE KEY UPDATE address_hash = address_hash",
-        _ => " ON CONFLICT (address_hash, category) DO NOTHING",
-    };
-    d.sql(&format!("INSERT INTO engagement_suppressions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?){tail}"))
-}
-
 /// Adds or replaces a suppression inside the caller's transaction (bounce
 /// ingestion suppresses in the same transaction as it records the bounce),
 /// and pushes its event onto `events` for the caller to append last (see
@@ -190,7 +182,7 @@ pub(crate) async fn suppress_in(
     if created {
         // Ignoring a duplicate: a concurrent suppress of the same address
         // (two bounces at once) is not an error.
-        sqlx::query(&insert_ignoring_duplicate(d))
+        sqlx::query(Query::InsertSuppression.sql(d))
             .bind(s.address_hash.clone())
             .bind(s.category.clone())
             .bind(s.reason.as_str())
@@ -229,11 +221,7 @@ impl SuppressionStore for SqlStore {
     ) -> Result<Option<SuppressionRow>, StoreError> {
         // `*` sorts before letters, so an all-categories suppression is the
         // one reported when both exist.
-        let sql = self.dialect().sql(&format!(
-            "SELECT {COLUMNS} FROM engagement_suppressions WHERE address_hash = ? AND category IN (?, ?) \
-             AND (expires_at IS NULL OR expires_at > ?) ORDER BY category LIMIT 1"
-        ));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::FindSuppression))
             .bind(address_hash.to_owned())
             .bind(ALL_CATEGORIES)
             .bind(category.unwrap_or(ALL_CATEGORIES).to_owned())
@@ -249,20 +237,15 @@ impl SuppressionStore for SqlStore {
         address_hash: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SuppressionRow>, StoreError> {
-        let d = self.dialect();
         let rows = match address_hash {
             Some(h) => {
-                let sql = d.sql(&format!(
-                    "SELECT {COLUMNS} FROM engagement_suppressions WHERE address_hash = ? ORDER BY category LIMIT ?"
-                ));
-                sqlx::query(&sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+                sqlx::query(self.sql(Query::SuppressionsOfAddress))
+                    .bind(h.to_owned())
+                    .bind(i64::from(limit))
+                    .fetch_all(self.pool())
+                    .await
             }
-            None => {
-                let sql = d.sql(&format!(
-                    "SELECT {COLUMNS} FROM engagement_suppressions ORDER BY created_at DESC, address_hash LIMIT ?"
-                ));
-                sqlx::query(&sql).bind(i64::from(limit)).fetch_all(self.pool()).await
-            }
+            None => sqlx::query(self.sql(Query::ListSuppressions)).bind(i64::from(limit)).fetch_all(self.pool()).await,
         }
         .map_err(StoreError::db("list suppressions"))?;
         rows.iter().map(|r| from_any(r).map_err(StoreError::db("list suppressions"))).collect()
@@ -320,6 +303,7 @@ impl SuppressionStore for SqlStore {
                     operator_email: lift.by.to_owned(),
                     action: "suppression.lift".into(),
                     target: address_hash.to_owned(),
+                    // The audit entry's words, not SQL.
                     detail: Some(format!(
                         "category {category}, {lifted} lifted; reason: {}",
                         lift.reason.unwrap_or("(none given)")
@@ -338,12 +322,7 @@ impl SuppressionStore for SqlStore {
     }
 
     async fn sends_for_address(&self, address_hash: &str, limit: u32) -> Result<Vec<SendRecord>, StoreError> {
-        // Served by engagement_sends_address (address_hash, created_at).
-        let sql = self.dialect().sql(&format!(
-            "SELECT {} FROM engagement_sends WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?",
-            super::rows::SEND_COLUMNS
-        ));
-        sqlx::query_as(&sql)
+        sqlx::query_as(self.sql(Query::SendsForAddress))
             .bind(address_hash.to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())

@@ -111,6 +111,7 @@ impl ThrottleStore for SqlStore {
             };
             // SQLite reads `INSERT … SELECT … ON CONFLICT` as a join
             // constraint unless the SELECT has a WHERE.
+            // Not yet a named query (frequency caps): still on positional JSON rows (`json_rows`).
             let sql = d.sql(&format!(
                 "INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id) \
                  SELECT s.bucket, s.slot, 0, NULL FROM {from} WHERE true{conflict}"
@@ -125,10 +126,12 @@ impl ThrottleStore for SqlStore {
             let cols = [("bucket", Col::Key), ("slot", Col::Int), ("used_at", Col::Int), ("outbox_id", Col::Key)];
             let from = d.json_rows(&cols, "c");
             let sql = match d {
+                // Not yet a named query, as above.
                 Dialect::MySql => format!(
                     "UPDATE {from} STRAIGHT_JOIN engagement_throttle_slots t ON t.bucket = c.bucket AND t.slot = c.slot \
                      SET t.used_at = c.used_at, t.outbox_id = c.outbox_id"
                 ),
+                // Not yet a named query, as above.
                 _ => d.sql(&format!(
                     "UPDATE engagement_throttle_slots AS t SET used_at = c.used_at, outbox_id = c.outbox_id FROM {from} \
                      WHERE t.bucket = c.bucket AND t.slot = c.slot"
@@ -205,6 +208,7 @@ impl SqlStore {
             ("was_used", Col::Int),
             ("was_for", Col::Key),
         ];
+        // Not yet a named query, as above (SQLite only: one upsert of known slots).
         let sql = format!(
             "INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id) \
              SELECT c.bucket, c.slot, c.used_at, c.outbox_id FROM {} \
@@ -316,6 +320,7 @@ async fn read_slots<'a>(
         Dialect::Postgres => " FOR UPDATE OF t",
         Dialect::MySql => " FOR UPDATE",
     };
+    // Not yet a named query, as above: the dialect's lock clause.
     let sql = format!(
         "{} ORDER BY t.bucket, t.slot{lock}",
         d.select_by_keys("t.bucket, t.slot, t.used_at, t.outbox_id", "engagement_throttle_slots", "t", "bucket")

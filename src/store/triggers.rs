@@ -8,8 +8,10 @@ use sqlx::any::AnyRow;
 
 use std::collections::{HashMap, HashSet};
 
-use super::json_rows::{Col, keys_json, to_json};
-use super::rows::{OUTBOX_COLUMNS, opt_text, text};
+use super::json_rows::row_as_array;
+use super::json_rows::{keys_json, to_json};
+use super::queries::Query;
+use super::rows::{opt_text, text};
 use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::UserId;
@@ -116,9 +118,6 @@ pub struct TriggerPlan {
     pub detail: String,
 }
 
-pub(super) const TRIGGER_COLUMNS: &str = "id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at, \
-     planned_at, planned_count, plan_detail";
-
 #[async_trait]
 pub trait TriggerStore: Send + Sync {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError>;
@@ -153,6 +152,46 @@ pub trait TriggerStore: Send + Sync {
     async fn triggers_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<TriggerRow>, StoreError>;
 }
 
+row_as_array! {
+    /// One trigger as `accept_triggers` reads it, as one row of its JSON
+    /// array (see [`NewTrigger`] for what each field means).
+    #[derive(Debug)]
+    struct TriggerJson<'a> {
+        /// Chosen by the caller.
+        id: &'a str,
+        /// What happened (`type`).
+        trigger_type: &'a str,
+        /// To whom.
+        user_id: &'a str,
+        /// The trigger's JSON, as text.
+        payload: String,
+        /// The caller's key: a second trigger with it is not recorded.
+        idempotency_key: Option<&'a str>,
+        /// A hash of the request that carried it, to tell a replay from a
+        /// different request reusing the key.
+        request_hash: Option<&'a str>,
+        /// When it happened.
+        occurred_at: i64,
+        /// Outbox rows and digest items planned from it.
+        planned_count: i64,
+        /// What the planner made of it, in words.
+        plan_detail: &'a str,
+    }
+}
+
+row_as_array! {
+    /// One trigger's plan, as one row of `plan_triggers`'s JSON array.
+    #[derive(Debug)]
+    struct PlanJson<'a> {
+        /// The trigger.
+        id: &'a str,
+        /// Outbox rows and digest items planned from it.
+        planned_count: i64,
+        /// What the planner made of it, in words.
+        plan_detail: &'a str,
+    }
+}
+
 pub(super) fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerRow>, StoreError> {
     rows.iter().map(|r| TriggerRow::from_any(r).map_err(StoreError::db(op))).collect()
 }
@@ -160,13 +199,7 @@ pub(super) fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerR
 #[async_trait]
 impl TriggerStore for SqlStore {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError> {
-        let d = self.dialect();
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, \
-             created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?){}",
-            d.on_conflict_do_nothing("idempotency_key")
-        ));
-        sqlx::query(&sql)
+        sqlx::query(self.sql(Query::InsertTrigger))
             .bind(t.id.clone())
             .bind(t.trigger_type.clone())
             .bind(t.user_id.as_str().to_owned())
@@ -180,8 +213,7 @@ impl TriggerStore for SqlStore {
             .map_err(StoreError::db("insert trigger"))?;
         let Some(key) = &t.idempotency_key else { return Ok(TriggerInsert::Created) };
         // Which trigger holds the key? Ours, or the first one.
-        let sql = d.sql(&format!("SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE idempotency_key = ?"));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::TriggerByIdempotencyKey))
             .bind(key.clone())
             .fetch_one(self.pool())
             .await
@@ -211,43 +243,25 @@ impl TriggerStore for SqlStore {
             }
         }
         let mut tx = self.begin_write().await.map_err(db("accept triggers: begin"))?;
-        let from = d.json_rows(
-            &[
-                ("id", Col::Key),
-                ("type", Col::Key),
-                ("user_id", Col::Key),
-                ("payload", Col::Text),
-                ("idempotency_key", Col::Key),
-                ("request_hash", Col::Key),
-                ("occurred_at", Col::Int),
-                ("planned_count", Col::Int),
-                ("plan_detail", Col::Text),
-            ],
-            "t",
-        );
-        let (filter, tail) = match d {
-            Dialect::MySql => ("", " ON DUPLICATE KEY UPDATE idempotency_key = engagement_triggers.idempotency_key"),
-            Dialect::Postgres => ("", " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
-            Dialect::Sqlite => (" WHERE true", " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
-        };
-        let sql = d.sql(&format!(
-            "INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at, \
-             created_at, planned_at, planned_count, plan_detail) \
-             SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?, \
-             t.planned_count, t.plan_detail FROM {from}{filter}{tail}"
-        ));
-        let json: Vec<_> = candidates
+        let json: Vec<TriggerJson> = candidates
             .iter()
             .map(|&i| {
                 let p = &triggers[i];
                 let t = &p.trigger;
-                let planned = (p.rows.len() + p.digests.len()) as i64;
-                let (user, payload) = (t.user_id.as_str(), t.payload.to_string());
-                let (key, hash, occurred) = (&t.idempotency_key, &t.request_hash, t.occurred_at.0);
-                (&t.id, &t.trigger_type, user, payload, key, hash, occurred, planned, &p.detail)
+                TriggerJson {
+                    id: &t.id,
+                    trigger_type: &t.trigger_type,
+                    user_id: t.user_id.as_str(),
+                    payload: t.payload.to_string(),
+                    idempotency_key: t.idempotency_key.as_deref(),
+                    request_hash: t.request_hash.as_deref(),
+                    occurred_at: t.occurred_at.0,
+                    planned_count: (p.rows.len() + p.digests.len()) as i64,
+                    plan_detail: &p.detail,
+                }
             })
             .collect();
-        let query = sqlx::query(&sql).bind(now.0).bind(now.0).bind(to_json(&json)?);
+        let query = sqlx::query(self.sql(Query::AcceptTriggers)).bind(now.0).bind(now.0).bind(to_json(&json)?);
         let inserted: Option<HashSet<String>> = if d == Dialect::MySql {
             query.execute(&mut *tx).await.map_err(db("accept triggers: insert"))?;
             None
@@ -261,9 +275,7 @@ impl TriggerStore for SqlStore {
         let keyed: Vec<&str> = first_with_key.keys().copied().collect();
         let any_lost = inserted.as_ref().is_none_or(|ids| ids.len() < candidates.len());
         if !keyed.is_empty() && any_lost {
-            let columns = TRIGGER_COLUMNS.split(", ").map(|c| format!("h.{c}")).collect::<Vec<_>>().join(", ");
-            let sql = d.select_by_keys(&columns, "engagement_triggers", "h", "idempotency_key");
-            let rows = sqlx::query(&sql)
+            let rows = sqlx::query(self.sql(Query::TriggersByIdempotencyKeys))
                 .bind(keys_json(keyed)?)
                 .fetch_all(&mut *tx)
                 .await
@@ -326,38 +338,28 @@ impl TriggerStore for SqlStore {
         }
         let d = self.dialect();
         let db = StoreError::db;
-        let json: Vec<_> =
-            plans.iter().map(|p| (&p.trigger_id, (p.rows.len() + p.digests.len()) as i64, &p.detail)).collect();
+        let json: Vec<PlanJson> = plans
+            .iter()
+            .map(|p| PlanJson {
+                id: &p.trigger_id,
+                planned_count: (p.rows.len() + p.digests.len()) as i64,
+                plan_detail: &p.detail,
+            })
+            .collect();
         let json = to_json(&json)?;
-        let from = d.json_rows(&[("id", Col::Key), ("planned_count", Col::Int), ("plan_detail", Col::Text)], "p");
         let mut tx = self.begin_write().await.map_err(db("plan triggers: begin"))?;
         // The compare-and-set on planned_at decides which planner owns each
         // trigger; the loser writes nothing for it.
+        let mark = sqlx::query(self.sql(Query::PlanTriggers)).bind(json.clone()).bind(now.0);
         let won: Vec<AnyRow> = if d.has_update_returning() {
-            let id = if d == Dialect::Postgres { "t.id" } else { "id" };
-            let sql = d.sql(&format!(
-                "UPDATE engagement_triggers AS t SET planned_at = ?, planned_count = p.planned_count, \
-                 plan_detail = p.plan_detail FROM {from} WHERE t.id = p.id AND t.planned_at IS NULL RETURNING {id}"
-            ));
-            sqlx::query(&sql).bind(now.0).bind(json).fetch_all(&mut *tx).await.map_err(db("plan triggers: mark"))?
+            mark.fetch_all(&mut *tx).await.map_err(db("plan triggers: mark"))?
         } else {
-            let rows = sqlx::query(&format!(
-                "SELECT t.id FROM {from} STRAIGHT_JOIN engagement_triggers t ON t.id = p.id \
-                 WHERE t.planned_at IS NULL FOR UPDATE"
-            ))
-            .bind(json.clone())
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db("plan triggers: lock"))?;
-            sqlx::query(&format!(
-                "UPDATE {from} STRAIGHT_JOIN engagement_triggers t ON t.id = p.id SET t.planned_at = ?, \
-                 t.planned_count = p.planned_count, t.plan_detail = p.plan_detail WHERE t.planned_at IS NULL"
-            ))
-            .bind(json)
-            .bind(now.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("plan triggers: mark"))?;
+            let rows = sqlx::query(self.sql(Query::LockUnplanned))
+                .bind(json)
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db("plan triggers: lock"))?;
+            mark.execute(&mut *tx).await.map_err(db("plan triggers: mark"))?;
             rows
         };
         let won: HashSet<String> =
@@ -382,8 +384,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError> {
-        let sql = self.dialect().sql(&format!("SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE id = ?"));
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::GetTrigger))
             .bind(id.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -395,9 +396,8 @@ impl TriggerStore for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = self.dialect().select_by_keys("t.id, t.occurred_at", "engagement_triggers", "t", "id");
-        let rows = sqlx::query(&sql)
-            // Planned at every execution on PostgreSQL: see `first_of_each_row`.
+        let rows = sqlx::query(self.sql(Query::TriggerTimes))
+            // Planned at every execution on PostgreSQL: see `Dialect::select_by_keys`.
             .persistent(self.dialect() != Dialect::Postgres)
             .bind(keys_json(ids.iter().copied())?)
             .fetch_all(self.pool())
@@ -413,23 +413,23 @@ impl TriggerStore for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let d = self.dialect();
-        let select = d.select_by_keys("t.id", "engagement_triggers", "t", "id");
         let keys = keys_json(ids.iter().copied())?;
-        let rows = match d {
-            // MariaDB's per-statement variable (also accepted, and without
-            // effect, on a server that is not a Galera node).
+        let plain = || sqlx::query(self.sql(Query::RecordedTriggers)).bind(keys.clone()).fetch_all(self.pool());
+        let rows = match self.dialect() {
             Dialect::MySql => {
-                let synced = format!("SET STATEMENT wsrep_sync_wait = 1 FOR {select}");
-                match sqlx::query(&synced).bind(keys.clone()).fetch_all(self.pool()).await {
+                match sqlx::query(self.sql(Query::RecordedTriggersSynced))
+                    .bind(keys.clone())
+                    .fetch_all(self.pool())
+                    .await
+                {
                     // MySQL has neither the syntax (1064) nor the variable (1193).
                     Err(sqlx::Error::Database(e)) if matches!(super::mysql_number(e.as_ref()), Some(1064 | 1193)) => {
-                        sqlx::query(&select).bind(keys).fetch_all(self.pool()).await
+                        plain().await
                     }
                     other => other,
                 }
             }
-            _ => sqlx::query(&select).bind(keys).fetch_all(self.pool()).await,
+            _ => plain().await,
         }
         .map_err(StoreError::db("check recorded triggers"))?;
         rows.iter()
@@ -439,10 +439,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE planned_at IS NULL ORDER BY created_at LIMIT ?"
-        ));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::UnplannedTriggers))
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
@@ -451,10 +448,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn outbox_for_trigger(&self, trigger_id: &str) -> Result<Vec<OutboxRow>, StoreError> {
-        let sql = self
-            .dialect()
-            .sql(&format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE trigger_id = ? ORDER BY id"));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::OutboxForTrigger))
             .bind(trigger_id.to_owned())
             .fetch_all(self.pool())
             .await
@@ -463,10 +457,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn recent_triggers(&self, trigger_type: &str, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE type = ? ORDER BY created_at DESC LIMIT ?"
-        ));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::RecentTriggers))
             .bind(trigger_type.to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -476,10 +467,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn triggers_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let sql = self.dialect().sql(&format!(
-            "SELECT {TRIGGER_COLUMNS} FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?"
-        ));
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::TriggersForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())

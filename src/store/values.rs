@@ -15,6 +15,12 @@
 //! enqueue medians went from 30,000 to 35,400 rows/s, SQLite's stayed at
 //! about 60,000.
 //!
+//! The named statements (`*_values` in `queries/`) hold one row's tuple
+//! followed by [`EACH_ROW`]; [`statement`] repeats the tuple once per row of
+//! a run. Rejected: writing every length out in the `.sql` files (nine texts
+//! per table) or building the list from column names in Rust (the text a
+//! reader could paste into `EXPLAIN` would then be nowhere).
+//!
 //! A `VALUES` list's text changes with its length, and each text is a new
 //! prepared statement, so a batch is cut into runs whose lengths come from
 //! a fixed ladder (powers of two up to [`MAX_ROWS`]): at most nine texts per
@@ -23,7 +29,15 @@
 //! SQLite a run is padded up to its ladder length instead (see [`runs`]):
 //! `ceil(len / MAX_ROWS)` statements per batch, from the same texts.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
 use super::Dialect;
+use super::queries::Query;
+
+/// The marker after a `VALUES` statement's one-row tuple: [`statement`]
+/// repeats that tuple once per row.
+pub(crate) const EACH_ROW: &str = "/* each row */";
 
 /// Whether this dialect's delivery-path inserts bind every value (MySQL,
 /// SQLite) rather than one JSON array (PostgreSQL, see `json_rows`).
@@ -75,16 +89,25 @@ pub(crate) fn runs<T>(d: Dialect, rows: &[T]) -> Vec<Run<'_, T>> {
     rows.chunks(MAX_ROWS).map(|rows| Run { rows, padding: rows.len().next_power_of_two() - rows.len() }).collect()
 }
 
-/// The row source of an `INSERT INTO t (…) {source}` for `run`, whose
-/// first column is never NULL in a real row: plain `VALUES`, or on SQLite
-/// the padded list with the padding filtered out. (The `WHERE` also lets
-/// SQLite parse an `ON CONFLICT` after an `INSERT … SELECT`.)
-pub(crate) fn source<T>(d: Dialect, columns: usize, run: &Run<'_, T>) -> String {
-    let values = placeholders(columns, run.rows.len() + run.padding);
-    match d {
-        Dialect::Sqlite => format!("SELECT * FROM (VALUES {values}) WHERE column1 IS NOT NULL"),
-        _ => format!("VALUES {values}"),
-    }
+/// `query`'s text for `run` (its rows and its padding): the tuple before
+/// [`EACH_ROW`] once per row. Each text is made once per process and kept:
+/// a run's length is one of the ladder's nine, so a statement has at most
+/// nine texts, and a flush builds none.
+pub(crate) fn statement<T>(query: Query, d: Dialect, run: &Run<'_, T>) -> &'static str {
+    /// Texts by statement, dialect and row count.
+    type Texts = HashMap<(Query, Dialect, usize), &'static str>;
+    static TEXTS: LazyLock<Mutex<Texts>> = LazyLock::new(Mutex::default);
+    let rows = run.rows.len() + run.padding;
+    let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
+    texts.entry((query, d, rows)).or_insert_with(|| Box::leak(repeat_row(query.sql(d), rows).into_boxed_str()))
+}
+
+/// `sql` with the tuple before [`EACH_ROW`] repeated `rows` times.
+fn repeat_row(sql: &str, rows: usize) -> String {
+    let (head, tail) = sql.split_once(EACH_ROW).expect("a VALUES statement marks its row tuple");
+    let head = head.trim_end();
+    let (prefix, row) = head.split_at(head.rfind('(').expect("the row tuple precedes its marker"));
+    [prefix, &vec![row; rows].join(", "), tail].concat()
 }
 
 /// Binds the NULLs of `run`'s padding rows.
@@ -97,12 +120,6 @@ pub(crate) fn bind_padding<'q, T>(
         query = query.bind(None::<&str>);
     }
     query
-}
-
-/// `(?, …), (?, …), …`: `rows` groups of `columns` placeholders.
-pub(crate) fn placeholders(columns: usize, rows: usize) -> String {
-    let row = format!("({})", vec!["?"; columns].join(", "));
-    vec![row; rows].join(", ")
 }
 
 #[cfg(test)]
@@ -142,10 +159,6 @@ mod tests {
         assert_eq!(mysql, [(16, 0), (8, 0), (4, 0), (2, 0)]);
         assert_eq!(runs(Dialect::Sqlite, &rows).iter().map(|r| r.rows).collect::<Vec<_>>().concat(), rows);
         assert!(runs::<u8>(Dialect::Sqlite, &[]).is_empty());
-        assert_eq!(
-            source(Dialect::Sqlite, 2, &one[0]),
-            format!("SELECT * FROM (VALUES {}) WHERE column1 IS NOT NULL", placeholders(2, 32))
-        );
     }
 
     /// The padding rows are written nowhere, and the real rows are written
@@ -159,10 +172,11 @@ mod tests {
         let rows = [("a", 1_i64), ("b", 2), ("c", 3)];
         let run = &runs(Dialect::Sqlite, &rows)[0];
         assert_eq!(run.padding, 1);
-        let sql = format!(
-            "INSERT INTO t (id, n) {} ON CONFLICT (id) DO NOTHING RETURNING id",
-            source(Dialect::Sqlite, 2, run)
+        let one_row = format!(
+            "INSERT INTO t (id, n) SELECT * FROM (VALUES (?, ?) {EACH_ROW}) WHERE column1 IS NOT NULL \
+             ON CONFLICT (id) DO NOTHING RETURNING id"
         );
+        let sql = repeat_row(&one_row, run.rows.len() + run.padding);
         let mut query = sqlx::query(&sql);
         for (id, n) in run.rows {
             query = query.bind(*id).bind(*n);
@@ -177,8 +191,12 @@ mod tests {
     }
 
     #[test]
-    fn placeholders_repeat_one_group_per_row() {
-        assert_eq!(placeholders(3, 2), "(?, ?, ?), (?, ?, ?)");
-        assert_eq!(placeholders(1, 1), "(?)");
+    fn the_marked_tuple_repeats_once_per_row() {
+        let sql = format!("INSERT INTO t (a, b) VALUES (?, 'x', ?) {EACH_ROW} ON CONFLICT DO NOTHING");
+        assert_eq!(repeat_row(&sql, 1), "INSERT INTO t (a, b) VALUES (?, 'x', ?) ON CONFLICT DO NOTHING");
+        assert_eq!(
+            repeat_row(&sql, 3),
+            "INSERT INTO t (a, b) VALUES (?, 'x', ?), (?, 'x', ?), (?, 'x', ?) ON CONFLICT DO NOTHING"
+        );
     }
 }

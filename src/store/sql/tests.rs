@@ -1,9 +1,8 @@
 use super::*;
 use crate::store::ConnectOptions;
 use crate::store::admin::{OutboxFilter, list_outbox_sql};
-use crate::store::instances::rescue_lapsed_sql;
+use crate::store::queries::Query;
 use crate::store::retention::prune_outbox_sql;
-use crate::store::rows::OUTBOX_COLUMNS;
 
 /// SQLite's plan for `sql`: the detail of each step.
 async fn plan(store: &SqlStore, sql: &str) -> String {
@@ -56,8 +55,8 @@ async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
     let failed = OutboxFilter { status: Some(OutboxStatus::Failed), limit: 50, ..Default::default() };
     let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
     for (what, sql) in [
-        ("stale reclaim", store.q.reclaim.clone()),
-        ("lapsed instances", rescue_lapsed_sql()),
+        ("stale reclaim", Query::ReclaimStale.sql(Dialect::Sqlite).to_owned()),
+        ("lapsed instances", Query::RescueLapsed.sql(Dialect::Sqlite).to_owned()),
         ("failed rows, newest first", list_outbox_sql(&failed).0),
         ("prune of failed rows", prune_others),
     ] {
@@ -76,6 +75,31 @@ async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
     // Lookups by rule and trigger use their partial indexes.
     let by_rule = OutboxFilter { rule_id: Some("r".into()), limit: 50, ..Default::default() };
     assert!(plan(&store, &list_outbox_sql(&by_rule).0).await.contains("engagement_outbox_rule"));
-    let by_trigger = format!("SELECT {OUTBOX_COLUMNS} FROM engagement_outbox WHERE trigger_id = ? ORDER BY id");
-    assert!(plan(&store, &by_trigger).await.contains("engagement_outbox_trigger"));
+    let by_trigger = Query::OutboxForTrigger.sql(Dialect::Sqlite);
+    assert!(plan(&store, by_trigger).await.contains("engagement_outbox_trigger"));
+}
+
+/// The notifications name the channels instances listen on (see `listen`).
+#[test]
+fn postgres_notifies_the_channels_instances_listen_on() {
+    let sql = |q: Query| q.sql(Dialect::Postgres);
+    assert!(sql(Query::NotifyEnqueued).contains(&format!("'{NOTIFY_CHANNEL}'")));
+    assert!(sql(Query::NotifyEvents).contains(&format!("'{EVENTS_CHANNEL}'")));
+    assert!(sql(Query::NotifyInbox).contains(&format!("'{INBOX_CHANNEL}'")));
+    let both = sql(Query::NotifyEventsAndInbox);
+    assert!(both.contains(&format!("'{EVENTS_CHANNEL}'")) && both.contains(&format!("'{INBOX_CHANNEL}'")));
+}
+
+/// The flush's update finds its rows by primary key, driven by its list,
+/// not through the status index: `+o.status` (see queries/sqlite.sql).
+#[tokio::test]
+async fn sqlite_records_outcomes_by_primary_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("h.db").display());
+    let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+    store.migrate().await.unwrap();
+    for q in [Query::RecordClaimedValues, Query::RecordUnclaimedValues] {
+        let plan = plan(&store, q.sql(Dialect::Sqlite)).await;
+        assert!(plan.contains("SEARCH o USING INDEX sqlite_autoindex_engagement_outbox_1 (id=?)"), "{plan}");
+    }
 }

@@ -1,0 +1,416 @@
+//! The store's SQL, each statement by name, in its final text per dialect.
+//!
+//! `sqlite.sql`, `postgres.sql` and `mariadb.sql` beside this file hold one
+//! block per statement:
+//!
+//! ```text
+//! -- name: claim_channel
+//! -- Claims one channel's due rows for this instance.
+//! -- binds: token, instance, now, now, channel, now, limit
+//! UPDATE engagement_outbox SET … ;
+//! ```
+//!
+//! The text is written out in full, placeholders in the dialect's own form
+//! (`?` on MariaDB, `$1` on PostgreSQL, `?` or `?1` on SQLite), so a reader
+//! can grep a statement by its name and paste it into `EXPLAIN`. The Rust
+//! still holds the logic once (see the module docs of `store`): it asks for
+//! [`Query::ClaimChannel`] and binds the values named on the `binds:` line,
+//! in that order, which is the same in all three files (a dialect whose text
+//! reads them in another order numbers its placeholders). A statement that
+//! dialects run in different ways has one name per way, in the files of the
+//! dialects that run it: MariaDB's claim slices (`claim_channel_slice`), a
+//! batch as a `VALUES` list on SQLite and MariaDB (`append_sends_values`, one
+//! row's tuple that `values::statement` repeats) or as one JSON parameter on
+//! PostgreSQL (`append_sends`, rows as arrays of a struct's fields, named by
+//! alias).
+//!
+//! Statements name their columns, never `SELECT *` from a table: on PostgreSQL a
+//! prepared `SELECT *` fails with "cached plan must not change result type"
+//! once a newer Herald's migration adds a column, so a running instance
+//! broke on the first upgrade of another (tests/rolling_upgrade.rs).
+//!
+//! The alternative rejected was assembling statements in Rust from shared
+//! fragments (`format!` with a `match dialect` per difference): fewer lines,
+//! but no statement could be read anywhere as the database receives it.
+//!
+//! The files are parsed once, on first use; every name is checked against
+//! [`Query::ALL`] by this module's tests, and `tests/named_queries.rs`
+//! runs `EXPLAIN` on every statement on every backend.
+
+use std::sync::LazyLock;
+
+use super::Dialect;
+
+/// Declares [`Query`]: one variant per named statement, with its name in the
+/// files and the dialects that have it (a statement for one dialect's
+/// feature, such as MariaDB's claim slices, is in that file only).
+macro_rules! named_queries {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal $(only $($only:ident)|+)?,)*) => {
+        /// A statement of the store, by name; its text is [`Query::sql`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Query {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Query {
+            /// Every named statement.
+            pub const ALL: &[Query] = &[$(Query::$variant,)*];
+
+            /// Its name in the `.sql` files.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Query::$variant => $name,)*
+                }
+            }
+
+            /// Whether `dialect`'s file has this statement.
+            pub fn runs_on(self, dialect: Dialect) -> bool {
+                match self {
+                    $(Query::$variant => named_queries!(@on dialect $($($only)|+)?),)*
+                }
+            }
+        }
+    };
+    (@on $d:ident) => { true };
+    (@on $d:ident $($only:ident)|+) => { matches!($d, $(Dialect::$only)|+) };
+}
+
+named_queries! {
+    /// Claims one channel's due rows, oldest due first.
+    ClaimChannel = "claim_channel",
+    /// MariaDB: [`Query::ClaimChannel`] within this instance's slice.
+    ClaimChannelSlice = "claim_channel_slice" only MySql,
+    /// Claims due rows of channels this instance does not have.
+    ClaimUnknownChannels = "claim_unknown_channels",
+    /// MariaDB: the rows a claim won, read back by its token.
+    ClaimedByToken = "claimed_by_token" only MySql,
+    /// MariaDB: the live instances, for the claim slices.
+    LiveInstances = "live_instances" only MySql,
+    /// One channel's due rows, unclaimed.
+    PeekChannel = "peek_channel",
+    /// MariaDB: [`Query::PeekChannel`] within this instance's slice.
+    PeekChannelSlice = "peek_channel_slice" only MySql,
+    /// The earliest due time of one channel's scheduled rows.
+    NextDueForChannel = "next_due_for_channel",
+    /// The earliest due time of all scheduled rows.
+    NextDue = "next_due",
+    /// Gives claims back unfinished.
+    ReleaseClaims = "release_claims",
+    /// Takes back claims older than the stale window.
+    ReclaimStale = "reclaim_stale",
+    /// Outbox rows by status.
+    CountByStatus = "count_by_status",
+    /// The oldest row that is due and waiting.
+    OldestDue = "oldest_due",
+    /// One outbox row.
+    GetOutbox = "get_outbox",
+    /// A user's send log, newest first.
+    SendsForUser = "sends_for_user",
+    /// One outbox row's send log, oldest first.
+    SendsForOutbox = "sends_for_outbox",
+    /// A user's rows still waiting, newest first.
+    PendingForUser = "pending_for_user",
+    /// A user's inbox, newest first.
+    InboxForUser = "inbox_for_user",
+    /// The database's clock.
+    DatabaseTime = "database_time",
+    /// A flush's fenced outbox update, for rows still claimed.
+    RecordClaimed = "record_claimed" only Postgres | MySql,
+    /// A flush's fenced outbox update, for rows never claimed.
+    RecordUnclaimed = "record_unclaimed" only Postgres | MySql,
+    /// SQLite: [`Query::RecordClaimed`] as a `VALUES` list (see `values`).
+    RecordClaimedValues = "record_claimed_values" only Sqlite,
+    /// SQLite: [`Query::RecordUnclaimed`] as a `VALUES` list.
+    RecordUnclaimedValues = "record_unclaimed_values" only Sqlite,
+    /// MariaDB: locks the rows [`Query::RecordClaimed`] may change.
+    LockClaimed = "lock_claimed" only MySql,
+    /// MariaDB: locks the rows [`Query::RecordUnclaimed`] may change.
+    LockUnclaimed = "lock_unclaimed" only MySql,
+    /// Appends send-log rows given as one JSON parameter.
+    AppendSends = "append_sends" only Postgres,
+    /// Appends send-log rows as a `VALUES` list (see `values`).
+    AppendSendsValues = "append_sends_values" only Sqlite | MySql,
+    /// Appends events given as one JSON parameter.
+    AppendEvents = "append_events" only Postgres,
+    /// Appends events as a `VALUES` list (see `values`).
+    AppendEventsValues = "append_events_values" only Sqlite | MySql,
+    /// Writes inbox messages given as one JSON parameter.
+    InsertInbox = "insert_inbox" only Postgres,
+    /// Writes inbox messages as a `VALUES` list (see `values`).
+    InsertInboxValues = "insert_inbox_values" only Sqlite | MySql,
+    /// Inserts outbox rows given as one JSON parameter.
+    InsertOutbox = "insert_outbox" only Postgres,
+    /// Inserts outbox rows as a `VALUES` list (see `values`).
+    InsertOutboxValues = "insert_outbox_values" only Sqlite | MySql,
+    /// Takes positions in commit order for a transaction's events and
+    /// inbox messages.
+    ReservePositions = "reserve_positions",
+    /// The newest position handed out.
+    NewestPosition = "newest_position",
+    /// Records one trigger.
+    InsertTrigger = "insert_trigger",
+    /// The trigger that holds an idempotency key.
+    TriggerByIdempotencyKey = "trigger_by_idempotency_key",
+    /// Records a batch of triggers planned in the same transaction.
+    AcceptTriggers = "accept_triggers",
+    /// The triggers that hold some idempotency keys.
+    TriggersByIdempotencyKeys = "triggers_by_idempotency_keys",
+    /// MariaDB: locks the triggers [`Query::PlanTriggers`] will mark.
+    LockUnplanned = "lock_unplanned" only MySql,
+    /// Marks triggers planned, by compare-and-set.
+    PlanTriggers = "plan_triggers",
+    /// One trigger.
+    GetTrigger = "get_trigger",
+    /// When some triggers happened.
+    TriggerTimes = "trigger_times",
+    /// Which of some trigger ids are recorded.
+    RecordedTriggers = "recorded_triggers",
+    /// MariaDB (Galera): [`Query::RecordedTriggers`] after the node caught up.
+    RecordedTriggersSynced = "recorded_triggers_synced" only MySql,
+    /// Triggers not planned yet.
+    UnplannedTriggers = "unplanned_triggers",
+    /// The outbox rows planned from one trigger.
+    OutboxForTrigger = "outbox_for_trigger",
+    /// The latest triggers of a type.
+    RecentTriggers = "recent_triggers",
+    /// A user's triggers.
+    TriggersForUser = "triggers_for_user",
+    /// Events after a position.
+    EventsAfter = "events_after",
+    /// The newest event's position.
+    LatestEventPosition = "latest_event_position",
+    /// One event's position.
+    EventPosition = "event_position",
+    /// A user's messages after a position.
+    InboxAfter = "inbox_after",
+    /// A user's newest message's position.
+    InboxLatestPosition = "inbox_latest_position",
+    /// Where an old client's stream resumes.
+    InboxResumePosition = "inbox_resume_position",
+    /// A user's badge counts.
+    InboxCounts = "inbox_counts",
+    /// Marks a message seen.
+    InboxMarkSeen = "inbox_mark_seen",
+    /// Marks a message read.
+    InboxMarkRead = "inbox_mark_read",
+    /// Marks a message unread.
+    InboxMarkUnread = "inbox_mark_unread",
+    /// Archives a message.
+    InboxArchive = "inbox_archive",
+    /// One of a user's messages.
+    InboxMessage = "inbox_message",
+    /// Marks all of a user's messages read.
+    InboxReadAll = "inbox_read_all",
+    /// Gives a lease up.
+    EndLease = "end_lease",
+    /// Takes back the rows of instances whose lease lapsed.
+    RescueLapsed = "rescue_lapsed",
+    /// Forgets long-lapsed instances.
+    ForgetLapsedInstances = "forget_lapsed_instances",
+    /// Every instance.
+    ListInstances = "list_instances",
+    /// Takes or renews a lease.
+    RenewLease = "renew_lease",
+    /// The items of some digest messages.
+    DigestItems = "digest_items",
+    /// The digests a trigger is in.
+    DigestsOfTrigger = "digests_of_trigger",
+    /// Whether a trigger is in a digest of a rule.
+    DigestItemOfRule = "digest_item_of_rule",
+    /// Makes a digest bucket's row.
+    CreateDigestBucket = "create_digest_bucket",
+    /// A bucket's open digest, locked.
+    ReadDigestBucket = "read_digest_bucket",
+    /// Joins an open digest, by compare-and-set.
+    JoinDigest = "join_digest",
+    /// Counts an item into a bucket.
+    CountDigestItem = "count_digest_item",
+    /// Opens a bucket's next digest.
+    OpenDigest = "open_digest",
+    /// Adds a trigger to a digest.
+    InsertDigestItem = "insert_digest_item",
+    /// What became of escalations' originals.
+    OriginalStates = "original_states",
+    /// Messages whose follow-up is due.
+    DueFollowUps = "due_follow_ups",
+    /// Marks follow-ups planned.
+    ClearFollowUps = "clear_follow_ups",
+    /// Adds a rule.
+    InsertRule = "insert_rule",
+    /// One rule.
+    GetRule = "get_rule",
+    /// Every rule.
+    ListRules = "list_rules",
+    /// Replaces a rule.
+    UpdateRule = "update_rule",
+    /// Deletes a rule.
+    DeleteRule = "delete_rule",
+    /// Every enabled rule.
+    EnabledRules = "enabled_rules",
+    /// Some rules' versions.
+    RuleVersions = "rule_versions",
+    /// Some rules.
+    RulesByIds = "rules_by_ids",
+    /// PostgreSQL: wakes other instances' workers.
+    NotifyEnqueued = "notify_enqueued" only Postgres,
+    /// PostgreSQL: wakes other instances' event followers.
+    NotifyEvents = "notify_events" only Postgres,
+    /// PostgreSQL: wakes other instances' inbox streams.
+    NotifyInbox = "notify_inbox" only Postgres,
+    /// PostgreSQL: both of the above.
+    NotifyEventsAndInbox = "notify_events_and_inbox" only Postgres,
+    /// Suppresses an address unless it already is.
+    InsertSuppression = "insert_suppression",
+    /// The suppression in force for an address and category.
+    FindSuppression = "find_suppression",
+    /// An address's suppressions.
+    SuppressionsOfAddress = "suppressions_of_address",
+    /// The newest suppressions.
+    ListSuppressions = "list_suppressions",
+    /// The send log for an address.
+    SendsForAddress = "sends_for_address",
+    /// Which rows hold some dedupe keys.
+    OutboxByDedupeKeys = "outbox_by_dedupe_keys",
+    /// Adds an API key.
+    InsertApiKey = "insert_api_key",
+    /// An API key by its hash.
+    ApiKeyByHash = "api_key_by_hash",
+    /// Every API key.
+    ListApiKeys = "list_api_keys",
+    /// Revokes an API key.
+    RevokeApiKey = "revoke_api_key",
+}
+
+/// One block of a `.sql` file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub name: &'static str,
+    /// The comment lines between the name and the binds.
+    pub doc: Vec<&'static str>,
+    /// The values the statement takes, in bind order.
+    pub binds: Vec<&'static str>,
+    /// The statement, without its final `;`.
+    pub sql: &'static str,
+}
+
+/// Why a `.sql` file could not be read: a bug in the file, found by the
+/// tests (and at the first statement run).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("line {line}: {what}")]
+    Malformed { line: usize, what: &'static str },
+}
+
+const SQLITE: &str = include_str!("sqlite.sql");
+const POSTGRES: &str = include_str!("postgres.sql");
+const MARIADB: &str = include_str!("mariadb.sql");
+
+/// The text of one dialect's file.
+pub fn file(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => SQLITE,
+        Dialect::Postgres => POSTGRES,
+        Dialect::MySql => MARIADB,
+    }
+}
+
+/// Splits a file into its blocks, in file order. A block starts at
+/// `-- name: X`, continues with `--` comment lines (the last of which is
+/// `-- binds: a, b` or `-- binds:` for none) and ends with the statement's
+/// closing `;` at the end of a line.
+pub fn parse(text: &'static str) -> Result<Vec<Block>, ParseError> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((n, line)) = lines.next() {
+        let line = line.trim_end();
+        if line.is_empty() || (line.starts_with("--") && !line.starts_with("-- name:")) {
+            continue;
+        }
+        let Some(name) = line.strip_prefix("-- name:").map(str::trim) else {
+            return Err(ParseError::Malformed { line: n + 1, what: "text outside a block" });
+        };
+        let mut doc = Vec::new();
+        let mut binds = None;
+        while let Some((m, l)) = lines.next_if(|(_, l)| l.starts_with("--")) {
+            if let Some(list) = l.strip_prefix("-- binds:") {
+                binds = Some(list.split(',').map(str::trim).filter(|b| !b.is_empty()).collect());
+                break;
+            }
+            if l.starts_with("-- name:") {
+                return Err(ParseError::Malformed { line: m + 1, what: "a block without a statement" });
+            }
+            doc.push(l.trim_start_matches('-').trim());
+        }
+        let binds = binds.ok_or(ParseError::Malformed { line: n + 1, what: "no `-- binds:` line" })?;
+        // The statement: from here to the line that ends with `;`, as a
+        // slice of the file (no copy).
+        let Some(&(first, _)) = lines.peek() else {
+            return Err(ParseError::Malformed { line: n + 1, what: "a block without a statement" });
+        };
+        let start = line_offset(text, first);
+        let mut end = None;
+        for (m, l) in lines.by_ref() {
+            if l.trim_end().ends_with(';') {
+                end = Some(line_offset(text, m) + l.trim_end().len() - 1);
+                break;
+            }
+        }
+        let end = end.ok_or(ParseError::Malformed { line: n + 1, what: "a statement without its closing `;`" })?;
+        blocks.push(Block { name, doc, binds, sql: text[start..end].trim() });
+    }
+    Ok(blocks)
+}
+
+/// The byte offset of line `n` (from 0) of `text`.
+fn line_offset(text: &str, n: usize) -> usize {
+    text.split_inclusive('\n').take(n).map(str::len).sum()
+}
+
+/// Where a dialect's statements are in [`TEXTS`].
+fn slot(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::Sqlite => 0,
+        Dialect::Postgres => 1,
+        Dialect::MySql => 2,
+    }
+}
+
+/// Each dialect's statements (in [`slot`] order), indexed by `Query as usize`.
+static BLOCKS: LazyLock<[Vec<Option<Block>>; 3]> = LazyLock::new(|| {
+    [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql].map(|d| {
+        let blocks = parse(file(d)).unwrap_or_else(|e| panic!("src/store/queries/{}.sql: {e}", file_stem(d)));
+        Query::ALL.iter().map(|q| blocks.iter().find(|b| b.name == q.name()).cloned()).collect()
+    })
+});
+
+/// The name of a dialect's file, without `.sql`.
+pub fn file_stem(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => "sqlite",
+        Dialect::Postgres => "postgres",
+        Dialect::MySql => "mariadb",
+    }
+}
+
+impl Query {
+    /// This statement's text in `dialect`. A statement a dialect does not
+    /// have is a bug in the caller (see [`Query::runs_on`]), caught by the
+    /// tests that run it there.
+    pub fn sql(self, dialect: Dialect) -> &'static str {
+        self.block(dialect).sql
+    }
+
+    /// The values this statement takes, in bind order.
+    pub fn binds(self, dialect: Dialect) -> &'static [&'static str] {
+        &self.block(dialect).binds
+    }
+
+    fn block(self, dialect: Dialect) -> &'static Block {
+        BLOCKS[slot(dialect)][self as usize]
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}.sql has no statement {}", file_stem(dialect), self.name()))
+    }
+}
+
+#[cfg(test)]
+mod tests;
