@@ -93,10 +93,8 @@ pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!(
-            "herald bench: {} rows, {} ({} cores), channel {}, batch {}, concurrency {}",
-            report.rows, report.database, report.cores, report.channel, report.batch, report.concurrency
-        );
+        let setup = format!("channel {}", report.channel);
+        print_header(report.rows, &report.database, report.cores, &setup, report.batch, report.concurrency);
         if let Some(t) = &report.transport {
             println!("  transport: {t}");
         }
@@ -164,6 +162,20 @@ async fn bench_pipeline(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The first line of a drain's text report: what was measured, on what.
+fn print_header(
+    rows: impl std::fmt::Display,
+    database: &str,
+    cores: usize,
+    setup: &str,
+    batch: impl std::fmt::Display,
+    concurrency: impl std::fmt::Display,
+) {
+    println!(
+        "herald bench: {rows} rows, {database} ({cores} cores), {setup}, batch {batch}, concurrency {concurrency}"
+    );
+}
+
 async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<()> {
     if args.channel != "inbox" {
         anyhow::bail!("--instances: only --channel inbox is measured with several instances");
@@ -181,10 +193,8 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
-            "herald bench: {} rows, {} ({} cores), {} instance(s), batch {}, concurrency {}",
-            r.rows, r.database, r.cores, r.instances, r.batch, r.concurrency
-        );
+        let setup = format!("{} instance(s)", r.instances);
+        print_header(r.rows, &r.database, r.cores, &setup, r.batch, r.concurrency);
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sent, {} not sent)",
             r.drain_rows_per_sec, r.drain_seconds, r.sent, r.not_sent

@@ -45,6 +45,8 @@ pub mod race;
 mod recipients;
 mod retention;
 mod rows;
+#[cfg(test)]
+pub(crate) use rows::claimed_row;
 mod rules;
 mod sends;
 mod sql;

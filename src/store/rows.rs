@@ -220,3 +220,27 @@ impl StatusSummary {
         self.counts.iter().find(|c| c.status == status).map_or(0, |c| c.count)
     }
 }
+
+/// An inbox row claimed under `token` after `attempts` attempts, due at
+/// 1 s: what the worker's unit tests decide and record.
+#[cfg(test)]
+pub(crate) fn claimed_row(id: &str, token: &str, attempts: i64) -> OutboxRow {
+    OutboxRow {
+        id: id.into(),
+        dedupe_key: format!("k-{id}"),
+        rule_id: None,
+        trigger_id: None,
+        user_id: "u".into(),
+        channel: "inbox".into(),
+        payload: "{}".into(),
+        status: OutboxStatus::Sending,
+        due_at: Millis(1_000),
+        expires_at: None,
+        attempts,
+        last_error: None,
+        claim_token: Some(token.into()),
+        claimed_at: Some(Millis(1_000)),
+        created_at: Millis(0),
+        updated_at: Millis(0),
+    }
+}

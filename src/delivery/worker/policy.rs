@@ -133,29 +133,11 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::OutboxStatus;
 
     const POLICY: RetryPolicy = RetryPolicy { max_attempts: 5, retry: Duration::from_secs(300) };
 
     fn row(attempts: i64) -> OutboxRow {
-        OutboxRow {
-            id: "r".into(),
-            dedupe_key: "k".into(),
-            rule_id: None,
-            trigger_id: None,
-            user_id: "u".into(),
-            channel: "inbox".into(),
-            payload: "{}".into(),
-            status: OutboxStatus::Sending,
-            due_at: Millis(1_000),
-            expires_at: None,
-            attempts,
-            last_error: None,
-            claim_token: Some("t".into()),
-            claimed_at: Some(Millis(1_000)),
-            created_at: Millis(0),
-            updated_at: Millis(0),
-        }
+        crate::store::claimed_row("r", "t", attempts)
     }
 
     #[test]

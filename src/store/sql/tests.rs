@@ -21,11 +21,17 @@ async fn sqlite_keeps_statement_journals_in_memory() {
     }
 }
 
-/// `PRAGMA name` as the writer and a reader of a fresh SQLite store see it.
-async fn pragma_on_both_pools(name: &str) -> [(&'static str, i64); 2] {
+/// A fresh SQLite store in a temporary directory (kept alive by the guard).
+async fn sqlite_store() -> (tempfile::TempDir, SqlStore) {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("h.db").display());
     let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+    (dir, store)
+}
+
+/// `PRAGMA name` as the writer and a reader of a fresh SQLite store see it.
+async fn pragma_on_both_pools(name: &str) -> [(&'static str, i64); 2] {
+    let (_dir, store) = sqlite_store().await;
     let sql = format!("PRAGMA {name}");
     let writer = sqlx::query_scalar(&sql).fetch_one(&store.writer).await.unwrap();
     let reader = sqlx::query_scalar(&sql).fetch_one(&store.pool).await.unwrap();
@@ -48,9 +54,7 @@ async fn sqlite_reads_without_mapping_the_file() {
 /// finished rows, to find the few in flight or failed.
 #[tokio::test]
 async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("h.db").display());
-    let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+    let (_dir, store) = sqlite_store().await;
     store.migrate().await.unwrap();
     let failed = OutboxFilter { status: Some(OutboxStatus::Failed), limit: 50, ..Default::default() };
     let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
@@ -94,9 +98,7 @@ fn postgres_notifies_the_channels_instances_listen_on() {
 /// not through the status index: `+o.status` (see queries/sqlite.sql).
 #[tokio::test]
 async fn sqlite_records_outcomes_by_primary_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("h.db").display());
-    let store = SqlStore::connect(&url, &ConnectOptions::default()).await.unwrap();
+    let (_dir, store) = sqlite_store().await;
     store.migrate().await.unwrap();
     for q in [Query::RecordClaimedValues, Query::RecordUnclaimedValues] {
         let plan = plan(&store, q.sql(Dialect::Sqlite)).await;

@@ -2,7 +2,6 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use crate::clock::Millis;
-use crate::domain::OutboxStatus;
 use crate::store::{ConnectOptions, Finish, Record, RecordAction, SqlStore};
 
 /// Log lines written while `f` runs on this thread.
@@ -21,24 +20,7 @@ impl Write for Captured {
 
 fn record(i: usize) -> Record {
     Record {
-        row: crate::store::OutboxRow {
-            id: format!("row-{i}"),
-            dedupe_key: format!("k{i}"),
-            rule_id: None,
-            trigger_id: None,
-            user_id: "u".into(),
-            channel: "inbox".into(),
-            payload: "{}".into(),
-            status: OutboxStatus::Sending,
-            due_at: Millis(1_000),
-            expires_at: None,
-            attempts: 1,
-            last_error: None,
-            claim_token: Some(format!("t{i}")),
-            claimed_at: Some(Millis(1_000)),
-            created_at: Millis(0),
-            updated_at: Millis(0),
-        },
+        row: crate::store::claimed_row(&format!("row-{i}"), &format!("t{i}"), 1),
         token: Some(format!("t{i}")),
         action: RecordAction::Finish(Finish {
             status: crate::domain::SendStatus::Sent,
