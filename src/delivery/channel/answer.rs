@@ -16,8 +16,13 @@
 //! Slack's error word, Kannel's reply line): an operator reading "the number
 //! is invalid" must be able to see that Twilio said 21211, not that Herald
 //! guessed.
+//!
+//! The push providers judge their answers in their own vocabulary
+//! ([`super::push::DeviceOutcome`]), but read them here too: [`read`],
+//! [`retry_after`] and [`excerpt`] serve every transport, so none of them
+//! reads a `Retry-After` or cuts a body differently.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// What became of one message handed to a provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,23 +90,44 @@ impl Answer {
     }
 }
 
+/// What a provider answered: the status, its `Retry-After` hint, the
+/// header that carries its id for the message where it has one (Web
+/// Push's `Location`, APNs' `apns-id`), and the body, or why it could not
+/// be read.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub after: Option<Duration>,
+    pub id: Option<String>,
+    pub body: Result<String, reqwest::Error>,
+}
+
+/// Reads `response` into a [`Reply`], `id_header` naming the header to
+/// keep. The body's error is kept rather than turned into an empty body
+/// here: whether a status alone is enough is the caller's judgement.
+pub async fn read(response: reqwest::Response, id_header: Option<&str>) -> Reply {
+    let status = response.status().as_u16();
+    let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let id = id_header.and_then(header);
+    let after = retry_after(header("retry-after").as_deref(), SystemTime::now());
+    Reply { status, after, id, body: response.text().await }
+}
+
 /// Sends `request` and reads the answer with `classify` (the status, the
-/// `Retry-After` hint, the body); no answer at all is
-/// [`Answer::unreachable`]. One place for the exchange every transport
-/// makes, so none of them reads a header or a body differently.
+/// `Retry-After` hint, the body); no answer at all, or a body that does
+/// not arrive, is [`Answer::unreachable`]. One place for the exchange the
+/// messaging transports make.
 pub async fn exchange(
     provider: &str,
     request: reqwest::RequestBuilder,
     classify: impl FnOnce(u16, Option<Duration>, &str) -> Answer,
 ) -> Answer {
-    let response = match request.send().await {
-        Ok(r) => r,
+    let reply = match request.send().await {
+        Ok(r) => read(r, None).await,
         Err(e) => return Answer::unreachable(provider, e),
     };
-    let status = response.status().as_u16();
-    let after = retry_after_seconds(response.headers().get("retry-after").and_then(|v| v.to_str().ok()));
-    match response.text().await {
-        Ok(body) => classify(status, after, &body),
+    match reply.body {
+        Ok(body) => classify(reply.status, reply.after, &body),
         Err(e) => Answer::unreachable(provider, e),
     }
 }
@@ -116,11 +142,18 @@ pub fn excerpt(body: &str) -> String {
     text.trim().to_owned()
 }
 
-/// `Retry-After` in delta-seconds, the form Slack documents and Twilio
-/// sends. An HTTP date or anything unreadable is no hint (the flat retry
-/// applies), rather than a guess.
-pub fn retry_after_seconds(value: Option<&str>) -> Option<Duration> {
-    value?.trim().parse::<u64>().ok().map(Duration::from_secs)
+/// `Retry-After` as seconds (`120`) or an HTTP date (RFC 9110 §10.2.3),
+/// the two forms the header has. Slack documents seconds and Twilio sends
+/// them; a push service may send either. A date in the past means "now";
+/// an unreadable value is no hint (the flat retry applies), rather than a
+/// guess.
+pub fn retry_after(value: Option<&str>, now: SystemTime) -> Option<Duration> {
+    let value = value?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 #[cfg(test)]
@@ -128,11 +161,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn retry_after_reads_seconds_and_nothing_else() {
-        assert_eq!(retry_after_seconds(Some(" 30 ")), Some(Duration::from_secs(30)));
-        assert_eq!(retry_after_seconds(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
-        assert_eq!(retry_after_seconds(Some("-1")), None);
-        assert_eq!(retry_after_seconds(None), None);
+    fn retry_after_takes_seconds_and_dates() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(retry_after(Some(" 120 "), now), Some(Duration::from_secs(120)));
+        assert_eq!(retry_after(Some("Sun, 06 Nov 1994 08:50:37 GMT"), now), Some(Duration::from_secs(60)));
+        assert_eq!(retry_after(Some("Sun, 06 Nov 1994 08:00:00 GMT"), now), Some(Duration::ZERO));
+        assert_eq!(retry_after(Some("-1"), now), None);
+        assert_eq!(retry_after(Some("soon"), now), None);
+        assert_eq!(retry_after(None, now), None);
     }
 
     #[test]

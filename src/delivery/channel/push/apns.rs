@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use super::super::answer;
 use super::jwt::{self, JwtKey};
 use super::{DeviceOutcome, MAX_PAYLOAD, PushError, PushNotification, Urgency, classify};
 
@@ -145,13 +146,10 @@ impl Apns {
             Ok(r) => r,
             Err(e) => return DeviceOutcome::Retry { after: None, reason: format!("could not reach APNs: {e}") },
         };
-        let status = response.status().as_u16();
-        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let apns_id = header("apns-id");
-        let after = classify::parse_retry_after(header("retry-after").as_deref(), SystemTime::now());
-        let text = response.text().await.unwrap_or_default();
-        let outcome = classify::apns(status, apns_id.as_deref(), after, &text);
-        if status == 403 {
+        let reply = answer::read(response, Some("apns-id")).await;
+        let body = reply.body.unwrap_or_default();
+        let outcome = classify::apns(reply.status, reply.id.as_deref(), reply.after, &body);
+        if reply.status == 403 {
             // ExpiredProviderToken or InvalidProviderToken: sign a new one
             // next time rather than repeat the refused one for 40 minutes.
             *self.token.lock().expect("the APNs token lock is never poisoned") = None;

@@ -4,11 +4,15 @@
 //!
 //! The provider's own words ride on every outcome: an operator reading "the
 //! device was removed" must be able to see that Apple said `Unregistered`,
-//! not that Herald guessed.
+//! not that Herald guessed. The body's excerpt and the `Retry-After` hint
+//! are read as the messaging transports read them
+//! ([`crate::delivery::channel::answer`]).
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::delivery::channel::answer::excerpt;
 
 /// What became of one notification to one device.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,28 +42,10 @@ pub enum DeviceOutcome {
     Failed { reason: String },
 }
 
-/// How much of a provider's body goes into a reason.
-const EXCERPT: usize = 200;
-
-/// A provider's body, trimmed to something a send log can hold.
-pub fn excerpt(body: &str) -> String {
-    let text: String = body.chars().filter(|c| !c.is_control()).take(EXCERPT).collect();
-    text.trim().to_owned()
-}
-
-/// `Retry-After` as seconds (`120`) or an HTTP date (RFC 9110 §10.2.3). A
-/// date in the past means "now"; an unreadable value means no hint.
-pub fn parse_retry_after(value: Option<&str>, now: SystemTime) -> Option<Duration> {
-    let value = value?.trim();
-    if let Ok(secs) = value.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-fn said(provider: &str, status: u16, body: &str) -> String {
-    let words = excerpt(body);
+/// "`provider` answered `status`", with an excerpt of `words` when there
+/// are any.
+fn said(provider: &str, status: u16, words: &str) -> String {
+    let words = excerpt(words);
     if words.is_empty() {
         format!("{provider} answered {status}")
     } else {
@@ -141,7 +127,7 @@ pub fn fcm(status: u16, name: Option<&str>, after: Option<Duration>, body: &str)
         ("", m) => format!("{} {}", parsed.error.status, excerpt(m)),
         (c, m) => format!("{c} {}", excerpt(m)),
     };
-    let reason = format!("FCM answered {status}: {}", words.trim());
+    let reason = said("FCM", status, &words);
     let on_token = parsed.error.details.iter().flat_map(|d| &d.field_violations).any(|v| v.field == "message.token")
         || parsed.error.message.to_ascii_lowercase().contains("registration token");
     match (code.as_str(), status) {
@@ -174,9 +160,7 @@ pub fn apns(status: u16, apns_id: Option<&str>, after: Option<Duration>, body: &
         return DeviceOutcome::Accepted { message_id: apns_id.map(str::to_owned) };
     }
     let parsed: ApnsErrorBody = serde_json::from_str(body).unwrap_or_default();
-    let words = if parsed.reason.is_empty() { excerpt(body) } else { excerpt(&parsed.reason) };
-    let reason =
-        if words.is_empty() { format!("APNs answered {status}") } else { format!("APNs answered {status}: {words}") };
+    let reason = said("APNs", status, if parsed.reason.is_empty() { body } else { &parsed.reason });
     match (parsed.reason.as_str(), status) {
         (_, 410) | ("BadDeviceToken" | "Unregistered", _) => DeviceOutcome::DeviceGone { reason },
         ("PayloadTooLarge", _) | (_, 413) => DeviceOutcome::TooLarge { reason },
@@ -191,16 +175,6 @@ mod tests {
 
     fn gone(o: &DeviceOutcome) -> bool {
         matches!(o, DeviceOutcome::DeviceGone { .. })
-    }
-
-    #[test]
-    fn retry_after_takes_seconds_and_dates() {
-        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
-        assert_eq!(parse_retry_after(Some("120"), now), Some(Duration::from_secs(120)));
-        assert_eq!(parse_retry_after(Some("Sun, 06 Nov 1994 08:50:37 GMT"), now), Some(Duration::from_secs(60)));
-        assert_eq!(parse_retry_after(Some("Sun, 06 Nov 1994 08:00:00 GMT"), now), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after(Some("soon"), now), None);
-        assert_eq!(parse_retry_after(None, now), None);
     }
 
     #[test]

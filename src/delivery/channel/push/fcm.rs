@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::super::answer;
 use super::jwt::{self, JwtKey};
 use super::{DeviceOutcome, PushError, PushNotification, Urgency, classify};
 
@@ -139,7 +140,7 @@ impl Fcm {
         let status = response.status().as_u16();
         let body = response.text().await.unwrap_or_default();
         if status != 200 {
-            let reason = format!("the FCM token endpoint answered {status}: {}", classify::excerpt(&body));
+            let reason = format!("the FCM token endpoint answered {status}: {}", answer::excerpt(&body));
             return Err(if status == 429 || status >= 500 {
                 DeviceOutcome::Retry { after: None, reason }
             } else {
@@ -208,23 +209,19 @@ impl Fcm {
                 Ok(r) => r,
                 Err(e) => return DeviceOutcome::Retry { after: None, reason: format!("could not reach FCM: {e}") },
             };
-            let status = response.status().as_u16();
-            if status == 401 {
+            let reply = answer::read(response, None).await;
+            if reply.status == 401 {
                 *self.token.lock().await = None;
                 if !refused_once {
                     refused_once = true;
                     continue;
                 }
             }
-            let after = classify::parse_retry_after(
-                response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
-                SystemTime::now(),
-            );
-            let body = response.text().await.unwrap_or_default();
+            let body = reply.body.unwrap_or_default();
             let name = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()
                 .and_then(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned));
-            return classify::fcm(status, name.as_deref(), after, &body);
+            return classify::fcm(reply.status, name.as_deref(), reply.after, &body);
         }
     }
 }

@@ -9,11 +9,12 @@
 //! - `Content-Encoding: aes128gcm` and `Authorization: vapid …`.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use super::super::answer;
 use super::super::public_address::{Target, check_public_url, describe_send_error, guarded_client};
 use super::vapid::VapidKey;
 use super::{DeviceOutcome, PushError, PushNotification, classify, ece};
@@ -147,12 +148,9 @@ impl WebPush {
                 };
             }
         };
-        let status = response.status().as_u16();
-        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let location = header("location");
-        let after = classify::parse_retry_after(header("retry-after").as_deref(), SystemTime::now());
-        let body = response.text().await.unwrap_or_default();
-        let outcome = classify::web_push(status, location.as_deref(), after, &body);
+        let reply = answer::read(response, Some("location")).await;
+        let body = reply.body.unwrap_or_default();
+        let outcome = classify::web_push(reply.status, reply.id.as_deref(), reply.after, &body);
         if matches!(outcome, DeviceOutcome::CredentialRejected { .. }) {
             // A token refused once is not sent again: the next attempt signs
             // anew (after a key rotation, or a clock corrected).
