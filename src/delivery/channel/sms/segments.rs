@@ -217,40 +217,48 @@ mod tests {
         assert_eq!(m("Ça, éè àù Ññ ÄÖÜ ß"), (Encoding::Gsm7, 18, 1));
     }
 
+    /// Each text measured, with its case named in a failure.
+    fn measures(cases: &[(&str, String, (Encoding, usize, usize))]) {
+        for (case, text, want) in cases {
+            assert_eq!(m(text), *want, "{case}");
+        }
+    }
+
     #[test]
     fn an_escape_pair_is_never_split_across_segments() {
-        // 152 septets then '^' (2): the pair does not fit in the first
-        // 153, so it opens the second segment.
-        let text = format!("{}^{}", "a".repeat(152), "a".repeat(10));
-        assert_eq!(m(&text), (Encoding::Gsm7, 164, 2));
-        // 306 septets: a plain count says 2 segments (306 = 2 × 153), but
-        // the pair cannot close the first, so the text needs a third.
-        let text = format!("{}^{}", "a".repeat(152), "a".repeat(152));
-        assert_eq!(m(&text), (Encoding::Gsm7, 306, 3));
+        measures(&[
+            // 152 septets then '^' (2): the pair does not fit in the first
+            // 153, so it opens the second segment.
+            ("152 + ^ + 10", format!("{}^{}", "a".repeat(152), "a".repeat(10)), (Encoding::Gsm7, 164, 2)),
+            // 306 septets: a plain count says 2 segments (306 = 2 × 153),
+            // but the pair cannot close the first, so the text needs a third.
+            ("152 + ^ + 152", format!("{}^{}", "a".repeat(152), "a".repeat(152)), (Encoding::Gsm7, 306, 3)),
+        ]);
     }
 
     #[test]
     fn ucs2_boundaries_are_70_and_67() {
-        assert_eq!(m(&"ж".repeat(70)), (Encoding::Ucs2, 70, 1));
-        assert_eq!(m(&"ж".repeat(71)), (Encoding::Ucs2, 71, 2));
-        assert_eq!(m(&"ж".repeat(134)), (Encoding::Ucs2, 134, 2));
-        assert_eq!(m(&"ж".repeat(135)), (Encoding::Ucs2, 135, 3));
+        measures(&[
+            ("70", "ж".repeat(70), (Encoding::Ucs2, 70, 1)),
+            ("71", "ж".repeat(71), (Encoding::Ucs2, 71, 2)),
+            ("134", "ж".repeat(134), (Encoding::Ucs2, 134, 2)),
+            ("135", "ж".repeat(135), (Encoding::Ucs2, 135, 3)),
+        ]);
     }
 
     #[test]
     fn one_emoji_forces_ucs2_and_counts_as_a_surrogate_pair() {
-        // 159 GSM characters are one segment; add an emoji and the whole
-        // text is UCS-2: 159 + 2 units.
-        let text = format!("{}🙂", "a".repeat(159));
-        assert_eq!(m(&text), (Encoding::Ucs2, 161, 3));
-        assert_eq!(m("🙂"), (Encoding::Ucs2, 2, 1));
-        assert_eq!(m(&"🙂".repeat(35)), (Encoding::Ucs2, 70, 1));
-        assert_eq!(m(&"🙂".repeat(36)), (Encoding::Ucs2, 72, 2));
-        // 66 units then a pair: the pair does not fit in 67 and moves on.
-        let text = format!("{}🙂{}", "ж".repeat(66), "ж".repeat(5));
-        assert_eq!(m(&text), (Encoding::Ucs2, 73, 2));
-        let text = format!("{}🙂{}", "ж".repeat(66), "ж".repeat(66));
-        assert_eq!(m(&text), (Encoding::Ucs2, 134, 3));
+        measures(&[
+            // 159 GSM characters are one segment; add an emoji and the
+            // whole text is UCS-2: 159 + 2 units.
+            ("159 + emoji", format!("{}🙂", "a".repeat(159)), (Encoding::Ucs2, 161, 3)),
+            ("one emoji", "🙂".into(), (Encoding::Ucs2, 2, 1)),
+            ("35 emoji", "🙂".repeat(35), (Encoding::Ucs2, 70, 1)),
+            ("36 emoji", "🙂".repeat(36), (Encoding::Ucs2, 72, 2)),
+            // 66 units then a pair: the pair does not fit in 67 and moves on.
+            ("66 + emoji + 5", format!("{}🙂{}", "ж".repeat(66), "ж".repeat(5)), (Encoding::Ucs2, 73, 2)),
+            ("66 + emoji + 66", format!("{}🙂{}", "ж".repeat(66), "ж".repeat(66)), (Encoding::Ucs2, 134, 3)),
+        ]);
     }
 
     #[test]
