@@ -278,15 +278,17 @@ async fn a_payload_over_the_limit_is_refused_before_sending() {
 }
 
 /// `web-push-testing`: its package directory, installed by `.ci/run` under
-/// `target/web-push-testing` (or named by `HERALD_WEB_PUSH_TESTING`).
+/// `target/web-push-testing` (or named by `WEB_PUSH_TESTING_DIR`: not a
+/// `HERALD_*` name, which the binaries the other suites start would read
+/// as configuration and refuse as an unknown key).
 fn web_push_testing() -> PathBuf {
-    let dir = std::env::var_os("HERALD_WEB_PUSH_TESTING").map(PathBuf::from).unwrap_or_else(|| {
+    let dir = std::env::var_os("WEB_PUSH_TESTING_DIR").map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("target/web-push-testing/node_modules/web-push-testing")
     });
     if !dir.join("src/bin/server.js").exists() || !dir.join("../web-push/src/index.js").exists() {
         unavailable(format!(
             "web-push-testing and web-push are not installed beside each other at {}: npm install --prefix \
-             target/web-push-testing web-push-testing@1.2.2 web-push@3.6.7 (or set HERALD_WEB_PUSH_TESTING \
+             target/web-push-testing web-push-testing@1.2.2 web-push@3.6.7 (or set WEB_PUSH_TESTING_DIR \
              to web-push-testing's package directory)",
             dir.display()
         ));
