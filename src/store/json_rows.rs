@@ -17,75 +17,13 @@
 //! The named statements (`queries/`) take rows as an array of arrays, each a
 //! documented struct beside its statement serialised as its fields in order
 //! ([`row_as_array`]) and named by alias in the statement, and keys as an
-//! array of strings ([`keys_json`]). [`Dialect::json_rows`]
-//! and [`Dialect::select_by_keys`] build the same for the statements not
+//! array of strings ([`keys_json`]). [`Dialect::select_by_keys`] and
+//! [`Dialect::key_list`] build a key list's reading for the statements not
 //! yet named.
 
 use serde::Serialize;
 
 use super::{Dialect, StoreError};
-
-/// The SQL type of one JSON field, as the statement reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Col {
-    /// A short identifier that is joined on (ids, tokens, user ids): on
-    /// MySQL a `VARCHAR` in the tables' binary collation, so the join can use
-    /// the index.
-    Key,
-    /// A 64-bit integer (times, counts).
-    Int,
-}
-
-impl Dialect {
-    /// A FROM-clause item that reads the JSON array bound at its `?` as rows
-    /// with these columns, named `alias`. Each row is a JSON array holding
-    /// the columns in this order (arrays, not objects: without the keys the
-    /// parameter is smaller and both PostgreSQL and SQLite read it two to
-    /// four times faster). JSON `null` reads as SQL NULL.
-    pub(crate) fn json_rows(self, cols: &[(&str, Col)], alias: &str) -> String {
-        match self {
-            Dialect::Postgres => {
-                let defs: Vec<String> = cols
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (name, col))| match col {
-                        // A fragment for the statements not yet named (frequency caps, recipients).
-                        Col::Int => format!("CAST(r->>{i} AS bigint) AS {name}"),
-                        // A fragment for the statements not yet named (frequency caps, recipients).
-                        _ => format!("r->>{i} AS {name}"),
-                    })
-                    .collect();
-                // jsonb: parsed once; `->>` on `json` would lex each element
-                // again for every column it reads.
-                // A fragment for the statements not yet named (frequency caps, recipients).
-                format!("(SELECT {} FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS {alias}", defs.join(", "))
-            }
-            Dialect::MySql => {
-                let defs: Vec<String> = cols
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (name, col))| {
-                        let ty = match col {
-                            Col::Key => "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-                            Col::Int => "BIGINT",
-                        };
-                        // A fragment for the statements not yet named (frequency caps, recipients).
-                        format!("{name} {ty} PATH '$[{i}]'")
-                    })
-                    .collect();
-                // A fragment for the statements not yet named (frequency caps, recipients).
-                format!("JSON_TABLE(?, '$[*]' COLUMNS ({})) AS {alias}", defs.join(", "))
-            }
-            Dialect::Sqlite => {
-                let defs: Vec<String> =
-                    // A fragment for the statements not yet named (frequency caps, recipients).
-                    cols.iter().enumerate().map(|(i, (name, _))| format!("value ->> {i} AS {name}")).collect();
-                // A fragment for the statements not yet named (frequency caps, recipients).
-                format!("(SELECT {} FROM json_each(?)) AS {alias}", defs.join(", "))
-            }
-        }
-    }
-}
 
 impl Dialect {
     /// A FROM-clause item that reads the JSON array of strings bound at its
@@ -203,8 +141,9 @@ row_as_array! {
     }
 }
 
-/// Serialises rows for [`Dialect::json_rows`]: each row a tuple (a JSON
-/// array) with the columns in the order the statement names them.
+/// Serialises rows for a statement that reads a JSON parameter: each row
+/// a [`row_as_array`] struct or a tuple (a JSON array) with the columns in
+/// the order the statement names them.
 pub(crate) fn to_json<T: Serialize>(rows: &[T]) -> Result<String, StoreError> {
     serde_json::to_string(rows).map_err(|e| StoreError::Encode(e.to_string()))
 }
@@ -214,18 +153,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_dialect_reads_the_same_columns() {
-        let cols = [("id", Col::Key), ("n", Col::Int)];
-        assert_eq!(
-            Dialect::Postgres.json_rows(&cols, "i"),
-            "(SELECT r->>0 AS id, CAST(r->>1 AS bigint) AS n FROM jsonb_array_elements(CAST(? AS jsonb)) AS r) AS i"
-        );
-        assert!(Dialect::MySql.json_rows(&cols, "i").starts_with("JSON_TABLE(?, '$[*]' COLUMNS (id VARCHAR(255)"));
-        assert!(Dialect::MySql.json_rows(&cols, "i").contains("n BIGINT PATH '$[1]'"));
-        assert_eq!(
-            Dialect::Sqlite.json_rows(&cols, "i"),
-            "(SELECT value ->> 0 AS id, value ->> 1 AS n FROM json_each(?)) AS i"
-        );
+    fn rows_are_arrays_of_their_columns() {
         assert_eq!(to_json(&[("a", 1), ("b", 2)]).unwrap(), r#"[["a",1],["b",2]]"#);
     }
 

@@ -237,6 +237,14 @@ named_queries! {
     DueFollowUps = "due_follow_ups",
     /// Marks follow-ups planned.
     ClearFollowUps = "clear_follow_ups",
+    /// The slots of some frequency caps' buckets, locked.
+    ReadThrottleSlots = "read_throttle_slots",
+    /// Adds the slots a batch lacks.
+    AddThrottleSlots = "add_throttle_slots",
+    /// Marks slots used.
+    TakeThrottleSlots = "take_throttle_slots",
+    /// SQLite: takes slots read outside the write lock, all or none.
+    TakeKnownThrottleSlots = "take_known_throttle_slots" only Sqlite,
     /// Adds a rule.
     InsertRule = "insert_rule",
     /// One rule.

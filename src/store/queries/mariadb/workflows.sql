@@ -1,4 +1,4 @@
--- Herald's statements on MariaDB and MySQL: workflows: digests and escalation.
+-- Herald's statements on MariaDB and MySQL: workflows: digests, escalation, frequency caps.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -92,3 +92,41 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 UPDATE engagement_outbox SET follow_up_at = NULL
  WHERE id IN (SELECT done.k FROM JSON_TABLE(?, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS done);
+
+-- ------------------------------------------------------------ frequency caps
+--
+-- A cap's slots (see src/store/throttle.rs). Rows are JSON arrays of a
+-- struct's fields: `SlotKey` [bucket, slot], `TakenSlot` [bucket, slot,
+-- used_at, outbox_id].
+
+-- name: read_throttle_slots
+-- The slots of some buckets (`buckets`, a JSON array of strings), in slot
+-- order, locked for this transaction.
+-- binds: buckets
+SELECT t.bucket, t.slot, t.used_at, t.outbox_id
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
+       STRAIGHT_JOIN engagement_throttle_slots t ON t.bucket = wanted.k
+ ORDER BY t.bucket, t.slot
+   FOR UPDATE;
+
+-- name: add_throttle_slots
+-- Adds the slots a batch lacks (`SlotKey` rows), unused; one another
+-- instance added meanwhile stays as it is (the no-op update).
+-- binds: slots
+INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id)
+SELECT s.bucket, s.slot, 0, NULL
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (bucket VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+                                     slot BIGINT PATH '$[1]')) AS s
+ WHERE true
+    ON DUPLICATE KEY UPDATE engagement_throttle_slots.slot = engagement_throttle_slots.slot;
+
+-- name: take_throttle_slots
+-- Marks slots used (`TakenSlot` rows), under the lock of the transaction
+-- that read them.
+-- binds: taken
+UPDATE JSON_TABLE(?, '$[*]' COLUMNS (bucket VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
+                                     slot BIGINT PATH '$[1]',
+                                     used_at BIGINT PATH '$[2]',
+                                     outbox_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[3]')) AS c
+       STRAIGHT_JOIN engagement_throttle_slots t ON t.bucket = c.bucket AND t.slot = c.slot
+   SET t.used_at = c.used_at, t.outbox_id = c.outbox_id;

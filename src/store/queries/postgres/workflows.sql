@@ -1,4 +1,4 @@
--- Herald's statements on PostgreSQL: workflows: digests and escalation.
+-- Herald's statements on PostgreSQL: workflows: digests, escalation, frequency caps.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -89,3 +89,41 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- binds: outbox_ids
 UPDATE engagement_outbox SET follow_up_at = NULL
  WHERE id IN (SELECT done.k FROM (SELECT k FROM jsonb_array_elements_text(CAST($1 AS jsonb)) AS r (k)) AS done);
+
+-- ------------------------------------------------------------ frequency caps
+--
+-- A cap's slots (see src/store/throttle.rs). Rows are JSON arrays of a
+-- struct's fields: `SlotKey` [bucket, slot], `TakenSlot` [bucket, slot,
+-- used_at, outbox_id].
+
+-- name: read_throttle_slots
+-- The slots of some buckets (`buckets`, a JSON array of strings), in slot
+-- order, locked for this transaction (the slots only: the keys come from a
+-- function).
+-- binds: buckets
+SELECT t.bucket, t.slot, t.used_at, t.outbox_id
+  FROM engagement_throttle_slots t
+ WHERE t.bucket = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))))
+ ORDER BY t.bucket, t.slot
+   FOR UPDATE OF t;
+
+-- name: add_throttle_slots
+-- Adds the slots a batch lacks (`SlotKey` rows), unused; one another
+-- instance added meanwhile stays as it is.
+-- binds: slots
+INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id)
+SELECT s.bucket, s.slot, 0, NULL
+  FROM (SELECT r ->> 0 AS bucket, CAST(r ->> 1 AS bigint) AS slot
+          FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS s
+ WHERE true
+    ON CONFLICT (bucket, slot) DO NOTHING;
+
+-- name: take_throttle_slots
+-- Marks slots used (`TakenSlot` rows), under the lock of the transaction
+-- that read them.
+-- binds: taken
+UPDATE engagement_throttle_slots AS t SET used_at = c.used_at, outbox_id = c.outbox_id
+  FROM (SELECT r ->> 0 AS bucket, CAST(r ->> 1 AS bigint) AS slot,
+               CAST(r ->> 2 AS bigint) AS used_at, r ->> 3 AS outbox_id
+          FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS c
+ WHERE t.bucket = c.bucket AND t.slot = c.slot;

@@ -1,4 +1,4 @@
--- Herald's statements on SQLite: workflows: digests and escalation.
+-- Herald's statements on SQLite: workflows: digests, escalation, frequency caps.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -89,3 +89,59 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- binds: outbox_ids
 UPDATE engagement_outbox SET follow_up_at = NULL
  WHERE id IN (SELECT done.k FROM (SELECT value AS k FROM json_each(?)) AS done);
+
+-- ------------------------------------------------------------ frequency caps
+--
+-- A cap's slots (see src/store/throttle.rs). Rows are JSON arrays of a
+-- struct's fields: `SlotKey` [bucket, slot], `TakenSlot` [bucket, slot,
+-- used_at, outbox_id], `KnownSlot` [bucket, slot, used_at, outbox_id, added,
+-- was_used, was_for].
+
+-- name: read_throttle_slots
+-- The slots of some buckets (`buckets`, a JSON array of strings), in slot
+-- order. SQLite has one writer, so nothing to lock.
+-- binds: buckets
+SELECT t.bucket, t.slot, t.used_at, t.outbox_id
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_throttle_slots t ON t.bucket = wanted.k
+ ORDER BY t.bucket, t.slot;
+
+-- name: add_throttle_slots
+-- Adds the slots a batch lacks (`SlotKey` rows), unused; one another writer
+-- added meanwhile stays as it is. SQLite reads `INSERT … SELECT … ON
+-- CONFLICT` as a join constraint unless the SELECT has a WHERE.
+-- binds: slots
+INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id)
+SELECT s.bucket, s.slot, 0, NULL
+  FROM (SELECT value ->> 0 AS bucket, value ->> 1 AS slot FROM json_each(?)) AS s
+ WHERE true
+    ON CONFLICT (bucket, slot) DO NOTHING;
+
+-- name: take_throttle_slots
+-- Marks slots used (`TakenSlot` rows), under the lock of the transaction
+-- that read them.
+-- binds: taken
+UPDATE engagement_throttle_slots AS t SET used_at = c.used_at, outbox_id = c.outbox_id
+  FROM (SELECT value ->> 0 AS bucket, value ->> 1 AS slot, value ->> 2 AS used_at, value ->> 3 AS outbox_id
+          FROM json_each(?)) AS c
+ WHERE t.bucket = c.bucket AND t.slot = c.slot;
+
+-- name: take_known_throttle_slots
+-- The usual case in one write statement (`KnownSlot` rows, read outside
+-- the write lock): every slot is written only if all `expected` are still
+-- as they were read (`added` 1: nobody made it; 0: its use and message
+-- unchanged), else none is, and the caller takes the locked path.
+-- binds: slots, expected
+INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id)
+SELECT c.bucket, c.slot, c.used_at, c.outbox_id
+  FROM (SELECT value ->> 0 AS bucket, value ->> 1 AS slot, value ->> 2 AS used_at, value ->> 3 AS outbox_id
+          FROM json_each(?1)) AS c
+ WHERE (SELECT COUNT(*)
+          FROM (SELECT value ->> 0 AS bucket, value ->> 1 AS slot, value ->> 4 AS added,
+                       value ->> 5 AS was_used, value ->> 6 AS was_for
+                  FROM json_each(?1)) AS k
+         WHERE CASE WHEN k.added = 1
+               THEN NOT EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot)
+               ELSE EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot
+                              AND u.used_at = k.was_used AND COALESCE(u.outbox_id, '') = k.was_for) END) = ?2
+    ON CONFLICT (bucket, slot) DO UPDATE SET used_at = excluded.used_at, outbox_id = excluded.outbox_id;
