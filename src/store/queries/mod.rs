@@ -281,6 +281,30 @@ named_queries! {
     SendsForAddress = "sends_for_address",
     /// Which rows hold some dedupe keys.
     OutboxByDedupeKeys = "outbox_by_dedupe_keys",
+    /// Creates a recipient unless it exists.
+    InsertRecipient = "insert_recipient",
+    /// Replaces a recipient.
+    UpdateRecipient = "update_recipient",
+    /// One recipient.
+    GetRecipient = "get_recipient",
+    /// Some users' recipients.
+    RecipientsByIds = "recipients_by_ids",
+    /// Creates a recipient the host has not described, unless it exists.
+    InsertBareRecipient = "insert_bare_recipient",
+    /// A user's own choices, locked.
+    LockUserChoices = "lock_user_choices",
+    /// Stores a user's own choices.
+    UpdateUserChoices = "update_user_choices",
+    /// Erasure: a user's inbox.
+    DeleteUserInbox = "delete_user_inbox",
+    /// Erasure: a user's recipient row.
+    DeleteRecipient = "delete_recipient",
+    /// Erasure: remembers the user was deleted.
+    RememberErasedUser = "remember_erased_user",
+    /// Whether a user was deleted.
+    ErasedUser = "erased_user",
+    /// Forgets a user was deleted.
+    UneraseUser = "unerase_user",
     /// Adds an API key.
     InsertApiKey = "insert_api_key",
     /// An API key by its hash.

@@ -11,7 +11,7 @@
 -- The flush's update is sent unnamed (planned at every execution): a
 -- connection caches a generic plan after five executions, and one made
 -- while the outbox was small stays a sequential scan as the table grows
--- (see `Dialect::select_by_keys` in src/store/json_rows.rs). Rows to insert
+-- (see README.md beside this file). Rows to insert
 -- travel as one JSON parameter: PostgreSQL parses it once as jsonb, and
 -- measured the same as a VALUES list.
 
