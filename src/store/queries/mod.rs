@@ -305,6 +305,50 @@ named_queries! {
     ErasedUser = "erased_user",
     /// Forgets a user was deleted.
     UneraseUser = "unerase_user",
+    /// Appends an operator's action to the audit log.
+    InsertAuditEntry = "insert_audit_entry",
+    /// Adds an operator (a taken email fails on the key).
+    InsertOperator = "insert_operator",
+    /// An operator by email.
+    OperatorByEmail = "operator_by_email",
+    /// Ends an operator's sessions.
+    DeleteOperatorSessions = "delete_operator_sessions",
+    /// Removes an operator.
+    DeleteOperator = "delete_operator",
+    /// Forgets expired sessions.
+    PurgeExpiredSessions = "purge_expired_sessions",
+    /// Forgets login attempts older than their retention.
+    PurgeLoginAttempts = "purge_login_attempts",
+    /// Starts an operator session (the token's hash, never the token).
+    InsertSession = "insert_session",
+    /// A session by its token's hash.
+    SessionByToken = "session_by_token",
+    /// Ends a session.
+    DeleteSession = "delete_session",
+    /// Records a login attempt.
+    InsertLoginAttempt = "insert_login_attempt",
+    /// Settles a pending login attempt's outcome.
+    SetLoginOutcome = "set_login_outcome",
+    /// An email's latest successful login since `since`.
+    LastLoginSuccess = "last_login_success",
+    /// An email's failed (or pending) logins after `since`, and the oldest.
+    LoginFailuresByEmail = "login_failures_by_email",
+    /// An address's failed (or pending) logins after `since`, and the oldest.
+    LoginFailuresByIp = "login_failures_by_ip",
+    /// Failed (or pending) logins of an email from an address after `since`, and the oldest.
+    LoginFailuresByEmailIp = "login_failures_by_email_ip",
+    /// Whether an email logged in from an address since `since`.
+    KnownLoginAddress = "known_login_address",
+    /// The latest login attempts.
+    RecentLoginAttempts = "recent_login_attempts",
+    /// The audit log of one target, newest first.
+    AuditForTarget = "audit_for_target",
+    /// The audit log before an id, newest first.
+    AuditBefore = "audit_before",
+    /// An address's suppression lifts, newest first.
+    SuppressionLiftsOfAddress = "suppression_lifts_of_address",
+    /// The newest suppression lifts.
+    SuppressionLifts = "suppression_lifts",
     /// Adds an API key.
     InsertApiKey = "insert_api_key",
     /// An API key by its hash.
@@ -355,11 +399,11 @@ macro_rules! sql_files {
 pub type SqlFile = (&'static str, &'static str);
 
 const SQLITE: &[SqlFile] = sql_files!("sqlite":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators");
 const MARIADB: &[SqlFile] = sql_files!("mariadb":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators");
 
 /// One dialect's files. Split by area so that none grows past what a reader
 /// scrolls through; the rejected alternative, one file per dialect, passed
