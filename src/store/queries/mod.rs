@@ -100,6 +100,18 @@ named_queries! {
     ReleaseClaims = "release_claims",
     /// Takes back claims older than the stale window.
     ReclaimStale = "reclaim_stale",
+    /// Cancels a rule's scheduled rows.
+    CancelScheduledRule = "cancel_scheduled_rule",
+    /// Cancels a user's scheduled rows.
+    CancelScheduledUser = "cancel_scheduled_user",
+    /// Cancels one row's scheduled rows.
+    CancelScheduledRow = "cancel_scheduled_row",
+    /// MariaDB: locks a rule's scheduled rows for [`Query::CancelScheduledRule`].
+    LockScheduledRule = "lock_scheduled_rule" only MySql,
+    /// MariaDB: locks a user's scheduled rows for [`Query::CancelScheduledUser`].
+    LockScheduledUser = "lock_scheduled_user" only MySql,
+    /// MariaDB: locks one row's scheduled rows for [`Query::CancelScheduledRow`].
+    LockScheduledRow = "lock_scheduled_row" only MySql,
     /// Outbox rows by status.
     CountByStatus = "count_by_status",
     /// The oldest row that is due and waiting.

@@ -1,4 +1,5 @@
--- Herald's statements on MariaDB and MySQL: the outbox: the claim, what an operator reads, the insert.
+-- Herald's statements on MariaDB and MySQL: the outbox: the claim, what an operator reads, the insert,
+-- cancelling.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -164,3 +165,50 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, ?, 0, ?, ?) /* each row */
     ON DUPLICATE KEY UPDATE dedupe_key = engagement_outbox.dedupe_key;
+
+-- ---------------------------------------------------------------- cancelling
+--
+-- One compare-and-set per scope: a row a worker claimed meanwhile is no
+-- longer 'scheduled' and is the worker's to finish. The cancelled rows come
+-- back for their send-log rows and events: MariaDB has no `UPDATE … RETURNING`,
+-- so it locks them first (lock_scheduled_*), and the update then changes
+-- exactly the rows read.
+
+-- name: cancel_scheduled_rule
+-- Cancels a rule's scheduled rows, `detail` saying why.
+-- binds: detail, now, rule_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE rule_id = ? AND status = 'scheduled';
+
+-- name: lock_scheduled_rule
+-- Locks a rule's scheduled rows for cancel_scheduled_rule, and reads them.
+-- binds: rule_id
+SELECT id, rule_id, trigger_id, user_id, channel, attempts
+  FROM engagement_outbox WHERE rule_id = ? AND status = 'scheduled' FOR UPDATE;
+
+-- name: cancel_scheduled_user
+-- Cancels a user's scheduled rows, `detail` saying why.
+-- binds: detail, now, user_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE user_id = ? AND status = 'scheduled';
+
+-- name: lock_scheduled_user
+-- Locks a user's scheduled rows for cancel_scheduled_user, and reads them.
+-- binds: user_id
+SELECT id, rule_id, trigger_id, user_id, channel, attempts
+  FROM engagement_outbox WHERE user_id = ? AND status = 'scheduled' FOR UPDATE;
+
+-- name: cancel_scheduled_row
+-- Cancels one row's scheduled rows, `detail` saying why.
+-- binds: detail, now, id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE id = ? AND status = 'scheduled';
+
+-- name: lock_scheduled_row
+-- Locks one row's scheduled rows for cancel_scheduled_row, and reads them.
+-- binds: id
+SELECT id, rule_id, trigger_id, user_id, channel, attempts
+  FROM engagement_outbox WHERE id = ? AND status = 'scheduled' FOR UPDATE;

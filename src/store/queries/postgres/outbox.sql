@@ -1,4 +1,5 @@
--- Herald's statements on PostgreSQL: the outbox: the claim, what an operator reads, the insert.
+-- Herald's statements on PostgreSQL: the outbox: the claim, what an operator reads, the insert,
+-- cancelling.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -153,3 +154,33 @@ SELECT r.id, r.dedupe_key, r.rule_id, r.trigger_id, r.user_id, r.channel, r.payl
                CAST(r ->> 9 AS bigint) AS follow_up_at
           FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS r
     ON CONFLICT (dedupe_key) DO NOTHING RETURNING id;
+
+-- ---------------------------------------------------------------- cancelling
+--
+-- One compare-and-set per scope: a row a worker claimed meanwhile is no
+-- longer 'scheduled' and is the worker's to finish. The cancelled rows come
+-- back for their send-log rows and events (`RETURNING`).
+
+-- name: cancel_scheduled_rule
+-- Cancels a rule's scheduled rows, `detail` saying why.
+-- binds: detail, now, rule_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = $1, claim_token = NULL, updated_at = $2
+ WHERE rule_id = $3 AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;
+
+-- name: cancel_scheduled_user
+-- Cancels a user's scheduled rows, `detail` saying why.
+-- binds: detail, now, user_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = $1, claim_token = NULL, updated_at = $2
+ WHERE user_id = $3 AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;
+
+-- name: cancel_scheduled_row
+-- Cancels one row's scheduled rows, `detail` saying why.
+-- binds: detail, now, id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = $1, claim_token = NULL, updated_at = $2
+ WHERE id = $3 AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;

@@ -1,4 +1,5 @@
--- Herald's statements on SQLite: the outbox: the claim, what an operator reads, the insert.
+-- Herald's statements on SQLite: the outbox: the claim, what an operator reads, the insert,
+-- cancelling.
 -- How a block reads, and what holds for the whole dialect: README.md beside
 -- this file and src/store/queries/mod.rs.
 
@@ -135,3 +136,33 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, 'scheduled', ?, ?, ?, 0, ?, ?) /* each row */) WHERE column1 IS NOT NULL
     ON CONFLICT (dedupe_key) DO NOTHING RETURNING id;
+
+-- ---------------------------------------------------------------- cancelling
+--
+-- One compare-and-set per scope: a row a worker claimed meanwhile is no
+-- longer 'scheduled' and is the worker's to finish. The cancelled rows come
+-- back for their send-log rows and events (`RETURNING`).
+
+-- name: cancel_scheduled_rule
+-- Cancels a rule's scheduled rows, `detail` saying why.
+-- binds: detail, now, rule_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE rule_id = ? AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;
+
+-- name: cancel_scheduled_user
+-- Cancels a user's scheduled rows, `detail` saying why.
+-- binds: detail, now, user_id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE user_id = ? AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;
+
+-- name: cancel_scheduled_row
+-- Cancels one row's scheduled rows, `detail` saying why.
+-- binds: detail, now, id
+UPDATE engagement_outbox
+   SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ?
+ WHERE id = ? AND status = 'scheduled'
+RETURNING id, rule_id, trigger_id, user_id, channel, attempts;
