@@ -65,17 +65,6 @@ impl Dialect {
     pub fn concurrent_flushes(self, wanted: usize) -> usize {
         if self == Dialect::Sqlite { 1 } else { wanted }
     }
-
-    /// The tail of an `INSERT` that skips a row whose unique key exists.
-    /// MySQL's `INSERT IGNORE` would also swallow truncation and other
-    /// errors, so it gets a no-op update instead.
-    pub fn on_conflict_do_nothing(self, unique_column: &str) -> String {
-        // A clause for the statements not yet named (recipients), around its column.
-        match self {
-            Dialect::MySql => format!(" ON DUPLICATE KEY UPDATE {unique_column} = {unique_column}"),
-            _ => format!(" ON CONFLICT ({unique_column}) DO NOTHING"),
-        }
-    }
 }
 
 impl fmt::Display for Dialect {

@@ -16,6 +16,7 @@ use serde::Serialize;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
@@ -206,11 +207,8 @@ pub(crate) async fn append_audit_in(
     e: &AuditEntry,
     now: Millis,
 ) -> Result<(), StoreError> {
-    let sql = d.sql(
-        "INSERT INTO engagement_audit_log (id, operator_email, action, target, detail, created_at) \
-         VALUES (?, ?, ?, ?, ?, ?)",
-    );
-    sqlx::query(&sql)
+    let sql = Query::InsertAuditEntry.sql(d);
+    sqlx::query(sql)
         .bind(new_id())
         .bind(e.operator_email.clone())
         .bind(e.action.clone())
@@ -232,15 +230,11 @@ fn operator(r: &AnyRow) -> Result<OperatorRow, sqlx::Error> {
     })
 }
 
-const FAILURES: &str = "('wrong_password', 'unknown_email', 'pending')";
-
 #[async_trait]
 impl OperatorStore for SqlStore {
     async fn insert_operator(&self, op: &OperatorRow) -> Result<bool, StoreError> {
-        let sql = self
-            .dialect()
-            .sql("INSERT INTO engagement_operators (id, email, password_hash, created_at) VALUES (?, ?, ?, ?)");
-        let result = sqlx::query(&sql)
+        let sql = Query::InsertOperator.sql(self.dialect());
+        let result = sqlx::query(sql)
             .bind(op.id.clone())
             .bind(op.email.clone())
             .bind(op.password_hash.clone())
@@ -255,9 +249,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError> {
-        let sql =
-            self.dialect().sql("SELECT id, email, password_hash, created_at FROM engagement_operators WHERE email = ?");
-        let row = sqlx::query(&sql)
+        let sql = Query::OperatorByEmail.sql(self.dialect());
+        let row = sqlx::query(sql)
             .bind(email.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -277,12 +270,12 @@ impl OperatorStore for SqlStore {
         let d = self.dialect();
         let db = StoreError::db;
         let mut tx = self.begin_write().await.map_err(db("delete operator: begin"))?;
-        sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE operator_email = ?"))
+        sqlx::query(Query::DeleteOperatorSessions.sql(d))
             .bind(email.to_owned())
             .execute(&mut *tx)
             .await
             .map_err(db("delete operator: sessions"))?;
-        let n = sqlx::query(&d.sql("DELETE FROM engagement_operators WHERE email = ?"))
+        let n = sqlx::query(Query::DeleteOperator.sql(d))
             .bind(email.to_owned())
             .execute(&mut *tx)
             .await
@@ -301,21 +294,18 @@ impl OperatorStore for SqlStore {
     ) -> Result<(), StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        sqlx::query(&d.sql("DELETE FROM engagement_operator_sessions WHERE expires_at <= ?"))
+        sqlx::query(Query::PurgeExpiredSessions.sql(d))
             .bind(now.0)
             .execute(self.writer())
             .await
             .map_err(db("purge expired sessions"))?;
-        sqlx::query(&d.sql("DELETE FROM engagement_login_attempts WHERE created_at < ?"))
+        sqlx::query(Query::PurgeLoginAttempts.sql(d))
             .bind(now.minus(LOGIN_ATTEMPT_RETENTION).0)
             .execute(self.writer())
             .await
             .map_err(db("purge old login attempts"))?;
-        let sql = d.sql(
-            "INSERT INTO engagement_operator_sessions (token_hash, operator_id, operator_email, created_at, expires_at) \
-             VALUES (?, ?, ?, ?, ?)",
-        );
-        sqlx::query(&sql)
+        let sql = Query::InsertSession.sql(d);
+        sqlx::query(sql)
             .bind(token_hash.to_owned())
             .bind(op.id.clone())
             .bind(op.email.clone())
@@ -328,11 +318,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT operator_id, operator_email, created_at, expires_at FROM engagement_operator_sessions \
-             WHERE token_hash = ?",
-        );
-        let row = sqlx::query(&sql)
+        let sql = Query::SessionByToken.sql(self.dialect());
+        let row = sqlx::query(sql)
             .bind(token_hash.to_owned())
             .fetch_optional(self.pool())
             .await
@@ -350,8 +337,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError> {
-        let sql = self.dialect().sql("DELETE FROM engagement_operator_sessions WHERE token_hash = ?");
-        let n = sqlx::query(&sql)
+        let sql = Query::DeleteSession.sql(self.dialect());
+        let n = sqlx::query(sql)
             .bind(token_hash.to_owned())
             .execute(self.writer())
             .await
@@ -361,11 +348,9 @@ impl OperatorStore for SqlStore {
     }
 
     async fn record_login_attempt(&self, a: &LoginAttempt) -> Result<String, StoreError> {
-        let sql = self
-            .dialect()
-            .sql("INSERT INTO engagement_login_attempts (id, email, ip, outcome, created_at) VALUES (?, ?, ?, ?, ?)");
+        let sql = Query::InsertLoginAttempt.sql(self.dialect());
         let id = new_id();
-        sqlx::query(&sql)
+        sqlx::query(sql)
             .bind(id.clone())
             .bind(a.email.chars().take(254).collect::<String>())
             .bind(a.ip.clone())
@@ -378,8 +363,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn finish_login_attempt(&self, id: &str, outcome: LoginOutcome) -> Result<(), StoreError> {
-        let sql = self.dialect().sql("UPDATE engagement_login_attempts SET outcome = ? WHERE id = ?");
-        sqlx::query(&sql)
+        let sql = Query::SetLoginOutcome.sql(self.dialect());
+        sqlx::query(sql)
             .bind(outcome.as_str())
             .bind(id.to_owned())
             .execute(self.pool())
@@ -397,33 +382,23 @@ impl OperatorStore for SqlStore {
     ) -> Result<LoginFailures, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let last_ok = sqlx::query(&d.sql(
-            "SELECT MAX(created_at) AS t FROM engagement_login_attempts WHERE email = ? AND outcome = 'ok' \
-             AND created_at >= ?",
-        ))
-        .bind(email.to_owned())
-        .bind(since.0)
-        .fetch_one(self.pool())
-        .await
-        .map_err(db("login failures: last success"))?;
+        let last_ok = sqlx::query(Query::LastLoginSuccess.sql(d))
+            .bind(email.to_owned())
+            .bind(since.0)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db("login failures: last success"))?;
         let email_since = match last_ok.try_get::<Option<i64>, _>("t").map_err(db("login failures: last success"))? {
             Some(t) => t + 1,
             None => since.0,
         };
-        let count = |column: &'static str| {
-            // Not yet a named query: login throttling is outside the message path; the column counted is the variable.
-            d.sql(&format!(
-                "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
-                 WHERE {column} = ? AND created_at > ? AND outcome IN {FAILURES}"
-            ))
-        };
-        let by_email = sqlx::query(&count("email"))
+        let by_email = sqlx::query(Query::LoginFailuresByEmail.sql(d))
             .bind(email.to_owned())
             .bind(email_since)
             .fetch_one(self.pool())
             .await
             .map_err(db("login failures by email"))?;
-        let by_ip = sqlx::query(&count("ip"))
+        let by_ip = sqlx::query(Query::LoginFailuresByIp.sql(d))
             .bind(ip.to_owned())
             .bind(since.0)
             .fetch_one(self.pool())
@@ -432,27 +407,20 @@ impl OperatorStore for SqlStore {
         let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
             Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
         };
-        // Not yet a named query: login throttling is outside the message path (FAILURES is a shared list).
-        let by_email_ip = sqlx::query(&d.sql(&format!(
-            "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM engagement_login_attempts \
-             WHERE email = ? AND ip = ? AND created_at > ? AND outcome IN {FAILURES}"
-        )))
-        .bind(email.to_owned())
-        .bind(ip.to_owned())
-        .bind(email_since)
-        .fetch_one(self.pool())
-        .await
-        .map_err(db("login failures by email and address"))?;
-        let known = sqlx::query(&d.sql(
-            "SELECT COUNT(*) AS n FROM engagement_login_attempts \
-             WHERE email = ? AND ip = ? AND outcome = 'ok' AND created_at >= ?",
-        ))
-        .bind(email.to_owned())
-        .bind(ip.to_owned())
-        .bind(known_since.0)
-        .fetch_one(self.pool())
-        .await
-        .map_err(db("login failures: known address"))?;
+        let by_email_ip = sqlx::query(Query::LoginFailuresByEmailIp.sql(d))
+            .bind(email.to_owned())
+            .bind(ip.to_owned())
+            .bind(email_since)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db("login failures by email and address"))?;
+        let known = sqlx::query(Query::KnownLoginAddress.sql(d))
+            .bind(email.to_owned())
+            .bind(ip.to_owned())
+            .bind(known_since.0)
+            .fetch_one(self.pool())
+            .await
+            .map_err(db("login failures: known address"))?;
         let (by_email, email_oldest) = read(&by_email).map_err(db("login failures by email"))?;
         let (by_email_ip, email_ip_oldest) = read(&by_email_ip).map_err(db("login failures by email and address"))?;
         let (by_ip, ip_oldest) = read(&by_ip).map_err(db("login failures by address"))?;
@@ -461,11 +429,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT email, ip, outcome, created_at FROM engagement_login_attempts \
-             ORDER BY created_at DESC, id DESC LIMIT ?",
-        );
-        let rows = sqlx::query(&sql)
+        let sql = Query::RecentLoginAttempts.sql(self.dialect());
+        let rows = sqlx::query(sql)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
@@ -489,11 +454,8 @@ impl OperatorStore for SqlStore {
     }
 
     async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT id, operator_email, action, target, detail, created_at FROM engagement_audit_log \
-             WHERE target = ? ORDER BY id DESC LIMIT ?",
-        );
-        let rows = sqlx::query(&sql)
+        let sql = Query::AuditForTarget.sql(self.dialect());
+        let rows = sqlx::query(sql)
             .bind(target.to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -503,12 +465,9 @@ impl OperatorStore for SqlStore {
     }
 
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT id, operator_email, action, target, detail, created_at FROM engagement_audit_log \
-             WHERE id < ? ORDER BY id DESC LIMIT ?",
-        );
+        let sql = Query::AuditBefore.sql(self.dialect());
         // Every UUIDv7 sorts below "g": no `before` means from the newest.
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(sql)
             .bind(before.unwrap_or("g").to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
@@ -523,22 +482,14 @@ impl OperatorStore for SqlStore {
         limit: u32,
     ) -> Result<Vec<SuppressionLiftRow>, StoreError> {
         let d = self.dialect();
-        let columns = "address_hash, category, lifted, reason, lifted_by, created_at";
         let rows = match address_hash {
             Some(h) => {
-                // Not yet a named query (operator screen, outside the message path): the shared column list.
-                let sql = d.sql(&format!(
-                    "SELECT {columns} FROM engagement_suppression_lifts WHERE address_hash = ? \
-                     ORDER BY created_at DESC, id DESC LIMIT ?"
-                ));
-                sqlx::query(&sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+                let sql = Query::SuppressionLiftsOfAddress.sql(d);
+                sqlx::query(sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
             None => {
-                // Not yet a named query, as above.
-                let sql = d.sql(&format!(
-                    "SELECT {columns} FROM engagement_suppression_lifts ORDER BY created_at DESC, id DESC LIMIT ?"
-                ));
-                sqlx::query(&sql).bind(i64::from(limit)).fetch_all(self.pool()).await
+                let sql = Query::SuppressionLifts.sql(d);
+                sqlx::query(sql).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
         }
         .map_err(StoreError::db("suppression lifts"))?;

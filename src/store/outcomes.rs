@@ -219,7 +219,7 @@ async fn fenced_update(
         return fenced_update_without_returning(conn, d, (update, lock), changes, &json, now).await;
     }
     let ids = sqlx::query(update.sql(d))
-        // Planned at every execution on PostgreSQL: see `Dialect::select_by_keys`.
+        // Planned at every execution on PostgreSQL: see queries/postgres/README.md.
         .persistent(d != Dialect::Postgres)
         .bind(json.as_str())
         .bind(now.0)

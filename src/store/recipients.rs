@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use super::json_rows::keys_json;
 use super::queries::Query;
 use super::rows::{opt_text, text};
-use super::{CancelScope, RuleStore, SqlStore, Store, StoreError};
+use super::{CancelScope, RuleStore, SqlStore, StoreError};
 use crate::clock::Millis;
 use crate::domain::UserId;
 
@@ -122,18 +122,6 @@ pub trait RecipientStore: Send + Sync {
     async fn revoke_api_key(&self, id: &str, now: Millis) -> Result<bool, StoreError>;
 }
 
-/// The tail of the first write's `INSERT`: nothing when the row exists,
-/// with a row count that says which happened (1: inserted). MySQL counts a
-/// row "updated" to its own values as affected (sqlx sets
-/// CLIENT_FOUND_ROWS), so its existing row's `updated_at` moves by 1 ms
-/// there (2: updated; the `UPDATE` that follows sets it anyway).
-fn first_write_conflict(d: super::Dialect) -> String {
-    match d {
-        super::Dialect::MySql => " ON DUPLICATE KEY UPDATE updated_at = updated_at + 1".to_owned(),
-        _ => d.on_conflict_do_nothing("user_id"),
-    }
-}
-
 fn key_from_any(row: &AnyRow) -> Result<ApiKeyRow, sqlx::Error> {
     Ok(ApiKeyRow {
         id: text(row, "id")?,
@@ -148,7 +136,6 @@ fn key_from_any(row: &AnyRow) -> Result<ApiKeyRow, sqlx::Error> {
 #[async_trait]
 impl RecipientStore for SqlStore {
     async fn put_recipient(&self, r: &RecipientRow) -> Result<bool, StoreError> {
-        let d = self.dialect();
         let db = StoreError::db;
         let quiet_hours = r.quiet_hours.as_ref().map(|q| serde_json::json!(q).to_string());
         let mut tx = self.begin_write().await.map_err(db("put recipient: begin"))?;
@@ -156,13 +143,7 @@ impl RecipientStore for SqlStore {
         // database arbitrates: with "update, else insert" two first writers
         // both found no row and the second insert failed on the key
         // (PostgreSQL's 23505 answered 500 to 5 of 100 concurrent PUTs).
-        // Not yet a named query (recipients, outside the message path): the dialect's conflict clause.
-        let insert = d.sql(&format!(
-            "INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours, \
-             created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?){}",
-            first_write_conflict(d)
-        ));
-        let created = sqlx::query(&insert)
+        let created = sqlx::query(self.sql(Query::InsertRecipient))
             .bind(r.user_id.clone())
             .bind(r.email.clone())
             .bind(r.name.clone())
@@ -178,11 +159,7 @@ impl RecipientStore for SqlStore {
             .rows_affected()
             == 1;
         if !created {
-            let update = d.sql(
-                "UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?, \
-                 quiet_hours = ?, updated_at = ? WHERE user_id = ?",
-            );
-            sqlx::query(&update)
+            sqlx::query(self.sql(Query::UpdateRecipient))
                 .bind(r.email.clone())
                 .bind(r.name.clone())
                 .bind(r.locale.clone())
@@ -197,7 +174,7 @@ impl RecipientStore for SqlStore {
         }
         // The host describes the user again: a deleted user's preference
         // links work again from here on.
-        sqlx::query(&d.sql("DELETE FROM engagement_erased_users WHERE user_id = ?"))
+        sqlx::query(self.sql(Query::UneraseUser))
             .bind(r.user_id.clone())
             .execute(&mut *tx)
             .await
@@ -210,14 +187,7 @@ impl RecipientStore for SqlStore {
         if user_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = self.dialect().select_by_keys(
-            "r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.user_preferences, \
-             r.created_at, r.updated_at",
-            "engagement_recipients",
-            "r",
-            "user_id",
-        );
-        let rows = sqlx::query(&sql)
+        let rows = sqlx::query(self.sql(Query::RecipientsByIds))
             .bind(keys_json(user_ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
@@ -226,11 +196,7 @@ impl RecipientStore for SqlStore {
     }
 
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError> {
-        let sql = self.dialect().sql(
-            "SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, user_preferences, created_at, updated_at \
-             FROM engagement_recipients WHERE user_id = ?",
-        );
-        let row = sqlx::query(&sql)
+        let row = sqlx::query(self.sql(Query::GetRecipient))
             .bind(user_id.as_str().to_owned())
             .fetch_optional(self.pool())
             .await
@@ -239,29 +205,23 @@ impl RecipientStore for SqlStore {
     }
 
     async fn erase_user(&self, user_id: &UserId, now: Millis) -> Result<UserErasure, StoreError> {
-        let d = self.dialect();
         let db = StoreError::db;
         let scheduled_cancelled =
             self.cancel_scheduled(CancelScope::User(user_id.as_str()), "user deleted", now).await?;
         let mut tx = self.begin_write().await.map_err(db("erase user: begin"))?;
-        let inbox = sqlx::query(&d.sql("DELETE FROM engagement_inbox WHERE user_id = ?"))
+        let inbox = sqlx::query(self.sql(Query::DeleteUserInbox))
             .bind(user_id.as_str().to_owned())
             .execute(&mut *tx)
             .await
             .map_err(db("erase user: inbox"))?
             .rows_affected();
-        let recipient = sqlx::query(&d.sql("DELETE FROM engagement_recipients WHERE user_id = ?"))
+        let recipient = sqlx::query(self.sql(Query::DeleteRecipient))
             .bind(user_id.as_str().to_owned())
             .execute(&mut *tx)
             .await
             .map_err(db("erase user: recipient"))?
             .rows_affected();
-        // Not yet a named query (erasure, outside the message path): the dialect's conflict clause.
-        let tombstone = format!(
-            "INSERT INTO engagement_erased_users (user_id, erased_at) VALUES (?, ?){}",
-            d.on_conflict_do_nothing("user_id")
-        );
-        sqlx::query(&d.sql(&tombstone))
+        sqlx::query(self.sql(Query::RememberErasedUser))
             .bind(user_id.as_str().to_owned())
             .bind(now.0)
             .execute(&mut *tx)
@@ -277,7 +237,6 @@ impl RecipientStore for SqlStore {
         change: &crate::planning::recipient::UserChoices,
         now: Millis,
     ) -> Result<ChoicesMerged, StoreError> {
-        let d = self.dialect();
         let db = StoreError::db;
         let id = user_id.as_str().to_owned();
         let mut tx = self.begin_write().await.map_err(db("user choices: begin"))?;
@@ -286,26 +245,21 @@ impl RecipientStore for SqlStore {
         // change to this user's choices waits here until this one commits,
         // and then reads what it wrote. SQLite's BEGIN IMMEDIATE already
         // holds the only write lock.
-        // Not yet a named query, as above.
-        let insert = d.sql(&format!(
-            "INSERT INTO engagement_recipients (user_id, preferences, created_at, updated_at) VALUES (?, '{{}}', ?, ?){}",
-            d.on_conflict_do_nothing("user_id")
-        ));
-        let lock = if d == super::Dialect::Sqlite { "" } else { " FOR UPDATE" };
-        // Not yet a named query (preferences, outside the message path): the dialect's lock clause.
-        let read = d.sql(&format!("SELECT user_preferences FROM engagement_recipients WHERE user_id = ?{lock}"));
-        sqlx::query(&insert)
+        sqlx::query(self.sql(Query::InsertBareRecipient))
             .bind(id.clone())
             .bind(now.0)
             .bind(now.0)
             .execute(&mut *tx)
             .await
             .map_err(db("user choices: insert"))?;
-        let row =
-            sqlx::query(&read).bind(id.clone()).fetch_optional(&mut *tx).await.map_err(db("user choices: read"))?;
+        let row = sqlx::query(self.sql(Query::LockUserChoices))
+            .bind(id.clone())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db("user choices: read"))?;
         // Read after the lock is held, so a deletion that committed while
         // this waited is seen (and the row it deleted is not recreated).
-        let erased = sqlx::query(&d.sql("SELECT user_id FROM engagement_erased_users WHERE user_id = ?"))
+        let erased = sqlx::query(self.sql(Query::ErasedUser))
             .bind(id.clone())
             .fetch_optional(&mut *tx)
             .await
@@ -333,7 +287,7 @@ impl RecipientStore for SqlStore {
             return Ok(ChoicesMerged::Merged { changed });
         }
         let json = serde_json::to_string(&choices).map_err(|e| StoreError::Encode(e.to_string()))?;
-        sqlx::query(&d.sql("UPDATE engagement_recipients SET user_preferences = ?, updated_at = ? WHERE user_id = ?"))
+        sqlx::query(self.sql(Query::UpdateUserChoices))
             .bind(json)
             .bind(now.0)
             .bind(id)

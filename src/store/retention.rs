@@ -338,7 +338,7 @@ pub(super) fn prune_outbox_sql(d: Dialect) -> (String, String) {
                  WHERE gone.{}",
                 recheck.replace(" AND ", " AND gone.")
             ),
-            // An array computed once: see the head of queries/postgres.sql.
+            // An array computed once: see queries/postgres/README.md.
             Dialect::Postgres => {
                 format!("DELETE FROM engagement_outbox WHERE id = ANY(ARRAY({batch})) AND {recheck}")
             }
@@ -389,7 +389,7 @@ fn limited_delete(d: Dialect, table: &str, condition: &str, order: &str) -> Stri
     // Not yet named queries (retention, outside the message path): built from the table, its condition and its order.
     d.sql(&match d {
         Dialect::MySql => format!("DELETE FROM {table} WHERE {condition} ORDER BY {order} LIMIT ?"),
-        // An array computed once: see the head of queries/postgres.sql for
+        // An array computed once: see queries/postgres/README.md for
         // the nested loop PostgreSQL may otherwise choose.
         Dialect::Postgres => format!(
             "DELETE FROM {table} WHERE id = ANY(ARRAY(SELECT id FROM {table} WHERE {condition} ORDER BY {order} \

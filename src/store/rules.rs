@@ -223,48 +223,26 @@ impl RuleStore for SqlStore {
     async fn cancel_scheduled(&self, scope: CancelScope<'_>, detail: &str, now: Millis) -> Result<u64, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
-        let (column, value) = match scope {
-            CancelScope::Rule(id) => ("rule_id", id),
-            CancelScope::User(id) => ("user_id", id),
-            CancelScope::Row(id) => ("id", id),
+        let (cancel, lock, value) = match scope {
+            CancelScope::Rule(id) => (Query::CancelScheduledRule, Query::LockScheduledRule, id),
+            CancelScope::User(id) => (Query::CancelScheduledUser, Query::LockScheduledUser, id),
+            CancelScope::Row(id) => (Query::CancelScheduledRow, Query::LockScheduledRow, id),
         };
         let mut tx = self.begin_write().await.map_err(db("cancel: begin"))?;
         // One compare-and-set for the whole scope: a row a worker claimed
         // meanwhile is no longer 'scheduled' and is the worker's to finish.
-        // The scope's column: three scopes, each with and without RETURNING,
-        // would be nine named statements for one compare-and-set.
-        let update = format!(
-            "UPDATE engagement_outbox SET status = 'cancelled', last_error = ?, claim_token = NULL, updated_at = ? \
-             WHERE {column} = ? AND status = 'scheduled'"
-        );
-        let returning = "id, rule_id, trigger_id, user_id, channel, attempts";
+        let update = sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned());
         let cancelled = if d.has_update_returning() {
-            // (The same statement, returning the rows it cancelled.)
-            sqlx::query(&d.sql(&format!("{update} RETURNING {returning}")))
-                .bind(detail.to_owned())
-                .bind(now.0)
-                .bind(value.to_owned())
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db("cancel: update"))?
+            update.fetch_all(&mut *tx).await.map_err(db("cancel: update"))?
         } else {
             // No RETURNING: lock the rows first, so the update changes
             // exactly the rows read.
-            // (The scope's column, as above.)
-            let rows = sqlx::query(&format!(
-                "SELECT {returning} FROM engagement_outbox WHERE {column} = ? AND status = 'scheduled' FOR UPDATE"
-            ))
-            .bind(value.to_owned())
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(db("cancel: select"))?;
-            sqlx::query(&update)
-                .bind(detail.to_owned())
-                .bind(now.0)
+            let rows = sqlx::query(lock.sql(d))
                 .bind(value.to_owned())
-                .execute(&mut *tx)
+                .fetch_all(&mut *tx)
                 .await
-                .map_err(db("cancel: update"))?;
+                .map_err(db("cancel: select"))?;
+            update.execute(&mut *tx).await.map_err(db("cancel: update"))?;
             rows
         };
         let mut sends = Vec::with_capacity(cancelled.len());

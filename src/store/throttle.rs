@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use async_trait::async_trait;
 use sqlx::Row;
 
-use super::json_rows::{Col, keys_json, to_json};
+use super::json_rows::{keys_json, row_as_array, to_json};
+use super::queries::Query;
 use super::rows::opt_text;
 use super::{Dialect, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -101,43 +102,32 @@ impl ThrottleStore for SqlStore {
             if missing.is_empty() {
                 break;
             }
-            let from = d.json_rows(&[("bucket", Col::Key), ("slot", Col::Int)], "s");
-            let conflict = match d {
-                Dialect::MySql => {
-                    " ON DUPLICATE KEY UPDATE engagement_throttle_slots.slot = engagement_throttle_slots.slot"
-                        .to_owned()
-                }
-                _ => " ON CONFLICT (bucket, slot) DO NOTHING".to_owned(),
-            };
-            // SQLite reads `INSERT … SELECT … ON CONFLICT` as a join
-            // constraint unless the SELECT has a WHERE.
-            // Not yet a named query (frequency caps): still on positional JSON rows (`json_rows`).
-            let sql = d.sql(&format!(
-                "INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id) \
-                 SELECT s.bucket, s.slot, 0, NULL FROM {from} WHERE true{conflict}"
-            ));
-            sqlx::query(&sql).bind(to_json(&missing)?).execute(&mut *tx).await.map_err(db("throttle: add slots"))?;
+            let missing_rows: Vec<SlotKey> = missing.iter().map(|&(bucket, slot)| SlotKey { bucket, slot }).collect();
+            sqlx::query(Query::AddThrottleSlots.sql(d))
+                .bind(to_json(&missing_rows)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("throttle: add slots"))?;
             let buckets: BTreeSet<&str> = missing.iter().map(|(b, _)| *b).collect();
             slots.extend(read_slots(&mut tx, d, buckets.into_iter()).await?);
         }
 
         let (answers, taken) = assign(requests, &mut slots, now);
         if !taken.is_empty() {
-            let cols = [("bucket", Col::Key), ("slot", Col::Int), ("used_at", Col::Int), ("outbox_id", Col::Key)];
-            let from = d.json_rows(&cols, "c");
-            let sql = match d {
-                // Not yet a named query, as above.
-                Dialect::MySql => format!(
-                    "UPDATE {from} STRAIGHT_JOIN engagement_throttle_slots t ON t.bucket = c.bucket AND t.slot = c.slot \
-                     SET t.used_at = c.used_at, t.outbox_id = c.outbox_id"
-                ),
-                // Not yet a named query, as above.
-                _ => d.sql(&format!(
-                    "UPDATE engagement_throttle_slots AS t SET used_at = c.used_at, outbox_id = c.outbox_id FROM {from} \
-                     WHERE t.bucket = c.bucket AND t.slot = c.slot"
-                )),
-            };
-            sqlx::query(&sql).bind(to_json(&taken)?).execute(&mut *tx).await.map_err(db("throttle: take slots"))?;
+            let rows: Vec<TakenSlot> = taken
+                .iter()
+                .map(|(bucket, slot, used_at, outbox_id)| TakenSlot {
+                    bucket,
+                    slot: *slot,
+                    used_at: *used_at,
+                    outbox_id,
+                })
+                .collect();
+            sqlx::query(Query::TakeThrottleSlots.sql(d))
+                .bind(to_json(&rows)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("throttle: take slots"))?;
         }
         tx.commit().await.map_err(db("throttle: commit"))?;
         Ok(answers)
@@ -191,39 +181,16 @@ impl SqlStore {
             return Ok(Some(answers));
         }
         let mut changes = Vec::with_capacity(taken.len());
-        for (bucket, slot, used_at, outbox_id) in taken {
-            let Some(was) = read.get(&(bucket.clone(), slot)) else { return Ok(None) };
+        for (bucket, slot, used_at, outbox_id) in &taken {
+            let Some(was) = read.get(&(bucket.clone(), *slot)) else { return Ok(None) };
             let (added, was_used, was_for) = match was {
-                Some((used, r#for)) => (0, *used, r#for.clone()),
-                None => (1, 0, String::new()),
+                Some((used, r#for)) => (0, *used, r#for.as_str()),
+                None => (1, 0, ""),
             };
-            changes.push((bucket, slot, used_at, outbox_id, added, was_used, was_for));
+            changes.push(KnownSlot { bucket, slot: *slot, used_at: *used_at, outbox_id, added, was_used, was_for });
         }
-        let cols = [
-            ("bucket", Col::Key),
-            ("slot", Col::Int),
-            ("used_at", Col::Int),
-            ("outbox_id", Col::Key),
-            ("added", Col::Int),
-            ("was_used", Col::Int),
-            ("was_for", Col::Key),
-        ];
-        // Not yet a named query, as above (SQLite only: one upsert of known slots).
-        let sql = format!(
-            "INSERT INTO engagement_throttle_slots (bucket, slot, used_at, outbox_id) \
-             SELECT c.bucket, c.slot, c.used_at, c.outbox_id FROM {} \
-             WHERE (SELECT COUNT(*) FROM {} WHERE CASE WHEN k.added = 1 \
-               THEN NOT EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot) \
-               ELSE EXISTS (SELECT 1 FROM engagement_throttle_slots u WHERE u.bucket = k.bucket AND u.slot = k.slot \
-                 AND u.used_at = k.was_used AND COALESCE(u.outbox_id, '') = k.was_for) END) = ? \
-             ON CONFLICT (bucket, slot) DO UPDATE SET used_at = excluded.used_at, outbox_id = excluded.outbox_id",
-            d.json_rows(&cols, "c"),
-            d.json_rows(&cols, "k"),
-        );
-        let json = to_json(&changes)?;
-        let done = sqlx::query(&sql)
-            .bind(json.clone())
-            .bind(json)
+        let done = sqlx::query(Query::TakeKnownThrottleSlots.sql(d))
+            .bind(to_json(&changes)?)
             .bind(changes.len() as i64)
             .execute(self.writer())
             .await
@@ -234,6 +201,43 @@ impl SqlStore {
 
 /// A slot taken: bucket, slot, its new use and the message using it.
 type Taken = (String, i64, i64, String);
+
+row_as_array! {
+    /// A slot to add, as `add_throttle_slots` reads it.
+    struct SlotKey<'a> {
+        bucket: &'a str,
+        slot: i64,
+    }
+}
+
+row_as_array! {
+    /// A slot taken, as `take_throttle_slots` reads it.
+    struct TakenSlot<'a> {
+        bucket: &'a str,
+        slot: i64,
+        /// The slot's new use: now.
+        used_at: i64,
+        /// The message that holds it.
+        outbox_id: &'a str,
+    }
+}
+
+row_as_array! {
+    /// A slot taken outside the write lock, as `take_known_throttle_slots`
+    /// reads it: [`TakenSlot`]'s fields, then what the slot was when read.
+    struct KnownSlot<'a> {
+        bucket: &'a str,
+        slot: i64,
+        used_at: i64,
+        outbox_id: &'a str,
+        /// 1 if this batch adds the slot (nobody may have made it since).
+        added: i64,
+        /// The slot's use when read.
+        was_used: i64,
+        /// The slot's message when read, `""` for none.
+        was_for: &'a str,
+    }
+}
 
 /// Answers the requests in order from `slots` (updated as slots are
 /// taken), and lists the slots taken.
@@ -314,19 +318,11 @@ async fn read_slots<'a>(
     buckets: impl Iterator<Item = &'a str>,
 ) -> Result<HashMap<String, Vec<Slot>>, StoreError> {
     let db = StoreError::db;
-    let lock = match d {
-        Dialect::Sqlite => "",
-        // Only the slots: the keys come from a function.
-        Dialect::Postgres => " FOR UPDATE OF t",
-        Dialect::MySql => " FOR UPDATE",
-    };
-    // Not yet a named query, as above: the dialect's lock clause.
-    let sql = format!(
-        "{} ORDER BY t.bucket, t.slot{lock}",
-        d.select_by_keys("t.bucket, t.slot, t.used_at, t.outbox_id", "engagement_throttle_slots", "t", "bucket")
-    );
-    let rows =
-        sqlx::query(&sql).bind(keys_json(buckets)?).fetch_all(&mut *conn).await.map_err(db("throttle: read slots"))?;
+    let rows = sqlx::query(Query::ReadThrottleSlots.sql(d))
+        .bind(keys_json(buckets)?)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db("throttle: read slots"))?;
     let mut out: HashMap<String, Vec<Slot>> = HashMap::new();
     for row in &rows {
         let read = || -> Result<(String, Slot), sqlx::Error> {

@@ -397,7 +397,7 @@ impl TriggerStore for SqlStore {
             return Ok(Vec::new());
         }
         let rows = sqlx::query(self.sql(Query::TriggerTimes))
-            // Planned at every execution on PostgreSQL: see `Dialect::select_by_keys`.
+            // Planned at every execution on PostgreSQL: see queries/postgres/README.md.
             .persistent(self.dialect() != Dialect::Postgres)
             .bind(keys_json(ids.iter().copied())?)
             .fetch_all(self.pool())

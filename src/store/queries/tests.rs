@@ -5,7 +5,7 @@ use super::*;
 const DIALECTS: [Dialect; 3] = [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql];
 
 fn blocks(d: Dialect) -> Vec<Block> {
-    parse(file(d)).unwrap_or_else(|e| panic!("{}.sql: {e}", file_stem(d)))
+    dialect_blocks(d).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Each statement the code names is in every file whose dialect runs it,
@@ -20,12 +20,12 @@ fn every_name_is_in_each_file_once_and_every_block_is_used() {
         }
         for q in Query::ALL {
             let want = usize::from(q.runs_on(d));
-            assert_eq!(seen.remove(q.name()).unwrap_or(0), want, "{}.sql: {}", file_stem(d), q.name());
+            assert_eq!(seen.remove(q.name()).unwrap_or(0), want, "{}/: {}", file_stem(d), q.name());
         }
-        assert!(seen.is_empty(), "{}.sql holds statements no code runs: {:?}", file_stem(d), seen.keys());
+        assert!(seen.is_empty(), "{}/ holds statements no code runs: {:?}", file_stem(d), seen.keys());
         for b in &blocks {
-            assert!(!b.doc.is_empty(), "{}.sql: {} says what it is for", file_stem(d), b.name);
-            assert!(!b.sql.is_empty() && !b.sql.contains(';'), "{}.sql: {} is one statement", file_stem(d), b.name);
+            assert!(!b.doc.is_empty(), "{}/: {} says what it is for", file_stem(d), b.name);
+            assert!(!b.sql.is_empty() && !b.sql.contains(';'), "{}/: {} is one statement", file_stem(d), b.name);
         }
     }
 }
@@ -59,7 +59,7 @@ fn placeholders_match_the_binds() {
             };
             assert!(
                 ok,
-                "{}.sql: {} binds {n} ({:?}), text has {plain} plain and {numbered:?}",
+                "{}/: {} binds {n} ({:?}), text has {plain} plain and {numbered:?}",
                 file_stem(d),
                 b.name,
                 b.binds
@@ -108,6 +108,17 @@ fn every_statement_has_its_text_in_each_dialect_that_runs_it() {
     for q in Query::ALL {
         for d in DIALECTS.into_iter().filter(|&d| q.runs_on(d)) {
             assert!(!q.sql(d).is_empty());
+        }
+    }
+}
+
+/// Each file stays one area a reader can scroll through, like the source
+/// files (800 lines at most).
+#[test]
+fn no_file_is_longer_than_800_lines() {
+    for d in DIALECTS {
+        for &(area, text) in files(d) {
+            assert!(text.lines().count() <= 800, "{}/{area}.sql has {} lines", file_stem(d), text.lines().count());
         }
     }
 }

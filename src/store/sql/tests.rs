@@ -95,7 +95,7 @@ fn postgres_notifies_the_channels_instances_listen_on() {
 }
 
 /// The flush's update finds its rows by primary key, driven by its list,
-/// not through the status index: `+o.status` (see queries/sqlite.sql).
+/// not through the status index: `+o.status` (see queries/sqlite/flush.sql).
 #[tokio::test]
 async fn sqlite_records_outcomes_by_primary_key() {
     let (_dir, store) = sqlite_store().await;

@@ -1,0 +1,67 @@
+-- Herald's statements on MariaDB and MySQL: the inbox.
+-- How a block reads, and what holds for the whole dialect: README.md beside
+-- this file and src/store/queries/mod.rs.
+
+-- --------------------------------------------------------------------- inbox
+
+-- name: inbox_after
+-- A user's messages after a position, oldest first: the live stream.
+-- binds: user_id, position, limit
+SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
+  FROM engagement_inbox WHERE user_id = ? AND position > ? ORDER BY position LIMIT ?;
+
+-- name: inbox_latest_position
+-- A user's newest message's position (NULL when there is none).
+-- binds: user_id
+SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ?;
+
+-- name: inbox_resume_position
+-- Where a stream resumes for a client of an older version, which sent a
+-- message id: ids are UUIDv7, so the messages created after it are the ones
+-- it has not seen.
+-- binds: user_id, id, id
+SELECT MAX(position) AS p FROM engagement_inbox WHERE user_id = ? AND (id = ? OR id < ?);
+
+-- name: inbox_counts
+-- A user's badge counts. COUNT of a CASE, not SUM: SUM is DECIMAL on MariaDB
+-- and NUMERIC on PostgreSQL, which sqlx's Any driver cannot carry.
+-- binds: user_id
+SELECT COUNT(CASE WHEN seen_at IS NULL THEN 1 END) AS unseen,
+       COUNT(CASE WHEN read_at IS NULL THEN 1 END) AS unread
+  FROM engagement_inbox WHERE user_id = ? AND archived_at IS NULL;
+
+-- name: inbox_mark_seen
+-- Marks one of a user's messages seen. Each inbox_mark_* takes `now` twice
+-- (not `seen_at = read_at`: MariaDB evaluates SET left to right with new
+-- values, the others with old ones).
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET seen_at = COALESCE(seen_at, ?, ?) WHERE id = ? AND user_id = ?;
+
+-- name: inbox_mark_read
+-- Marks one of a user's messages read, and so seen.
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET read_at = COALESCE(read_at, ?), seen_at = COALESCE(seen_at, ?)
+ WHERE id = ? AND user_id = ?;
+
+-- name: inbox_mark_unread
+-- Marks one of a user's messages unread (it stays seen).
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET read_at = NULL, seen_at = COALESCE(seen_at, ?, ?) WHERE id = ? AND user_id = ?;
+
+-- name: inbox_archive
+-- Archives one of a user's messages, and so marks it seen.
+-- binds: now, now, id, user_id
+UPDATE engagement_inbox SET archived_at = COALESCE(archived_at, ?), seen_at = COALESCE(seen_at, ?)
+ WHERE id = ? AND user_id = ?;
+
+-- name: inbox_message
+-- One of a user's messages (scoped by user: a token never reads another's).
+-- binds: id, user_id
+SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
+  FROM engagement_inbox WHERE id = ? AND user_id = ?;
+
+-- name: inbox_read_all
+-- Marks every unarchived unread message of a user read.
+-- binds: now, now, user_id
+UPDATE engagement_inbox SET read_at = ?, seen_at = COALESCE(seen_at, ?)
+ WHERE user_id = ? AND read_at IS NULL AND archived_at IS NULL;

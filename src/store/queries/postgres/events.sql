@@ -1,0 +1,21 @@
+-- Herald's statements on PostgreSQL: events.
+-- How a block reads, and what holds for the whole dialect: README.md beside
+-- this file and src/store/queries/mod.rs.
+
+-- -------------------------------------------------------------------- events
+
+-- name: events_after
+-- Events after a position, oldest first: what a follower reads.
+-- binds: position, limit
+SELECT id, position, kind, user_id, outbox_id, payload, created_at FROM engagement_events
+ WHERE position > $1 ORDER BY position LIMIT $2;
+
+-- name: latest_event_position
+-- The newest event's position (NULL when there is none).
+-- binds:
+SELECT MAX(position) AS p FROM engagement_events;
+
+-- name: event_position
+-- The position of one event, for a follower that resumes with an event id.
+-- binds: id
+SELECT position FROM engagement_events WHERE id = $1;
