@@ -106,24 +106,31 @@ test("the service worker shows a pushed message, replaces it by id and opens its
     });
     const push = (payload) => cdp.send("ServiceWorker.deliverPushMessage",
       { origin: host.base, registrationId, data: JSON.stringify(payload) });
+    // Delivers `payload` until `shown` holds: under load (the other browser
+    // suites run beside this one) DevTools may hand a push to a worker that
+    // is still starting, and it is dropped. Every payload here is tagged, so
+    // a second delivery replaces the first and the counts stay exact.
+    const pushUntil = (payload, shown, what) => waitFor(async () => {
+      await push(payload);
+      return waitFor(shown, 2_000, what).catch(() => false);
+    }, 20_000, what);
 
     const id = "0192f7a0-1c2d-7e3f-8a9b-0c1d2e3f4a5b";
-    await push({ id, title: "Export ready", body: "first copy", url: `${host.base}/thread/42`, data: { export: 7 } });
-    let shown = await waitFor(async () => { const n = await notifications(); return n.length === 1 && n; }, 10_000, "the notification");
+    let shown = await pushUntil({ id, title: "Export ready", body: "first copy", url: `${host.base}/thread/42`, data: { export: 7 } },
+      async () => { const n = await notifications(); return n.length === 1 && n; }, "the notification");
     assert.deepEqual(shown[0], {
       title: "Export ready", body: "first copy", tag: id,
       data: { id, url: `${host.base}/thread/42`, data: { export: 7 } },
     });
 
     // The same message again (a retry): it replaces the first, not beside it.
-    await push({ id, title: "Export ready", body: "second copy", url: `${host.base}/thread/42`, data: {} });
-    shown = await waitFor(async () => { const n = await notifications(); return n.length === 1 && n[0].body === "second copy" && n; },
-      10_000, "the replacement");
+    shown = await pushUntil({ id, title: "Export ready", body: "second copy", url: `${host.base}/thread/42`, data: {} },
+      async () => { const n = await notifications(); return n.length === 1 && n[0].body === "second copy" && n; }, "the replacement");
     assert.equal(shown[0].tag, id);
 
     // A javascript: url is not kept for the click; another message is its own notification.
-    await push({ id: "other", title: "Hi", url: "javascript:alert(1)", data: null });
-    shown = await waitFor(async () => { const n = await notifications(); return n.length === 2 && n; }, 10_000, "the second notification");
+    shown = await pushUntil({ id: "other", title: "Hi", url: "javascript:alert(1)", data: null },
+      async () => { const n = await notifications(); return n.length === 2 && n; }, "the second notification");
     assert.equal(shown.find((n) => n.tag === "other").data.url, null);
 
     // A click closes the notification and opens the message's url; the
