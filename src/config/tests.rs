@@ -301,7 +301,11 @@ fn web_push_takes_a_generated_key_from_the_file_or_the_environment_and_never_ech
     assert!(err.contains("push.vapid_subject") && err.contains("required with push.vapid_private_key"), "{err}");
     let err = load_push("[push]\nvapid_subject = \"mailto:a@b.c\"\n", &[]).err().expect("refused");
     assert!(err.contains("push.vapid_private_key") && err.contains("(unset)"), "{err}");
-    let err = load_push("[push]\ntimeout = \"2m\"\n", &[]).err().expect("refused");
+    // push.timeout binds only a configured provider: without one, a short
+    // worker.deliver_timeout must not be refused for a channel that is off.
+    assert!(load_push("[push]\ntimeout = \"2m\"\n", &[]).is_ok(), "push is off: its timeout is not checked");
+    let on = format!("[push]\nvapid_private_key = \"{private}\"\nvapid_subject = \"mailto:a@b.c\"\ntimeout = \"2m\"\n");
+    let err = load_push(&on, &[]).err().expect("refused");
     assert!(err.contains("push.timeout") && err.contains("worker.deliver_timeout"), "{err}");
     assert!(!Config::default().push.is_configured());
 }
