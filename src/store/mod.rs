@@ -8,7 +8,9 @@
 //! and its send-log row in one transaction — is the same logic in all three.
 //! So [`SqlStore`] holds that logic once, over sqlx's `Any` driver; the SQL
 //! text of each statement is written out per dialect, by name, in
-//! `queries/{sqlite,postgres,mariadb}/`, one file per area (see [`queries`]), and
+//! `queries/{sqlite,postgres,mariadb}/`, one file per area, with what SQLite
+//! and MariaDB run in the same text written once in `queries/shared/` (see
+//! [`queries`]), and
 //! [`Dialect`] holds two capabilities. The alternative, three copies of the
 //! Rust (River's layout, in a language where generics over drivers are
 //! cheaper), would triple the code that has to stay identical for the fencing

@@ -2,8 +2,12 @@
 //!
 //! `sqlite/`, `postgres/` and `mariadb/` beside this file hold one block per
 //! statement, in one file per area of the store (`outbox.sql`, `flush.sql`,
-//! `triggers.sql`, …, the same names in each dialect; PostgreSQL alone has
-//! `notify.sql`), with what holds for the whole dialect in its `README.md`:
+//! `triggers.sql`, …; PostgreSQL alone has `notify.sql`), with what holds for
+//! the whole dialect in its `README.md`. A statement SQLite and MariaDB run
+//! in the same text is written once, in `shared/` (also one file per area),
+//! and loaded for both: two copies would have to be kept equal by hand. So
+//! `grep -r 'name: X$' src/store/queries/mariadb src/store/queries/shared`
+//! finds MariaDB's text of X, whichever of the two holds it:
 //!
 //! ```text
 //! -- name: claim_channel
@@ -395,8 +399,8 @@ pub enum ParseError {
 
 impl ParseError {
     /// Names the file the error is in.
-    fn in_file(self, dialect: Dialect, area: &'static str) -> Self {
-        ParseError::InFile { dir: file_stem(dialect), area, inner: Box::new(self) }
+    fn in_file(self, dir: &'static str, area: &'static str) -> Self {
+        ParseError::InFile { dir, area, inner: Box::new(self) }
     }
 }
 
@@ -410,11 +414,14 @@ macro_rules! sql_files {
 /// One `.sql` file: its area (the file's name without `.sql`) and its text.
 pub type SqlFile = (&'static str, &'static str);
 
-const SQLITE: &[SqlFile] = sql_files!("sqlite":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators");
+const SQLITE: &[SqlFile] =
+    sql_files!("sqlite": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
     "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators");
-const MARIADB: &[SqlFile] = sql_files!("mariadb":
+const MARIADB: &[SqlFile] =
+    sql_files!("mariadb": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients");
+/// The statements SQLite and MariaDB run in the same text, written once.
+const SHARED: &[SqlFile] = sql_files!("shared":
     "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators");
 
 /// One dialect's files. Split by area so that none grows past what a reader
@@ -428,11 +435,24 @@ pub fn files(dialect: Dialect) -> &'static [SqlFile] {
     }
 }
 
-/// Every block of a dialect's files, in file order.
+/// The files a dialect shares with another: `shared/`, whose statements
+/// SQLite and MariaDB run in the same text (PostgreSQL's placeholders and
+/// JSON functions differ from both, so it shares none).
+pub fn shared_files(dialect: Dialect) -> &'static [SqlFile] {
+    match dialect {
+        Dialect::Sqlite | Dialect::MySql => SHARED,
+        Dialect::Postgres => &[],
+    }
+}
+
+/// Every block a dialect runs: its own files', then the shared ones'.
 pub fn dialect_blocks(dialect: Dialect) -> Result<Vec<Block>, ParseError> {
     let mut blocks = Vec::new();
-    for &(area, text) in files(dialect) {
-        blocks.extend(parse(text).map_err(|e| e.in_file(dialect, area))?);
+    let sources = [(file_stem(dialect), files(dialect)), ("shared", shared_files(dialect))];
+    for (dir, list) in sources {
+        for &(area, text) in list {
+            blocks.extend(parse(text).map_err(|e| e.in_file(dir, area))?);
+        }
     }
     Ok(blocks)
 }

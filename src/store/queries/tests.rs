@@ -117,8 +117,22 @@ fn every_statement_has_its_text_in_each_dialect_that_runs_it() {
 #[test]
 fn no_file_is_longer_than_800_lines() {
     for d in DIALECTS {
-        for &(area, text) in files(d) {
-            assert!(text.lines().count() <= 800, "{}/{area}.sql has {} lines", file_stem(d), text.lines().count());
+        for (dir, list) in [(file_stem(d), files(d)), ("shared", shared_files(d))] {
+            for &(area, text) in list {
+                assert!(text.lines().count() <= 800, "{dir}/{area}.sql has {} lines", text.lines().count());
+            }
         }
     }
+}
+
+/// A statement SQLite and MariaDB would run in the same text is written once,
+/// in `shared/`: two equal copies drift apart at the first fix made to one.
+#[test]
+fn no_statement_is_written_twice_for_sqlite_and_mariadb() {
+    let own = |d: Dialect| -> HashMap<&str, &str> {
+        files(d).iter().flat_map(|&(_, text)| parse(text).unwrap()).map(|b| (b.name, b.sql)).collect()
+    };
+    let (sqlite, mariadb) = (own(Dialect::Sqlite), own(Dialect::MySql));
+    let twice: Vec<&str> = sqlite.iter().filter(|(n, sql)| mariadb.get(*n) == Some(sql)).map(|(n, _)| *n).collect();
+    assert!(twice.is_empty(), "the same text in sqlite/ and mariadb/, to move to shared/: {twice:?}");
 }

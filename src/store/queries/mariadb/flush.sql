@@ -106,9 +106,3 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */
 -- is read back with newest_position, the row being this transaction's.
 -- binds: count
 UPDATE engagement_sequences SET last = last + ? WHERE name = 'stream';
-
--- name: newest_position
--- The newest position of a committed transaction (or, after
--- reserve_positions, of this one).
--- binds:
-SELECT last FROM engagement_sequences WHERE name = 'stream';

@@ -95,58 +95,13 @@ UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
    SET o.status = 'scheduled', o.attempts = o.attempts - ?, o.claim_token = NULL, o.claimed_at = NULL,
        o.updated_at = ?;
 
--- name: reclaim_stale
--- Takes back claims made before `cutoff`: their owner died or stalled. Served
--- by the status index (few rows are ever 'sending').
--- binds: detail, now, cutoff
-UPDATE engagement_outbox
-   SET status = 'scheduled', claim_token = NULL, claimed_at = NULL, last_error = ?, updated_at = ?
- WHERE status = 'sending' AND status <> 'sent' AND claimed_at < ?;
-
 -- ------------------------------------------------------- what an operator reads
-
--- name: count_by_status
--- Outbox rows by status, for `herald status`.
--- binds:
-SELECT status, COUNT(*) FROM engagement_outbox GROUP BY status;
 
 -- name: oldest_due
 -- The row that has waited longest past its due time.
 -- binds: now
 SELECT id, user_id, channel, due_at, attempts, last_error FROM engagement_outbox
  WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT 1;
-
--- name: get_outbox
--- One outbox row by id.
--- binds: id
-SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
-       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
-  FROM engagement_outbox WHERE id = ?;
-
--- name: sends_for_user
--- "Did X get it": a user's send log, newest first.
--- binds: user_id, limit
-SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
-  FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?;
-
--- name: sends_for_outbox
--- One outbox row's send log, oldest first.
--- binds: outbox_id
-SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
-  FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id;
-
--- name: pending_for_user
--- A user's rows still waiting (scheduled or being delivered), newest first.
--- binds: user_id, limit
-SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
-       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
-  FROM engagement_outbox WHERE user_id = ? AND status IN ('scheduled', 'sending') ORDER BY id DESC LIMIT ?;
-
--- name: inbox_for_user
--- A user's inbox, newest first (in commit order).
--- binds: user_id, limit
-SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
-  FROM engagement_inbox WHERE user_id = ? ORDER BY position DESC LIMIT ?;
 
 -- name: database_time
 -- The database's clock in milliseconds: the one "now" every instance agrees

@@ -12,13 +12,6 @@ INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, re
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
     ON DUPLICATE KEY UPDATE idempotency_key = idempotency_key;
 
--- name: trigger_by_idempotency_key
--- The trigger that holds an idempotency key.
--- binds: idempotency_key
-SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail
-  FROM engagement_triggers WHERE idempotency_key = ?;
-
 -- name: accept_triggers
 -- Records a batch of triggers planned in the same transaction (the API's
 -- path): `triggers` is a JSON array of rows, each an array of
@@ -77,13 +70,6 @@ UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
    SET t.planned_at = ?, t.planned_count = p.planned_count, t.plan_detail = p.plan_detail
  WHERE t.planned_at IS NULL;
 
--- name: get_trigger
--- One trigger by id.
--- binds: id
-SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail
-  FROM engagement_triggers WHERE id = ?;
-
 -- name: trigger_times
 -- When these triggers (a JSON array of ids) happened.
 -- binds: ids
@@ -111,31 +97,3 @@ SELECT t.id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
   STRAIGHT_JOIN engagement_triggers t ON t.id = wanted.k;
-
--- name: unplanned_triggers
--- Triggers the planner has not planned yet, oldest first.
--- binds: limit
-SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail
-  FROM engagement_triggers WHERE planned_at IS NULL ORDER BY created_at LIMIT ?;
-
--- name: outbox_for_trigger
--- The outbox rows planned from one trigger.
--- binds: trigger_id
-SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
-       due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
-  FROM engagement_outbox WHERE trigger_id = ? ORDER BY id;
-
--- name: recent_triggers
--- The most recent triggers of a type, newest first (rule previews).
--- binds: type, limit
-SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail
-  FROM engagement_triggers WHERE type = ? ORDER BY created_at DESC LIMIT ?;
-
--- name: triggers_for_user
--- A user's triggers, newest first.
--- binds: user_id, limit
-SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail
-  FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?;

@@ -77,8 +77,3 @@ SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 
 -- positions waiting until this transaction commits (src/store/positions.rs).
 -- binds: count
 UPDATE engagement_sequences SET last = last + ? WHERE name = 'stream' RETURNING last;
-
--- name: newest_position
--- The newest position of a committed transaction.
--- binds:
-SELECT last FROM engagement_sequences WHERE name = 'stream';

@@ -1,7 +1,8 @@
--- Herald's statements on MariaDB and MySQL: operators, their sessions, login attempts
--- and the audit log (the operator screen).
--- How a block reads, and what holds for the whole dialect: README.md beside
--- this file and src/store/queries/mod.rs.
+-- Herald's statements that SQLite and MariaDB/MySQL run as written here,
+-- the same text on both: operators.
+-- Each is loaded for both dialects; what differs between them is in
+-- sqlite/operators.sql and mariadb/operators.sql, PostgreSQL's in postgres/.
+-- How a block reads: README.md beside this file and src/store/queries/mod.rs.
 
 -- name: insert_audit_entry
 -- Appends an operator's action to the audit log.

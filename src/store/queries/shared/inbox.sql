@@ -1,8 +1,8 @@
--- Herald's statements on MariaDB and MySQL: the inbox.
--- How a block reads, and what holds for the whole dialect: README.md beside
--- this file and src/store/queries/mod.rs.
-
--- --------------------------------------------------------------------- inbox
+-- Herald's statements that SQLite and MariaDB/MySQL run as written here,
+-- the same text on both: inbox.
+-- Each is loaded for both dialects; what differs between them is in
+-- sqlite/inbox.sql and mariadb/inbox.sql, PostgreSQL's in postgres/.
+-- How a block reads: README.md beside this file and src/store/queries/mod.rs.
 
 -- name: inbox_after
 -- A user's messages after a position, oldest first: the live stream.

@@ -1,8 +1,8 @@
--- Herald's statements on MariaDB and MySQL: events.
--- How a block reads, and what holds for the whole dialect: README.md beside
--- this file and src/store/queries/mod.rs.
-
--- -------------------------------------------------------------------- events
+-- Herald's statements that SQLite and MariaDB/MySQL run as written here,
+-- the same text on both: events.
+-- Each is loaded for both dialects; what differs between them is in
+-- sqlite/events.sql and mariadb/events.sql, PostgreSQL's in postgres/.
+-- How a block reads: README.md beside this file and src/store/queries/mod.rs.
 
 -- name: events_after
 -- Events after a position, oldest first: what a follower reads.
