@@ -112,7 +112,9 @@ pub fn check_public_url(raw: &str, target: Target<'_>) -> Result<reqwest::Url, S
         });
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("credentials in the URL are not accepted".into());
+        // Both callers sign their requests (Standard Webhooks, VAPID): a
+        // secret in the URL would only be logged and stored with the rule.
+        return Err("credentials in the URL are not accepted; the request is signed instead".into());
     }
     let Some(host) = url.host() else { return Err(format!("{raw:?} has no host")) };
     if target.allow_private_networks {

@@ -180,6 +180,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn credentials_in_the_url_are_refused_with_the_reason() {
+        let err = WebhookPolicy::default().check_url("https://user:secret@hooks.example.com/in").unwrap_err();
+        assert_eq!(err, "credentials in the URL are not accepted; the request is signed instead");
+    }
+
+    #[test]
     fn private_loopback_and_metadata_addresses_are_refused() {
         let p = WebhookPolicy::default();
         for bad in [
