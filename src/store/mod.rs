@@ -42,6 +42,7 @@ mod operators;
 mod outbox;
 mod outcomes;
 mod positions;
+mod push_devices;
 pub mod queries;
 pub mod race;
 mod recipients;
@@ -79,6 +80,7 @@ pub use operators::{
     AuditEntry, AuditRow, LOGIN_ATTEMPT_RETENTION, LoginAttempt, LoginFailures, LoginOutcome, OperatorRow,
     OperatorStore, SessionRow, SuppressionLiftRow,
 };
+pub use push_devices::{NewPushDevice, PushDeviceRow, PushDeviceStore, Registered};
 pub use recipients::{ApiKeyRow, ChoicesMerged, RecipientRow, RecipientStore, UserErasure};
 pub use retention::Prunable;
 pub use rows::{InboxMessage, OldestDue, OutboxRow, SendRecord, StatusCount, StatusSummary};
