@@ -303,7 +303,7 @@ pub async fn serve_with_clock(
         tasks.spawn(async move { worker.run(token).await });
     }
 
-    log_channels(&Channels::from_settings(&config.email, &config.webhook), config.worker.enabled);
+    log_channels(&Channels::from_config(&config), config.worker.enabled);
     if config.retention.enabled {
         let retention =
             crate::retention::Retention::new(store.clone(), clock.clone(), config.retention.clone(), metrics.clone());
@@ -343,7 +343,7 @@ pub async fn serve_with_clock(
         providers: http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
-        channels: Channels::from_settings(&config.email, &config.webhook),
+        channels: Channels::from_config(&config),
         user_tokens,
         token_ttl: config.inbox.token_ttl,
         default_timezone: config.worker.to_worker_config().default_timezone,

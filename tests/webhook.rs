@@ -33,7 +33,7 @@ async fn receiver() -> (String, Seen) {
     let app = Router::new()
         .route("/ok", post(record))
         .route("/busy", post(|| async { (StatusCode::SERVICE_UNAVAILABLE, "try later") }))
-        .route("/limited", post(|| async { (StatusCode::TOO_MANY_REQUESTS, "slow down") }))
+        .route("/limited", post(|| async { (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "7")], "slow down") }))
         .route("/gone", post(|| async { (StatusCode::NOT_FOUND, format!("no such hook {}", "x".repeat(500))) }))
         .route("/moved", post(|| async { (StatusCode::MOVED_PERMANENTLY, [("location", "http://10.0.0.1/")]) }))
         .route(
@@ -131,7 +131,9 @@ async fn each_response_class_leads_to_its_outcome() {
         Outcome::Retry { detail, .. } => assert_eq!(detail, "the receiver answered 503 Service Unavailable: try later"),
         other => panic!("503 must retry: {other:?}"),
     }
-    assert!(matches!(outcome("/limited").await, Outcome::Retry { .. }), "429 retries");
+    // 429 retries when the receiver said, not after the flat interval.
+    let limited = outcome("/limited").await;
+    assert!(matches!(limited, Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(7)), "{limited:?}");
     match outcome("/slow").await {
         Outcome::Retry { detail, .. } => assert!(detail.contains("did not answer in time"), "{detail}"),
         other => panic!("a timeout must retry: {other:?}"),

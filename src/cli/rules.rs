@@ -134,7 +134,7 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         providers: crate::http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
-        channels: crate::delivery::channel::catalog::Channels::from_settings(&config.email, &config.webhook),
+        channels: crate::delivery::channel::catalog::Channels::from_config(&config),
         user_tokens: crate::http::user_auth::TokenKey::ephemeral(),
         token_ttl: config.inbox.token_ttl,
         default_timezone: config.worker.to_worker_config().default_timezone,

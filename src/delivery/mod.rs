@@ -8,5 +8,6 @@
 
 pub mod channel;
 pub mod compose;
+pub mod health;
 pub mod settings;
 pub mod worker;

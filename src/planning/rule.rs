@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
+use crate::delivery::channel::push::PushOptions;
 use crate::delivery::channel::webhook::WebhookPolicy;
 use crate::domain::{InvalidValue, NUL_REFUSED, TriggerType};
 use crate::planning::template::{Condition, TemplateError, TemplateSet};
@@ -68,6 +69,9 @@ pub struct RuleInput {
     /// What the category's messages are about, for the preference center.
     #[serde(default)]
     pub description: Option<String>,
+    /// For `channel: "push"`: `{"ttl": SECONDS, "urgency": "very-low"|"low"|"normal"|"high"}`.
+    #[serde(default)]
+    pub push: Option<PushOptions>,
 }
 
 /// The body of `PATCH /v1/rules/{id}`: any subset of the fields.
@@ -110,6 +114,9 @@ pub struct RulePatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>)]
     pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<PushOptions>)]
+    pub push: Option<Option<PushOptions>>,
 }
 
 fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -208,6 +215,16 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
     if let Err(template_errors) = input.template.validate() {
         errors.extend(template_errors.iter().map(FieldError::from));
     }
+    errors.extend(input.template.check_shape(&input.channel).iter().map(FieldError::from));
+    match (&input.push, input.channel == "push") {
+        (Some(_), false) => errors.push(FieldError::new("push", "only used with channel \"push\"")),
+        (Some(options), true) => {
+            if let Some((field, message)) = options.problem() {
+                errors.push(FieldError::new(field, message));
+            }
+        }
+        (None, _) => {}
+    }
     crate::planning::workflow::validate(
         &input.workflow(),
         &input.channel,
@@ -227,6 +244,7 @@ impl RuleInput {
             escalate: self.escalate.clone(),
             display_name: self.display_name.clone(),
             description: self.description.clone(),
+            push: self.push,
         }
     }
 
@@ -302,6 +320,7 @@ impl RuleInput {
             escalate: w.escalate,
             display_name: w.display_name,
             description: w.description,
+            push: w.push,
             name: row.name.clone(),
             trigger_type: row.trigger_type.clone(),
             condition: row.condition.clone(),
@@ -364,6 +383,9 @@ impl RuleInput {
         if let Some(v) = patch.description {
             self.description = v;
         }
+        if let Some(v) = patch.push {
+            self.push = v;
+        }
     }
 }
 
@@ -394,6 +416,8 @@ pub struct RuleView {
     pub display_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push: Option<PushOptions>,
     /// RFC 3339
     pub created_at: String,
     pub updated_at: String,
@@ -429,6 +453,7 @@ impl From<&RuleRow> for RuleView {
             escalate: w.escalate,
             display_name: w.display_name,
             description: w.description,
+            push: w.push,
             id: r.id.clone(),
             name: r.name.clone(),
             trigger_type: r.trigger_type.clone(),

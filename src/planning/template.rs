@@ -69,20 +69,45 @@ pub struct TemplateSet {
     pub locales: BTreeMap<String, LocaleTemplate>,
 }
 
-/// The message in one locale.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+/// The message in one locale, in one of two shapes: `subject`, `text` and
+/// `html` for email and the inbox, or `title`, `body` and `url` for a push
+/// notification (the words a phone shows). One struct with both shapes
+/// rather than a type per channel: the set does not know its rule's
+/// channel, and the rule check ([`TemplateSet::check_shape`]) refuses the
+/// wrong shape for it by name, where an untagged enum would answer "did
+/// not match any variant".
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LocaleTemplate {
     /// Rendered without escaping (it is not HTML), then trimmed; a rendered line
     /// break is refused because the subject becomes an email header, where a
     /// payload value containing "\nBcc: ..." would inject headers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
     /// Plain-text body, rendered without escaping.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
     /// Optional HTML body. Auto-escaped, because payload values come from the
     /// triggering system and must not be able to inject markup or scripts.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub html: Option<String>,
+    /// Push: the notification's title, one line like a subject.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Push: the notification's text (optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// Push: what a tap opens; rendered, and refused unless it is an
+    /// absolute http(s) URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+impl LocaleTemplate {
+    /// Whether this variant is written as a push notification.
+    pub fn is_push(&self) -> bool {
+        self.title.is_some() || self.body.is_some() || self.url.is_some()
+    }
 }
 
 /// A message ready to hand to a channel.
@@ -96,6 +121,9 @@ pub struct Rendered {
     pub text: String,
     /// `None` when the variant has no HTML body, so channels send text only.
     pub html: Option<String>,
+    /// A push variant's `url`, rendered and checked to be http(s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// A problem with a template or condition.
@@ -413,9 +441,12 @@ fn locale_candidates(locale: &str) -> Vec<String> {
 #[derive(Debug)]
 struct Variant {
     tag: String,
+    /// The one-line part: `subject`, or a push variant's `title`.
     subject_field: String,
-    text_field: String,
+    /// `text`, or a push variant's `body` (absent when it has none).
+    text_field: Option<String>,
     html_field: Option<String>,
+    url_field: Option<String>,
     /// First problem that makes this variant unrenderable (compile error or
     /// oversized source). Render reports it only when this variant is chosen,
     /// so one broken locale does not stop delivery in the others.
@@ -492,23 +523,35 @@ impl CompiledTemplateSet {
                 index.insert(key, variants.len());
             }
 
+            let push = tpl.is_push();
+            let (one_line, body) = if push { ("title", "body") } else { ("subject", "text") };
             let mut variant = Variant {
                 tag: tag.clone(),
-                subject_field: format!("{prefix}.subject"),
-                text_field: format!("{prefix}.text"),
+                subject_field: format!("{prefix}.{one_line}"),
+                text_field: (!push || tpl.body.is_some()).then(|| format!("{prefix}.{body}")),
                 html_field: tpl.html.as_ref().map(|_| format!("{prefix}.html")),
+                url_field: tpl.url.as_ref().map(|_| format!("{prefix}.url")),
                 blocking: None,
             };
-            let parts = [
-                (variant.subject_field.clone(), Some(&tpl.subject), "subject"),
-                (variant.text_field.clone(), Some(&tpl.text), "text"),
-                (format!("{prefix}.html"), tpl.html.as_ref(), "html"),
-            ];
+            let empty = String::new();
+            let parts = if push {
+                [
+                    (variant.subject_field.clone(), Some(tpl.title.as_ref().unwrap_or(&empty)), "title"),
+                    (format!("{prefix}.body"), tpl.body.as_ref(), "body"),
+                    (format!("{prefix}.url"), tpl.url.as_ref(), "url"),
+                ]
+            } else {
+                [
+                    (variant.subject_field.clone(), Some(&tpl.subject), "subject"),
+                    (format!("{prefix}.text"), Some(&tpl.text), "text"),
+                    (format!("{prefix}.html"), tpl.html.as_ref(), "html"),
+                ]
+            };
             for (field, source, what) in parts {
                 let Some(source) = source else { continue };
                 if source.trim().is_empty() {
-                    let msg = if what == "html" {
-                        "html must not be empty; leave it out instead".to_owned()
+                    let msg = if matches!(what, "html" | "body" | "url") {
+                        format!("{what} must not be empty; leave it out instead")
                     } else {
                         format!("{what} must not be empty")
                     };
@@ -615,12 +658,32 @@ impl CompiledTemplateSet {
         }
         let subject = subject.to_owned();
 
-        let text = self.render_part(&variant.text_field, &ctx, &mut budget)?;
+        let text = match &variant.text_field {
+            Some(field) => self.render_part(field, &ctx, &mut budget)?,
+            None => String::new(),
+        };
         let html = match &variant.html_field {
             Some(field) => Some(self.render_part(field, &ctx, &mut budget)?),
             None => None,
         };
-        Ok(Rendered { locale: variant.tag.clone(), subject, text, html })
+        let url = match &variant.url_field {
+            Some(field) => Some(checked_url(field, self.render_part(field, &ctx, &mut budget)?)?),
+            None => None,
+        };
+        Ok(Rendered { locale: variant.tag.clone(), subject, text, html, url })
+    }
+}
+
+/// A rendered `url`, trimmed, or the error naming its field: a tap on a
+/// notification opens it, so `javascript:` or a relative path is refused.
+fn checked_url(field: &str, rendered: String) -> Result<String, TemplateError> {
+    let url = rendered.trim();
+    match url::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(url.to_owned()),
+        _ => Err(TemplateError::render_plain(
+            field,
+            format!("url renders as {url:?}, which is not an absolute http:// or https:// URL"),
+        )),
     }
 }
 
@@ -640,6 +703,48 @@ impl TemplateSet {
     pub fn validate(&self) -> Result<(), Vec<TemplateError>> {
         let compiled = CompiledTemplateSet::build(self);
         if compiled.problems.is_empty() { Ok(()) } else { Err(compiled.problems) }
+    }
+
+    /// Refuses variants written in the other channel's shape: a push rule's
+    /// locales have `title` (and `body`, `url`), every other channel's
+    /// `subject` and `text` (and `html`). Each problem names the field.
+    pub fn check_shape(&self, channel: &str) -> Vec<TemplateError> {
+        let push = channel == "push";
+        let mut problems = Vec::new();
+        for (tag, tpl) in &self.locales {
+            let prefix = format!("template.locales.{tag}");
+            if push {
+                if tpl.title.is_none() {
+                    problems.push(TemplateError::invalid(
+                        format!("{prefix}.title"),
+                        "a push notification needs a title (its locales have title, body and url)",
+                    ));
+                }
+                for (set, what) in
+                    [(!tpl.subject.is_empty(), "subject"), (!tpl.text.is_empty(), "text"), (tpl.html.is_some(), "html")]
+                {
+                    if set {
+                        problems.push(TemplateError::invalid(
+                            format!("{prefix}.{what}"),
+                            format!("{what} is not used by push; a push notification has title, body and url"),
+                        ));
+                    }
+                }
+            } else if tpl.is_push() {
+                let what = if tpl.title.is_some() {
+                    "title"
+                } else if tpl.body.is_some() {
+                    "body"
+                } else {
+                    "url"
+                };
+                problems.push(TemplateError::invalid(
+                    format!("{prefix}.{what}"),
+                    format!("{what} is for push notifications; {channel} messages have subject, text and html"),
+                ));
+            }
+        }
+        problems
     }
 
     /// Compiles the set for repeated rendering; fails exactly when

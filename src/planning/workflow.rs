@@ -160,6 +160,9 @@ pub struct WorkflowInput {
     pub display_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// A push rule's TTL and urgency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push: Option<crate::delivery::channel::push::PushOptions>,
 }
 
 impl WorkflowInput {

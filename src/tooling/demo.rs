@@ -52,6 +52,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                     subject: "Your export {{ payload.name }} is ready".into(),
                     text: "Hello {{ user.name }}, {{ payload.rows }} rows are waiting for you.".into(),
                     html: None,
+                    ..Default::default()
                 },
             );
             locales.insert(
@@ -60,6 +61,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                     subject: "Dein Export {{ payload.name }} ist fertig".into(),
                     text: "Hallo {{ user.name }}, {{ payload.rows }} Zeilen warten auf dich.".into(),
                     html: None,
+                    ..Default::default()
                 },
             );
             let input = RuleInput {
@@ -79,6 +81,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                 escalate: None,
                 display_name: None,
                 description: None,
+                push: None,
             };
             let row = input.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             store.insert_rule(&row).await?;

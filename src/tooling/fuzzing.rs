@@ -123,7 +123,15 @@ pub fn template_render(data: &[u8]) {
     let set = TemplateSet {
         fallback_locale: "en".into(),
         locales: BTreeMap::from([
-            ("en".to_owned(), LocaleTemplate { subject, text: body, html: (!html.is_empty()).then_some(html.clone()) }),
+            (
+                "en".to_owned(),
+                LocaleTemplate {
+                    subject,
+                    text: body,
+                    html: (!html.is_empty()).then_some(html.clone()),
+                    ..Default::default()
+                },
+            ),
             // A second variant with the html as its text, so locale picking
             // and a partly broken set are exercised too.
             (
@@ -132,6 +140,7 @@ pub fn template_render(data: &[u8]) {
                     subject: "s".into(),
                     text: if html.is_empty() { "t".into() } else { html },
                     html: None,
+                    ..Default::default()
                 },
             ),
         ]),

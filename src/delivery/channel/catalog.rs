@@ -11,10 +11,10 @@
 
 use serde::Serialize;
 
-use crate::delivery::settings::{EmailSettings, WebhookSettings};
+use crate::delivery::settings::{EmailSettings, PushSettings, WebhookSettings};
 
 /// Every channel Herald has: the only names a rule or an enqueue may choose.
-pub const KNOWN: [&str; 3] = ["email", "inbox", "webhook"];
+pub const KNOWN: [&str; 4] = ["email", "inbox", "push", "webhook"];
 
 /// The channels that reach a person, each with the name a person reads:
 /// the only ones the preference center offers. A webhook is the host's own
@@ -22,7 +22,7 @@ pub const KNOWN: [&str; 3] = ["email", "inbox", "webhook"];
 /// neither sees it nor can switch it off; the host's `preferences` still
 /// can. Rejected: offering every channel a category is sent on, which put a
 /// "webhook" box in front of end users.
-pub const PERSONAL: [(&str, &str); 2] = [("email", "Email"), ("inbox", "In the app")];
+pub const PERSONAL: [(&str, &str); 3] = [("email", "Email"), ("inbox", "In the app"), ("push", "Push notifications")];
 
 /// The name a person reads for a channel that reaches them (see
 /// [`PERSONAL`]); `None` for one that does not.
@@ -30,7 +30,7 @@ pub fn personal_name(channel: &str) -> Option<&'static str> {
     PERSONAL.iter().find(|(c, _)| *c == channel).map(|(_, name)| *name)
 }
 
-/// `"email, inbox, webhook"`, for messages that list the choices.
+/// `"email, inbox, push, webhook"`, for messages that list the choices.
 pub fn known_list() -> String {
     KNOWN.join(", ")
 }
@@ -81,6 +81,8 @@ pub struct Channels {
 
 /// Why email cannot deliver without a transport (the registry's reason too).
 pub const EMAIL_NOT_CONFIGURED: &str = "no email transport is configured";
+/// Why push cannot deliver without a provider (the registry's reason too).
+pub const PUSH_NOT_CONFIGURED: &str = "no push provider is configured";
 /// Why webhooks cannot deliver without a secret (the registry's reason too).
 pub const WEBHOOK_NOT_CONFIGURED: &str = "no webhook signing secret is configured";
 
@@ -128,7 +130,43 @@ impl Channels {
             detail: "writes to the in-app inbox (always available)".into(),
             setting: None,
         };
-        Channels { states: vec![email_state, inbox, webhook_state] }
+        let push = ChannelState {
+            name: "push",
+            live: false,
+            detail: PUSH_NOT_CONFIGURED.into(),
+            setting: Some("push.vapid_private_key"),
+        };
+        Channels { states: vec![email_state, inbox, push, webhook_state] }
+    }
+
+    /// Everything a configuration says: [`from_settings`](Self::from_settings)
+    /// with `[push]`.
+    pub fn from_config(config: &crate::config::Config) -> Channels {
+        Channels::from_settings(&config.email, &config.webhook).with_push(&config.push)
+    }
+
+    /// With the push channel as `[push]` configures it: live when any
+    /// provider is, naming which.
+    pub fn with_push(mut self, push: &PushSettings) -> Channels {
+        let providers: Vec<&str> = [
+            (push.vapid_private_key.is_some(), "Web Push"),
+            (push.fcm.service_account_file.is_some(), "FCM"),
+            (push.apns.key_file.is_some(), "APNs"),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if let Some(state) = self.states.iter_mut().find(|s| s.name == "push")
+            && !providers.is_empty()
+        {
+            *state = ChannelState {
+                name: "push",
+                live: true,
+                detail: format!("sends through {}", providers.join(", ")),
+                setting: None,
+            };
+        }
+        self
     }
 
     pub fn all(&self) -> &[ChannelState] {
@@ -161,7 +199,7 @@ mod tests {
     fn unknown_names_are_refused_with_the_known_ones_listed() {
         assert!(check_known("email").is_ok());
         let err = check_known("emial").unwrap_err();
-        assert_eq!(err, "unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
+        assert_eq!(err, "unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook");
     }
 
     #[test]
@@ -178,5 +216,17 @@ mod tests {
         let channels = Channels::from_settings(&email, &WebhookSettings::default());
         assert_eq!(channels.not_live("email"), None);
         assert!(channels.get("email").unwrap().detail.contains("nothing leaves this machine"));
+    }
+
+    #[test]
+    fn push_is_live_only_with_a_provider_and_names_it() {
+        let off = Channels::default();
+        let msg = off.not_live("push").unwrap();
+        assert!(msg.contains("no push provider") && msg.contains("push.vapid_private_key"), "{msg}");
+        let mut push = PushSettings::default();
+        push.fcm.service_account_file = Some("/etc/herald/fcm.json".into());
+        let on = Channels::default().with_push(&push);
+        assert_eq!(on.not_live("push"), None);
+        assert_eq!(on.get("push").unwrap().detail, "sends through FCM");
     }
 }

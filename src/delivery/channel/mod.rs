@@ -53,8 +53,11 @@ pub enum Outcome {
     /// Handed over: the relay accepted it, the inbox row exists, the webhook
     /// answered 2xx.
     Sent { transport: String, detail: Option<String>, address_hash: Option<String> },
-    /// A passing failure: worth trying again after the retry interval.
-    Retry { detail: String, address_hash: Option<String> },
+    /// A passing failure: worth trying again after the retry interval, or
+    /// after `after` when the provider said when (`Retry-After`): a rate
+    /// limit asks for a second, the flat `worker.retry` would wait minutes,
+    /// and an answer of an hour retried in five minutes is refused again.
+    Retry { detail: String, address_hash: Option<String>, after: Option<std::time::Duration> },
     /// We declined to try (suppressed address, opted-out user). Its own
     /// outcome, because "we did not try" and "we tried and were refused" send
     /// an operator to different places.
@@ -86,7 +89,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn retry(detail: impl Into<String>) -> Outcome {
-        Outcome::Retry { detail: detail.into(), address_hash: None }
+        Outcome::Retry { detail: detail.into(), address_hash: None, after: None }
     }
 
     pub fn terminal(detail: impl Into<String>) -> Outcome {

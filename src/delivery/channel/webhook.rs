@@ -143,12 +143,16 @@ impl Channel for WebhookChannel {
         // public, or when the deployment allows internal receivers: an
         // answer from anything else is recorded by its status line alone,
         // so the send log can never carry an internal service's reply.
+        let after = super::answer::retry_after(
+            response.headers().get("retry-after").and_then(|v| v.to_str().ok()),
+            std::time::SystemTime::now(),
+        );
         let public_peer = response.remote_addr().is_some_and(|a| !is_non_public(a.ip()));
         let excerpt =
             if public_peer || self.policy.allow_private_networks { excerpt(response).await } else { String::new() };
         let detail = format!("the receiver answered {status}{excerpt}");
         if status.as_u16() == 429 || status.is_server_error() {
-            Outcome::retry(detail)
+            Outcome::Retry { detail, address_hash: None, after }
         } else if status.is_redirection() {
             Outcome::terminal(format!("{detail} (redirects are not followed: configure the final URL)"))
         } else {

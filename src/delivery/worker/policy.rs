@@ -42,6 +42,9 @@ pub struct RetryPolicy {
     pub retry: Duration,
 }
 
+/// The longest `Retry-After` a provider's answer can make a row wait.
+pub const MAX_RETRY_HINT: Duration = Duration::from_secs(6 * 3600);
+
 /// Checks made after a row is claimed and before its channel is called.
 /// `Some` means: do not deliver, record this. The grace window of a row a
 /// rule planned is checked by the composer instead, which knows whether a
@@ -100,9 +103,13 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
         Outcome::Sent { transport, detail, address_hash } => {
             RecordAction::Finish(Finish { status: SendStatus::Sent, detail, transport: Some(transport), address_hash })
         }
-        Outcome::Retry { detail, address_hash } => {
+        Outcome::Retry { detail, address_hash, after } => {
             if row.attempts < i64::from(policy.max_attempts) {
-                RecordAction::Reschedule { due_at: now.plus(policy.retry), detail }
+                // The provider's hint, when it gave one, instead of the flat
+                // interval; capped, so a hint of a week (or a hostile one)
+                // cannot park a row past every grace window unseen.
+                let wait = after.map_or(policy.retry, |a| a.min(MAX_RETRY_HINT));
+                RecordAction::Reschedule { due_at: now.plus(wait), detail }
             } else {
                 finish(
                     SendStatus::Failed,
@@ -152,6 +159,21 @@ mod tests {
         };
         assert_eq!(f.status, SendStatus::Failed);
         assert_eq!(f.detail.as_deref(), Some("gave up after 5 attempts; last error: 451 try later"));
+    }
+
+    #[test]
+    fn a_providers_retry_after_replaces_the_flat_interval_up_to_a_cap() {
+        let now = Millis(10_000);
+        let hinted =
+            |secs| Outcome::Retry { detail: "429".into(), address_hash: None, after: Some(Duration::from_secs(secs)) };
+        assert_eq!(
+            decide(hinted(1), &row(1), now, POLICY),
+            RecordAction::Reschedule { due_at: Millis(11_000), detail: "429".into() }
+        );
+        let capped = decide(hinted(30 * 24 * 3600), &row(1), now, POLICY);
+        assert_eq!(capped, RecordAction::Reschedule { due_at: now.plus(MAX_RETRY_HINT), detail: "429".into() });
+        // The last attempt still gives up, hint or not.
+        assert!(matches!(decide(hinted(1), &row(5), now, POLICY), RecordAction::Finish(_)));
     }
 
     #[test]

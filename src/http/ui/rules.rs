@@ -91,7 +91,10 @@ pub(super) fn locale_map(
             continue;
         }
         let html = Some(l.html.clone()).filter(|h| !h.trim().is_empty());
-        locales.insert(l.tag.clone(), LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html });
+        locales.insert(
+            l.tag.clone(),
+            LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html, ..Default::default() },
+        );
     }
     locales
 }
@@ -195,6 +198,7 @@ impl RuleForm {
             escalate: None,
             display_name: None,
             description: None,
+            push: None,
         };
         self.wf.apply(&mut input, &mut errors);
         if errors.is_empty() { Ok(input) } else { Err(errors) }
@@ -544,6 +548,7 @@ pub async fn save(
         escalate: Some(input.escalate),
         display_name: Some(input.display_name),
         description: Some(input.description),
+        push: Some(input.push),
     };
     match update_rule(&state, &id, patch).await {
         Ok(changed) => {

@@ -3,7 +3,7 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 fn variant(subject: &str, text: &str, html: Option<&str>) -> LocaleTemplate {
-    LocaleTemplate { subject: subject.into(), text: text.into(), html: html.map(Into::into) }
+    LocaleTemplate { subject: subject.into(), text: text.into(), html: html.map(Into::into), ..Default::default() }
 }
 
 fn set(fallback: &str, locales: &[(&str, LocaleTemplate)]) -> TemplateSet {
@@ -401,7 +401,7 @@ fn serde_shape_is_strict() {
     assert_eq!(s.locales["en"].html, None);
     let bad = serde_json::from_value::<TemplateSet>(json!({
         "fallback_locale": "en",
-        "locales": {"en": {"subject": "s", "text": "t", "body": "x"}}
+        "locales": {"en": {"subject": "s", "text": "t", "bodyy": "x"}}
     }));
     assert!(bad.is_err());
     let err = TemplateError::Compile { field: "f".into(), line: Some(1), column: Some(2), message: "m".into() };
@@ -461,4 +461,61 @@ fn render_10k_messages_timing() {
     println!(
         "10,000 renders: {cached:?} via TemplateSet::render (cache), {direct:?} via CompiledTemplateSet; 10,000 conditions: {conds:?}"
     );
+}
+
+fn push_set(title: &str, body: Option<&str>, url: Option<&str>) -> TemplateSet {
+    let variant = LocaleTemplate {
+        title: Some(title.into()),
+        body: body.map(Into::into),
+        url: url.map(Into::into),
+        ..Default::default()
+    };
+    set("en", &[("en", variant)])
+}
+
+#[test]
+fn a_push_variant_renders_title_body_and_a_checked_url() {
+    let s = push_set("Export {{ payload.name }} ready", None, Some("https://app.example/e/{{ payload.id }}"));
+    s.validate().unwrap();
+    let r = s.render(None, &ctx(json!({"name": "Q3", "id": 7}))).unwrap();
+    assert_eq!(r.subject, "Export Q3 ready");
+    assert_eq!(r.text, "", "no body: none rendered");
+    assert_eq!(r.url.as_deref(), Some("https://app.example/e/7"));
+
+    let s = push_set("t", Some("b"), Some("{{ payload.to }}"));
+    for bad in ["javascript:alert(1)", "/relative", "ftp://x.example/"] {
+        let err = s.render(None, &ctx(json!({"to": bad}))).unwrap_err();
+        assert_eq!(err.field(), "template.locales.en.url");
+        assert!(err.message().contains("not an absolute http:// or https:// URL"), "{err}");
+    }
+    // The title is a line, like a subject.
+    let err = push_set("{{ payload.t }}", None, None).render(None, &ctx(json!({"t": "a\nb"}))).unwrap_err();
+    assert_eq!(err.field(), "template.locales.en.title");
+}
+
+#[test]
+fn each_channel_refuses_the_other_shape_by_field() {
+    let push = push_set("t", Some("b"), None);
+    assert!(push.check_shape("push").is_empty());
+    let wrong = push.check_shape("email");
+    assert_eq!(wrong.len(), 1);
+    assert_eq!(wrong[0].field(), "template.locales.en.title");
+    assert!(wrong[0].message().contains("email messages have subject, text and html"), "{}", wrong[0]);
+
+    let email = set("en", &[("en", variant("s", "t", Some("<p>h</p>")))]);
+    assert!(email.check_shape("email").is_empty());
+    let fields: Vec<String> = email.check_shape("push").iter().map(|e| e.field().to_owned()).collect();
+    assert_eq!(
+        fields,
+        [
+            "template.locales.en.title",
+            "template.locales.en.subject",
+            "template.locales.en.text",
+            "template.locales.en.html"
+        ]
+    );
+    // An empty body or url is refused like an empty html: leave it out.
+    let errs = push_set("t", Some(" "), Some("")).validate().unwrap_err();
+    let fields: Vec<&str> = errs.iter().map(TemplateError::field).collect();
+    assert_eq!(fields, ["template.locales.en.body", "template.locales.en.url"]);
 }

@@ -335,6 +335,7 @@ impl Channel for EmailChannel {
                 return Outcome::Retry {
                     detail: format!("could not check the suppression list: {e}"),
                     address_hash: h,
+                    after: None,
                 };
             }
         }
@@ -385,7 +386,7 @@ impl Channel for EmailChannel {
             Err(failure) => {
                 let c = failure.classify();
                 match c.class {
-                    Class::Retry => Outcome::Retry { detail: c.detail, address_hash: h },
+                    Class::Retry => Outcome::Retry { detail: c.detail, address_hash: h, after: None },
                     Class::Terminal => Outcome::Terminal { detail: c.detail, address_hash: h },
                     Class::Policy => {
                         self.metrics.email_policy_rejection();

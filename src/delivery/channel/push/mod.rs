@@ -55,6 +55,7 @@
 
 pub mod apns;
 pub mod classify;
+pub mod deliver;
 pub mod ece;
 pub mod fcm;
 pub mod jwt;
@@ -94,7 +95,7 @@ pub enum PushError {
 
 /// How soon a notification matters, as RFC 8030 §5.3 names it. Mapped onto
 /// APNs `apns-priority` and FCM's Android priority.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Urgency {
     VeryLow,
@@ -111,6 +112,44 @@ impl Urgency {
             Urgency::Low => "low",
             Urgency::Normal => "normal",
             Urgency::High => "high",
+        }
+    }
+}
+
+/// The longest TTL a rule may set, and the default without a grace
+/// window: 28 days, FCM's maximum (`android.ttl`); a Web Push service
+/// or APNs may keep a message for less and says nothing.
+pub const MAX_TTL: Duration = Duration::from_secs(28 * 24 * 3600);
+
+/// A push rule's `"push": {"ttl": SECONDS, "urgency": …}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PushOptions {
+    /// Seconds a provider keeps trying an offline device, 0 to 2,419,200
+    /// (28 days). Default: the rule's grace window, else 28 days: a
+    /// message the outbox would expire is not worth showing later either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<u64>,
+    /// `very-low`, `low`, `normal` (default) or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urgency: Option<Urgency>,
+}
+
+impl PushOptions {
+    /// The TTL to send with: the rule's, else its grace window, else
+    /// [`MAX_TTL`], never more than [`MAX_TTL`].
+    pub fn ttl(&self, grace_seconds: Option<i64>) -> Duration {
+        let seconds = self.ttl.or_else(|| grace_seconds.and_then(|g| u64::try_from(g).ok()));
+        seconds.map_or(MAX_TTL, Duration::from_secs).min(MAX_TTL)
+    }
+
+    /// What is wrong with the options, naming the field.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        match self.ttl {
+            Some(t) if t > MAX_TTL.as_secs() => {
+                Some(("push.ttl", format!("must be 0 to {} seconds (28 days), got {t}", MAX_TTL.as_secs())))
+            }
+            _ => None,
         }
     }
 }
