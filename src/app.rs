@@ -279,6 +279,7 @@ pub async fn serve_with_clock(
     let dyn_store: Arc<dyn Store> = Arc::new(store.clone());
     let keys = address_keys(&config)?;
 
+    let health = crate::delivery::health::ChannelHealth::default();
     let mut tasks = tokio::task::JoinSet::new();
     if store.dialect() == Dialect::Postgres {
         tasks.spawn(crate::store::listen::forward_notifications(store.clone(), shutdown.clone()));
@@ -350,6 +351,7 @@ pub async fn serve_with_clock(
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         vapid_public_key: vapid_public_key(&config)?,
+        health,
         shutdown: shutdown.clone(),
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

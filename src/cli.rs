@@ -422,7 +422,7 @@ async fn enqueue(config: &Config, args: EnqueueArgs) -> anyhow::Result<()> {
     // a channel this configuration cannot deliver on, would only come back
     // as `failed` rows.
     crate::delivery::channel::catalog::check_known(&args.channel).map_err(|e| anyhow::anyhow!("--channel: {e}"))?;
-    if let Some(why) = crate::delivery::channel::catalog::Channels::from_config(&config).not_live(&args.channel) {
+    if let Some(why) = crate::delivery::channel::catalog::Channels::from_config(config).not_live(&args.channel) {
         anyhow::bail!("--channel: {why}; nothing was enqueued");
     }
     let channel = ChannelName::parse("--channel", &args.channel)?;

@@ -134,13 +134,14 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         providers: crate::http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),
-        channels: crate::delivery::channel::catalog::Channels::from_config(&config),
+        channels: crate::delivery::channel::catalog::Channels::from_config(config),
         user_tokens: crate::http::user_auth::TokenKey::ephemeral(),
         token_ttl: config.inbox.token_ttl,
         default_timezone: config.worker.to_worker_config().default_timezone,
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(1)),
         vapid_public_key: None,
+        health: Default::default(),
         shutdown: Default::default(),
     }))
 }

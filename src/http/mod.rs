@@ -33,7 +33,7 @@ pub mod users;
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -101,6 +101,9 @@ pub struct AppParts {
     /// The Web Push public key (`push.vapid_private_key`'s), served to
     /// pages that subscribe; `None` when Web Push is off.
     pub vapid_public_key: Option<String>,
+    /// Credentials providers refused, for `/readyz`; shared with the
+    /// channels of this process's worker.
+    pub health: crate::delivery::health::ChannelHealth,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -253,18 +256,48 @@ async fn healthz() -> &'static str {
 /// waits.
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Ready to do work: the database answers, within [`READY_TIMEOUT`].
-async fn readyz(State(state): State<AppState>) -> Response {
+/// `/readyz?only=database`: the database alone.
+#[derive(Debug, serde::Deserialize)]
+struct ReadyQuery {
+    only: Option<String>,
+}
+
+/// Ready to do work: the database answers, within [`READY_TIMEOUT`], and
+/// no provider has refused this instance's credential since it last
+/// accepted one (see [`crate::delivery::health`]).
+///
+/// `?only=database` checks the database alone: what a load balancer should
+/// route API traffic by. A refused push or SMS credential is the same on
+/// every instance, so taking them all out of rotation for it would turn
+/// "notifications fail" into "the API is down"; a monitor reads the full
+/// answer and pages someone instead.
+async fn readyz(State(state): State<AppState>, Query(q): Query<ReadyQuery>) -> Response {
     let answer = match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
-        Ok(Ok(())) => return (StatusCode::OK, "ready\n").into_response(),
-        Ok(Err(e)) => e.to_string(),
-        Err(_) => format!("no answer within {}s", READY_TIMEOUT.as_secs()),
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("no answer within {}s", READY_TIMEOUT.as_secs())),
     };
-    // The detail goes to the log, not the body: this route is public, and a
-    // driver's error can name internal hosts and ports.
-    tracing::warn!(error = %answer, "not ready: database unreachable");
-    (StatusCode::SERVICE_UNAVAILABLE, "not ready: database unreachable (the reason is in the server log)\n")
-        .into_response()
+    if let Some(answer) = answer {
+        // The detail goes to the log, not the body: this route is public, and a
+        // driver's error can name internal hosts and ports.
+        tracing::warn!(error = %answer, "not ready: database unreachable");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: database unreachable (the reason is in the server log)\n",
+        )
+            .into_response();
+    }
+    let problems = state.health.problems();
+    if problems.is_empty() || q.only.as_deref() == Some("database") {
+        return (StatusCode::OK, "ready\n").into_response();
+    }
+    // The provider's own words: a status and its error code, nothing of
+    // this deployment's that the provider did not already say.
+    let lines: String = problems
+        .iter()
+        .map(|(provider, words)| format!("{provider}: the provider refused Herald's credential: {words}\n"))
+        .collect();
+    (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: a channel cannot deliver\n{lines}")).into_response()
 }
 
 /// Prometheus text format (0.0.4) unless the scraper asks for OpenMetrics
