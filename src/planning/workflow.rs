@@ -139,7 +139,7 @@ pub struct EscalateInput {
     /// What cancels the follow-up: `read` (only reading the message) or
     /// `seen` (seeing it in a list, or reading it, which also sees it).
     pub unless: String,
-    /// The follow-up's channel: `email`. Not `inbox`, and not `webhook`: a
+    /// The follow-up's channel: `email` or `push`. Not `inbox`, and not `webhook`: a
     /// follow-up has no URL to post to (an inbox rule has no `webhook_url`).
     pub channel: String,
     pub template: TemplateSet,
@@ -172,7 +172,8 @@ impl WorkflowInput {
 }
 
 /// What `escalate.channel` accepts, in words.
-const FOLLOW_UP_CHANNELS: &str = "must be \"email\", the one channel a follow-up of an inbox message can go on";
+const FOLLOW_UP_CHANNELS: &str =
+    "must be \"email\" or \"push\", the channels a follow-up of an inbox message can go on";
 
 /// Longest cap window and escalation delay: a year, as for `delay`.
 const MAX_PERIOD: i64 = 366 * 24 * 3600;
@@ -243,13 +244,15 @@ pub fn validate(
                 }
             }
         }
-        if let Err(template_errors) = e.template.validate() {
-            errors.extend(template_errors.iter().map(|te| {
-                let mut fe = FieldError::from(te);
-                fe.field = format!("escalate.{}", fe.field);
-                fe
-            }));
-        }
+        // The follow-up's template in its own channel's shape: a push
+        // follow-up has a title, an email one a subject.
+        let mut template_errors = e.template.validate().err().unwrap_or_default();
+        template_errors.extend(e.template.check_shape(&e.channel));
+        errors.extend(template_errors.iter().map(|te| {
+            let mut fe = FieldError::from(te);
+            fe.field = format!("escalate.{}", fe.field);
+            fe
+        }));
         if w.digest.is_some() {
             errors.push(FieldError::new("escalate", "cannot be combined with digest on one rule"));
         }
