@@ -10,7 +10,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::connect_error::OpenError;
 use crate::delivery::channel::Registry;
-use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
+use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, PUSH_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
 use crate::delivery::channel::email::EmailChannel;
 use crate::delivery::channel::inbox::InboxChannel;
 use crate::delivery::channel::webhook::{SigningSecrets, WebhookChannel};
@@ -99,6 +99,12 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
         }
     }
     r.declare_unavailable("webhook", format!("{WEBHOOK_NOT_CONFIGURED} (set webhook.signing_secret)"));
+    r.declare_unavailable(
+        "push",
+        format!(
+            "{PUSH_NOT_CONFIGURED} (set push.vapid_private_key, push.fcm.service_account_file or push.apns.key_file)"
+        ),
+    );
     r
 }
 

@@ -172,7 +172,10 @@ async fn a_rule_must_name_a_channel_herald_has_and_is_turned_on_only_where_it_ca
     let (status, p) = app.post("/v1/rules", typo).await;
     assert_eq!(status, 422, "{p}");
     assert_eq!(p["errors"][0]["field"], "channel");
-    assert_eq!(p["errors"][0]["message"], "unknown channel \"emial\"; Herald's channels are email, inbox, webhook");
+    assert_eq!(
+        p["errors"][0]["message"],
+        "unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook"
+    );
 
     // Webhooks without a signing secret: cannot be turned on, and the
     // refusal names the setting that would change that.

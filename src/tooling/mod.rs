@@ -17,3 +17,4 @@ pub mod cluster;
 pub mod demo;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod push_receiver;
