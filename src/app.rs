@@ -350,6 +350,7 @@ pub async fn serve_with_clock(
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         vapid_public_key: vapid_public_key(&config)?,
+        push_endpoints: config.push.policy(),
         shutdown: shutdown.clone(),
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

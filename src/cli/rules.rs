@@ -141,6 +141,7 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         ui: config.ui.clone(),
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(1)),
         vapid_public_key: None,
+        push_endpoints: config.push.policy(),
         shutdown: Default::default(),
     }))
 }
