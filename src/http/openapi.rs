@@ -27,7 +27,15 @@ use utoipa::{Modify, OpenApi};
         super::push_subscriptions::inbox_create, super::push_subscriptions::inbox_index,
         super::push_subscriptions::inbox_delete,
     ),
-    components(schemas(crate::store::InboxFilter, super::events::From)),
+    // The push subscriptions' answers are named by `IntoResponses` enums
+    // (shared by the API-key and the inbox routes), which refer to their
+    // schemas without registering them.
+    components(schemas(
+        crate::store::InboxFilter,
+        super::events::From,
+        super::push_subscriptions::PushSubscriptionView,
+        super::push_subscriptions::PushSubscriptionList,
+    )),
     modifiers(&ApiKeyAuth, &Conventions),
     tags(
         (name = "triggers", description = "Something happened to a user"),

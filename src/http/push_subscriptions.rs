@@ -69,6 +69,7 @@ pub struct PushSubscriptionInput {
     pub apns_token: Option<String>,
     /// What the user calls the device ("Ada's Pixel"), up to 200
     /// characters; registering again without one keeps the one it has.
+    #[schema(max_length = 200, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$")]
     pub label: Option<String>,
 }
 
