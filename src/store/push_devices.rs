@@ -88,9 +88,11 @@ pub struct NewPushDevice {
 pub enum Registered {
     /// A device Herald had not seen (`201`).
     Created(PushDeviceRow),
-    /// The same endpoint or token again (`200`, same id): its keys and
-    /// label are updated, a removal is lifted, and `moved_from` names the
-    /// user it belonged to when that was someone else.
+    /// The same endpoint or token again (`200`, same id): its keys are
+    /// updated, and its label when one is given (a browser registering
+    /// itself again keeps the label the host gave it), a removal is
+    /// lifted, and `moved_from` names the user it belonged to when that
+    /// was someone else.
     Existing { device: PushDeviceRow, moved_from: Option<String> },
 }
 
