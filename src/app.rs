@@ -358,6 +358,7 @@ pub async fn serve_with_clock(
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(config.ui.login_concurrency as usize)),
         vapid_public_key: vapid_public_key(&config)?,
         health,
+        push_endpoints: config.push.policy(),
         shutdown: shutdown.clone(),
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };

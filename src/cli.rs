@@ -85,7 +85,7 @@ pub enum Command {
     Users(users::UsersCommand),
     /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
     Copy(copy::CopyArgs),
-    /// Set up push notifications (Web Push keys).
+    /// Push notifications: Web Push keys, and a user's devices.
     #[command(subcommand)]
     Push(push::PushCommand),
 }
@@ -326,7 +326,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Command::Bounce(BounceCommand::Parse { files, json }) = &cli.command {
         return bounce_parse(files, *json);
     }
-    if let Command::Push(cmd) = &cli.command {
+    if let Command::Push(cmd) = &cli.command
+        && !cmd.needs_database()
+    {
         return push::run(cmd);
     }
     let config = Config::load(cli.config.as_deref(), std::env::vars(), &flags)?;
@@ -396,7 +398,8 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Bounce(BounceCommand::Import { paths }) => bounce_import(&config, &paths).await,
         #[cfg(feature = "tooling")]
         Command::Bench(_) | Command::BenchStream(_) => unreachable!("handled above"),
-        Command::Bounce(_) | Command::Push(_) => unreachable!("handled above"),
+        Command::Push(cmd) => push::run_with_database(&config, cmd).await,
+        Command::Bounce(_) => unreachable!("handled above"),
         Command::Keys(cmd) => keys(&config, cmd).await,
         Command::Copy(args) => copy::run(&config, args).await,
         Command::Operators(cmd) => operators(&config, cmd).await,

@@ -69,6 +69,7 @@ fn every_verb_has_help() {
         &["users", "set"],
         &["push"],
         &["push", "vapid-keys"],
+        &["push", "devices"],
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");
@@ -594,4 +595,60 @@ fn push_vapid_keys_prints_a_pair_that_matches_without_reading_the_configuration(
     let lines: Vec<&str> = text.lines().collect();
     let private = lines[lines.iter().position(|l| l.starts_with("Private key")).unwrap() + 1];
     assert!(VapidKey::new(private, "mailto:ops@example.com").is_ok(), "{text}");
+}
+
+#[test]
+fn push_devices_lists_a_users_devices_removed_ones_with_who_and_why() {
+    use herald::store::{NewPushDevice, PushDeviceStore, Registered};
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["push", "devices", "ada"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "user \"ada\" has no push device");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (phone, laptop) = rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+        let store = herald::store::SqlStore::connect(&url, &Default::default()).await.unwrap();
+        let device = |kind: &str, address: &str, label: Option<&str>| NewPushDevice {
+            kind: kind.into(),
+            address: address.into(),
+            p256dh: None,
+            auth: None,
+            label: label.map(str::to_owned),
+        };
+        let t = herald::clock::Millis(1_800_000_000_000);
+        let Registered::Created(phone) =
+            store.register_push_device("ada", &device("fcm", "secret-fcm-token", Some("Pixel")), t).await.unwrap()
+        else {
+            panic!("created")
+        };
+        let Registered::Created(laptop) =
+            store.register_push_device("ada", &device("apns", "abcdef", None), t).await.unwrap()
+        else {
+            panic!("created")
+        };
+        store.mark_push_success(std::slice::from_ref(&phone.id), t).await.unwrap();
+        store.remove_push_device("ada", &laptop.id, "provider", "APNs said Unregistered", t).await.unwrap();
+        store.close().await;
+        (phone.id, laptop.id)
+    });
+    let text = stdout(&herald(dir.path(), &["push", "devices", "ada"]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with(&format!("{phone} fcm \"Pixel\"")), "{text}");
+    assert!(lines[0].contains("last success 2027-01-15T08:00:00") && !lines[0].contains("REMOVED"), "{text}");
+    assert!(lines[1].starts_with(&format!("{laptop} apns")), "{text}");
+    assert!(lines[1].contains("last success never"), "{text}");
+    assert!(
+        lines[1].contains("REMOVED 2027-01-15T08:00:00") && lines[1].contains("by provider: APNs said Unregistered"),
+        "{text}"
+    );
+    assert!(!text.contains("secret-fcm-token"), "a token is a credential: {text}");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&herald(dir.path(), &["push", "devices", "ada", "--json"]))).unwrap();
+    assert_eq!(json[1]["removed_by"], "provider", "{json}");
+    assert_eq!(json[0]["label"], "Pixel", "{json}");
+    assert!(json[0].get("address").is_none(), "{json}");
 }

@@ -142,6 +142,7 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         login_checks: Arc::new(crate::http::ui::session::PasswordChecks::new(1)),
         vapid_public_key: None,
         health: Default::default(),
+        push_endpoints: config.push.policy(),
         shutdown: Default::default(),
     }))
 }

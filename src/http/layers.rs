@@ -246,7 +246,7 @@ pub(super) fn cors(cors: &Cors) -> CorsLayer {
     };
     CorsLayer::new()
         .allow_origin(origin)
-        .allow_methods([Method::GET, Method::POST, Method::PUT])
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
         .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE, HeaderName::from_static("last-event-id")])
         .max_age(std::time::Duration::from_secs(600))
 }

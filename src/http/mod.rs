@@ -21,6 +21,7 @@ pub mod preference_form;
 pub mod preferences;
 pub mod problem;
 pub mod push;
+pub mod push_subscriptions;
 pub mod resume;
 pub mod rules;
 pub mod server;
@@ -36,7 +37,7 @@ use std::sync::Arc;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 
 use crate::clock::Clock;
@@ -104,6 +105,9 @@ pub struct AppParts {
     /// Credentials providers refused, for `/readyz`; shared with the
     /// channels of this process's worker.
     pub health: crate::delivery::health::ChannelHealth,
+    /// Which Web Push endpoints a registration may name
+    /// (`push.allow_private_networks`).
+    pub push_endpoints: crate::delivery::channel::push::webpush::EndpointPolicy,
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -134,6 +138,8 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/{id}/unread", post(inbox::unread))
         .route("/{id}/archive", post(inbox::archive))
         .route("/preferences", get(preferences::get).put(preferences::put))
+        .route("/push-subscriptions", post(push_subscriptions::inbox_create).get(push_subscriptions::inbox_index))
+        .route("/push-subscriptions/{id}", delete(push_subscriptions::inbox_delete))
         .route_layer(middleware::from_fn_with_state(state.clone(), user_auth::require_user_token))
         // Inside the CORS layer: a page that calls an inbox route this
         // server does not have (an older Herald) reads the 404 and its
@@ -148,6 +154,8 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/users/{user_id}", get(users::get).put(users::put).delete(users::delete))
         .route("/users/{user_id}/sends", get(users::sends))
         .route("/users/{user_id}/token", post(users::token))
+        .route("/users/{user_id}/push-subscriptions", post(push_subscriptions::create).get(push_subscriptions::index))
+        .route("/users/{user_id}/push-subscriptions/{id}", delete(push_subscriptions::delete))
         .route("/events/stream", get(events::stream))
         .route("/bounces", get(bounces::list))
         .route("/bounces/mail", post(bounces::mail).layer(DefaultBodyLimit::max(bounces::MAX_MAIL_BYTES)))

@@ -23,8 +23,19 @@ use utoipa::{Modify, OpenApi};
         super::unsubscribe::show, super::unsubscribe::unsubscribe,
         super::preferences::get, super::preferences::put, super::preferences::show, super::preferences::save,
         super::push::vapid_public_key,
+        super::push_subscriptions::create, super::push_subscriptions::index, super::push_subscriptions::delete,
+        super::push_subscriptions::inbox_create, super::push_subscriptions::inbox_index,
+        super::push_subscriptions::inbox_delete,
     ),
-    components(schemas(crate::store::InboxFilter, super::events::From)),
+    // The push subscriptions' answers are named by `IntoResponses` enums
+    // (shared by the API-key and the inbox routes), which refer to their
+    // schemas without registering them.
+    components(schemas(
+        crate::store::InboxFilter,
+        super::events::From,
+        super::push_subscriptions::PushSubscriptionView,
+        super::push_subscriptions::PushSubscriptionList,
+    )),
     modifiers(&ApiKeyAuth, &Conventions),
     tags(
         (name = "triggers", description = "Something happened to a user"),
@@ -37,7 +48,7 @@ use utoipa::{Modify, OpenApi};
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
         (name = "preferences", description = "The hosted preference page linked from emails; no API key, the token is signed"),
-        (name = "push", description = "Push notifications: the Web Push key pages subscribe with"),
+        (name = "push", description = "Push notifications: the Web Push key pages subscribe with, and a user's devices"),
     )
 )]
 pub struct ApiDoc;

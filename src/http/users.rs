@@ -10,7 +10,8 @@ use crate::domain::UserId;
 use crate::planning::recipient::{RecipientInput, RecipientView};
 use crate::store::{SendRecord, UserErasure};
 
-fn user(id: &str) -> Result<UserId, ApiError> {
+/// The `user_id` of a path, parsed (a `422` naming it when refused).
+pub(super) fn user(id: &str) -> Result<UserId, ApiError> {
     UserId::parse("user_id", id).map_err(|e| ApiError::Invalid(vec![e.into()]))
 }
 

@@ -387,6 +387,7 @@ pub trait Store:
     + DigestStore
     + EscalationStore
     + HistoryStore
+    + PushDeviceStore
     + Send
     + Sync
     + 'static

@@ -16,11 +16,36 @@
 //! so the send-log page can show "removed on … because FCM said
 //! UNREGISTERED" the way a hard bounce shows as a suppression. Registering
 //! it again brings the same row back.
+//!
+//! # Concurrency
+//! Two instances registering one endpoint at once (a browser that retries,
+//! two tabs) must end with one row. Registration inserts unless the
+//! `device_hash` is taken, in one statement the database arbitrates on the
+//! unique key, then reads (and on PostgreSQL and MariaDB locks) the row
+//! that holds the hash in the same transaction: the loser of the insert
+//! waits for the winner's commit and finds its row. Rejected: "read, then
+//! insert if missing", which let both find nothing and failed the second on
+//! the key; and each dialect's upsert returning the row, which MariaDB
+//! cannot do (no `RETURNING` on `INSERT … ON DUPLICATE KEY`).
+//!
+//! # Retention
+//! None: a device is state (where the user can be reached), not history,
+//! and a removed one is a single row per device that a later registration
+//! brings back. Deleting the user (`RecipientStore::erase_user`) deletes
+//! their devices, removed ones too.
 
 use async_trait::async_trait;
 use serde::Serialize;
+use sha2::Digest;
+use sqlx::Row;
+use sqlx::any::AnyRow;
 
-use super::StoreError;
+use super::json_rows::keys_json;
+use super::operators::{AuditEntry, append_audit_in};
+use super::queries::Query;
+use super::race::retry_lost_race;
+use super::rows::{opt_text, text};
+use super::{SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
 /// A device as the API and the channel see it.
@@ -63,9 +88,11 @@ pub struct NewPushDevice {
 pub enum Registered {
     /// A device Herald had not seen (`201`).
     Created(PushDeviceRow),
-    /// The same endpoint or token again (`200`, same id): its keys and
-    /// label are updated, a removal is lifted, and `moved_from` names the
-    /// user it belonged to when that was someone else.
+    /// The same endpoint or token again (`200`, same id): its keys are
+    /// updated, and its label when one is given (a browser registering
+    /// itself again keeps the label the host gave it), a removal is
+    /// lifted, and `moved_from` names the user it belonged to when that
+    /// was someone else.
     Existing { device: PushDeviceRow, moved_from: Option<String> },
 }
 
@@ -98,4 +125,182 @@ pub trait PushDeviceStore {
 
     /// Records that providers accepted a notification for these devices.
     async fn mark_push_success(&self, device_ids: &[String], now: Millis) -> Result<(), StoreError>;
+}
+
+/// The key a device is found by: the hex SHA-256 of its kind, a newline and
+/// its address (the kind keeps an FCM token from matching an APNs token
+/// that happens to be spelled the same).
+pub fn device_hash(kind: &str, address: &str) -> String {
+    let mut h = sha2::Sha256::new();
+    h.update(kind.as_bytes());
+    h.update(b"\n");
+    h.update(address.as_bytes());
+    hex::encode(h.finalize())
+}
+
+fn device_row(r: &AnyRow) -> Result<PushDeviceRow, sqlx::Error> {
+    let millis = |col: &str| r.try_get::<Option<i64>, _>(col).map(|t| t.map(Millis));
+    Ok(PushDeviceRow {
+        id: text(r, "id")?,
+        user_id: text(r, "user_id")?,
+        kind: text(r, "kind")?,
+        address: text(r, "address")?,
+        p256dh: opt_text(r, "p256dh")?,
+        auth: opt_text(r, "auth")?,
+        label: opt_text(r, "label")?,
+        created_at: Millis(r.try_get("created_at")?),
+        last_success_at: millis("last_success_at")?,
+        removed_at: millis("removed_at")?,
+        removed_by: opt_text(r, "removed_by")?,
+        removed_reason: opt_text(r, "removed_reason")?,
+    })
+}
+
+/// The audit row's words for a removal: which device, and why.
+fn removal_detail(device: &PushDeviceRow, reason: &str) -> String {
+    match &device.label {
+        Some(label) => format!("{} device {} ({label:?}) removed: {reason}", device.kind, device.id),
+        None => format!("{} device {} removed: {reason}", device.kind, device.id),
+    }
+}
+
+impl SqlStore {
+    /// One attempt of [`PushDeviceStore::register_push_device`], in one
+    /// transaction (see the module's "Concurrency").
+    async fn register_once(&self, user_id: &str, d: &NewPushDevice, now: Millis) -> Result<Registered, StoreError> {
+        let db = StoreError::db;
+        let id = new_id();
+        let hash = device_hash(&d.kind, &d.address);
+        let mut tx = self.begin_write().await.map_err(db("register push device: begin"))?;
+        sqlx::query(self.sql(Query::InsertPushDevice))
+            .bind(id.clone())
+            .bind(user_id.to_owned())
+            .bind(d.kind.clone())
+            .bind(d.address.clone())
+            .bind(hash.clone())
+            .bind(d.p256dh.clone())
+            .bind(d.auth.clone())
+            .bind(d.label.clone())
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("register push device: insert"))?;
+        let row = sqlx::query(self.sql(Query::LockPushDeviceByHash))
+            .bind(hash)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db("register push device: read"))?;
+        let found = device_row(&row).map_err(db("register push device: read"))?;
+        if found.id == id {
+            tx.commit().await.map_err(db("register push device: commit"))?;
+            return Ok(Registered::Created(found));
+        }
+        sqlx::query(self.sql(Query::ReclaimPushDevice))
+            .bind(user_id.to_owned())
+            .bind(d.p256dh.clone())
+            .bind(d.auth.clone())
+            .bind(d.label.clone())
+            .bind(found.id.clone())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("register push device: reclaim"))?;
+        let device = self.push_device_in(&mut tx, &found.id).await?;
+        tx.commit().await.map_err(db("register push device: commit"))?;
+        let moved_from = (found.user_id != user_id).then_some(found.user_id);
+        Ok(Registered::Existing { device, moved_from })
+    }
+
+    /// One device, read on the caller's transaction.
+    async fn push_device_in(&self, conn: &mut sqlx::AnyConnection, id: &str) -> Result<PushDeviceRow, StoreError> {
+        let row = sqlx::query(self.sql(Query::PushDeviceById))
+            .bind(id.to_owned())
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(StoreError::db("read push device"))?;
+        device_row(&row).map_err(StoreError::db("read push device"))
+    }
+}
+
+#[async_trait]
+impl PushDeviceStore for SqlStore {
+    async fn register_push_device(
+        &self,
+        user_id: &str,
+        device: &NewPushDevice,
+        now: Millis,
+    ) -> Result<Registered, StoreError> {
+        retry_lost_race("register push device", || self.register_once(user_id, device, now)).await
+    }
+
+    async fn push_devices(&self, user_id: &str, include_removed: bool) -> Result<Vec<PushDeviceRow>, StoreError> {
+        let query = if include_removed { Query::AllPushDevices } else { Query::LivePushDevices };
+        let rows = sqlx::query(self.sql(query))
+            .bind(user_id.to_owned())
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list push devices"))?;
+        rows.iter().map(|r| device_row(r).map_err(StoreError::db("list push devices"))).collect()
+    }
+
+    async fn remove_push_device(
+        &self,
+        user_id: &str,
+        device_id: &str,
+        by: &str,
+        reason: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let db = StoreError::db;
+        let mut tx = self.begin_write().await.map_err(db("remove push device: begin"))?;
+        let removed = sqlx::query(self.sql(Query::RemovePushDevice))
+            .bind(now.0)
+            .bind(by.to_owned())
+            .bind(reason.to_owned())
+            .bind(device_id.to_owned())
+            .bind(user_id.to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("remove push device"))?
+            .rows_affected();
+        if removed != 1 {
+            tx.rollback().await.map_err(db("remove push device: rollback"))?;
+            return Ok(false);
+        }
+        let device = self.push_device_in(&mut tx, device_id).await?;
+        let entry = AuditEntry {
+            operator_email: by.to_owned(),
+            action: "push_device.removed".into(),
+            target: format!("user:{user_id}"),
+            detail: Some(removal_detail(&device, reason)),
+        };
+        append_audit_in(&mut tx, self.dialect(), &entry, now).await?;
+        tx.commit().await.map_err(db("remove push device: commit"))?;
+        Ok(true)
+    }
+
+    async fn mark_push_success(&self, device_ids: &[String], now: Millis) -> Result<(), StoreError> {
+        if device_ids.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(self.sql(Query::MarkPushSuccess))
+            .bind(now.0)
+            .bind(keys_json(device_ids.iter().map(String::as_str))?)
+            .execute(self.writer())
+            .await
+            .map_err(StoreError::db("mark push success"))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_hash_is_the_sha256_of_kind_newline_address() {
+        // `printf 'fcm\ntoken' | sha256sum`
+        assert_eq!(device_hash("fcm", "token"), "8b993cac26017214bd24032bf5c60b9971b270c55c598933cb359e6e49e78bd3");
+        assert_ne!(device_hash("fcm", "abcd"), device_hash("apns", "abcd"));
+        assert_eq!(device_hash("web", "https://x").len(), 64);
+    }
 }

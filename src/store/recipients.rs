@@ -72,6 +72,8 @@ pub struct UserErasure {
     pub recipient_deleted: bool,
     pub inbox_messages_deleted: u64,
     pub scheduled_cancelled: u64,
+    /// The user's push devices (browsers and phones), removed ones too.
+    pub push_devices_deleted: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,9 +95,9 @@ pub trait RecipientStore: Send + Sync {
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError>;
     /// These users' recipient rows (those that exist), in one query.
     async fn recipients_by_ids(&self, user_ids: &[&str]) -> Result<Vec<RecipientRow>, StoreError>;
-    /// Erases the user's address and inbox and cancels what is still
-    /// scheduled for them. The send log keeps its rows, which hold no
-    /// address (only its hash).
+    /// Erases the user's address, inbox and push devices and cancels what
+    /// is still scheduled for them. The send log keeps its rows, which hold
+    /// no address (only its hash).
     async fn erase_user(&self, user_id: &UserId, now: Millis) -> Result<UserErasure, StoreError>;
     /// Merges a change into the user's own preference-center choices,
     /// creating a bare recipient row when the host has not described the
@@ -215,6 +217,12 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: inbox"))?
             .rows_affected();
+        let push_devices_deleted = sqlx::query(self.sql(Query::DeleteUserPushDevices))
+            .bind(user_id.as_str().to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("erase user: push devices"))?
+            .rows_affected();
         let recipient = sqlx::query(self.sql(Query::DeleteRecipient))
             .bind(user_id.as_str().to_owned())
             .execute(&mut *tx)
@@ -228,7 +236,12 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: remember"))?;
         tx.commit().await.map_err(db("erase user: commit"))?;
-        Ok(UserErasure { recipient_deleted: recipient == 1, inbox_messages_deleted: inbox, scheduled_cancelled })
+        Ok(UserErasure {
+            recipient_deleted: recipient == 1,
+            inbox_messages_deleted: inbox,
+            scheduled_cancelled,
+            push_devices_deleted,
+        })
     }
 
     async fn merge_user_choices(

@@ -138,6 +138,39 @@ pub fn check_public_url(raw: &str, target: Target<'_>) -> Result<reqwest::Url, S
     Ok(url)
 }
 
+/// How long [`check_resolved_host`] waits for the resolver.
+const ACCEPT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Resolves the host of a URL [`check_public_url`] accepted, when it is
+/// accepted, and refuses it when every address it resolves to is
+/// non-public: for a URL that arrives from outside (a browser's Web Push
+/// endpoint), so the one who sent it learns at once, in a `422`, rather
+/// than at delivery, where [`guarded_resolver`] refuses it again anyway.
+/// A name that does not resolve (now) is let through: delivery checks
+/// again, and a passing DNS failure must not refuse a good endpoint.
+/// Rejected: refusing when *any* address is non-public; the resolver at
+/// delivery uses the public ones, so the URL works.
+pub async fn check_resolved_host(url: &reqwest::Url, target: Target<'_>) -> Result<(), String> {
+    if target.allow_private_networks {
+        return Ok(());
+    }
+    let Some(url::Host::Domain(host)) = url.host() else { return Ok(()) };
+    let port = url.port_or_known_default().unwrap_or(443);
+    let lookup = tokio::time::timeout(ACCEPT_LOOKUP_TIMEOUT, tokio::net::lookup_host((host, port))).await;
+    let Ok(Ok(addrs)) = lookup else { return Ok(()) };
+    let addrs: Vec<SocketAddr> = addrs.collect();
+    if !addrs.is_empty() && addrs.iter().all(|a| is_non_public(a.ip())) {
+        return Err(format!(
+            "{:?}: {host} {RESOLVER_REFUSAL}; {} may only reach public addresses (set {} = true to allow \
+             internal receivers)",
+            url.as_str(),
+            target.what,
+            target.setting
+        ));
+    }
+    Ok(())
+}
+
 /// The words the guarded resolver's refusal carries, so a caller can tell a
 /// refusal (final) from a network failure (worth retrying).
 const RESOLVER_REFUSAL: &str = "resolves only to loopback, private or link-local addresses";

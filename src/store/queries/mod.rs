@@ -373,6 +373,24 @@ named_queries! {
     ListApiKeys = "list_api_keys",
     /// Revokes an API key.
     RevokeApiKey = "revoke_api_key",
+    /// Files a push device unless its device_hash is taken.
+    InsertPushDevice = "insert_push_device",
+    /// The push device that holds a device_hash, locked.
+    LockPushDeviceByHash = "lock_push_device_by_hash",
+    /// Gives a known push device to a user and lifts its removal.
+    ReclaimPushDevice = "reclaim_push_device",
+    /// One push device.
+    PushDeviceById = "push_device_by_id",
+    /// A user's live push devices.
+    LivePushDevices = "live_push_devices",
+    /// A user's push devices, removed ones too.
+    AllPushDevices = "all_push_devices",
+    /// Marks one of a user's push devices removed.
+    RemovePushDevice = "remove_push_device",
+    /// Records providers' acceptances for some push devices.
+    MarkPushSuccess = "mark_push_success",
+    /// Erasure: a user's push devices.
+    DeleteUserPushDevices = "delete_user_push_devices",
 }
 
 /// One block of a `.sql` file.
@@ -414,15 +432,14 @@ macro_rules! sql_files {
 /// One `.sql` file: its area (the file's name without `.sql`) and its text.
 pub type SqlFile = (&'static str, &'static str);
 
-const SQLITE: &[SqlFile] =
-    sql_files!("sqlite": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients");
+const SQLITE: &[SqlFile] = sql_files!("sqlite": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators");
-const MARIADB: &[SqlFile] =
-    sql_files!("mariadb": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators", "push_devices");
+const MARIADB: &[SqlFile] = sql_files!("mariadb": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices");
 /// The statements SQLite and MariaDB run in the same text, written once.
 const SHARED: &[SqlFile] = sql_files!("shared":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators",
+    "push_devices");
 
 /// One dialect's files. Split by area so that none grows past what a reader
 /// scrolls through; the rejected alternative, one file per dialect, passed
