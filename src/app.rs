@@ -13,6 +13,7 @@ use crate::delivery::channel::Registry;
 use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, PUSH_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
 use crate::delivery::channel::email::EmailChannel;
 use crate::delivery::channel::inbox::InboxChannel;
+use crate::delivery::channel::push::deliver::{PushChannel, PushParts};
 use crate::delivery::channel::webhook::{SigningSecrets, WebhookChannel};
 use crate::delivery::worker::{Worker, WorkerParts};
 use crate::http::user_auth::TokenKey;
@@ -109,9 +110,16 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
 }
 
 /// The registry `serve` uses: the inbox, email when a transport is
-/// configured, webhooks when a signing secret is.
-pub fn configured_registry(config: &Config, email: Option<Arc<EmailChannel>>) -> Registry {
+/// configured, webhooks when a signing secret is, push when a provider is.
+pub fn configured_registry(
+    config: &Config,
+    email: Option<Arc<EmailChannel>>,
+    push: Option<Arc<PushChannel>>,
+) -> Registry {
     let mut r = registry_with_email(email);
+    if let Some(push) = push {
+        r.register("push", push);
+    }
     if let Some(secrets) = &config.webhook.signing_secret {
         // Validated at load; a failure here is a bug, not a configuration error.
         let secrets = SigningSecrets::parse(secrets).expect("webhook.signing_secret was validated at load");
@@ -136,6 +144,27 @@ pub fn address_keys(config: &Config) -> anyhow::Result<AddressKeys> {
 pub fn vapid_public_key(config: &Config) -> anyhow::Result<Option<String>> {
     let key = config.push.vapid_key().map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(key.map(|k| k.public_key().to_owned()))
+}
+
+/// The push channel `[push]` describes, or `None` without a provider.
+/// Must be called inside the runtime (the channel starts a task).
+pub fn push_channel(
+    config: &Config,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    health: crate::delivery::health::ChannelHealth,
+) -> anyhow::Result<Option<Arc<PushChannel>>> {
+    if !config.push.is_configured() {
+        return Ok(None);
+    }
+    let transports = config.push.transports().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(Arc::new(PushChannel::new(PushParts {
+        devices: store,
+        transports,
+        policy: config.push.policy(),
+        health,
+        clock,
+    }))))
 }
 
 /// The email channel `[email]` describes, or `None` without a transport.
@@ -299,7 +328,11 @@ pub async fn serve_with_clock(
         tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
         let worker = Worker::new(WorkerParts {
             store: Arc::new(store.for_instance(&who.id)),
-            registry: configured_registry(&config, email),
+            registry: configured_registry(
+                &config,
+                email,
+                push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
+            ),
             clock: clock.clone(),
             config: config.worker.to_worker_config(),
             metrics: metrics.clone(),
