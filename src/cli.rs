@@ -204,13 +204,18 @@ pub struct JsonFlag {
 #[derive(Debug, Args)]
 pub struct SendsArgs {
     /// The host application's id for the user
-    #[arg(long, required_unless_present = "address", conflicts_with = "address")]
+    #[arg(long, required_unless_present_any = ["address", "phone"], conflicts_with_all = ["address", "phone"])]
     pub user_id: Option<String>,
     /// An email address: finds the send log by its address hash (the log
     /// holds no addresses). Needs the same `email.address_secret` (or
     /// `data_dir`) as the server that wrote the log.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "phone")]
     pub address: Option<String>,
+    /// A phone number with its country code (+14155550101): finds the send
+    /// log and the suppressions by its hash, as --address does, and the
+    /// users who have the number, with their messages still waiting.
+    #[arg(long)]
+    pub phone: Option<String>,
     /// Most send-log rows to show
     #[arg(long, default_value_t = 50)]
     pub limit: u32,

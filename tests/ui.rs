@@ -953,6 +953,7 @@ async fn a_lift_keeps_its_reason_and_who_lifted(db: &TestDb) {
     let hash = keys.hash("bounced@example.com").unwrap();
     let suppression = |category: &str| SuppressionRow {
         address_hash: hash.clone(),
+        address_kind: herald::address::AddressKind::Email,
         category: category.into(),
         reason: SuppressionReason::HardBounce,
         detail: Some("550 5.1.1".into()),
