@@ -16,6 +16,7 @@ mod copy;
 mod push;
 mod rules;
 mod sends;
+mod suppress;
 #[cfg(feature = "tooling")]
 mod tooling;
 mod users;
@@ -79,8 +80,11 @@ pub enum Command {
     /// with the OS user as who).
     #[command(subcommand)]
     Rules(rules::RulesCommand),
-    /// Show a recipient, or change its address, locale, time zone, quiet
-    /// hours and the host's opt-outs.
+    /// Suppress an email address or a phone number (only its hash is
+    /// stored), as POST /v1/suppressions does; audited with the OS user.
+    Suppress(suppress::SuppressArgs),
+    /// Show a recipient, or change its address, phone, Slack id, locale,
+    /// time zone, quiet hours and the host's opt-outs.
     #[command(subcommand)]
     Users(users::UsersCommand),
     /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
@@ -407,6 +411,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,
+        Command::Suppress(args) => suppress::run(&config, args).await,
         #[cfg(feature = "tooling")]
         Command::Demo => tooling::demo(&config).await,
     }

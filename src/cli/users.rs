@@ -116,7 +116,9 @@ async fn set(config: &Config, args: UsersSetArgs) -> anyhow::Result<()> {
     let quiet_hours = args.quiet_hours.as_deref().map(quiet_hours).transpose()?;
 
     let store = super::ready_store(config).await?;
-    let state = super::rules::offline_state(config, store)?;
+    // The deployment's keys: a phone is stored with its hash, which a
+    // search by number and a STOP must find under the server's secret.
+    let state = super::rules::offline_state(config, store, Some(crate::app::address_keys(config)?))?;
     let existing = state.store.get_recipient(&user).await?;
     let mut input = match &existing {
         Some(row) => {
