@@ -6,7 +6,7 @@ use std::io::Write;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
-use crate::delivery::channel::sms::phone::{self, PhoneNumber};
+use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::domain::UserId;
 use crate::store::{RecipientStore, Store, SuppressionStore};
 
@@ -296,9 +296,8 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
     let keys = crate::app::address_keys(config)?;
     let hash = match (&args.address, &args.phone) {
         (_, Some(phone)) => {
-            let phone = PhoneNumber::parse("--phone", phone).map_err(|e| {
-                anyhow::anyhow!("--phone: {:?} is not accepted: {}; expected {}", e.value, e.problem, phone::EXPECTED)
-            })?;
+            let phone =
+                PhoneNumber::parse("--phone", phone).map_err(|e| anyhow::anyhow!("--phone: {}", e.unnamed()))?;
             keys.hash_phone(&phone)
         }
         (address, None) => {

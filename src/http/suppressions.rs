@@ -12,7 +12,7 @@ use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
 use crate::address::{AddressKeys, AddressKind};
 use crate::clock::Millis;
-use crate::delivery::channel::sms::phone::{self, PhoneNumber};
+use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::planning::rule::FieldError;
 use crate::store::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow};
 
@@ -147,9 +147,7 @@ fn hash_with(keys: &AddressKeys, field: &str, email: &str) -> Result<String, Api
 }
 
 fn phone_hash_with(keys: &AddressKeys, field: &'static str, phone: &str) -> Result<String, ApiError> {
-    let phone = PhoneNumber::parse(field, phone).map_err(|e| {
-        ApiError::field(field, format!("{:?} is not accepted: {}; expected {}", e.value, e.problem, phone::EXPECTED))
-    })?;
+    let phone = PhoneNumber::parse(field, phone).map_err(|e| ApiError::field(field, e.unnamed()))?;
     Ok(keys.hash_phone(&phone))
 }
 

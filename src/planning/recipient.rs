@@ -145,11 +145,7 @@ impl RecipientInput {
             None => None,
             Some(Ok(p)) => Some(p.as_str().to_owned()),
             Some(Err(e)) => {
-                let expected = crate::delivery::channel::sms::phone::EXPECTED;
-                errors.push(FieldError::new(
-                    "phone",
-                    format!("{:?} is not accepted: {}; expected {expected}", e.value, e.problem),
-                ));
+                errors.push(FieldError::new("phone", e.unnamed()));
                 None
             }
         };
