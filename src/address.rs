@@ -77,6 +77,39 @@ fn tighten(path: &Path) {
     let _ = path;
 }
 
+/// What an address hash is the hash of. The hash cannot say, and the
+/// suppressions list must (`engagement_suppressions.address_kind`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressKind {
+    /// An email address, normalised by [`normalize`].
+    #[default]
+    Email,
+    /// A phone number in E.164 (`delivery::channel::sms::phone`).
+    Phone,
+}
+
+impl AddressKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressKind::Email => "email",
+            AddressKind::Phone => "phone",
+        }
+    }
+
+    /// A stored value; anything unknown reads as `email`, what every row
+    /// written before the column existed is.
+    pub fn parse(s: &str) -> AddressKind {
+        if s == "phone" { AddressKind::Phone } else { AddressKind::Email }
+    }
+}
+
+impl std::fmt::Display for AddressKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Keys derived from the deployment secret, one per purpose, so that an
 /// address hash can never double as a valid token signature.
 #[derive(Clone)]
@@ -197,6 +230,24 @@ impl AddressKeys {
         normalize(address).map(|n| self.hash_normalized(&n))
     }
 
+    /// The hash of what a search box or a command line was given where
+    /// either kind is taken: a phone number when it starts with `+` (E.164
+    /// always does, and no email address can), an email address otherwise.
+    /// The error says what was expected. Rejected: guessing a phone number
+    /// from digits alone, which would take a national number and so a
+    /// country Herald would have to guess (see `sms::phone`).
+    pub fn hash_either(&self, text: &str) -> Result<(AddressKind, String), String> {
+        let t = text.trim();
+        if t.starts_with('+') {
+            let phone = crate::delivery::channel::sms::phone::PhoneNumber::parse("phone", t)
+                .map_err(|e| format!("{t:?} is not a phone number: {}", e.problem))?;
+            return Ok((AddressKind::Phone, self.hash_phone(&phone)));
+        }
+        self.hash(t).map(|h| (AddressKind::Email, h)).ok_or_else(|| {
+            format!("{t:?} is neither an email address (local@domain) nor a phone number with its country code (+14155550101)")
+        })
+    }
+
     /// `base64url(address_hash \n category \n user_id) . base64url(mac)`.
     pub fn sign_unsubscribe(&self, t: &UnsubscribeToken) -> String {
         let payload = format!("{}\n{}\n{}", t.address_hash, t.category, t.user_id);
@@ -292,6 +343,16 @@ mod tests {
         assert_eq!(k.hash_phone(&a), k.hash_phone(&b));
         assert_eq!(k.hash_phone(&a), k.hash_normalized("+14155550101"));
         assert_ne!(k.hash_phone(&a), AddressKeys::from_secret(b"t").hash_phone(&a));
+    }
+
+    #[test]
+    fn either_kind_is_told_apart_by_the_plus() {
+        let k = AddressKeys::from_secret(b"s");
+        let (kind, h) = k.hash_either(" +1 (415) 555-0101 ").unwrap();
+        assert_eq!((kind, h), (AddressKind::Phone, k.hash_normalized("+14155550101")));
+        assert_eq!(k.hash_either("Ann@X.org").unwrap(), (AddressKind::Email, k.hash("ann@x.org").unwrap()));
+        assert!(k.hash_either("+12345").unwrap_err().contains("not a phone number"));
+        assert!(k.hash_either("14155550101").unwrap_err().contains("neither an email address"));
     }
 
     #[test]

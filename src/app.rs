@@ -179,7 +179,10 @@ pub fn email_channel(
         return Ok(None);
     }
     let default_public = format!("http://{}", config.http.listen);
-    let channel = EmailChannel::from_settings(&config.email, &default_public, store, clock, keys, metrics)
+    // `http.public_url` or its older name, `email.public_url`.
+    let mut email = config.email.clone();
+    email.public_url = config.public_url()?.map(str::to_owned);
+    let channel = EmailChannel::from_settings(&email, &default_public, store, clock, keys, metrics)
         .map_err(|e| anyhow::anyhow!("email: {e}"))?;
     tracing::info!(transport = %channel.describe(), pooled = config.email.pool, "email channel ready");
     Ok(Some(Arc::new(channel)))

@@ -16,6 +16,7 @@ mod copy;
 mod push;
 mod rules;
 mod sends;
+mod suppress;
 #[cfg(feature = "tooling")]
 mod tooling;
 mod users;
@@ -79,8 +80,11 @@ pub enum Command {
     /// with the OS user as who).
     #[command(subcommand)]
     Rules(rules::RulesCommand),
-    /// Show a recipient, or change its address, locale, time zone, quiet
-    /// hours and the host's opt-outs.
+    /// Suppress an email address or a phone number (only its hash is
+    /// stored), as POST /v1/suppressions does; audited with the OS user.
+    Suppress(suppress::SuppressArgs),
+    /// Show a recipient, or change its address, phone, Slack id, locale,
+    /// time zone, quiet hours and the host's opt-outs.
     #[command(subcommand)]
     Users(users::UsersCommand),
     /// Copy this (stopped) database into an empty one: SQLite to PostgreSQL or MariaDB.
@@ -204,13 +208,18 @@ pub struct JsonFlag {
 #[derive(Debug, Args)]
 pub struct SendsArgs {
     /// The host application's id for the user
-    #[arg(long, required_unless_present = "address", conflicts_with = "address")]
+    #[arg(long, required_unless_present_any = ["address", "phone"], conflicts_with_all = ["address", "phone"])]
     pub user_id: Option<String>,
     /// An email address: finds the send log by its address hash (the log
     /// holds no addresses). Needs the same `email.address_secret` (or
     /// `data_dir`) as the server that wrote the log.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "phone")]
     pub address: Option<String>,
+    /// A phone number with its country code (+14155550101): finds the send
+    /// log and the suppressions by its hash, as --address does, and the
+    /// users who have the number, with their messages still waiting.
+    #[arg(long)]
+    pub phone: Option<String>,
     /// Most send-log rows to show
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
@@ -405,6 +414,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Operators(cmd) => operators(&config, cmd).await,
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,
+        Command::Suppress(args) => suppress::run(&config, args).await,
         #[cfg(feature = "tooling")]
         Command::Demo => tooling::demo(&config).await,
     }

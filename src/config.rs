@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::store::Dialect;
 
 mod sections;
-pub use crate::delivery::settings::{ApnsSection, EmailSettings, FcmSection, PushSettings, WebhookSettings};
+pub use crate::delivery::settings::{
+    ApnsSection, EmailSettings, FcmSection, PushSettings, SlackSettings, SmsSettings, WebhookSettings,
+};
 pub use sections::*;
 
 /// `HERALD_*` variables that are not configuration keys.
@@ -48,6 +50,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub email: EmailSettings,
     pub push: PushSettings,
+    pub sms: SmsSettings,
+    pub slack: SlackSettings,
     pub bounces: BounceSettings,
     pub ui: UiSettings,
     pub retention: RetentionSettings,
@@ -67,6 +71,8 @@ impl Default for Config {
             data_dir: PathBuf::from("."),
             email: EmailSettings::default(),
             push: PushSettings::default(),
+            sms: SmsSettings::default(),
+            slack: SlackSettings::default(),
             bounces: BounceSettings::default(),
             ui: UiSettings::default(),
             retention: RetentionSettings::default(),
@@ -312,8 +318,52 @@ impl Config {
                 "a time zone of the tz database, e.g. \"UTC\" or \"Europe/Berlin\"",
             ));
         }
+        self.public_url()?;
         self.validate_email()?;
-        self.validate_push()
+        self.validate_push()?;
+        let setting = |e: crate::delivery::settings::SettingError| ConfigError::Invalid {
+            key: e.key,
+            value: e.value,
+            expected: e.expected,
+        };
+        self.sms.check().map_err(setting)?;
+        self.slack.check().map_err(setting)?;
+        Ok(())
+    }
+
+    /// The public base URL links and callbacks are built from:
+    /// `http.public_url`, or `email.public_url`, its older name (without a
+    /// trailing `/`). Both set to different URLs is refused, naming both:
+    /// picking one would send half the links somewhere the operator did not
+    /// mean. Rejected: deprecating the old key with a warning only, which
+    /// leaves that case to a guess.
+    pub fn public_url(&self) -> Result<Option<&str>, ConfigError> {
+        fn trimmed(u: &Option<String>) -> Option<&str> {
+            u.as_deref().map(|u| u.trim_end_matches('/'))
+        }
+        let (new, old) = (trimmed(&self.http.public_url), trimmed(&self.email.public_url));
+        for (key, url) in [("http.public_url", new), ("email.public_url", old)] {
+            if let Some(url) = url
+                && !(url.starts_with("https://") || url.starts_with("http://"))
+            {
+                return Err(ConfigError::Invalid {
+                    key,
+                    value: format!("{url:?}"),
+                    expected: "an https:// (or http://) base URL".into(),
+                });
+            }
+        }
+        match (new, old) {
+            (Some(n), Some(o)) if n != o => Err(ConfigError::Invalid {
+                key: "http.public_url",
+                value: format!("{n:?}"),
+                expected: format!(
+                    "the same URL as email.public_url ({o:?}), its older name, or only one of http.public_url and \
+                     email.public_url set"
+                ),
+            }),
+            (n, o) => Ok(n.or(o)),
+        }
     }
 
     /// A per-request timeout must leave the delivery its own: one as long
@@ -375,11 +425,6 @@ impl Config {
         {
             return Err(invalid("email.address_secret", "(hidden)", "at least 16 characters"));
         }
-        if let Some(url) = &e.public_url
-            && !(url.starts_with("https://") || url.starts_with("http://"))
-        {
-            return Err(invalid("email.public_url", format!("{url:?}"), "an https:// (or http://) base URL"));
-        }
         if let Some(m) = &e.unsubscribe_mailto
             && crate::address::normalize(m).is_none()
         {
@@ -413,11 +458,12 @@ impl Config {
                 "an address such as \"Herald <news@example.com>\" (required with email.transport)",
             ));
         }
-        if e.public_url.is_none() && !transport.is_file() {
+        if self.public_url()?.is_none() && !transport.is_file() {
             return Err(invalid(
-                "email.public_url",
+                "http.public_url",
                 "(unset)",
-                "the public https:// URL of this server, required with an SMTP transport for unsubscribe links",
+                "the public https:// URL of this server (or email.public_url, its older name), required with an \
+                 SMTP transport for unsubscribe links",
             ));
         }
         Ok(())

@@ -652,3 +652,45 @@ fn push_devices_lists_a_users_devices_removed_ones_with_who_and_why() {
     assert_eq!(json[0]["label"], "Pixel", "{json}");
     assert!(json[0].get("address").is_none(), "{json}");
 }
+
+/// A phone set from the command line is stored in E.164 with its hash under
+/// the deployment's secret (the one `data_dir` keeps), so `herald sends
+/// --phone` finds the user however the number is written; `herald suppress
+/// --phone` suppresses it by the same hash.
+#[test]
+fn a_phone_set_from_the_command_line_is_found_and_suppressed_by_its_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = ["users", "set", "--user-id", "u-2", "--phone", "+1 (415) 555-0101", "--slack-user-id", "U024BE7LH"];
+    let out = herald(dir.path(), &set);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json = |o: &Output| serde_json::from_str::<serde_json::Value>(&stdout(o)).unwrap();
+    let shown = json(&herald(dir.path(), &["users", "show", "--user-id", "u-2", "--json"]));
+    assert_eq!((shown["phone"].as_str(), shown["slack_user_id"].as_str()), (Some("+14155550101"), Some("U024BE7LH")));
+    let text = stdout(&herald(dir.path(), &["users", "show", "--user-id", "u-2"]));
+    assert!(text.contains("phone:       +14155550101") && text.contains("slack:       U024BE7LH"), "{text}");
+    let found = json(&herald(dir.path(), &["sends", "--phone", "+14155550101", "--json"]));
+    assert_eq!(found["users"][0]["user_id"], "u-2", "{found}");
+
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-2", "--phone", "12345"]);
+    assert_refused(&out, "user u-2 was not changed: phone: \"12345\" is not accepted: it has no country code");
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-2", "--slack-user-id", "C024BE91L"]);
+    assert_refused(&out, "slack_user_id: \"C024BE91L\" is not a Slack user id");
+
+    let out = herald(dir.path(), &["suppress", "--phone", "+1 415 555 0101", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let row = json(&out);
+    assert_eq!((row["address_kind"].as_str(), &row["address_hash"]), (Some("phone"), &found["address_hash"]), "{row}");
+    let found = json(&herald(dir.path(), &["sends", "--phone", "+1 415 555 0101", "--json"]));
+    assert_eq!(found["suppressions"][0]["reason"], "manual", "{found}");
+    let out = herald(dir.path(), &["suppress", "--phone", "4155550101"]);
+    assert_refused(&out, "--phone: \"4155550101\" is not accepted");
+    let out = herald(dir.path(), &["suppress", "--phone", "+14155550101", "--email", "a@example.com"]);
+    assert!(!out.status.success(), "one of --email and --phone");
+    assert_eq!(audit_rows(dir.path(), row["address_hash"].as_str().unwrap()).len(), 1);
+
+    // "" removes the phone: no user has the number any more.
+    let out = herald(dir.path(), &["users", "set", "--user-id", "u-2", "--phone", ""]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let found = json(&herald(dir.path(), &["sends", "--phone", "+14155550101", "--json"]));
+    assert_eq!(found["users"], serde_json::json!([]), "{found}");
+}

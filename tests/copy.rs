@@ -96,6 +96,7 @@ async fn fill(src: &TestDb) {
     assert!(add.wait().unwrap().success());
     let suppression = SuppressionRow {
         address_hash: "0".repeat(64),
+        address_kind: herald::address::AddressKind::Email,
         category: "*".into(),
         reason: SuppressionReason::Manual,
         detail: Some("copied".into()),

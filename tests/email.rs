@@ -563,8 +563,48 @@ async fn a_private_ca_is_trusted_through_tls_ca_file() {
     }
 }
 
+/// `http.public_url` is the base of an email's links when set alone (the
+/// service's email channel reads it, and `email.public_url` only as its
+/// older name).
+async fn http_public_url_is_the_base_of_an_emails_links() {
+    let mail = tempfile::tempdir().unwrap();
+    let transport = format!("file://{}", mail.path().display());
+    let app = common::app::App::start_on(Backend::Sqlite, |c| {
+        c.worker.enabled = true;
+        c.email.transport = Some(transport);
+        c.email.from = Some("Herald <news@herald.test>".into());
+        c.email.public_url = None;
+        c.http.public_url = Some("https://links.example/herald/".into());
+    })
+    .await;
+    let (s, _) = app.call(reqwest::Method::PUT, "/v1/users/ann", Some(json!({"email": "ann@example.org"}))).await;
+    assert_eq!(s, 201);
+    let rule = json!({
+        "name": "news", "trigger_type": "news", "channel": "email", "category": "news", "delay": 0, "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "News", "text": "Hello"}}}
+    });
+    assert_eq!(app.post("/v1/rules", rule).await.0, 201);
+    assert_eq!(app.post("/v1/triggers", json!({"type": "news", "user_id": "ann"})).await.0, 202);
+    // The service's worker writes it; the bound only keeps a broken build
+    // from hanging the test.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let file = loop {
+        if let Some(f) =
+            std::fs::read_dir(mail.path()).unwrap().flatten().find(|f| f.path().extension().is_some_and(|e| e == "eml"))
+        {
+            break f.path();
+        }
+        assert!(std::time::Instant::now() < deadline, "no message was written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let raw = String::from_utf8_lossy(&std::fs::read(file).unwrap()).replace(['\r', '\n'], "");
+    assert!(raw.contains("<https://links.example/herald/u/"), "{raw}");
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     common::harness::main(named_tests![
+        http_public_url_is_the_base_of_an_emails_links,
         transient_replies_and_dropped_connections_are_retried,
         a_hard_bounce_suppresses_and_the_next_message_makes_no_connection,
         a_policy_rejection_is_terminal_without_suppression_and_counted,

@@ -702,6 +702,9 @@ async fn recipients_upsert_and_erasure_keeps_the_send_log(db: &TestDb) {
         timezone: None,
         preferences: serde_json::json!({"categories": {"news": false}}),
         quiet_hours: None,
+        phone: None,
+        phone_hash: None,
+        slack_user_id: None,
         user_choices: Default::default(),
         created_at: T0,
         updated_at: T0,
@@ -883,6 +886,7 @@ async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &Te
         send_status: Some("bounced"),
         suppress: Some(SuppressionRow {
             address_hash: "h".repeat(64),
+            address_kind: herald::address::AddressKind::Email,
             category: "*".into(),
             reason: SuppressionReason::HardBounce,
             detail: Some("hard bounce".into()),
@@ -1034,6 +1038,7 @@ async fn a_lift_records_reason_who_and_audit_in_its_transaction(db: &TestDb) {
     for category in ["*", "news"] {
         let row = SuppressionRow {
             address_hash: hash.clone(),
+            address_kind: herald::address::AddressKind::Email,
             category: category.into(),
             reason: SuppressionReason::Complaint,
             detail: None,
@@ -1203,6 +1208,7 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
         send_status: None,
         suppress: Some(SuppressionRow {
             address_hash: hash.clone(),
+            address_kind: herald::address::AddressKind::Email,
             category: "*".into(),
             reason: SuppressionReason::HardBounce,
             detail: None,

@@ -15,6 +15,7 @@ const LIFT: Lift<'static> = Lift { reason: Some("test"), by: "tests", audit: fal
 fn row(hash: &str, category: &str, reason: SuppressionReason) -> SuppressionRow {
     SuppressionRow {
         address_hash: hash.into(),
+        address_kind: herald::address::AddressKind::Email,
         category: category.into(),
         reason,
         detail: Some(format!("{reason} test")),

@@ -218,7 +218,44 @@ backend_tests!(
     the_rule_editor_edits_every_workflow_field_with_the_apis_checks,
     the_dry_run_says_what_the_window_digest_and_cap_would_do,
     an_operator_changes_a_users_preferences_and_the_audit_names_them,
+    the_send_log_search_finds_a_phone_and_the_users_page_shows_it,
 );
+
+/// A phone number typed into the send log's search is hashed and finds the
+/// user who has it, with what still waits for them; the user's page shows
+/// their phone and Slack id; the suppression form takes a number, the list
+/// says its kind, and the user's page lists it.
+async fn the_send_log_search_finds_a_phone_and_the_users_page_shows_it(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let api = |method, path: &str, body| ui.api(method, path, body);
+    let rule = serde_json::json!({
+        "name": "Later", "trigger_type": "later", "channel": "inbox", "category": "news", "delay": 3600,
+        "enabled": true, "template": { "fallback_locale": "en", "locales": { "en": { "subject": "s", "text": "t" } } },
+    });
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/rules", Some(rule))).await.status, 201);
+    let user = serde_json::json!({"phone": "+1 (415) 555-0101", "slack_user_id": "U024BE7LH"});
+    assert_eq!(ui.send(api(reqwest::Method::PUT, "/v1/users/u1", Some(user))).await.status, 201);
+    let trigger = serde_json::json!({"type": "later", "user_id": "u1"});
+    assert_eq!(ui.send(api(reqwest::Method::POST, "/v1/triggers", Some(trigger))).await.status, 202);
+    let s = ui.session().await;
+
+    let page = ui.get("/ui/sends?q=%2B1%20415%20555%200101", Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Phone number hash"), "{}", page.body);
+    assert!(page.body.contains("by=user\">u1</a>, still waiting (1):"), "{}", page.body);
+    let page = ui.get("/ui/sends?q=%2B1234", Some(&s.cookie)).await;
+    assert!(page.body.contains("is not a phone number"), "{}", page.body);
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("Phone <code>+14155550101</code>, Slack <code>U024BE7LH</code>"), "{}", page.body);
+
+    let resp = ui.action(&s, "/ui/suppressions", &[("email", "+14155550101"), ("category", "*"), ("reason", "")]).await;
+    assert_eq!(resp.status, 303, "{}", resp.body);
+    let list = ui.get("/ui/suppressions", Some(&s.cookie)).await;
+    assert!(list.body.contains("<td>phone</td>"), "{}", list.body);
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(page.body.contains("phone: manual (category *)"), "{}", page.body);
+    ui.stop().await;
+}
 
 /// A host's preference sync and the user's own choice are in the
 /// audit trail, and the user's send-log page shows both with who made them.
@@ -953,6 +990,7 @@ async fn a_lift_keeps_its_reason_and_who_lifted(db: &TestDb) {
     let hash = keys.hash("bounced@example.com").unwrap();
     let suppression = |category: &str| SuppressionRow {
         address_hash: hash.clone(),
+        address_kind: herald::address::AddressKind::Email,
         category: category.into(),
         reason: SuppressionReason::HardBounce,
         detail: Some("550 5.1.1".into()),

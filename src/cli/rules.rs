@@ -70,7 +70,7 @@ pub enum RulesError {
 
 pub(super) async fn run(config: &Config, command: RulesCommand) -> anyhow::Result<()> {
     let store = super::ready_store(config).await?;
-    let state = offline_state(config, store)?;
+    let state = offline_state(config, store, None)?;
     let mut out = std::io::stdout().lock();
     match command {
         RulesCommand::List { json } => {
@@ -106,11 +106,16 @@ pub(super) async fn run(config: &Config, command: RulesCommand) -> anyhow::Resul
 }
 
 /// What the verbs need of the server's state, without its tasks: no worker,
-/// planner loop or listener runs. Rules and users are read and written
-/// through the store; the address secret is never needed (no address is
-/// hashed), so a throwaway one stands in rather than creating the
-/// deployment's secret file as a side effect.
-pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> anyhow::Result<AppState> {
+/// planner loop or listener runs. Rules are read and written through the
+/// store; their verbs hash no address, so a throwaway secret stands in
+/// rather than creating the deployment's secret file as a side effect.
+/// `keys`: the deployment's, for a verb that hashes (`herald users set
+/// --phone` stores the number's hash).
+pub(super) fn offline_state(
+    config: &Config,
+    store: crate::store::SqlStore,
+    keys: Option<crate::address::AddressKeys>,
+) -> anyhow::Result<AppState> {
     let store: Arc<dyn Store> = Arc::new(store);
     let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
     let rules = Arc::new(crate::planning::planner::RuleBook::new(store.clone()));
@@ -130,7 +135,7 @@ pub(super) fn offline_state(config: &Config, store: crate::store::SqlStore) -> a
         planner,
         intake,
         api_keys: Default::default(),
-        keys: crate::address::AddressKeys::from_secret(&throwaway),
+        keys: keys.unwrap_or_else(|| crate::address::AddressKeys::from_secret(&throwaway)),
         providers: crate::http::bounces::ProviderKeys::from_config(&config.bounces),
         soft_bounces: config.bounces.soft_bounce_policy(),
         webhooks: config.webhook.policy(),

@@ -6,8 +6,9 @@ use std::io::Write;
 
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::domain::UserId;
-use crate::store::{Store, SuppressionStore};
+use crate::store::{RecipientStore, Store, SuppressionStore};
 
 use super::{PreferencesArgs, SendsArgs, ready_store};
 
@@ -104,16 +105,7 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
         };
         let sends: Vec<serde_json::Value> =
             log.iter().map(|s| with_subject(serde_json::json!(s), &s.outbox_id)).collect();
-        let pending: Vec<serde_json::Value> = pending
-            .iter()
-            .map(|r| {
-                let mut v = with_subject(serde_json::json!(r), &r.id);
-                if r.hold_detail().is_some() {
-                    v["held_until"] = r.due_at.to_rfc3339().into();
-                }
-                v
-            })
-            .collect();
+        let pending: Vec<serde_json::Value> = pending.iter().map(|r| with_subject(pending_json(r), &r.id)).collect();
         serde_json::to_writer_pretty(
             &mut out,
             &serde_json::json!({
@@ -150,22 +142,7 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
     if !pending.is_empty() {
         writeln!(out, "not yet delivered ({}):", pending.len())?;
         for r in &pending {
-            // A hold is not an error: the row waits for its window.
-            let why = match (r.hold_detail(), r.last_error.as_deref()) {
-                (Some(hold), _) => format!("  held until {}: {hold}", r.due_at),
-                (None, Some(e)) => format!("  last error: {e}"),
-                (None, None) => String::new(),
-            };
-            writeln!(
-                out,
-                "  {}  {:<9} {:<8}{} due {}  attempts {}{why}",
-                r.id,
-                r.status.as_str(),
-                r.channel,
-                subject(&r.id),
-                r.due_at,
-                r.attempts,
-            )?;
+            writeln!(out, "{}", pending_line(r, &subject(&r.id)))?;
             links(&mut out, &r.id)?;
         }
     }
@@ -198,6 +175,33 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
         }
     }
     Ok(())
+}
+
+/// A row still waiting, as JSON: the row, and when it is held, until when.
+fn pending_json(r: &crate::store::OutboxRow) -> serde_json::Value {
+    let mut v = serde_json::json!(r);
+    if r.hold_detail().is_some() {
+        v["held_until"] = r.due_at.to_rfc3339().into();
+    }
+    v
+}
+
+/// A row still waiting, as a line (`subject` quoted, or empty).
+fn pending_line(r: &crate::store::OutboxRow, subject: &str) -> String {
+    // A hold is not an error: the row waits for its window.
+    let why = match (r.hold_detail(), r.last_error.as_deref()) {
+        (Some(hold), _) => format!("  held until {}: {hold}", r.due_at),
+        (None, Some(e)) => format!("  last error: {e}"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "  {}  {:<9} {:<8}{subject} due {}  attempts {}{why}",
+        r.id,
+        r.status.as_str(),
+        r.channel,
+        r.due_at,
+        r.attempts
+    )
 }
 
 /// `herald preferences`: what the user receives, per category and channel
@@ -285,13 +289,32 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
     Ok(())
 }
 
+/// `--address` or `--phone`: the send log and the suppressions by the
+/// hash, and for a phone the users who have it (by the same hash) with
+/// what still waits for them, held back or not yet delivered.
 async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<()> {
-    let address = args.address.as_deref().unwrap_or_default();
     let keys = crate::app::address_keys(config)?;
-    let hash = keys
-        .hash(address)
-        .ok_or_else(|| anyhow::anyhow!("--address: {address:?} is not an email address (expected local@domain)"))?;
+    let hash = match (&args.address, &args.phone) {
+        (_, Some(phone)) => {
+            let phone =
+                PhoneNumber::parse("--phone", phone).map_err(|e| anyhow::anyhow!("--phone: {}", e.unnamed()))?;
+            keys.hash_phone(&phone)
+        }
+        (address, None) => {
+            let address = address.as_deref().unwrap_or_default();
+            keys.hash(address).ok_or_else(|| {
+                anyhow::anyhow!("--address: {address:?} is not an email address (expected local@domain)")
+            })?
+        }
+    };
     let store = ready_store(config).await?;
+    let mut waiting = Vec::new();
+    if args.phone.is_some() {
+        for user_id in store.users_by_phone_hash(&hash, 20).await? {
+            let pending = store.pending_for_user(&UserId::parse("user_id", &user_id)?, args.limit).await?;
+            waiting.push((user_id, pending));
+        }
+    }
     let log = store.sends_for_address(&hash, args.limit).await?;
     let subjects = crate::headline::for_sends(&store, &log).await?;
     let suppressions = store.list_suppressions(Some(&hash), 100).await?;
@@ -307,10 +330,18 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
                 v
             })
             .collect();
-        serde_json::to_writer_pretty(
-            &mut out,
-            &serde_json::json!({ "address_hash": hash, "sends": sends, "suppressions": suppressions }),
-        )?;
+        let mut body = serde_json::json!({ "address_hash": hash, "sends": sends, "suppressions": suppressions });
+        if args.phone.is_some() {
+            let users: Vec<serde_json::Value> = waiting
+                .iter()
+                .map(|(user_id, pending)| {
+                    let pending: Vec<serde_json::Value> = pending.iter().map(pending_json).collect();
+                    serde_json::json!({ "user_id": user_id, "pending": pending })
+                })
+                .collect();
+            body["users"] = users.into();
+        }
+        serde_json::to_writer_pretty(&mut out, &body)?;
         writeln!(out)?;
         return Ok(());
     }
@@ -323,6 +354,19 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
             s.category,
             s.detail.as_deref().map(|d| format!(": {d}")).unwrap_or_default()
         )?;
+    }
+    for (user_id, pending) in &waiting {
+        if pending.is_empty() {
+            writeln!(out, "user {user_id} has this number; nothing waiting for them")?;
+        } else {
+            writeln!(out, "user {user_id} has this number; not yet delivered ({}):", pending.len())?;
+        }
+        for r in pending {
+            writeln!(out, "{}", pending_line(r, ""))?;
+        }
+    }
+    if args.phone.is_some() && waiting.is_empty() {
+        writeln!(out, "no user has this number")?;
     }
     if log.is_empty() {
         writeln!(out, "nothing in the send log for that address (hash {hash})")?;

@@ -28,7 +28,7 @@ pub enum UsersCommand {
     /// Change the fields given (others are kept), creating the user if
     /// unknown; a change of the host's opt-outs is recorded in the audit
     /// log with the OS user as who.
-    Set(UsersSetArgs),
+    Set(Box<UsersSetArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +58,13 @@ pub struct UsersSetArgs {
     /// IANA time zone such as Europe/Berlin; "" removes it
     #[arg(long)]
     pub timezone: Option<String>,
+    /// Phone number with its country code, such as +14155550101 (stored in
+    /// E.164); "" removes it
+    #[arg(long)]
+    pub phone: Option<String>,
+    /// Slack user id (U… or W…); "" removes it
+    #[arg(long)]
+    pub slack_user_id: Option<String>,
     /// Quiet hours in the user's time zone, FROM-UNTIL such as 22:00-07:00;
     /// "none" removes them
     #[arg(long, value_name = "HH:MM-HH:MM|none")]
@@ -91,7 +98,7 @@ pub enum UsersError {
 pub(super) async fn run(config: &Config, command: UsersCommand) -> anyhow::Result<()> {
     match command {
         UsersCommand::Show(args) => show(config, args).await,
-        UsersCommand::Set(args) => set(config, args).await,
+        UsersCommand::Set(args) => set(config, *args).await,
     }
 }
 
@@ -109,7 +116,9 @@ async fn set(config: &Config, args: UsersSetArgs) -> anyhow::Result<()> {
     let quiet_hours = args.quiet_hours.as_deref().map(quiet_hours).transpose()?;
 
     let store = super::ready_store(config).await?;
-    let state = super::rules::offline_state(config, store)?;
+    // The deployment's keys: a phone is stored with its hash, which a
+    // search by number and a STOP must find under the server's secret.
+    let state = super::rules::offline_state(config, store, Some(crate::app::address_keys(config)?))?;
     let existing = state.store.get_recipient(&user).await?;
     let mut input = match &existing {
         Some(row) => {
@@ -121,6 +130,8 @@ async fn set(config: &Config, args: UsersSetArgs) -> anyhow::Result<()> {
                 timezone: view.timezone,
                 preferences: view.preferences,
                 quiet_hours: view.quiet_hours,
+                phone: view.phone,
+                slack_user_id: view.slack_user_id,
             }
         }
         None => RecipientInput::default(),
@@ -137,6 +148,12 @@ async fn set(config: &Config, args: UsersSetArgs) -> anyhow::Result<()> {
     }
     if let Some(v) = text(&args.timezone) {
         input.timezone = v;
+    }
+    if let Some(v) = text(&args.phone) {
+        input.phone = v;
+    }
+    if let Some(v) = text(&args.slack_user_id) {
+        input.slack_user_id = v;
     }
     if let Some(q) = quiet_hours {
         input.quiet_hours = q;
@@ -208,6 +225,8 @@ fn print(view: &RecipientView, json: bool, said: Option<&str>) -> anyhow::Result
     writeln!(out, "  name:        {}", or_none(&view.name))?;
     writeln!(out, "  locale:      {}", or_none(&view.locale))?;
     writeln!(out, "  timezone:    {}", or_none(&view.timezone))?;
+    writeln!(out, "  phone:       {}", or_none(&view.phone))?;
+    writeln!(out, "  slack:       {}", or_none(&view.slack_user_id))?;
     let quiet = view.quiet_hours.as_ref().map_or("-".to_owned(), |q| format!("{}-{}", q.from, q.until));
     writeln!(out, "  quiet hours: {quiet}")?;
     let onoff = |m: &std::collections::BTreeMap<String, bool>| {

@@ -271,6 +271,13 @@ pub struct HttpSettings {
     /// costs the backlog, not memory or file descriptors; open inbox and
     /// event streams count. Default 10000.
     pub max_connections: usize,
+    /// Public base URL of this Herald's HTTP server, e.g.
+    /// `https://herald.example.com`, from which every link and callback
+    /// Herald hands out is built: unsubscribe and preference links in
+    /// email, the SMS providers' delivery-report and inbound URLs.
+    /// `email.public_url` is its older name and still works; setting both
+    /// to different URLs is refused. Default unset.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -334,6 +341,7 @@ impl Default for HttpSettings {
             max_body_bytes: 256 * 1024,
             header_read_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            public_url: None,
         }
     }
 }

@@ -369,3 +369,115 @@ fn apns_needs_all_four_credentials_an_ec_key_and_ten_character_ids() {
         "{err}"
     );
 }
+
+/// The key a refused configuration names, and the whole message.
+fn refused_key(pairs: &[(&str, &str)]) -> (&'static str, String) {
+    match Config::load(None, env(pairs), &FlagOverrides::default()).expect_err("refused") {
+        e @ ConfigError::Invalid { key, .. } => (key, e.to_string()),
+        other => panic!("not an invalid value: {other}"),
+    }
+}
+
+const TWILIO: &str = "twilio://AC0123456789abcdef0123456789abcdef:sekrit@api.twilio.com";
+
+#[test]
+fn sms_settings_are_checked_with_the_transports_parsers() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    let c = load(&[]).unwrap();
+    assert!(!c.sms.is_configured());
+    assert_eq!((c.sms.max_segments, c.sms.rate), (3, None));
+    let c = load(&[("HERALD_SMS__TRANSPORT", TWILIO), ("HERALD_SMS__FROM", "+1 415 555 0100")]).unwrap();
+    assert!(c.sms.is_configured());
+    let sms = c.sms.check().unwrap().unwrap();
+    assert_eq!(sms.from.as_str(), "+14155550100");
+    let kannel = load(&[("HERALD_SMS__TRANSPORT", "kannel://u:p@127.0.0.1"), ("HERALD_SMS__FROM", "Herald")]);
+    assert!(kannel.unwrap().sms.check().unwrap().is_some());
+    let twilio_service = [
+        ("HERALD_SMS__TRANSPORT", TWILIO),
+        ("HERALD_SMS__FROM", "messaging_service_sid=MG0123456789abcdef0123456789abcdef"),
+    ];
+    assert!(load(&twilio_service).is_ok());
+
+    // A transport that is not one: named, its token never shown.
+    let (key, said) = refused_key(&[("HERALD_SMS__TRANSPORT", "smpp://u:sekrit@h"), ("HERALD_SMS__FROM", "Herald")]);
+    assert_eq!(key, "sms.transport");
+    assert!(said.contains("kannel://") && !said.contains("sekrit"), "{said}");
+    let (key, said) = refused_key(&[("HERALD_SMS__TRANSPORT", TWILIO)]);
+    assert_eq!(key, "sms.from", "{said}");
+    assert!(said.contains("required with sms.transport"), "{said}");
+    for from in ["Herald Notify X", "+1 212 000 0000", "messaging_service_sid=MGxyz"] {
+        let (key, said) = refused_key(&[("HERALD_SMS__TRANSPORT", TWILIO), ("HERALD_SMS__FROM", from)]);
+        assert_eq!(key, "sms.from", "{from}: {said}");
+    }
+    // A Messaging Service is Twilio's.
+    let (key, said) = refused_key(&[
+        ("HERALD_SMS__TRANSPORT", "kannel://u:p@127.0.0.1"),
+        ("HERALD_SMS__FROM", "messaging_service_sid=MG0123456789abcdef0123456789abcdef"),
+    ]);
+    assert_eq!(key, "sms.from", "{said}");
+    assert!(said.contains("Twilio"), "{said}");
+    for n in ["0", "11"] {
+        let (key, said) = refused_key(&[("HERALD_SMS__MAX_SEGMENTS", n)]);
+        assert_eq!(key, "sms.max_segments", "{said}");
+        assert!(said.contains("1 to 10"), "{said}");
+    }
+    for rate in ["0", "-1"] {
+        let (key, said) = refused_key(&[("HERALD_SMS__RATE", rate)]);
+        assert_eq!(key, "sms.rate", "{said}");
+    }
+    assert_eq!(load(&[("HERALD_SMS__RATE", "0.5")]).unwrap().sms.rate, Some(0.5));
+    // HELP's answer must fit the segment limit.
+    let (key, said) = refused_key(&[("HERALD_SMS__MAX_SEGMENTS", "1"), ("HERALD_SMS__HELP_TEXT", &"x".repeat(161))]);
+    assert_eq!(key, "sms.help_text", "{said}");
+    assert!(said.contains("segments"), "{said}");
+    let (key, _) = refused_key(&[("HERALD_SMS__HELP_TEXT", "  ")]);
+    assert_eq!(key, "sms.help_text");
+    assert!(load(&[("HERALD_SMS__HELP_TEXT", "Reply STOP to stop.")]).is_ok());
+}
+
+#[test]
+fn slack_needs_a_bot_token_and_an_http_api_url() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    let c = load(&[]).unwrap();
+    assert!(!c.slack.is_configured());
+    assert_eq!(c.slack.api_url, "https://slack.com/api");
+    let c = load(&[("HERALD_SLACK__BOT_TOKEN", "xoxb-1-2-abc"), ("HERALD_SLACK__API_URL", "http://127.0.0.1:9/api")])
+        .unwrap();
+    assert!(c.slack.is_configured());
+    assert_eq!(c.slack.check().unwrap().unwrap().api_url.as_str(), "http://127.0.0.1:9/api");
+    let (key, said) = refused_key(&[("HERALD_SLACK__BOT_TOKEN", "xoxp-user-token")]);
+    assert_eq!(key, "slack.bot_token");
+    assert!(said.contains("xoxb-") && !said.contains("user-token"), "{said}");
+    let (key, said) = refused_key(&[("HERALD_SLACK__API_URL", "slack.com/api")]);
+    assert_eq!(key, "slack.api_url", "{said}");
+}
+
+#[test]
+fn http_public_url_is_the_base_and_email_public_url_its_older_name() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default());
+    assert_eq!(load(&[]).unwrap().public_url().unwrap(), None);
+    let c = load(&[("HERALD_HTTP__PUBLIC_URL", "https://h.example/")]).unwrap();
+    assert_eq!(c.public_url().unwrap(), Some("https://h.example"));
+    let c = load(&[("HERALD_EMAIL__PUBLIC_URL", "https://old.example")]).unwrap();
+    assert_eq!(c.public_url().unwrap(), Some("https://old.example"), "the alias still works");
+    let same = [("HERALD_HTTP__PUBLIC_URL", "https://h.example"), ("HERALD_EMAIL__PUBLIC_URL", "https://h.example/")];
+    assert_eq!(load(&same).unwrap().public_url().unwrap(), Some("https://h.example"));
+    // An SMTP transport is satisfied by either name.
+    let smtp = [
+        ("HERALD_EMAIL__TRANSPORT", "smtps://u:p@mail.example.com"),
+        ("HERALD_EMAIL__FROM", "a@b.c"),
+        ("HERALD_HTTP__PUBLIC_URL", "https://h.example"),
+    ];
+    assert!(load(&smtp).is_ok());
+
+    let (key, said) = refused_key(&[
+        ("HERALD_HTTP__PUBLIC_URL", "https://a.example"),
+        ("HERALD_EMAIL__PUBLIC_URL", "https://b.example"),
+    ]);
+    assert_eq!(key, "http.public_url");
+    assert!(said.contains("email.public_url") && said.contains("b.example"), "{said}");
+    let (key, _) = refused_key(&[("HERALD_HTTP__PUBLIC_URL", "h.example")]);
+    assert_eq!(key, "http.public_url");
+    let (key, _) = refused_key(&[("HERALD_EMAIL__PUBLIC_URL", "h.example")]);
+    assert_eq!(key, "email.public_url");
+}

@@ -1,5 +1,5 @@
-//! The `[email]`, `[webhook]` and `[push]` sections of herald.toml: the channels'
-//! own settings, declared beside the channels that use them so that the
+//! The `[email]`, `[webhook]`, `[push]`, `[sms]` and `[slack]` sections of
+//! herald.toml: the channels' own settings, declared beside the channels that use them so that the
 //! delivery code never reads the whole configuration (`config` re-exports
 //! them and checks them with the rest at start).
 
@@ -221,18 +221,21 @@ impl Default for ApnsSection {
     }
 }
 
-/// A `[push]` value Herald refuses to start with, in the words of
+/// A channel setting Herald refuses to start with, in the words of
 /// `config::ConfigError::Invalid`.
 #[derive(Debug, thiserror::Error)]
 #[error("configuration key `{key}`: {value} is not accepted; expected {expected}")]
-pub struct PushSettingError {
+pub struct SettingError {
     pub key: &'static str,
     pub value: String,
     pub expected: String,
 }
 
-fn refused(key: &'static str, value: impl Into<String>, expected: impl Into<String>) -> PushSettingError {
-    PushSettingError { key, value: value.into(), expected: expected.into() }
+/// The `[push]` section's errors, named before `[sms]` and `[slack]` shared them.
+pub type PushSettingError = SettingError;
+
+fn refused(key: &'static str, value: impl Into<String>, expected: impl Into<String>) -> SettingError {
+    SettingError { key, value: value.into(), expected: expected.into() }
 }
 
 /// `endpoint` as an http(s) URL; `http://` is for a local test server.
@@ -376,4 +379,166 @@ fn cause(e: PushError) -> String {
 /// `value` starts with `prefix` and has something after it.
 fn has_after(value: &str, prefix: &str) -> bool {
     value.strip_prefix(prefix).is_some_and(|rest| !rest.trim().is_empty())
+}
+
+/// The `[sms]` section. Without `transport` the channel cannot deliver.
+/// Checked at start ([`SmsSettings::check`]) with the transports' own
+/// parsers, so what starts is what the channel will send with.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SmsSettings {
+    /// Where texts go, one URL naming the provider and its credentials:
+    /// `twilio://ACCOUNT_SID:AUTH_TOKEN@api.twilio.com` (Twilio's Messages
+    /// API), `twilio+http://SID:TOKEN@127.0.0.1:PORT` (a local double),
+    /// `kannel://USER:PASS@HOST:13013` (Kannel's `sendsms`; port 13013 when
+    /// none is given) or `kannel+https://USER:PASS@HOST:PORT`.
+    /// `HERALD_SMS__TRANSPORT` keeps the credentials out of the file.
+    /// Unset: no text is sent.
+    pub transport: Option<String>,
+    /// Who texts come from, required with a transport: a number with its
+    /// country code (`+14155550100`), an alphanumeric sender ID of at most
+    /// 11 letters, digits and spaces (`Herald`; one-way, and refused in the
+    /// US and Canada), a short code (`12345`), or with Twilio
+    /// `messaging_service_sid=MG…`.
+    pub from: Option<String>,
+    /// Most segments one text may cost (1 to 10): a rule whose sample
+    /// renders longer is refused at save. Default 3.
+    pub max_segments: u32,
+    /// Most texts per second through the transport, shared by every
+    /// instance (long codes are held to about 1/s by the carriers).
+    /// Unset: no limit.
+    pub rate: Option<f64>,
+    /// The answer to an inbound `HELP` (at most `max_segments` segments).
+    /// Unset: `HELP` is not answered.
+    pub help_text: Option<String>,
+}
+
+impl Default for SmsSettings {
+    fn default() -> Self {
+        SmsSettings {
+            transport: None,
+            from: None,
+            max_segments: super::channel::sms::segments::DEFAULT_MAX_SEGMENTS as u32,
+            rate: None,
+            help_text: None,
+        }
+    }
+}
+
+/// `[sms]` as the channel will use it, once checked.
+#[derive(Debug, Clone)]
+pub struct SmsConfig {
+    pub transport: super::channel::sms::transport::SmsTransport,
+    pub from: super::channel::sms::sender::Sender,
+}
+
+impl SmsSettings {
+    /// Whether a transport is configured: without one, no SMS row can be
+    /// delivered.
+    pub fn is_configured(&self) -> bool {
+        self.transport.is_some()
+    }
+
+    /// Checks every key, and gives the transport and sender when a
+    /// transport is set (`None` when it is not).
+    pub fn check(&self) -> Result<Option<SmsConfig>, SettingError> {
+        use super::channel::sms::sender::Sender;
+        use super::channel::sms::transport::SmsTransport;
+        if !(1..=10).contains(&self.max_segments) {
+            return Err(refused("sms.max_segments", self.max_segments.to_string(), "1 to 10"));
+        }
+        if let Some(rate) = self.rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(refused("sms.rate", rate.to_string(), "messages per second above 0, such as 1 or 0.5"));
+        }
+        if let Some(help) = &self.help_text {
+            if help.trim().is_empty() {
+                return Err(refused("sms.help_text", format!("{help:?}"), "the text that answers HELP, or unset"));
+            }
+            if let Err(e) = super::channel::sms::segments::within(help, self.max_segments as usize) {
+                return Err(refused(
+                    "sms.help_text",
+                    format!("{} characters", help.chars().count()),
+                    format!("a text of at most sms.max_segments ({}) segments: {e}", self.max_segments),
+                ));
+            }
+        }
+        let from = match &self.from {
+            Some(f) => Some(Sender::parse(f).map_err(|e| {
+                refused(
+                    "sms.from",
+                    format!("{f:?}"),
+                    format!("{}; expected {}", e.why, super::channel::sms::sender::EXPECTED),
+                )
+            })?),
+            None => None,
+        };
+        let Some(url) = &self.transport else { return Ok(None) };
+        // The URL holds a credential: shown redacted.
+        let transport = SmsTransport::parse(url).map_err(|e| {
+            let expected = format!("{}: {}", super::channel::sms::transport::EXPECTED, e.why);
+            refused("sms.transport", SmsTransport::redacted(url), expected)
+        })?;
+        let Some(from) = from else {
+            return Err(refused(
+                "sms.from",
+                "(unset)",
+                "the sender, required with sms.transport: a number such as \"+14155550100\", a sender ID such as \"Herald\", or messaging_service_sid=MG… for Twilio",
+            ));
+        };
+        if matches!(from, Sender::MessagingService(_)) && !matches!(transport, SmsTransport::Twilio(_)) {
+            return Err(refused(
+                "sms.from",
+                format!("{from}"),
+                "a number, sender ID or short code: a Messaging Service (messaging_service_sid=) is Twilio's, and sms.transport is not Twilio",
+            ));
+        }
+        Ok(Some(SmsConfig { transport, from }))
+    }
+}
+
+/// The `[slack]` section. Without `bot_token` the channel cannot deliver.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlackSettings {
+    /// The Slack app's bot token, `xoxb-…` (OAuth & Permissions; needs the
+    /// `chat:write` scope). `HERALD_SLACK__BOT_TOKEN` keeps it out of the
+    /// file. Unset: no Slack message is sent.
+    pub bot_token: Option<String>,
+    /// Slack's Web API base. Default "https://slack.com/api"; an `http://`
+    /// URL is for a local test server.
+    pub api_url: String,
+}
+
+impl Default for SlackSettings {
+    fn default() -> Self {
+        SlackSettings { bot_token: None, api_url: "https://slack.com/api".into() }
+    }
+}
+
+/// `[slack]` as the channel will use it, once checked.
+#[derive(Debug, Clone)]
+pub struct SlackConfig {
+    pub bot_token: super::channel::slack::BotToken,
+    pub api_url: url::Url,
+}
+
+impl SlackSettings {
+    /// Whether a bot token is configured: without one, no Slack row can be
+    /// delivered.
+    pub fn is_configured(&self) -> bool {
+        self.bot_token.is_some()
+    }
+
+    /// Checks both keys, and gives them parsed when a token is set.
+    pub fn check(&self) -> Result<Option<SlackConfig>, SettingError> {
+        endpoint_url("slack.api_url", &self.api_url)?;
+        let api_url = url::Url::parse(&self.api_url)
+            .map_err(|e| refused("slack.api_url", format!("{:?}", self.api_url), e.to_string()))?;
+        let Some(token) = &self.bot_token else { return Ok(None) };
+        let bot_token = super::channel::slack::BotToken::parse(token)
+            .map_err(|e| refused("slack.bot_token", e.value, e.expected))?;
+        Ok(Some(SlackConfig { bot_token, api_url }))
+    }
 }

@@ -177,6 +177,7 @@ pub async fn record(
         let mut suppress = match (reason, &address_hash) {
             (Some(reason), Some(hash)) => Some(SuppressionRow {
                 address_hash: hash.clone(),
+                address_kind: crate::address::AddressKind::Email,
                 category: ALL_CATEGORIES.to_owned(),
                 reason,
                 detail: Some(format!("{kind} bounce report: {detail}")),
@@ -190,6 +191,7 @@ pub async fn record(
             if earlier + 1 >= i64::from(policy.limit) {
                 suppress = Some(SuppressionRow {
                     address_hash: hash.clone(),
+                    address_kind: crate::address::AddressKind::Email,
                     category: ALL_CATEGORIES.to_owned(),
                     reason: SuppressionReason::SoftBounce,
                     detail: Some(format!(

@@ -334,6 +334,9 @@ fn finish(doc: &mut serde_json::Value) {
                 if path == "/v1/suppressions" && p["name"] == "email" {
                     p["schema"]["pattern"] = json!(HASHABLE_EMAIL);
                 }
+                if path == "/v1/suppressions" && p["name"] == "phone" {
+                    p["schema"]["pattern"] = json!(PHONE);
+                }
                 if path == "/v1/suppressions" && p["name"] == "category" {
                     p["schema"]["pattern"] = json!(NOT_BLANK);
                 }
@@ -391,6 +394,9 @@ const NOT_BLANK: &str = concat!(
 /// optional white space, text without white space whose last `@` has
 /// something before it and something after. White space as Rust's
 /// `char::is_whitespace`, spelled out (see [`NOT_BLANK`]).
+/// A phone number as the handlers take it: `+` first, after white space.
+const PHONE: &str = r"^\s*\+[\s\S]*$";
+
 const HASHABLE_EMAIL: &str = concat!(
     r"^[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*",
     r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+",
@@ -479,6 +485,25 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         // A category, or `*` (which `NOT_BLANK` lets through).
         ("/components/schemas/SuppressionInput/properties/category", category.clone()),
         ("/components/schemas/SuppressionInput/properties/email", json!({ "pattern": HASHABLE_EMAIL })),
+        // A number with its country code: `+` first, after white space the
+        // handler trims. Whether it is a valid number is libphonenumber's
+        // metadata, which no pattern states (a 422 .ci/schemathesis.toml
+        // accepts).
+        ("/components/schemas/SuppressionInput/properties/phone", json!({ "pattern": PHONE })),
+        // Exactly one of `email` and `phone` (a null one is not given).
+        (
+            "/components/schemas/SuppressionInput",
+            json!({ "oneOf": [
+                { "required": ["email"], "properties": { "email": { "type": "string" } } },
+                { "required": ["phone"], "properties": { "phone": { "type": "string" } } },
+            ] }),
+        ),
+        // Blank (after trimming, as the handler trims) is none, as for `email`.
+        ("/components/schemas/RecipientInput/properties/phone", json!({ "pattern": format!("{PHONE}|^\\s*$") })),
+        (
+            "/components/schemas/RecipientInput/properties/slack_user_id",
+            json!({ "pattern": r"^\s*([UW][A-Z0-9]{2,31})?\s*$" }),
+        ),
         ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000, "pattern": NO_NUL })),
         ("/components/schemas/DigestInput/properties/key", json!({ "pattern": NO_NUL })),
         ("/components/schemas/SuppressionInput/properties/expires_at", date_time),

@@ -1,5 +1,7 @@
-//! `/v1/suppressions`: addresses Herald will not mail. The API takes email
-//! addresses and stores only their hashes; it answers with hashes.
+//! `/v1/suppressions`: addresses Herald will not mail or text. The API
+//! takes email addresses or phone numbers and stores only their hashes
+//! (a phone's is the hash of its E.164 form, `AddressKeys::hash_phone`);
+//! it answers with hashes, and says which kind each is of.
 
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -8,14 +10,18 @@ use serde::{Deserialize, Serialize};
 use super::AppState;
 use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
-use crate::address::AddressKeys;
+use crate::address::{AddressKeys, AddressKind};
 use crate::clock::Millis;
+use crate::delivery::channel::sms::phone::PhoneNumber;
+use crate::planning::rule::FieldError;
 use crate::store::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SuppressionView {
     /// HMAC-SHA256 of the normalised address under the deployment secret.
     pub address_hash: String,
+    /// Whether the hash is of an email address or a phone number.
+    pub address_kind: AddressKind,
     /// The category it covers, or `*` for every category.
     pub category: String,
     pub reason: SuppressionReason,
@@ -30,6 +36,7 @@ impl SuppressionView {
     fn new(s: &SuppressionRow, now: Millis) -> SuppressionView {
         SuppressionView {
             address_hash: s.address_hash.clone(),
+            address_kind: s.address_kind,
             category: s.category.clone(),
             reason: s.reason,
             detail: s.detail.clone(),
@@ -43,8 +50,14 @@ impl SuppressionView {
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressionInput {
-    /// The address to suppress; only its hash is stored.
-    pub email: String,
+    /// The email address to suppress; only its hash is stored. This or
+    /// `phone`.
+    #[serde(default)]
+    pub email: Option<String>,
+    /// Or the phone number to suppress, with its country code
+    /// (`+14155550101`); the hash of its E.164 form is stored.
+    #[serde(default)]
+    pub phone: Option<String>,
     /// hard_bounce, complaint, unsubscribe or manual [default: manual]
     #[serde(default)]
     pub reason: Option<SuppressionReason>,
@@ -65,6 +78,8 @@ pub struct SuppressionInput {
 pub struct SuppressionQuery {
     /// An email address (hashed before lookup)
     pub email: Option<String>,
+    /// Or a phone number with its country code (hashed before lookup)
+    pub phone: Option<String>,
     /// Or its hash, as the send log shows it
     pub address_hash: Option<String>,
     /// DELETE only: lift this category alone (default: every suppression of the address)
@@ -86,6 +101,8 @@ pub struct SuppressionQuery {
 pub struct SuppressionListParams {
     /// An email address (hashed before lookup)
     email: Option<String>,
+    /// Or a phone number with its country code, such as +14155550101 (hashed before lookup)
+    phone: Option<String>,
     /// Or its hash, as the send log shows it (64 hexadecimal characters)
     #[param(pattern = "^[0-9a-fA-F]{64}$")]
     address_hash: Option<String>,
@@ -99,8 +116,10 @@ pub struct SuppressionListParams {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct SuppressionLiftParams {
-    /// An email address (hashed before lookup); this or `address_hash` is required
+    /// An email address (hashed before lookup); this, `phone` or `address_hash` is required
     email: Option<String>,
+    /// Or a phone number with its country code, such as +14155550101 (hashed before lookup)
+    phone: Option<String>,
     /// Or its hash, as the send log shows it (64 hexadecimal characters)
     #[param(pattern = "^[0-9a-fA-F]{64}$")]
     address_hash: Option<String>,
@@ -123,19 +142,41 @@ pub struct Lifted {
     pub lifted: u64,
 }
 
-fn hash_of(state: &AppState, field: &str, email: &str) -> Result<String, ApiError> {
-    hash_with(&state.keys, field, email)
-}
-
 fn hash_with(keys: &AddressKeys, field: &str, email: &str) -> Result<String, ApiError> {
     keys.hash(email).ok_or_else(|| ApiError::field(field, "not an email address (expected local@domain)"))
+}
+
+fn phone_hash_with(keys: &AddressKeys, field: &'static str, phone: &str) -> Result<String, ApiError> {
+    let phone = PhoneNumber::parse(field, phone).map_err(|e| ApiError::field(field, e.unnamed()))?;
+    Ok(keys.hash_phone(&phone))
+}
+
+/// A 422 naming both `email` and `phone`.
+fn both_fields(message: &str) -> ApiError {
+    ApiError::Invalid(vec![FieldError::new("email", message), FieldError::new("phone", message)])
+}
+
+/// The hash and kind of the address given as `email` or as `phone`, `None`
+/// when neither is; both is a 422 naming the two fields.
+fn either_address(
+    keys: &AddressKeys,
+    email: Option<&str>,
+    phone: Option<&str>,
+) -> Result<Option<(AddressKind, String)>, ApiError> {
+    match (email, phone) {
+        (Some(_), Some(_)) => Err(both_fields("give email or phone, not both")),
+        (Some(e), None) => Ok(Some((AddressKind::Email, hash_with(keys, "email", e)?))),
+        (None, Some(p)) => Ok(Some((AddressKind::Phone, phone_hash_with(keys, "phone", p)?))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// Everything `POST /v1/suppressions` checks, and the row it would store.
 /// Public so the fuzz targets ([`crate::tooling::fuzzing`]) run exactly the
 /// handler's checks, not a copy.
 pub fn validate(keys: &AddressKeys, input: SuppressionInput, now: Millis) -> Result<SuppressionRow, ApiError> {
-    let hash = hash_with(keys, "email", &input.email)?;
+    let (address_kind, hash) = either_address(keys, input.email.as_deref(), input.phone.as_deref())?
+        .ok_or_else(|| both_fields("give email or phone (one of the two)"))?;
     let category = input.category.unwrap_or_else(|| ALL_CATEGORIES.to_owned());
     check_category("category", &category)?;
     if input.detail.as_ref().is_some_and(|d| d.len() > 1000) {
@@ -154,6 +195,7 @@ pub fn validate(keys: &AddressKeys, input: SuppressionInput, now: Millis) -> Res
     };
     Ok(SuppressionRow {
         address_hash: hash,
+        address_kind,
         category,
         reason: input.reason.unwrap_or(SuppressionReason::Manual),
         detail: input.detail,
@@ -163,9 +205,12 @@ pub fn validate(keys: &AddressKeys, input: SuppressionInput, now: Millis) -> Res
 }
 
 fn address_of(state: &AppState, q: &SuppressionQuery) -> Result<Option<String>, ApiError> {
-    match (&q.email, &q.address_hash) {
-        (Some(_), Some(_)) => Err(ApiError::field("email", "give email or address_hash, not both")),
-        (Some(e), None) => hash_of(state, "email", e).map(Some),
+    let given = either_address(&state.keys, q.email.as_deref(), q.phone.as_deref())?;
+    match (given, &q.address_hash) {
+        (Some((kind, _)), Some(_)) => {
+            Err(ApiError::field(kind.as_str(), format!("give {kind} or address_hash, not both")))
+        }
+        (Some((_, hash)), None) => Ok(Some(hash)),
         (None, Some(h)) if h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) => {
             Ok(Some(h.to_ascii_lowercase()))
         }
@@ -265,7 +310,7 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     ApiQuery(q): ApiQuery<SuppressionQuery>,
 ) -> Result<ApiJson<Lifted>, ApiError> {
-    let hash = address_of(&state, &q)?.ok_or_else(|| ApiError::field("email", "give email or address_hash"))?;
+    let hash = address_of(&state, &q)?.ok_or_else(|| ApiError::field("email", "give email, phone or address_hash"))?;
     // Audited like the screen's lifts, in the lift's own transaction.
     let lifted = lift(&state, &hash, q.category.as_deref(), q.reason.as_deref(), &caller.audit_name(), true).await?;
     Ok(ApiJson(Lifted { address_hash: hash, lifted }))

@@ -88,6 +88,7 @@ pub async fn unsubscribe(
     }
     let row = SuppressionRow {
         address_hash: t.address_hash.clone(),
+        address_kind: crate::address::AddressKind::Email,
         category: t.category.clone(),
         reason: SuppressionReason::Unsubscribe,
         detail: Some(format!("one-click unsubscribe (user {})", t.user_id)),

@@ -52,6 +52,8 @@ pub async fn put_recipient(
 ) -> Result<(RecipientView, bool), ApiError> {
     let now = state.clock.now();
     let mut row = input.into_row(user, now).map_err(ApiError::Invalid)?;
+    // Stored E.164, hashed as a STOP or a search by phone will hash it.
+    row.phone_hash = row.phone.as_deref().map(|p| state.keys.hash_normalized(p));
     let existing = state.store.get_recipient(user).await?;
     let before = existing.as_ref().map(|e| e.preferences.clone()).unwrap_or_else(|| serde_json::json!({}));
     if let Some(existing) = existing {

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
+use crate::delivery::channel::slack::SlackUserId;
+use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::domain::UserId;
 use crate::planning::rule::FieldError;
 use crate::planning::workflow::{QuietHoursInput, Span};
@@ -31,6 +33,15 @@ pub struct RecipientInput {
     /// they end.
     #[serde(default)]
     pub quiet_hours: Option<QuietHoursInput>,
+    /// For SMS: a number with its country code, `+1 (415) 555-0101` or
+    /// `+14155550101`; stored in E.164. No country is assumed for a number
+    /// without one (see `delivery::channel::sms::phone`).
+    #[serde(default)]
+    pub phone: Option<String>,
+    /// For Slack: the user's Slack id, `U…` or `W…`; a Slack message to the
+    /// user is a direct message.
+    #[serde(default)]
+    pub slack_user_id: Option<String>,
 }
 
 /// What a user opted out of. `false` means "do not send me these"; anything
@@ -127,6 +138,25 @@ impl RecipientInput {
         if let Some(Err(message)) = email.as_deref().map(mailable) {
             errors.push(FieldError::new("email", message));
         }
+        // Blank is none, as for `email`: absent, `null` and `""` all leave
+        // the user without one (a PUT replaces the recipient).
+        let blank_is_none = |v: Option<String>| v.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty());
+        let phone = match blank_is_none(self.phone).map(|p| PhoneNumber::parse("phone", &p)) {
+            None => None,
+            Some(Ok(p)) => Some(p.as_str().to_owned()),
+            Some(Err(e)) => {
+                errors.push(FieldError::new("phone", e.unnamed()));
+                None
+            }
+        };
+        let slack_user_id = match blank_is_none(self.slack_user_id).map(|s| SlackUserId::parse("slack_user_id", &s)) {
+            None => None,
+            Some(Ok(id)) => Some(id.as_str().to_owned()),
+            Some(Err(e)) => {
+                errors.push(FieldError::new("slack_user_id", format!("{:?} is not {}", e.value, e.expected)));
+                None
+            }
+        };
         if let Some(n) = &self.name
             && (n.len() > 255 || n.chars().any(char::is_control))
         {
@@ -179,6 +209,11 @@ impl RecipientInput {
             timezone: self.timezone,
             preferences: serde_json::to_value(&self.preferences).expect("preferences serialise"),
             quiet_hours: self.quiet_hours,
+            phone,
+            // Keyed with the deployment secret, which the caller holds
+            // (`http::users::put_recipient`).
+            phone_hash: None,
+            slack_user_id,
             user_choices: UserChoices::new(),
             created_at: now,
             updated_at: now,
@@ -197,6 +232,9 @@ pub struct RecipientView {
     pub preferences: Preferences,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quiet_hours: Option<QuietHoursInput>,
+    /// E.164, as stored.
+    pub phone: Option<String>,
+    pub slack_user_id: Option<String>,
     /// The user's own choices from the preference center (category ->
     /// channel -> on/off). Read-only here: they win over `preferences`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -215,6 +253,8 @@ impl From<&RecipientRow> for RecipientView {
             timezone: r.timezone.clone(),
             preferences: serde_json::from_value(r.preferences.clone()).unwrap_or_default(),
             quiet_hours: r.quiet_hours.clone(),
+            phone: r.phone.clone(),
+            slack_user_id: r.slack_user_id.clone(),
             user_preferences: r.user_choices.clone(),
             created_at: r.created_at.to_rfc3339(),
             updated_at: r.updated_at.to_rfc3339(),

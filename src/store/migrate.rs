@@ -52,6 +52,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(16, "outbox_partial_indexes", "0016_outbox_partial_indexes.sql"),
     migration!(17, "erased_users", "0017_erased_users.sql"),
     migration!(18, "push_devices", "0018_push_devices.sql"),
+    migration!(19, "recipient_phone_slack", "0019_recipient_phone_slack.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

@@ -25,6 +25,18 @@ pub struct RecipientRow {
     /// When the user wants nothing but transactional messages, in their
     /// time zone (`crate::planning::workflow::Span` parses it).
     pub quiet_hours: Option<crate::planning::workflow::QuietHoursInput>,
+    /// E.164 (`+14155550101`), normalised before it is stored
+    /// (`delivery::channel::sms::phone`).
+    pub phone: Option<String>,
+    /// The address hash of `phone` (`AddressKeys::hash_phone`), which the
+    /// searches by phone find the user by: the send log and the
+    /// suppressions are keyed by the same hash. Set by whoever sets
+    /// `phone` (`http::users::put_recipient`, which holds the keys); never
+    /// shown, and not read back (`None` in a row read from the store).
+    #[serde(skip)]
+    pub phone_hash: Option<String>,
+    /// `U…` or `W…`: a Slack message to this user is a direct message.
+    pub slack_user_id: Option<String>,
     /// The user's own choices from the preference center, which the host's
     /// `preferences` never override (see `crate::planning::recipient::UserChoices`).
     /// Written only by [`RecipientStore::merge_user_choices`].
@@ -44,6 +56,9 @@ impl RecipientRow {
             timezone: opt_text(row, "timezone")?,
             preferences: serde_json::from_str(&prefs).unwrap_or_default(),
             quiet_hours: opt_text(row, "quiet_hours")?.and_then(|q| serde_json::from_str(&q).ok()),
+            phone: opt_text(row, "phone")?,
+            phone_hash: None,
+            slack_user_id: opt_text(row, "slack_user_id")?,
             user_choices: opt_text(row, "user_preferences")?
                 .and_then(|q| serde_json::from_str(&q).ok())
                 .unwrap_or_default(),
@@ -95,6 +110,10 @@ pub trait RecipientStore: Send + Sync {
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError>;
     /// These users' recipient rows (those that exist), in one query.
     async fn recipients_by_ids(&self, user_ids: &[&str]) -> Result<Vec<RecipientRow>, StoreError>;
+    /// The ids of the users whose phone has this address hash (at most
+    /// `limit`, by id): a search by phone number. Usually one, but nothing
+    /// stops a host from giving two users one number (a shared phone).
+    async fn users_by_phone_hash(&self, phone_hash: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// Erases the user's address, inbox and push devices and cancels what
     /// is still scheduled for them. The send log keeps its rows, which hold
     /// no address (only its hash).
@@ -153,6 +172,9 @@ impl RecipientStore for SqlStore {
             .bind(r.timezone.clone())
             .bind(r.preferences.to_string())
             .bind(quiet_hours.clone())
+            .bind(r.phone.clone())
+            .bind(r.phone_hash.clone())
+            .bind(r.slack_user_id.clone())
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
             .execute(&mut *tx)
@@ -168,6 +190,9 @@ impl RecipientStore for SqlStore {
                 .bind(r.timezone.clone())
                 .bind(r.preferences.to_string())
                 .bind(quiet_hours)
+                .bind(r.phone.clone())
+                .bind(r.phone_hash.clone())
+                .bind(r.slack_user_id.clone())
                 .bind(r.updated_at.0)
                 .bind(r.user_id.clone())
                 .execute(&mut *tx)
@@ -195,6 +220,16 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(StoreError::db("recipients by id"))?;
         rows.iter().map(|r| RecipientRow::from_any(r).map_err(StoreError::db("recipients by id"))).collect()
+    }
+
+    async fn users_by_phone_hash(&self, phone_hash: &str, limit: u32) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(self.sql(Query::RecipientsByPhoneHash))
+            .bind(phone_hash.to_owned())
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("users by phone"))?;
+        rows.iter().map(|r| text(r, "user_id").map_err(StoreError::db("users by phone"))).collect()
     }
 
     async fn get_recipient(&self, user_id: &UserId) -> Result<Option<RecipientRow>, StoreError> {

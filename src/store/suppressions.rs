@@ -71,6 +71,9 @@ impl fmt::Display for SuppressionReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SuppressionRow {
     pub address_hash: String,
+    /// What `address_hash` is the hash of: an email address or a phone
+    /// number. Kept with the hash it was first suppressed under.
+    pub address_kind: crate::address::AddressKind,
     /// A category, or `*` for all.
     pub category: String,
     pub reason: SuppressionReason,
@@ -86,6 +89,7 @@ fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
     let reason = text(row, "reason")?;
     Ok(SuppressionRow {
         address_hash: text(row, "address_hash")?,
+        address_kind: crate::address::AddressKind::parse(&text(row, "address_kind")?),
         category: text(row, "category")?,
         reason: SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
             index: "reason".into(),
@@ -184,6 +188,7 @@ pub(crate) async fn suppress_in(
         // (two bounces at once) is not an error.
         sqlx::query(Query::InsertSuppression.sql(d))
             .bind(s.address_hash.clone())
+            .bind(s.address_kind.as_str())
             .bind(s.category.clone())
             .bind(s.reason.as_str())
             .bind(s.detail.clone())
@@ -194,7 +199,7 @@ pub(crate) async fn suppress_in(
             .map_err(db("suppress: insert"))?;
     }
     let event = serde_json::json!({
-        "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
+        "address_hash": s.address_hash, "address_kind": s.address_kind, "category": s.category, "reason": s.reason.as_str(),
         "detail": s.detail, "expires_at": s.expires_at.map(|t| t.to_rfc3339()), "at": s.created_at.to_rfc3339(),
     });
     events.push(NewEvent { kind: "suppression", user_id: None, outbox_id: None, data: event });

@@ -358,6 +358,9 @@ async fn setup(store: &SqlStore, users: usize, workflows: bool) -> anyhow::Resul
             preferences: serde_json::json!({}),
             quiet_hours: workflows
                 .then(|| crate::planning::workflow::QuietHoursInput { from: hhmm(4), until: hhmm(5) }),
+            phone: None,
+            phone_hash: None,
+            slack_user_id: None,
             user_choices: Default::default(),
             created_at: now,
             updated_at: now,

@@ -35,6 +35,7 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
         timezone: Some("Europe/Berlin".into()),
         preferences: Preferences::default(),
         quiet_hours: None,
+        ..Default::default()
     }
     .into_row(&user, now)
     .map_err(|e| anyhow::anyhow!("{e:?}"))?;

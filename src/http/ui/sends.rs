@@ -1,6 +1,10 @@
-//! The send log: "did they get it, and if not, why", by user id or by email
-//! address (see [`SearchBy`] for text that can be both). An address is hashed before anything is searched (the send log
-//! holds only hashes), with the same deployment key the email channel uses.
+//! The send log: "did they get it, and if not, why", by user id, by email
+//! address or by phone number (see [`SearchBy`] for text that can be both).
+//! An address or a number is hashed before anything is searched (the send
+//! log holds only hashes), with the same deployment key the channels use.
+//! A phone number also finds the users who have it (by the same hash), with
+//! their messages still held back or waiting, which the send log has no
+//! row for yet.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -27,7 +31,8 @@ pub struct SendsQuery {
     pub by: SearchBy,
 }
 
-/// What the search text is taken as.
+/// What the search text is taken as. `Address` is an email address or,
+/// starting with `+`, a phone number (`AddressKeys::hash_either`).
 ///
 /// A user id may itself be an email address (hosts that key users on their
 /// address), so "contains `@`" cannot decide alone: such a user could not
@@ -66,7 +71,8 @@ async fn known_user(state: &AppState, user: &UserId) -> Result<bool, crate::stor
 
 /// The link to the same text read the other way, for text that can be both.
 fn other_reading(q: &str, now: SearchBy) -> Option<serde_json::Value> {
-    if !q.contains('@') || UserId::parse("user id", q).is_err() {
+    let phone = q.starts_with('+');
+    if !(q.contains('@') || phone) || UserId::parse("user id", q).is_err() {
         return None;
     }
     let encoded: String = url::form_urlencoded::byte_serialize(q.as_bytes()).collect();
@@ -75,7 +81,8 @@ fn other_reading(q: &str, now: SearchBy) -> Option<serde_json::Value> {
             "href": format!("/ui/sends?q={encoded}&by=user"), "label": "Open the user with this id instead",
         }),
         _ => serde_json::json!({
-            "href": format!("/ui/sends?q={encoded}&by=address"), "label": "Search this email address instead",
+            "href": format!("/ui/sends?q={encoded}&by=address"),
+            "label": if phone { "Search this phone number instead" } else { "Search this email address instead" },
         }),
     })
 }
@@ -94,7 +101,7 @@ pub async fn search(
         SearchBy::Address => true,
         SearchBy::User => false,
         SearchBy::Auto => {
-            q.contains('@')
+            (q.contains('@') || q.starts_with('+'))
                 && match UserId::parse("user id", q) {
                     Ok(user) => !known_user(&state, &user).await?,
                     Err(_) => true,
@@ -102,10 +109,17 @@ pub async fn search(
         }
     };
     if as_address {
-        let Some(hash) = state.keys.hash(q) else {
-            return Ok(page
-                .with(serde_json::json!({ "q": q, "chosen": query.by.as_str(), "error": format!("{q:?} is not an email address (expected local@domain)") }))
-                .into_response());
+        let (kind, hash) = match state.keys.hash_either(q) {
+            Ok(found) => found,
+            Err(why) => {
+                return Ok(page
+                    .with(serde_json::json!({ "q": q, "chosen": query.by.as_str(), "error": why }))
+                    .into_response());
+            }
+        };
+        let phone_users = match kind {
+            crate::address::AddressKind::Phone => held_for_phone(&state, &hash).await?,
+            crate::address::AddressKind::Email => Vec::new(),
         };
         let sends = state.store.sends_for_address(&hash, LIMIT).await?;
         let subjects = crate::headline::for_sends(&*state.store, &sends).await?;
@@ -114,6 +128,7 @@ pub async fn search(
         return Ok(page
             .with(serde_json::json!({
                 "q": q, "chosen": query.by.as_str(), "mode": "address", "address_hash": hash, "sends": sends, "subjects": subjects,
+                "address_kind": kind, "phone_users": phone_users,
                 "suppressions": suppressions, "lifts": lifts, "other": other_reading(q, SearchBy::Address),
             }))
             .into_response());
@@ -128,11 +143,14 @@ pub async fn search(
     };
     let timeline = timeline(&state, &user).await?;
     let recipient = state.store.get_recipient(&user).await?;
-    // What stops mail to this user now, if anything: their address's suppressions.
-    let suppressions = match recipient.as_ref().and_then(|r| r.email.as_deref()).and_then(|e| state.keys.hash(e)) {
-        Some(h) => state.store.list_suppressions(Some(&h), 100).await?,
-        None => Vec::new(),
-    };
+    // What stops mail or texts to this user now, if anything: their
+    // address's and their phone's suppressions.
+    let mut suppressions = Vec::new();
+    let email_hash = recipient.as_ref().and_then(|r| r.email.as_deref()).and_then(|e| state.keys.hash(e));
+    let phone_hash = recipient.as_ref().and_then(|r| r.phone.as_deref()).map(|p| state.keys.hash_normalized(p));
+    for h in email_hash.iter().chain(phone_hash.iter()) {
+        suppressions.extend(state.store.list_suppressions(Some(h), 100).await?);
+    }
     let preference_changes = state.store.audit_for_target(&format!("user:{user}"), 50).await?;
     let center = crate::http::preferences::center_for(&state, &user).await?;
     let rules = state.store.list_rules().await?;
@@ -155,6 +173,30 @@ pub async fn search(
             "center": center,
         }))
         .into_response())
+}
+
+/// The users who have this phone number (by its hash), each with the
+/// messages still waiting for them: held by quiet hours or a send window,
+/// or not yet delivered, which the send log holds nothing of yet.
+async fn held_for_phone(state: &AppState, hash: &str) -> Result<Vec<serde_json::Value>, UiError> {
+    let mut users = Vec::new();
+    for user_id in state.store.users_by_phone_hash(hash, 20).await? {
+        let Ok(user) = UserId::parse("user id", &user_id) else { continue };
+        let pending: Vec<serde_json::Value> = state
+            .store
+            .pending_for_user(&user, 50)
+            .await?
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "id": r.id, "channel": r.channel, "status": r.status.as_str(), "due_at": r.due_at,
+                    "held": r.hold_detail(), "last_error": r.last_error,
+                })
+            })
+            .collect();
+        users.push(serde_json::json!({ "user_id": user_id, "pending": pending }));
+    }
+    Ok(users)
 }
 
 /// An operator changes the user's preferences (the preference center's

@@ -17,7 +17,7 @@ const ACTIVE: &str = "/ui/suppressions";
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ListQuery {
-    /// An email address to look up (hashed first).
+    /// An email address or a phone number to look up (hashed first).
     #[serde(default)]
     pub q: String,
 }
@@ -30,9 +30,9 @@ pub async fn list(
     let q = query.q.trim();
     let (hash, error) = match q {
         "" => (None, None),
-        q => match state.keys.hash(q) {
-            Some(h) => (Some(h), None),
-            None => (None, Some(format!("{q:?} is not an email address (expected local@domain)"))),
+        q => match state.keys.hash_either(q) {
+            Ok((_, h)) => (Some(h), None),
+            Err(why) => (None, Some(why)),
         },
     };
     if error.is_none() && !q.is_empty() {
@@ -89,6 +89,7 @@ pub async fn evidence(
 
 #[derive(Debug, Deserialize)]
 pub struct AddForm {
+    /// An email address, or a phone number with its country code (`+…`).
     #[serde(default)]
     pub email: String,
     #[serde(default)]
@@ -115,8 +116,12 @@ pub async fn add(
     };
     let detail =
         Some(f.detail.trim().to_owned()).filter(|d| !d.is_empty()).or_else(|| Some(format!("added by {}", op.email)));
+    // One box for both kinds, told apart as the lookup tells them.
+    let address = f.email.trim().to_owned();
+    let (email, phone) = if address.starts_with('+') { (None, Some(address)) } else { (Some(address), None) };
     let input = SuppressionInput {
-        email: f.email.trim().to_owned(),
+        email,
+        phone,
         reason: Some(reason),
         category: Some(category.clone()),
         detail,

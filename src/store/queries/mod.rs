@@ -305,6 +305,8 @@ named_queries! {
     GetRecipient = "get_recipient",
     /// Some users' recipients.
     RecipientsByIds = "recipients_by_ids",
+    /// The users whose phone has an address hash.
+    RecipientsByPhoneHash = "recipients_by_phone_hash",
     /// Creates a recipient the host has not described, unless it exists.
     InsertBareRecipient = "insert_bare_recipient",
     /// A user's own choices, locked.

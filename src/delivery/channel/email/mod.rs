@@ -396,6 +396,7 @@ impl Channel for EmailChannel {
                     Class::Bounce => {
                         let s = SuppressionRow {
                             address_hash: hash.clone(),
+                            address_kind: crate::address::AddressKind::Email,
                             category: ALL_CATEGORIES.into(),
                             reason: SuppressionReason::HardBounce,
                             detail: Some(c.detail.clone()),

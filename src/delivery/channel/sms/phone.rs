@@ -60,6 +60,14 @@ pub struct InvalidPhone {
     pub problem: PhoneProblem,
 }
 
+impl InvalidPhone {
+    /// The error without the field's name, for a caller that names the
+    /// field itself (a 422's `field`, a command-line flag).
+    pub fn unnamed(&self) -> String {
+        format!("{:?} is not accepted: {}; expected {EXPECTED}", self.value, self.problem)
+    }
+}
+
 /// For callers that report every refused value alike (a 422 naming the
 /// field): the reason goes into the value shown, the expectation stays.
 impl From<InvalidPhone> for InvalidValue {

@@ -31,7 +31,8 @@ pub enum SmsTransport {
     Kannel(KannelEndpoint),
 }
 
-const EXPECTED: &str = "twilio://ACCOUNT_SID:AUTH_TOKEN@api.twilio.com, twilio+http://SID:TOKEN@HOST:PORT, \
+/// What `sms.transport` accepts, for error messages.
+pub const EXPECTED: &str = "twilio://ACCOUNT_SID:AUTH_TOKEN@api.twilio.com, twilio+http://SID:TOKEN@HOST:PORT, \
                         kannel://USER:PASS@HOST[:PORT] or kannel+https://USER:PASS@HOST[:PORT]";
 
 /// An `sms.transport` that is not one of the accepted URLs. Never shows

@@ -7,9 +7,9 @@
 -- name: insert_suppression
 -- Suppresses an address for a category ('*': all), unless it already is
 -- (the caller then replaces it where it should).
--- binds: address_hash, category, reason, detail, created_at, expires_at
-INSERT INTO engagement_suppressions (address_hash, category, reason, detail, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?)
+-- binds: address_hash, address_kind, category, reason, detail, created_at, expires_at
+INSERT INTO engagement_suppressions (address_hash, address_kind, category, reason, detail, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
     ON DUPLICATE KEY UPDATE address_hash = address_hash;
 
 -- name: outbox_by_dedupe_keys
@@ -31,17 +31,18 @@ SELECT o.id, o.dedupe_key
 -- MariaDB counts a row "updated" to its own values as affected (sqlx sets
 -- CLIENT_FOUND_ROWS), so an existing row's `updated_at` moves by 1 ms (2:
 -- updated; update_recipient sets it anyway).
--- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, created_at, updated_at
+-- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, phone, phone_hash, slack_user_id, created_at, updated_at
 INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours,
-                                   created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                   phone, phone_hash, slack_user_id, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON DUPLICATE KEY UPDATE updated_at = updated_at + 1;
 
 -- name: recipients_by_ids
 -- The recipients of some users (`user_ids`, a JSON array of strings), those
 -- that exist.
 -- binds: user_ids
-SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.user_preferences, r.created_at, r.updated_at
+SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.phone, r.slack_user_id,
+       r.user_preferences, r.created_at, r.updated_at
   FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
        STRAIGHT_JOIN engagement_recipients r ON r.user_id = wanted.k;
 

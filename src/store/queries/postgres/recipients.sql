@@ -7,9 +7,9 @@
 -- name: insert_suppression
 -- Suppresses an address for a category ('*': all), unless it already is
 -- (the caller then replaces it where it should).
--- binds: address_hash, category, reason, detail, created_at, expires_at
-INSERT INTO engagement_suppressions (address_hash, category, reason, detail, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+-- binds: address_hash, address_kind, category, reason, detail, created_at, expires_at
+INSERT INTO engagement_suppressions (address_hash, address_kind, category, reason, detail, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
     ON CONFLICT (address_hash, category) DO NOTHING;
 
 -- name: find_suppression
@@ -17,20 +17,20 @@ VALUES ($1, $2, $3, $4, $5, $6)
 -- categories ('*' sorts before letters, so that one is reported when both
 -- exist).
 -- binds: address_hash, all_categories, category, now
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  WHERE address_hash = $1 AND category IN ($2, $3) AND (expires_at IS NULL OR expires_at > $4)
  ORDER BY category LIMIT 1;
 
 -- name: suppressions_of_address
 -- An address's suppressions.
 -- binds: address_hash, limit
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  WHERE address_hash = $1 ORDER BY category LIMIT $2;
 
 -- name: list_suppressions
 -- The newest suppressions.
 -- binds: limit
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  ORDER BY created_at DESC, address_hash LIMIT $1;
 
 -- name: sends_for_address
@@ -78,32 +78,40 @@ UPDATE engagement_api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS N
 -- says which (1: created). The database arbitrates two first writers
 -- ("update, else insert" let both find no row, and the second failed on
 -- the key).
--- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, created_at, updated_at
+-- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, phone, phone_hash, slack_user_id, created_at, updated_at
 INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours,
-                                   created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                                   phone, phone_hash, slack_user_id, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
     ON CONFLICT (user_id) DO NOTHING;
 
 -- name: update_recipient
 -- Replaces what the host says of a recipient that exists.
--- binds: email, name, locale, timezone, preferences, quiet_hours, updated_at, user_id
+-- binds: email, name, locale, timezone, preferences, quiet_hours, phone, phone_hash, slack_user_id, updated_at, user_id
 UPDATE engagement_recipients SET email = $1, name = $2, locale = $3, timezone = $4, preferences = $5,
-                                 quiet_hours = $6, updated_at = $7
- WHERE user_id = $8;
+                                 quiet_hours = $6, phone = $7, phone_hash = $8, slack_user_id = $9, updated_at = $10
+ WHERE user_id = $11;
 
 -- name: get_recipient
 -- One recipient.
 -- binds: user_id
-SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, user_preferences, created_at, updated_at
+SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, phone, slack_user_id, user_preferences,
+       created_at, updated_at
   FROM engagement_recipients WHERE user_id = $1;
 
 -- name: recipients_by_ids
 -- The recipients of some users (`user_ids`, a JSON array of strings), those
 -- that exist.
 -- binds: user_ids
-SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.user_preferences, r.created_at, r.updated_at
+SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.phone, r.slack_user_id,
+       r.user_preferences, r.created_at, r.updated_at
   FROM engagement_recipients r
  WHERE r.user_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
+
+-- name: recipients_by_phone_hash
+-- The users whose phone has this address hash, for a search by phone
+-- (served by engagement_recipients_phone_hash).
+-- binds: phone_hash, limit
+SELECT user_id FROM engagement_recipients WHERE phone_hash = $1 ORDER BY user_id LIMIT $2;
 
 -- name: insert_bare_recipient
 -- Creates a recipient the host has not described (the preference center's

@@ -9,20 +9,20 @@
 -- categories ('*' sorts before letters, so that one is reported when both
 -- exist).
 -- binds: address_hash, all_categories, category, now
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  WHERE address_hash = ? AND category IN (?, ?) AND (expires_at IS NULL OR expires_at > ?)
  ORDER BY category LIMIT 1;
 
 -- name: suppressions_of_address
 -- An address's suppressions.
 -- binds: address_hash, limit
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  WHERE address_hash = ? ORDER BY category LIMIT ?;
 
 -- name: list_suppressions
 -- The newest suppressions.
 -- binds: limit
-SELECT address_hash, category, reason, detail, created_at, expires_at FROM engagement_suppressions
+SELECT address_hash, address_kind, category, reason, detail, created_at, expires_at FROM engagement_suppressions
  ORDER BY created_at DESC, address_hash LIMIT ?;
 
 -- name: sends_for_address
@@ -54,16 +54,23 @@ UPDATE engagement_api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NUL
 
 -- name: update_recipient
 -- Replaces what the host says of a recipient that exists.
--- binds: email, name, locale, timezone, preferences, quiet_hours, updated_at, user_id
+-- binds: email, name, locale, timezone, preferences, quiet_hours, phone, phone_hash, slack_user_id, updated_at, user_id
 UPDATE engagement_recipients SET email = ?, name = ?, locale = ?, timezone = ?, preferences = ?,
-                                 quiet_hours = ?, updated_at = ?
+                                 quiet_hours = ?, phone = ?, phone_hash = ?, slack_user_id = ?, updated_at = ?
  WHERE user_id = ?;
 
 -- name: get_recipient
 -- One recipient.
 -- binds: user_id
-SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, user_preferences, created_at, updated_at
+SELECT user_id, email, name, locale, timezone, preferences, quiet_hours, phone, slack_user_id, user_preferences,
+       created_at, updated_at
   FROM engagement_recipients WHERE user_id = ?;
+
+-- name: recipients_by_phone_hash
+-- The users whose phone has this address hash, for a search by phone
+-- (served by engagement_recipients_phone_hash).
+-- binds: phone_hash, limit
+SELECT user_id FROM engagement_recipients WHERE phone_hash = ? ORDER BY user_id LIMIT ?;
 
 -- name: update_user_choices
 -- Stores a user's own choices (a JSON object), merged.

@@ -7,9 +7,9 @@
 -- name: insert_suppression
 -- Suppresses an address for a category ('*': all), unless it already is
 -- (the caller then replaces it where it should).
--- binds: address_hash, category, reason, detail, created_at, expires_at
-INSERT INTO engagement_suppressions (address_hash, category, reason, detail, created_at, expires_at)
-VALUES (?, ?, ?, ?, ?, ?)
+-- binds: address_hash, address_kind, category, reason, detail, created_at, expires_at
+INSERT INTO engagement_suppressions (address_hash, address_kind, category, reason, detail, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (address_hash, category) DO NOTHING;
 
 -- name: outbox_by_dedupe_keys
@@ -27,17 +27,18 @@ SELECT o.id, o.dedupe_key
 -- says which (1: created). The database arbitrates two first writers
 -- ("update, else insert" let both find no row, and the second failed on
 -- the key).
--- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, created_at, updated_at
+-- binds: user_id, email, name, locale, timezone, preferences, quiet_hours, phone, phone_hash, slack_user_id, created_at, updated_at
 INSERT INTO engagement_recipients (user_id, email, name, locale, timezone, preferences, quiet_hours,
-                                   created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                   phone, phone_hash, slack_user_id, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (user_id) DO NOTHING;
 
 -- name: recipients_by_ids
 -- The recipients of some users (`user_ids`, a JSON array of strings), those
 -- that exist.
 -- binds: user_ids
-SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.user_preferences, r.created_at, r.updated_at
+SELECT r.user_id, r.email, r.name, r.locale, r.timezone, r.preferences, r.quiet_hours, r.phone, r.slack_user_id,
+       r.user_preferences, r.created_at, r.updated_at
   FROM (SELECT value AS k FROM json_each(?)) AS wanted
   JOIN engagement_recipients r ON r.user_id = wanted.k;
 
