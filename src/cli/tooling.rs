@@ -21,7 +21,9 @@ pub struct BenchArgs {
     /// Use this (scratch!) database instead of a temporary SQLite file
     #[arg(long = "bench-database-url", value_name = "URL")]
     pub database_url: Option<String>,
-    /// The channel to drain through: inbox, or email (needs --smtp-url)
+    /// The channel to drain through: inbox, email (needs --smtp-url), or
+    /// push (to a local push service that verifies and decrypts, one device
+    /// per user)
     #[arg(long, default_value = "inbox")]
     pub channel: String,
     /// With --channel email: the SMTP server (or file:///DIR) to send to.
@@ -103,6 +105,16 @@ pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
             "  drain:   {:>10.0} rows/s ({:.2}s, {} claimed, {} sent)",
             report.drain_rows_per_sec, report.drain_seconds, report.claimed, report.sent
         );
+        if let Some(p) = &report.push {
+            println!(
+                "  push:    {} verified and decrypted by the receiver, {} refused; {:.0} µs to encrypt and sign one \
+                 (VAPID token cached), {:.0} µs a fresh VAPID signature",
+                p.received, p.refused, p.encrypt_and_sign_us, p.vapid_sign_us
+            );
+            if let Some(cpu) = p.process_cpu_us_per_notification {
+                println!("  cpu:     {cpu:.0} µs of CPU per notification (Herald and the receiver, this process)");
+            }
+        }
         if let (Some(c), Some(per_row)) = (report.pg_commits, report.pg_commits_per_row) {
             println!("  commits: {c} PostgreSQL transactions during the drain, {per_row:.3} per row");
         }

@@ -23,6 +23,8 @@ use crate::domain::{ChannelName, UserId};
 use crate::metrics::Metrics;
 use crate::store::{ConnectOptions, NewOutboxRow, SqlStore, Store, new_id};
 
+use super::bench_push::{self, PushBench};
+
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
     pub rows: usize,
@@ -68,6 +70,9 @@ pub struct BenchReport {
     pub claimed: u64,
     /// Rows the worker recorded as sent: should equal `rows`.
     pub sent: u64,
+    /// Push only: what the receiver saw and what a notification costs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push: Option<super::bench_push::PushFigures>,
     /// PostgreSQL only: transactions the database committed during the
     /// drain, and that per row.
     pub pg_commits: Option<i64>,
@@ -89,9 +94,13 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let now = clock.now();
     let user = UserId::parse("bench", "bench-user")?;
     let email = opts.channel == "email";
-    if !email && opts.channel != "inbox" {
-        anyhow::bail!("--channel: {:?} is not accepted; expected inbox or email", opts.channel);
+    if !["inbox", "email", "push"].contains(&opts.channel.as_str()) {
+        anyhow::bail!("--channel: {:?} is not accepted; expected inbox, email or push", opts.channel);
     }
+    let mut push = match opts.channel.as_str() {
+        "push" => Some(PushBench::start(&store, clock.clone(), opts.rows, opts.concurrency).await?),
+        _ => None,
+    };
     let channel = ChannelName::parse("channel", &opts.channel)?;
     let run_id = new_id();
     let rows: Vec<NewOutboxRow> = (0..opts.rows)
@@ -100,9 +109,15 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
             dedupe_key: format!("bench:{run_id}:{i}"),
             rule_id: None,
             trigger_id: None,
-            user_id: user.clone(),
+            user_id: if push.is_some() {
+                UserId::parse("bench", &bench_push::user(i)).expect("a valid id")
+            } else {
+                user.clone()
+            },
             channel: channel.clone(),
-            payload: if email {
+            payload: if push.is_some() {
+                bench_push::payload(i)
+            } else if email {
                 // A non-transactional category, so each message is signed an
                 // unsubscribe token and carries List-Unsubscribe, as real mail does.
                 serde_json::json!({
@@ -148,6 +163,8 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         let transport = format!("{} ({how})", channel.describe());
         let registry = crate::app::registry_with_email(Some(Arc::new(channel)));
         (registry, Some(transport))
+    } else if let Some(push) = &push {
+        (push.registry(), Some("Web Push to a local push service that verifies and decrypts".to_owned()))
     } else {
         (crate::app::registry(), None)
     };
@@ -161,6 +178,9 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         lease: None,
     }));
     let commits_before = pg_commits(&sql_store).await?;
+    if let Some(push) = &mut push {
+        push.drain_started();
+    }
     let started = Instant::now();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let running = {
@@ -191,6 +211,10 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let drain = started.elapsed();
     shutdown.cancel();
     running.await?;
+    let push = match &push {
+        Some(p) => Some(p.finish(opts.rows)?),
+        None => None,
+    };
     let commits = match commits_before {
         Some(before) => {
             // A backend reports its counts when it exits: close the pool
@@ -217,6 +241,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         drain_rows_per_sec: per_sec(opts.rows, drain),
         claimed: worker.totals().claimed.load(Ordering::Relaxed),
         sent: worker.totals().sent.load(Ordering::Relaxed),
+        push,
         pg_commits: commits,
         pg_commits_per_row: commits.map(|c| c as f64 / opts.rows.max(1) as f64),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

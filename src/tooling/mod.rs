@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod bench_instances;
 pub mod bench_pipeline;
+pub mod bench_push;
 pub mod bench_stream;
 pub mod cluster;
 pub mod demo;

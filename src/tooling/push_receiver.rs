@@ -57,8 +57,24 @@ struct Device {
     auth: [u8; 16],
 }
 
+/// One notification as the device saw it, for tests to check field by
+/// field (the first [`KEPT`] of a run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    pub device: usize,
+    pub ttl: u64,
+    pub urgency: String,
+    pub topic: String,
+    pub payload: serde_json::Value,
+}
+
+/// Notifications kept for [`PushReceiver::received`]; a bench's hundred
+/// thousand are counted, not kept.
+const KEPT: usize = 1000;
+
 struct Shared {
     devices: Vec<Device>,
+    received: Mutex<Vec<Received>>,
     vapid_public_key: String,
     origin: String,
     verified_tokens: Mutex<HashSet<String>>,
@@ -101,6 +117,7 @@ impl PushReceiver {
         }
         let shared = Arc::new(Shared {
             devices: made,
+            received: Mutex::new(Vec::new()),
             vapid_public_key: vapid_public_key.to_owned(),
             origin,
             verified_tokens: Mutex::new(HashSet::new()),
@@ -120,6 +137,11 @@ impl PushReceiver {
     /// Notifications that passed every check.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// The first notifications received, decrypted.
+    pub fn received(&self) -> Vec<Received> {
+        self.shared.received.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Requests refused, and the first one's reason.
@@ -153,7 +175,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Result<&'a str, String> {
 }
 
 fn check(shared: &Shared, n: usize, headers: &HeaderMap, body: &[u8]) -> Result<(), String> {
-    header(headers, "ttl")?.parse::<u64>().map_err(|_| "TTL is not a number".to_owned())?;
+    let ttl = header(headers, "ttl")?.parse::<u64>().map_err(|_| "TTL is not a number".to_owned())?;
     let urgency = header(headers, "urgency")?;
     if !["very-low", "low", "normal", "high"].contains(&urgency) {
         return Err(format!("Urgency {urgency:?} is not one of RFC 8030's"));
@@ -174,6 +196,10 @@ fn check(shared: &Shared, n: usize, headers: &HeaderMap, body: &[u8]) -> Result<
         if !json.get(field).is_some_and(serde_json::Value::is_string) {
             return Err(format!("the notification has no {field}"));
         }
+    }
+    let mut received = shared.received.lock().unwrap_or_else(PoisonError::into_inner);
+    if received.len() < KEPT {
+        received.push(Received { device: n, ttl, urgency: urgency.to_owned(), topic: topic.to_owned(), payload: json });
     }
     Ok(())
 }

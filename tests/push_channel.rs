@@ -1,0 +1,296 @@
+//! The `push` channel end to end, on each database: a rule, a user's
+//! devices registered through the API, a trigger, the worker, and a Web
+//! Push service that verifies the VAPID token and decrypts like a browser
+//! (`herald::tooling::push_receiver`) beside endpoints that answer 410,
+//! 429 and 403. What a user of Herald would check: the notification's
+//! fields as the device decrypts them, the row's status and its send-log
+//! detail per device, the dead device removed with who and why, a retry
+//! after the push service's `Retry-After` and not before, "no push
+//! subscription for this user" as the reason, and `/readyz` naming a
+//! refused credential.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use common::app::App;
+use common::{Backend, harness};
+use herald::clock::{Clock, ManualClock, Millis, SystemClock};
+use herald::delivery::channel::push::vapid::generate_key_pair;
+use herald::delivery::health::ChannelHealth;
+use herald::delivery::worker::WorkerConfig;
+use herald::store::{HistoryStore, OperatorStore, PushDeviceStore, RuleStore};
+use herald::tooling::push_receiver::{BenchDevice, PushReceiver};
+use serde_json::json;
+
+/// A push service's other answers: `/gone` 410 always, `/limited` 429 with
+/// `Retry-After: 1` the first time and 201 after, `/forbidden` 403 (a VAPID
+/// key it does not accept).
+async fn other_answers() -> (String, Arc<AtomicUsize>) {
+    let limited = Arc::new(AtomicUsize::new(0));
+    let count = limited.clone();
+    let app = axum::Router::new()
+        .route(
+            "/gone",
+            axum::routing::post(|| async { (StatusCode::GONE, "push subscription has unsubscribed or expired.") }),
+        )
+        .route(
+            "/limited",
+            axum::routing::post(move || {
+                let count = count.clone();
+                async move {
+                    if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                        (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "slow down").into_response()
+                    } else {
+                        StatusCode::CREATED.into_response()
+                    }
+                }
+            }),
+        )
+        .route("/forbidden", axum::routing::post(|| async { (StatusCode::FORBIDDEN, "invalid JWT provided") }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (base, limited)
+}
+
+struct Setup {
+    app: App,
+    config: herald::config::Config,
+    receiver: PushReceiver,
+    devices: Vec<BenchDevice>,
+    others: String,
+    limited: Arc<AtomicUsize>,
+}
+
+async fn setup(backend: Backend, worker_in_serve: bool) -> Setup {
+    let (private, public) = generate_key_pair();
+    let (receiver, devices) = PushReceiver::start(3, &public).await.unwrap();
+    let (others, limited) = other_answers().await;
+    let configure = |c: &mut herald::config::Config| {
+        c.push.vapid_private_key = Some(private.clone());
+        c.push.vapid_subject = Some("mailto:ops@example.com".into());
+        c.push.allow_private_networks = true;
+        c.worker.enabled = worker_in_serve;
+        c.worker.poll = Duration::from_millis(50);
+    };
+    let app = App::start_on(backend, configure).await;
+    let mut config = common::app::test_config(&app.db);
+    configure(&mut config);
+    Setup { app, config, receiver, devices, others, limited }
+}
+
+impl Setup {
+    /// A worker with the configured push channel, on `clock`.
+    fn worker(&self, clock: &ManualClock) -> herald::delivery::worker::Worker {
+        let clock_arc: Arc<dyn Clock> = Arc::new(clock.clone());
+        let push =
+            herald::app::push_channel(&self.config, self.app.db.arc(), clock_arc, ChannelHealth::default()).unwrap();
+        let registry = herald::app::configured_registry(&self.config, None, push);
+        common::worker(self.app.db.arc(), registry, clock, WorkerConfig::default())
+    }
+
+    async fn register(&self, user: &str, endpoint: &str, keys: &BenchDevice, label: Option<&str>) -> String {
+        let mut body = json!({"endpoint": endpoint, "keys": {"p256dh": keys.p256dh, "auth": keys.auth}});
+        if let Some(l) = label {
+            body["label"] = json!(l);
+        }
+        let (status, device) = self.app.post(&format!("/v1/users/{user}/push-subscriptions"), body).await;
+        assert_eq!(status, 201, "{device}");
+        device["id"].as_str().unwrap().to_owned()
+    }
+
+    async fn push_rule(&self) {
+        let rule = json!({
+            "name": "Export ready", "trigger_type": "export.ready", "channel": "push", "category": "exports",
+            "enabled": true, "push": {"ttl": 600, "urgency": "high"},
+            "template": {"fallback_locale": "en", "locales": {"en": {
+                "title": "Export {{ payload.name }} ready",
+                "body": "{{ payload.rows }} rows",
+                "url": "https://app.example/exports/{{ payload.id }}"
+            }}}
+        });
+        let (status, body) = self.app.post("/v1/rules", rule).await;
+        assert_eq!(status, 201, "{body}");
+    }
+
+    async fn trigger(&self, user: &str) {
+        let body = json!({"type": "export.ready", "user_id": user, "payload": {"name": "Q3", "rows": 12, "id": 7}});
+        let (status, answer) = self.app.post("/v1/triggers", body).await;
+        assert_eq!(status, 202, "{answer}");
+    }
+
+    /// The user's only message: (status, outbox id, its history's details).
+    async fn message(&self, user: &str) -> (String, String, Vec<String>) {
+        let (_, sends) = self.app.get(&format!("/v1/users/{user}/sends")).await;
+        let m = &sends["messages"][0];
+        let details = m["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| format!("{}: {}", h["status"].as_str().unwrap(), h["detail"].as_str().unwrap_or("")))
+            .collect();
+        (m["status"].as_str().unwrap().to_owned(), m["outbox_id"].as_str().unwrap().to_owned(), details)
+    }
+}
+
+async fn a_notification_reaches_each_live_device_and_a_gone_one_is_removed(backend: Backend) {
+    let s = setup(backend, false).await;
+    s.push_rule().await;
+    let laptop = s.register("ada", &s.devices[0].endpoint, &s.devices[0], Some("Ada's laptop")).await;
+    let gone = s.register("ada", &format!("{}/gone", s.others), &s.devices[1], None).await;
+    s.trigger("ada").await;
+    let clock = ManualClock::at(SystemClock.now());
+    let report = s.worker(&clock).tick().await.unwrap();
+    assert_eq!(report.sent, 1, "{report:?}");
+
+    let (status, outbox_id, history) = s.message("ada").await;
+    assert_eq!(status, "sent");
+    let tail: String = gone.chars().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
+    assert_eq!(
+        history,
+        [format!(
+            "sent: 1 of 2 devices accepted: web (Ada's laptop): accepted; web …{tail}: removed, the push service \
+             answered 410: push subscription has unsubscribed or expired."
+        )]
+    );
+
+    // What the browser decrypted, field by field.
+    let received = s.receiver.received();
+    assert_eq!(received.len(), 1);
+    let n = &received[0];
+    assert_eq!(
+        n.payload,
+        json!({"id": outbox_id, "title": "Export Q3 ready", "body": "12 rows",
+               "url": "https://app.example/exports/7", "data": {"name": "Q3", "rows": 12, "id": 7}})
+    );
+    assert_eq!((n.ttl, n.urgency.as_str(), n.topic.len()), (600, "high", 32));
+
+    // The dead device is gone from the list, kept with who and why, audited.
+    let (_, list) = s.app.get("/v1/users/ada/push-subscriptions").await;
+    let ids: Vec<&str> = list["items"].as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [laptop.as_str()]);
+    let all = s.app.db.store.push_devices("ada", true).await.unwrap();
+    let removed = all.iter().find(|d| d.id == gone).unwrap();
+    assert_eq!(removed.removed_by.as_deref(), Some("provider"));
+    assert!(removed.removed_reason.as_deref().unwrap().contains("answered 410"), "{removed:?}");
+    let audit = s.app.db.store.audit_for_target("user:ada", 10).await.unwrap();
+    assert!(audit.iter().any(|a| a.action == "push_device.removed"), "{audit:?}");
+    s.app.stop().await;
+}
+
+async fn no_device_is_the_reason_and_a_429_waits_for_its_retry_after(backend: Backend) {
+    let s = setup(backend, false).await;
+    s.push_rule().await;
+    let clock = ManualClock::at(SystemClock.now());
+    let worker = s.worker(&clock);
+
+    // Nobody to push to: suppressed, naming why, nothing sent.
+    s.trigger("bob").await;
+    clock.set(SystemClock.now());
+    assert_eq!(worker.tick().await.unwrap().suppressed, 1);
+    let (status, _, history) = s.message("bob").await;
+    assert_eq!(
+        (status.as_str(), history),
+        ("suppressed", vec!["suppressed: no push subscription for this user".to_owned()])
+    );
+    assert!(s.receiver.received().is_empty());
+
+    // Rate limited: retried when the push service said, not five minutes on.
+    s.register("cy", &format!("{}/limited", s.others), &s.devices[2], None).await;
+    s.trigger("cy").await;
+    clock.set(SystemClock.now());
+    let report = worker.tick().await.unwrap();
+    assert_eq!((report.sent, report.retried), (0, 1), "{report:?}");
+    let row = s.app.db.store.user_history(&common::user("cy"), 10).await.unwrap().rows.remove(0);
+    assert_eq!(row.due_at, Millis(clock.now().0 + 1_000), "due again after Retry-After: 1");
+    assert_eq!(worker.tick().await.unwrap().sent, 0, "not before");
+    clock.advance(Duration::from_millis(1_000));
+    assert_eq!(worker.tick().await.unwrap().sent, 1);
+    assert_eq!(s.limited.load(Ordering::SeqCst), 2);
+    s.app.stop().await;
+}
+
+/// A refused VAPID key makes `/readyz` say so in the push service's words
+/// (the worker runs inside `serve`, which shares what it learns);
+/// `?only=database` still answers ready.
+async fn a_refused_credential_makes_readyz_name_the_provider() {
+    let s = setup(Backend::Sqlite, true).await;
+    s.push_rule().await;
+    s.register("dee", &format!("{}/forbidden", s.others), &s.devices[0], None).await;
+    s.trigger("dee").await;
+    let ready = |path: &'static str| {
+        let (http, url) = (s.app.http.clone(), s.app.url(path));
+        async move {
+            let r = http.get(url).send().await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let mut answer = ready("/readyz").await;
+    for _ in 0..200 {
+        if answer.0 == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        answer = ready("/readyz").await;
+    }
+    assert_eq!(answer.0, 503, "{answer:?}");
+    assert!(
+        answer.1.contains("push: Web Push: the provider refused Herald's credential: the push service answered 403"),
+        "{}",
+        answer.1
+    );
+    assert_eq!(ready("/readyz?only=database").await.0, 200);
+    let (status, _, history) = s.message("dee").await;
+    assert_eq!(status, "failed", "{history:?}");
+    s.app.stop().await;
+}
+
+/// Without a provider a push rule is saved off, and refused when turned on,
+/// naming the setting.
+async fn a_push_rule_cannot_be_turned_on_without_a_provider() {
+    let app = App::start().await;
+    let mut rule = json!({
+        "name": "n", "trigger_type": "export.ready", "channel": "push", "category": "exports", "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"title": "t"}}}
+    });
+    let (status, p) = app.post("/v1/rules", rule.clone()).await;
+    assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("channel")), "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("push.vapid_private_key"), "{p}");
+    rule["enabled"] = json!(false);
+    let (status, p) = app.post("/v1/rules", rule).await;
+    assert_eq!(status, 201, "{p}");
+    assert_eq!(app.db.store.list_rules().await.unwrap().len(), 1);
+
+    // A push rule in email's shape, or with push options on another channel,
+    // is refused by field.
+    let wrong = json!({
+        "name": "n", "trigger_type": "x", "channel": "push", "category": "c", "push": {"ttl": 9_999_999},
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}}
+    });
+    let (status, p) = app.post("/v1/rules", wrong).await;
+    assert_eq!(status, 422, "{p}");
+    let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(
+        fields,
+        ["template.locales.en.title", "template.locales.en.subject", "template.locales.en.text", "push.ttl"],
+        "{p}"
+    );
+    app.stop().await;
+}
+
+fn main() -> std::process::ExitCode {
+    let mut trials = per_backend_tests![
+        a_notification_reaches_each_live_device_and_a_gone_one_is_removed,
+        no_device_is_the_reason_and_a_429_waits_for_its_retry_after,
+    ];
+    trials.extend(named_tests![
+        a_refused_credential_makes_readyz_name_the_provider,
+        a_push_rule_cannot_be_turned_on_without_a_provider
+    ]);
+    harness::main(trials)
+}
