@@ -3,7 +3,11 @@
 //! twentieth of the rows is done) and started again. Then the
 //! tables must show every row terminal, one send-log outcome per row that
 //! matches it, exactly one inbox message per inbox row, and, for email, every
-//! sent row received by the SMTP sink, with duplicates bounded by the kills.
+//! sent row received by the SMTP sink, with duplicates bounded by the kills;
+//! for push, every sent row's notification received (verified and
+//! decrypted) by its device, duplicates bounded the same way, and each
+//! duplicate carrying its first copy's `Topic`, so a push service replaces
+//! a copy it still holds instead of showing two.
 //!
 //! Run only on request (`harness::on_request`, like `#[ignore]`): each run
 //! takes tens of seconds. `.ci/run` runs the bounded form on PostgreSQL and
@@ -16,7 +20,7 @@
 //!
 //! Knobs (`HERALD_TEST_*`, which Herald's configuration ignores):
 //! `HERALD_TEST_CHAOS_ROWS` (inbox rows, default 5000),
-//! `HERALD_TEST_CHAOS_EMAIL_ROWS` (default 1000), `HERALD_TEST_CHAOS_INSTANCES`
+//! `HERALD_TEST_CHAOS_EMAIL_ROWS` (default 1000, also push's), `HERALD_TEST_CHAOS_INSTANCES`
 //! (3), `HERALD_TEST_CHAOS_KILL_MIN_MS` / `_MAX_MS` (1000 / 3000),
 //! `HERALD_TEST_CHAOS_SEED` (random; printed, so a run can be repeated) and
 //! `HERALD_TEST_CHAOS_TIMEOUT_SECS` (300). The full-size run is
@@ -39,8 +43,9 @@ use common::smtp::SmtpSink;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
 use herald::domain::{ChannelName, UserId};
-use herald::store::{NewOutboxRow, Store, new_id};
+use herald::store::{NewOutboxRow, NewPushDevice, PushDeviceStore, Store, new_id};
 use herald::tooling::cluster::{self, Cluster, ClusterOptions};
+use herald::tooling::push_receiver::PushReceiver;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -59,6 +64,10 @@ struct ChaosReport {
     /// messages in total.
     email_duplicated_ids: usize,
     email_extra_messages: u64,
+    /// Push: devices that got their notification more than once, and the
+    /// extra notifications in total.
+    push_duplicated_devices: usize,
+    push_extra_notifications: u64,
     claimed_more_than_once: i64,
     latency_p50_ms: i64,
     latency_p99_ms: i64,
@@ -87,9 +96,15 @@ fn instance_env(extra: &[(&str, String)]) -> Vec<(String, String)> {
     env
 }
 
+/// The user of row `i`: one user for inbox and email, one per row for push
+/// (each with one device).
+fn chaos_user(channel: &str, i: usize) -> UserId {
+    let id = if channel == "push" { format!("chaos-push-{i}") } else { "chaos-user".to_owned() };
+    UserId::parse("user_id", &id).unwrap()
+}
+
 async fn enqueue(db: &TestDb, channel: &str, rows: usize) {
     let clock = SystemClock;
-    let user = UserId::parse("user_id", "chaos-user").unwrap();
     let channel_name = ChannelName::parse("channel", channel).unwrap();
     let rows: Vec<NewOutboxRow> = (0..rows)
         .map(|i| NewOutboxRow {
@@ -97,7 +112,7 @@ async fn enqueue(db: &TestDb, channel: &str, rows: usize) {
             dedupe_key: format!("chaos:{i}"),
             rule_id: None,
             trigger_id: None,
-            user_id: user.clone(),
+            user_id: chaos_user(channel, i),
             channel: channel_name.clone(),
             payload: if channel == "email" {
                 serde_json::json!({ "to": format!("ok{i}@chaos.test"), "subject": format!("chaos {i}"), "text": "chaos" })
@@ -115,7 +130,7 @@ async fn enqueue(db: &TestDb, channel: &str, rows: usize) {
 }
 
 async fn chaos(db: &TestDb, channel: &str) {
-    let rows = if channel == "email" {
+    let rows = if channel != "inbox" {
         knob("HERALD_TEST_CHAOS_EMAIL_ROWS", 1000)
     } else {
         knob("HERALD_TEST_CHAOS_ROWS", 5000)
@@ -140,6 +155,28 @@ async fn chaos(db: &TestDb, channel: &str) {
         extra.push(("HERALD_EMAIL__FROM", "Herald Chaos <chaos@herald.test>".to_owned()));
         extra.push(("HERALD_EMAIL__PUBLIC_URL", "https://herald.test".to_owned()));
     }
+    let push = if channel == "push" {
+        let (private, public) = herald::delivery::channel::push::vapid::generate_key_pair();
+        let (receiver, devices) = PushReceiver::start_reusable(rows, &public).await.unwrap();
+        let now = SystemClock.now();
+        for (i, d) in devices.iter().enumerate() {
+            let device = NewPushDevice {
+                kind: "web".into(),
+                address: d.endpoint.clone(),
+                p256dh: Some(d.p256dh.clone()),
+                auth: Some(d.auth.clone()),
+                label: None,
+            };
+            db.store.register_push_device(chaos_user(channel, i).as_str(), &device, now).await.unwrap();
+        }
+        extra.push(("HERALD_PUSH__VAPID_PRIVATE_KEY", private));
+        extra.push(("HERALD_PUSH__VAPID_SUBJECT", "mailto:chaos@herald.test".to_owned()));
+        extra.push(("HERALD_PUSH__ALLOW_PRIVATE_NETWORKS", "true".to_owned()));
+        extra.push(("HERALD_PUSH__TIMEOUT", "3s".to_owned()));
+        Some(receiver)
+    } else {
+        None
+    };
     let log_dir = output_dir(&name);
     let mut cluster = Cluster::start(ClusterOptions {
         binary: env!("CARGO_BIN_EXE_herald").into(),
@@ -206,6 +243,8 @@ async fn chaos(db: &TestDb, channel: &str) {
         seconds,
         email_duplicated_ids: 0,
         email_extra_messages: 0,
+        push_duplicated_devices: 0,
+        push_extra_notifications: 0,
         claimed_more_than_once: audit.claimed_more_than_once,
         latency_p50_ms: cluster::percentile(&latencies, 50.0).unwrap_or(0),
         latency_p99_ms: cluster::percentile(&latencies, 99.0).unwrap_or(0),
@@ -223,6 +262,18 @@ async fn chaos(db: &TestDb, channel: &str) {
         report.email_duplicated_ids = received.values().filter(|n| **n > 1).count();
         report.email_extra_messages = received.values().map(|n| u64::from(n - 1)).sum();
     }
+    if let Some(receiver) = &push {
+        let per_device = receiver.per_device();
+        let (refused, first) = receiver.refused();
+        assert_eq!(refused, 0, "the push service refused {refused} requests; the first: {first:?}");
+        let missing = per_device.iter().filter(|(n, _)| *n == 0).count();
+        assert_eq!(missing, 0, "{missing} devices never got their notification");
+        for (n, topics) in per_device.iter().filter(|(n, _)| *n > 1) {
+            assert!(topics.iter().all(|t| *t == topics[0]), "a second copy under another Topic ({n}): {topics:?}");
+        }
+        report.push_duplicated_devices = per_device.iter().filter(|(n, _)| *n > 1).count();
+        report.push_extra_notifications = per_device.iter().map(|(n, _)| n - 1).sum();
+    }
     let json = serde_json::to_string_pretty(&report).unwrap();
     std::fs::write(log_dir.join("report.json"), &json).unwrap();
     eprintln!("chaos {name}: {json}");
@@ -235,10 +286,10 @@ async fn chaos(db: &TestDb, channel: &str) {
         assert_eq!(audit.inbox_sent, rows as i64);
     } else {
         let bound = u64::from(kills) * u64::from(BATCH);
+        let extra = report.email_extra_messages + report.push_extra_notifications;
         assert!(
-            report.email_extra_messages <= bound,
-            "{} duplicate emails after {kills} kills: more than {bound} (kills × batch)",
-            report.email_extra_messages
+            extra <= bound,
+            "{extra} duplicate {channel} messages after {kills} kills: more than {bound} (kills × batch)"
         );
     }
 }
@@ -265,6 +316,10 @@ async fn chaos_mariadb_email() {
     run_on(Backend::MySql, "email").await;
 }
 
+async fn chaos_postgres_push() {
+    run_on(Backend::Postgres, "push").await;
+}
+
 fn main() -> std::process::ExitCode {
     use common::harness::on_request;
     const WHY: &str = "a chaos run of tens of seconds that kills herald processes";
@@ -273,5 +328,6 @@ fn main() -> std::process::ExitCode {
         on_request("chaos_mariadb_inbox", WHY, chaos_mariadb_inbox),
         on_request("chaos_postgres_email", WHY, chaos_postgres_email),
         on_request("chaos_mariadb_email", WHY, chaos_mariadb_email),
+        on_request("chaos_postgres_push", WHY, chaos_postgres_push),
     ])
 }

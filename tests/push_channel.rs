@@ -58,6 +58,12 @@ async fn other_answers() -> (String, Arc<AtomicUsize>) {
     (base, limited)
 }
 
+/// A moment after the triggers just sent: `serve` dates them by the
+/// database's clock, which may run a little ahead of this process's.
+fn after_triggers() -> Millis {
+    Millis(SystemClock.now().0 + 2_000)
+}
+
 struct Setup {
     app: App,
     config: herald::config::Config,
@@ -144,7 +150,7 @@ async fn a_notification_reaches_each_live_device_and_a_gone_one_is_removed(backe
     let laptop = s.register("ada", &s.devices[0].endpoint, &s.devices[0], Some("Ada's laptop")).await;
     let gone = s.register("ada", &format!("{}/gone", s.others), &s.devices[1], None).await;
     s.trigger("ada").await;
-    let clock = ManualClock::at(SystemClock.now());
+    let clock = ManualClock::at(after_triggers());
     let report = s.worker(&clock).tick().await.unwrap();
     assert_eq!(report.sent, 1, "{report:?}");
 
@@ -186,12 +192,12 @@ async fn a_notification_reaches_each_live_device_and_a_gone_one_is_removed(backe
 async fn no_device_is_the_reason_and_a_429_waits_for_its_retry_after(backend: Backend) {
     let s = setup(backend, false).await;
     s.push_rule().await;
-    let clock = ManualClock::at(SystemClock.now());
+    let clock = ManualClock::at(after_triggers());
     let worker = s.worker(&clock);
 
     // Nobody to push to: suppressed, naming why, nothing sent.
     s.trigger("bob").await;
-    clock.set(SystemClock.now());
+    clock.set(after_triggers());
     assert_eq!(worker.tick().await.unwrap().suppressed, 1);
     let (status, _, history) = s.message("bob").await;
     assert_eq!(
@@ -203,7 +209,7 @@ async fn no_device_is_the_reason_and_a_429_waits_for_its_retry_after(backend: Ba
     // Rate limited: retried when the push service said, not five minutes on.
     s.register("cy", &format!("{}/limited", s.others), &s.devices[2], None).await;
     s.trigger("cy").await;
-    clock.set(SystemClock.now());
+    clock.set(after_triggers());
     let report = worker.tick().await.unwrap();
     assert_eq!((report.sent, report.retried), (0, 1), "{report:?}");
     let row = s.app.db.store.user_history(&common::user("cy"), 10).await.unwrap().rows.remove(0);
@@ -212,6 +218,48 @@ async fn no_device_is_the_reason_and_a_429_waits_for_its_retry_after(backend: Ba
     clock.advance(Duration::from_millis(1_000));
     assert_eq!(worker.tick().await.unwrap().sent, 1);
     assert_eq!(s.limited.load(Ordering::SeqCst), 2);
+    s.app.stop().await;
+}
+
+/// Push is a channel like the others: a user who switched it off is not
+/// pushed to (the reason names it), and an unread inbox message escalates
+/// to push after `after`.
+async fn preferences_and_escalation_treat_push_as_a_channel(backend: Backend) {
+    let s = setup(backend, false).await;
+    s.push_rule().await;
+    s.register("fay", &s.devices[0].endpoint, &s.devices[0], None).await;
+    let prefs = json!({"preferences": {"channels": {"push": false}}});
+    let (status, _) = s.app.call(reqwest::Method::PUT, "/v1/users/fay", Some(prefs)).await;
+    assert_eq!(status, 201);
+    s.trigger("fay").await;
+    let clock = ManualClock::at(after_triggers());
+    let worker = s.worker(&clock);
+    assert_eq!(worker.tick().await.unwrap().suppressed, 1);
+    let (status, _, history) = s.message("fay").await;
+    assert_eq!(status, "suppressed");
+    assert!(history[0].contains("push"), "{history:?}");
+    assert!(s.receiver.received().is_empty());
+
+    let inbox_rule = json!({
+        "name": "Invoice", "trigger_type": "invoice.due", "channel": "inbox", "category": "billing", "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Invoice due", "text": "t"}}},
+        "escalate": {"after": 60, "unless": "read", "channel": "push", "template":
+            {"fallback_locale": "en", "locales": {"en": {"title": "You have an unread invoice"}}}}
+    });
+    let (status, body) = s.app.post("/v1/rules", inbox_rule).await;
+    assert_eq!(status, 201, "{body}");
+    s.register("gus", &s.devices[1].endpoint, &s.devices[1], None).await;
+    let (status, _) = s.app.post("/v1/triggers", json!({"type": "invoice.due", "user_id": "gus"})).await;
+    assert_eq!(status, 202);
+    clock.set(after_triggers());
+    assert_eq!(worker.tick().await.unwrap().sent, 1, "the inbox message");
+    clock.advance(Duration::from_secs(59));
+    assert_eq!(worker.tick().await.unwrap().sent, 0, "not before `after`");
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(worker.tick().await.unwrap().sent, 1, "the push follow-up");
+    let received = s.receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].payload["title"], "You have an unread invoice");
     s.app.stop().await;
 }
 
@@ -287,6 +335,7 @@ fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
         a_notification_reaches_each_live_device_and_a_gone_one_is_removed,
         no_device_is_the_reason_and_a_429_waits_for_its_retry_after,
+        preferences_and_escalation_treat_push_as_a_channel,
     ];
     trials.extend(named_tests![
         a_refused_credential_makes_readyz_name_the_provider,

@@ -51,10 +51,20 @@ pub struct BenchDevice {
     pub auth: String,
 }
 
+/// A device's private key: `ring`'s, for one message (the bench), or
+/// `p256`'s, for any number (a test that counts what arrives twice).
+enum DeviceKey {
+    Once(Mutex<Option<EphemeralPrivateKey>>),
+    Reusable(p256::SecretKey),
+}
+
 struct Device {
-    key: Mutex<Option<EphemeralPrivateKey>>,
+    key: DeviceKey,
     public: Vec<u8>,
     auth: [u8; 16],
+    /// Notifications that passed every check, and their `Topic`s.
+    deliveries: AtomicU64,
+    topics: Mutex<Vec<String>>,
 }
 
 /// One notification as the device saw it, for tests to check field by
@@ -97,23 +107,47 @@ impl Drop for PushReceiver {
 
 impl PushReceiver {
     /// Starts on 127.0.0.1 with `devices` fresh devices that accept VAPID
-    /// tokens signed for `vapid_public_key`.
+    /// tokens signed for `vapid_public_key`, each decrypting one message.
     pub async fn start(devices: usize, vapid_public_key: &str) -> anyhow::Result<(PushReceiver, Vec<BenchDevice>)> {
+        PushReceiver::start_with(devices, vapid_public_key, false).await
+    }
+
+    /// Like [`start`](Self::start), with devices that decrypt any number of
+    /// messages (slower: `p256`'s ECDH): for counting duplicates.
+    pub async fn start_reusable(
+        devices: usize,
+        vapid_public_key: &str,
+    ) -> anyhow::Result<(PushReceiver, Vec<BenchDevice>)> {
+        PushReceiver::start_with(devices, vapid_public_key, true).await
+    }
+
+    async fn start_with(
+        devices: usize,
+        vapid_public_key: &str,
+        reusable: bool,
+    ) -> anyhow::Result<(PushReceiver, Vec<BenchDevice>)> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let origin = format!("http://{}", listener.local_addr()?);
         let rng = ring::rand::SystemRandom::new();
         let mut made = Vec::with_capacity(devices);
         let mut subscriptions = Vec::with_capacity(devices);
         for n in 0..devices {
-            let key = EphemeralPrivateKey::generate(&ECDH_P256, &rng).map_err(|_| anyhow::anyhow!("no random"))?;
-            let public = key.compute_public_key().map_err(|_| anyhow::anyhow!("no public key"))?.as_ref().to_vec();
+            let (key, public) = if reusable {
+                let key = p256::SecretKey::random(&mut p256::elliptic_curve::rand_core::OsRng);
+                let public = p256::EncodedPoint::from(key.public_key()).as_bytes().to_vec();
+                (DeviceKey::Reusable(key), public)
+            } else {
+                let key = EphemeralPrivateKey::generate(&ECDH_P256, &rng).map_err(|_| anyhow::anyhow!("no random"))?;
+                let public = key.compute_public_key().map_err(|_| anyhow::anyhow!("no public key"))?.as_ref().to_vec();
+                (DeviceKey::Once(Mutex::new(Some(key))), public)
+            };
             let auth: [u8; 16] = rand::random();
             subscriptions.push(BenchDevice {
                 endpoint: format!("{origin}/push/{n}"),
                 p256dh: URL_SAFE_NO_PAD.encode(&public),
                 auth: URL_SAFE_NO_PAD.encode(auth),
             });
-            made.push(Device { key: Mutex::new(Some(key)), public, auth });
+            made.push(Device { key, public, auth, deliveries: AtomicU64::new(0), topics: Mutex::new(Vec::new()) });
         }
         let shared = Arc::new(Shared {
             devices: made,
@@ -137,6 +171,19 @@ impl PushReceiver {
     /// Notifications that passed every check.
     pub fn accepted(&self) -> u64 {
         self.shared.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Per device, in order: how many notifications arrived, and with which
+    /// `Topic`s (a push service replaces a queued message by its Topic).
+    pub fn per_device(&self) -> Vec<(u64, Vec<String>)> {
+        self.shared
+            .devices
+            .iter()
+            .map(|d| {
+                let topics = d.topics.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                (d.deliveries.load(Ordering::Relaxed), topics)
+            })
+            .collect()
     }
 
     /// The first notifications received, decrypted.
@@ -196,6 +243,10 @@ fn check(shared: &Shared, n: usize, headers: &HeaderMap, body: &[u8]) -> Result<
         if !json.get(field).is_some_and(serde_json::Value::is_string) {
             return Err(format!("the notification has no {field}"));
         }
+    }
+    device.deliveries.fetch_add(1, Ordering::Relaxed);
+    if matches!(device.key, DeviceKey::Reusable(_)) {
+        device.topics.lock().unwrap_or_else(PoisonError::into_inner).push(topic.to_owned());
     }
     let mut received = shared.received.lock().unwrap_or_else(PoisonError::into_inner);
     if received.len() < KEPT {
@@ -270,17 +321,26 @@ fn decrypt(device: &Device, body: &[u8]) -> Result<Vec<u8>, String> {
         return Err("the key id is longer than the body".into());
     }
     let (as_public, sealed) = rest.split_at(id_len);
-    let key = device.key.lock().unwrap_or_else(PoisonError::into_inner).take().ok_or("this device's key was used")?;
-    let peer = UnparsedPublicKey::new(&ECDH_P256, as_public);
-    let ikm = agree_ephemeral(key, &peer, |shared| {
+    let derive = |shared: &[u8]| {
         let mut info = Vec::with_capacity(14 + 65 + 65);
         info.extend_from_slice(b"WebPush: info\0");
         info.extend_from_slice(&device.public);
         info.extend_from_slice(as_public);
         let mut ikm = [0u8; 32];
         Hkdf::<Sha256>::new(Some(&device.auth), shared).expand(&info, &mut ikm).map(|()| ikm)
-    })
-    .map_err(|_| "the key id is not a P-256 point")?
+    };
+    let ikm = match &device.key {
+        DeviceKey::Once(key) => {
+            let key = key.lock().unwrap_or_else(PoisonError::into_inner).take().ok_or("this device's key was used")?;
+            let peer = UnparsedPublicKey::new(&ECDH_P256, as_public);
+            agree_ephemeral(key, &peer, |shared| derive(shared)).map_err(|_| "the key id is not a P-256 point")?
+        }
+        DeviceKey::Reusable(key) => {
+            let peer = p256::PublicKey::from_sec1_bytes(as_public).map_err(|_| "the key id is not a P-256 point")?;
+            let shared = p256::ecdh::diffie_hellman(key.to_nonzero_scalar(), peer.as_affine());
+            derive(shared.raw_secret_bytes())
+        }
+    }
     .map_err(|_| "HKDF failed")?;
     let prk = Hkdf::<Sha256>::new(Some(salt), &ikm);
     let (mut cek, mut nonce) = ([0u8; 16], [0u8; 12]);
