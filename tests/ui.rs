@@ -1105,8 +1105,8 @@ fn push_form() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-/// A push rule on the screen: the channel is offered, each locale has a
-/// title, body and url, the preview renders them and gives the payload's
+/// A push rule on the screen (and an escalation by push): the channel is
+/// offered, each locale has a title, body and url, the preview renders them and gives the payload's
 /// size against the 4,096-byte limit, a sample over it stops the save, TTL
 /// and urgency are stored as the rule's `push` options, and options set
 /// through the API survive a save from the screen (which once sent
@@ -1214,6 +1214,21 @@ async fn the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size(db
     assert!(page.body.contains("name=\"loc0_title\" value=\"Hello\""), "{}", page.body);
     assert!(page.body.contains(">World</textarea>"), "{}", page.body);
     assert!(!page.body.contains("cannot be saved"), "{}", page.body);
+
+    // An inbox rule's follow-up by push has a push notification's fields.
+    let by_push = with(
+        &workflow_form(),
+        &[("esc_channel", "push"), ("esc0_subject", ""), ("esc0_text", ""), ("esc0_title", "Unread invoice")],
+    );
+    let saved = ui.action(&s, "/ui/rules/new", &by_push).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let rule = ui.store.list_rules().await.unwrap().into_iter().find(|r| r.name == "Invoices").unwrap();
+    let escalate = &rule.workflow.as_ref().unwrap()["escalate"];
+    assert_eq!(escalate["channel"], "push");
+    assert_eq!(escalate["template"]["locales"]["en"], serde_json::json!({"title": "Unread invoice"}));
+    let page = ui.get(saved.location.as_deref().unwrap(), Some(&s.cookie)).await;
+    assert!(page.body.contains("name=\"esc0_title\" value=\"Unread invoice\""), "{}", page.body);
+    assert!(page.body.contains("<option value=\"push\" selected>push</option>"), "{}", page.body);
     ui.stop().await;
 }
 
