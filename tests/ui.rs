@@ -1112,7 +1112,12 @@ fn push_form() -> Vec<(&'static str, &'static str)> {
 /// through the API survive a save from the screen (which once sent
 /// `push: null` and erased them).
 async fn the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size(db: &TestDb) {
-    let ui = Ui::start(db).await;
+    let (vapid_key, _) = herald::delivery::channel::push::vapid::generate_key_pair();
+    let ui = Ui::start_with(db, |c| {
+        c.push.vapid_private_key = Some(vapid_key);
+        c.push.vapid_subject = Some("mailto:ops@example.com".into());
+    })
+    .await;
     let s = ui.session().await;
     let blank = ui.get("/ui/rules/new", Some(&s.cookie)).await;
     assert!(blank.body.contains("<option value=\"push\">push</option>"), "{}", blank.body);
@@ -1153,10 +1158,19 @@ async fn the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size(db
             "url": "https://app.example.com/exports/{{ payload.name }}"})
     );
     assert_eq!(rule.workflow.as_ref().unwrap()["push"], serde_json::json!({"ttl": 3600, "urgency": "high"}));
+    // A message it planned shows, on its row's page, what a tap opens.
+    let on = serde_json::json!({"enabled": true});
+    let path = format!("/v1/rules/{}", rule.id);
+    assert_eq!(ui.send(ui.api(reqwest::Method::PATCH, &path, Some(on))).await.status, 200);
+    let trigger = serde_json::json!({"type": "export.ready", "user_id": "u1", "payload": {"name": "q4", "rows": 3}});
+    let planned = ui.send(ui.api(reqwest::Method::POST, "/v1/triggers", Some(trigger))).await;
+    let planned: serde_json::Value = serde_json::from_str(&planned.body).unwrap();
+    let row = ui.get(&format!("/ui/outbox/{}", planned["planned"][0]["id"].as_str().unwrap()), Some(&s.cookie)).await;
+    assert!(row.body.contains("<p class=\"subject\">Export q4 is ready</p>"), "{}", row.body);
+    assert!(row.body.contains("Opens <code>https:&#x2f;&#x2f;app.example.com&#x2f;exports&#x2f;q4</code>"));
 
     // Options set through the API are shown, and a save from the screen
     // keeps them.
-    let path = format!("/v1/rules/{}", rule.id);
     let patch = serde_json::json!({"push": {"ttl": 60, "urgency": "very-low"}});
     assert_eq!(ui.send(ui.api(reqwest::Method::PATCH, &path, Some(patch))).await.status, 200);
     let page = ui.get(&format!("/ui/rules/{}", rule.id), Some(&s.cookie)).await;
