@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the shell blocks a reader is told to paste, as written, and check them.
 
-    python3 .ci/doc-blocks.py                    # README.md, then docs/getting-started.md
+    python3 .ci/doc-blocks.py                    # README.md, docs/getting-started.md, docs/channels/push.md
     python3 .ci/doc-blocks.py docs/getting-started.md
 
 Each file's ```sh blocks run in order in one bash session, as a reader pastes
@@ -33,7 +33,7 @@ import tempfile
 import time
 
 ROOT = os.path.realpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-DEFAULT_FILES = ["README.md", "docs/getting-started.md"]
+DEFAULT_FILES = ["README.md", "docs/getting-started.md", "docs/channels/push.md"]
 # herald serve (http.listen's default), the webhook receiver, the widget page.
 PORTS = [8080, 9000, 8000]
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")

@@ -13,8 +13,8 @@ use herald::clock::{Clock, ManualClock, SystemClock};
 use herald::config::Config;
 use herald::http::ui::session::{add_operator, csrf_token, session_hash};
 use herald::store::{
-    EventStore, OperatorStore, RecipientStore, RuleRow, RuleStore, Store, SuppressionReason, SuppressionRow,
-    SuppressionStore, TriggerStore, new_id,
+    EventStore, OperatorStore, PushDeviceStore, RecipientStore, RuleRow, RuleStore, Store, SuppressionReason,
+    SuppressionRow, SuppressionStore, TriggerStore, new_id,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -219,6 +219,8 @@ backend_tests!(
     the_dry_run_says_what_the_window_digest_and_cap_would_do,
     an_operator_changes_a_users_preferences_and_the_audit_names_them,
     the_send_log_search_finds_a_phone_and_the_users_page_shows_it,
+    the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size,
+    the_users_page_lists_their_push_devices_and_why_one_was_removed,
 );
 
 /// A phone number typed into the send log's search is hashed and finds the
@@ -1080,6 +1082,223 @@ async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb)
     assert!(!page.body.contains("cannot be saved"), "{}", page.body);
     assert!(page.body.contains("does not render with this sample"), "{}", page.body);
     assert!(page.body.contains("`payload.name` is undefined"), "{}", page.body);
+    ui.stop().await;
+}
+
+/// The editor's fields of a push rule, as its page posts them.
+fn push_form() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("name", "Export ready"),
+        ("trigger_type", "export.ready"),
+        ("channel", "push"),
+        ("category", "exports"),
+        ("delay", "0"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_title", "Export {{ payload.name }} is ready"),
+        ("loc0_body", "{{ payload.rows }} rows"),
+        ("loc0_url", "https://app.example.com/exports/{{ payload.name }}"),
+        ("push_ttl", "3600"),
+        ("push_urgency", "high"),
+        ("sample_payload", "{\"name\": \"q4\", \"rows\": 3}"),
+        ("action", "preview"),
+    ]
+}
+
+/// A push rule on the screen (and an escalation by push): the channel is
+/// offered, each locale has a title, body and url, the preview renders them and gives the payload's
+/// size against the 4,096-byte limit, a sample over it stops the save, TTL
+/// and urgency are stored as the rule's `push` options, and options set
+/// through the API survive a save from the screen (which once sent
+/// `push: null` and erased them).
+async fn the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size(db: &TestDb) {
+    let (vapid_key, _) = herald::delivery::channel::push::vapid::generate_key_pair();
+    let ui = Ui::start_with(db, |c| {
+        c.push.vapid_private_key = Some(vapid_key);
+        c.push.vapid_subject = Some("mailto:ops@example.com".into());
+    })
+    .await;
+    let s = ui.session().await;
+    let blank = ui.get("/ui/rules/new", Some(&s.cookie)).await;
+    assert!(blank.body.contains("<option value=\"push\">push</option>"), "{}", blank.body);
+    assert!(blank.body.contains("name=\"loc0_subject\""), "an inbox rule's fields: {}", blank.body);
+    assert!(!blank.body.contains("name=\"push_ttl\""), "push options on a push rule only: {}", blank.body);
+
+    let page = ui.action(&s, "/ui/rules/new", &push_form()).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    for shown in [
+        "<option value=\"push\" selected>push</option>",
+        "name=\"loc0_title\" value=\"Export {{ payload.name }} is ready\"",
+        "name=\"loc0_body\"",
+        "name=\"loc0_url\"",
+        "name=\"push_ttl\" value=\"3600\"",
+        "<option value=\"high\" selected>high</option>",
+        "<p class=\"subject\">Export q4 is ready</p>",
+        "<pre class=\"body\">3 rows</pre>",
+        // Escaped like every value (minijinja escapes `/` too).
+        "Opens <code>https:&#x2f;&#x2f;app.example.com&#x2f;exports&#x2f;q4</code>",
+    ] {
+        assert!(page.body.contains(shown), "{shown}: {}", page.body);
+    }
+    assert!(!page.body.contains("name=\"loc0_subject\""), "{}", page.body);
+    // The size is the JSON the channel sends: an outbox id, the rendered
+    // fields and the sample as data.
+    let payload = serde_json::json!({"id": new_id(), "title": "Export q4 is ready", "body": "3 rows",
+        "url": "https://app.example.com/exports/q4", "data": {"name": "q4", "rows": 3}});
+    let size = serde_json::to_vec(&payload).unwrap().len();
+    assert!(page.body.contains(&format!("Payload: {size} of 4096 bytes")), "{size}: {}", page.body);
+
+    let saved = ui.action(&s, "/ui/rules/new", &with(&push_form(), &[("action", "save")])).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let rule = ui.store.list_rules().await.unwrap().pop().unwrap();
+    assert_eq!(rule.channel, "push");
+    assert_eq!(
+        rule.template["locales"]["en"],
+        serde_json::json!({"title": "Export {{ payload.name }} is ready", "body": "{{ payload.rows }} rows",
+            "url": "https://app.example.com/exports/{{ payload.name }}"})
+    );
+    assert_eq!(rule.workflow.as_ref().unwrap()["push"], serde_json::json!({"ttl": 3600, "urgency": "high"}));
+    // A message it planned shows, on its row's page, what a tap opens.
+    let on = serde_json::json!({"enabled": true});
+    let path = format!("/v1/rules/{}", rule.id);
+    assert_eq!(ui.send(ui.api(reqwest::Method::PATCH, &path, Some(on))).await.status, 200);
+    let trigger = serde_json::json!({"type": "export.ready", "user_id": "u1", "payload": {"name": "q4", "rows": 3}});
+    let planned = ui.send(ui.api(reqwest::Method::POST, "/v1/triggers", Some(trigger))).await;
+    let planned: serde_json::Value = serde_json::from_str(&planned.body).unwrap();
+    let row = ui.get(&format!("/ui/outbox/{}", planned["planned"][0]["id"].as_str().unwrap()), Some(&s.cookie)).await;
+    assert!(row.body.contains("<p class=\"subject\">Export q4 is ready</p>"), "{}", row.body);
+    assert!(row.body.contains("Opens <code>https:&#x2f;&#x2f;app.example.com&#x2f;exports&#x2f;q4</code>"));
+
+    // Options set through the API are shown, and a save from the screen
+    // keeps them.
+    let patch = serde_json::json!({"push": {"ttl": 60, "urgency": "very-low"}});
+    assert_eq!(ui.send(ui.api(reqwest::Method::PATCH, &path, Some(patch))).await.status, 200);
+    let page = ui.get(&format!("/ui/rules/{}", rule.id), Some(&s.cookie)).await;
+    assert!(page.body.contains("name=\"push_ttl\" value=\"60\""), "{}", page.body);
+    assert!(page.body.contains("<option value=\"very-low\" selected>"), "{}", page.body);
+    let as_shown = with(&push_form(), &[("name", "Export done"), ("push_ttl", "60"), ("push_urgency", "very-low")]);
+    let resaved = ui.action(&s, &format!("/ui/rules/{}", rule.id), &with(&as_shown, &[("action", "save")])).await;
+    assert_eq!(resaved.status, 303, "{}", resaved.body);
+    let stored = ui.store.get_rule(&rule.id).await.unwrap().unwrap();
+    assert_eq!(stored.name, "Export done");
+    assert_eq!(stored.workflow.as_ref().unwrap()["push"], serde_json::json!({"ttl": 60, "urgency": "very-low"}));
+    // Both fields emptied: the defaults, no options stored.
+    let defaults = with(&as_shown, &[("push_ttl", ""), ("push_urgency", ""), ("action", "save")]);
+    assert_eq!(ui.action(&s, &format!("/ui/rules/{}", rule.id), &defaults).await.status, 303);
+    let stored = ui.store.get_rule(&rule.id).await.unwrap().unwrap();
+    assert!(stored.workflow.as_ref().is_none_or(|w| w.get("push").is_none()), "{:?}", stored.workflow);
+
+    // A sample that renders over the limit: shown in the preview, and the
+    // save is refused, naming the locale; nothing changes.
+    let big = format!("{{\"name\": \"q4\", \"rows\": 3, \"blob\": \"{}\"}}", "x".repeat(4100));
+    let over = with(&as_shown, &[("name", "Too big"), ("sample_payload", big.leak()), ("action", "save")]);
+    let refused = ui.action(&s, &format!("/ui/rules/{}", rule.id), &over).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("cannot be saved"), "{}", refused.body);
+    assert!(refused.body.contains("<code>template.locales.en</code> with this sample the push payload is"));
+    assert!(refused.body.contains("bytes, over the 4096-byte limit"), "{}", refused.body);
+    assert_eq!(ui.store.get_rule(&rule.id).await.unwrap().unwrap().name, "Export done");
+
+    // Options that are not options, each named.
+    let bad = with(&as_shown, &[("push_ttl", "soon"), ("push_urgency", "urgent"), ("action", "save")]);
+    let refused = ui.action(&s, &format!("/ui/rules/{}", rule.id), &bad).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("&quot;soon&quot; is not a whole number of seconds"), "{}", refused.body);
+    assert!(refused.body.contains("&quot;urgent&quot; is not an urgency"), "{}", refused.body);
+    let too_long = with(&as_shown, &[("push_ttl", "9999999"), ("action", "save")]);
+    let refused = ui.action(&s, &format!("/ui/rules/{}", rule.id), &too_long).await;
+    assert_eq!(refused.status, 422, "the API's check: {}", refused.body);
+    assert!(refused.body.contains("<code>push.ttl</code> must be 0 to 2419200 seconds"), "{}", refused.body);
+
+    // An inbox rule switched to push: what was typed as subject and text
+    // comes back as title and body, in the push shape.
+    let switched = [
+        ("name", "Switched"),
+        ("trigger_type", "export.ready"),
+        ("channel", "push"),
+        ("category", "exports"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_subject", "Hello"),
+        ("loc0_text", "World"),
+        ("loc0_html", "<p>World</p>"),
+        ("action", "preview"),
+    ];
+    let page = ui.action(&s, "/ui/rules/new", &switched).await;
+    assert!(page.body.contains("name=\"loc0_title\" value=\"Hello\""), "{}", page.body);
+    assert!(page.body.contains(">World</textarea>"), "{}", page.body);
+    assert!(!page.body.contains("cannot be saved"), "{}", page.body);
+
+    // An inbox rule's follow-up by push has a push notification's fields.
+    let by_push = with(
+        &workflow_form(),
+        &[("esc_channel", "push"), ("esc0_subject", ""), ("esc0_text", ""), ("esc0_title", "Unread invoice")],
+    );
+    let saved = ui.action(&s, "/ui/rules/new", &by_push).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let rule = ui.store.list_rules().await.unwrap().into_iter().find(|r| r.name == "Invoices").unwrap();
+    let escalate = &rule.workflow.as_ref().unwrap()["escalate"];
+    assert_eq!(escalate["channel"], "push");
+    assert_eq!(escalate["template"]["locales"]["en"], serde_json::json!({"title": "Unread invoice"}));
+    let page = ui.get(saved.location.as_deref().unwrap(), Some(&s.cookie)).await;
+    assert!(page.body.contains("name=\"esc0_title\" value=\"Unread invoice\""), "{}", page.body);
+    assert!(page.body.contains("<option value=\"push\" selected>push</option>"), "{}", page.body);
+    ui.stop().await;
+}
+
+/// A user's send-log page lists their push devices: kind, label, when
+/// registered, the last success, and a removed one with when, by whom and
+/// why; never an endpoint or a token.
+async fn the_users_page_lists_their_push_devices_and_why_one_was_removed(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let page = ui.get("/ui/sends?q=u1&by=user", Some(&s.cookie)).await;
+    assert!(page.body.contains("Push devices (0)"), "{}", page.body);
+    assert!(page.body.contains("no push subscription for this user"), "{}", page.body);
+
+    let device = |kind: &str, address: &str, label: Option<&str>| herald::store::NewPushDevice {
+        kind: kind.into(),
+        address: address.into(),
+        p256dh: None,
+        auth: None,
+        label: label.map(str::to_owned),
+    };
+    let id = |r: herald::store::Registered| match r {
+        herald::store::Registered::Created(d) => d.id,
+        other => panic!("{other:?}"),
+    };
+    let store = &ui.store;
+    let pixel = id(store
+        .register_push_device("u1", &device("fcm", "fcm-secret-token", Some("Ada's Pixel")), T0)
+        .await
+        .unwrap());
+    let phone = id(store.register_push_device("u1", &device("apns", "5f1c0ffee0", None), T0).await.unwrap());
+    let later = T0.plus(Duration::from_secs(3600));
+    store.mark_push_success(&[pixel], later).await.unwrap();
+    let why = "APNs answered 410: Unregistered";
+    assert!(store.remove_push_device("u1", &phone, "provider", why, later).await.unwrap());
+
+    let page = ui.get("/ui/sends?q=u1&by=user", Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let body = &page.body;
+    assert!(body.contains("Push devices (2)"), "{body}");
+    let when = |t: herald::clock::Millis| {
+        chrono::DateTime::from_timestamp_millis(t.0).unwrap().format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    };
+    let pixel_row = format!(
+        "<td data-label=\"Kind\">fcm</td><td data-label=\"Label\">Ada&#x27;s Pixel</td>\n    \
+         <td data-label=\"Registered\">{}</td>\n    <td data-label=\"Last success\">{}</td>",
+        when(T0),
+        when(later)
+    );
+    assert!(body.contains(&pixel_row), "{pixel_row}: {body}");
+    assert!(body.contains("<span class=\"st st-on\">active</span>"), "{body}");
+    let removed = format!("<span class=\"st st-bounced\">removed</span> {} by provider: {why}", when(later));
+    assert!(body.contains(&removed), "{removed}: {body}");
+    assert!(body.contains("<td data-label=\"Last success\">never</td>"), "{body}");
+    for secret in ["fcm-secret-token", "5f1c0ffee0"] {
+        assert!(!body.contains(secret), "a device's token is its credential: {body}");
+    }
     ui.stop().await;
 }
 

@@ -65,7 +65,7 @@ pub(super) async fn run_with_database(config: &Config, cmd: PushCommand) -> anyh
     let store = super::ready_store(config).await?;
     let devices = store.push_devices(user.as_str(), true).await?;
     if json {
-        let shown: Vec<serde_json::Value> = devices.iter().map(device_json).collect();
+        let shown: Vec<serde_json::Value> = devices.iter().map(PushDeviceRow::shown).collect();
         println!("{}", serde_json::to_string_pretty(&shown)?);
     } else if devices.is_empty() {
         println!("user {user_id:?} has no push device");
@@ -75,21 +75,6 @@ pub(super) async fn run_with_database(config: &Config, cmd: PushCommand) -> anyh
         }
     }
     Ok(())
-}
-
-/// A device without its credentials (endpoint, token, keys).
-fn device_json(d: &PushDeviceRow) -> serde_json::Value {
-    let time = |t: Option<crate::clock::Millis>| t.map(|t| t.to_rfc3339());
-    serde_json::json!({
-        "id": d.id,
-        "kind": d.kind,
-        "label": d.label,
-        "created_at": d.created_at.to_rfc3339(),
-        "last_success_at": time(d.last_success_at),
-        "removed_at": time(d.removed_at),
-        "removed_by": d.removed_by,
-        "removed_reason": d.removed_reason,
-    })
 }
 
 fn device_line(d: &PushDeviceRow) -> String {

@@ -71,6 +71,24 @@ pub struct PushDeviceRow {
     pub removed_reason: Option<String>,
 }
 
+impl PushDeviceRow {
+    /// The device without its credentials (endpoint, token, keys): what
+    /// `herald push devices --json` prints and the operator screen shows.
+    pub fn shown(&self) -> serde_json::Value {
+        let time = |t: Option<Millis>| t.map(|t| t.to_rfc3339());
+        serde_json::json!({
+            "id": self.id,
+            "kind": self.kind,
+            "label": self.label,
+            "created_at": self.created_at.to_rfc3339(),
+            "last_success_at": time(self.last_success_at),
+            "removed_at": time(self.removed_at),
+            "removed_by": self.removed_by,
+            "removed_reason": self.removed_reason,
+        })
+    }
+}
+
 /// A device to register, already validated (the endpoint is https and
 /// public, the keys are a P-256 point and a 16-byte secret, the token is
 /// not empty): the store only files it.

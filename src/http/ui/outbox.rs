@@ -179,7 +179,9 @@ pub async fn detail(
     // keeps only the trigger's payload); a hand-enqueued row's payload is
     // the message and is shown as such.
     let message = match crate::headline::render_row(&*state.store, &row).await? {
-        Some(Ok(m)) => serde_json::json!({ "subject": m.subject, "text": m.text, "html": m.html, "locale": m.locale }),
+        Some(Ok(m)) => serde_json::json!({
+            "subject": m.subject, "text": m.text, "html": m.html, "url": m.url, "locale": m.locale,
+        }),
         Some(Err(e)) => serde_json::json!({ "error": e }),
         None => serde_json::Value::Null,
     };

@@ -118,7 +118,7 @@ impl WorkflowForm {
             esc_unless: get("esc_unless"),
             esc_channel: get("esc_channel"),
             esc_fallback_locale: get("esc_fallback_locale"),
-            esc_locales: locale_blocks(f, "esc"),
+            esc_locales: locale_blocks(f, "esc", get("esc_channel") == "push"),
             display_name: get("display_name"),
             description: get("description"),
         }
@@ -201,7 +201,8 @@ impl WorkflowForm {
         let esc_template_given = self.esc_locales.iter().any(|l| !l.subject.is_empty() || !l.text.is_empty());
         input.escalate = match esc_after {
             Some(after) => {
-                let locales = locale_map(&self.esc_locales, "escalate.template.locales", errors);
+                let push = self.esc_channel == "push";
+                let locales = locale_map(&self.esc_locales, "escalate.template.locales", push, errors);
                 Some(EscalateInput {
                     after,
                     unless: self.esc_unless.clone(),

@@ -19,6 +19,7 @@ use serde::Serialize;
 use super::rule_workflow::WorkflowForm;
 use super::session::Operator;
 use super::{Page, UiError, audit, redirect_with};
+use crate::delivery::channel::push::{MAX_PAYLOAD, PushNotification, PushOptions, Urgency};
 use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::problem::ApiError;
@@ -28,36 +29,129 @@ use crate::planning::template::{Condition, LocaleTemplate, TemplateSet};
 
 const ACTIVE: &str = "/ui/rules";
 
+/// The urgencies a push rule may choose, in the editor's order.
+const URGENCIES: [Urgency; 4] = [Urgency::VeryLow, Urgency::Low, Urgency::Normal, Urgency::High];
+
 pub async fn list(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
     let rules: Vec<RuleView> =
         state.store.list_rules().await?.iter().map(|r| RuleView::new(r, &state.channels)).collect();
     Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
 }
 
-/// One locale's variant as the form shows it.
+/// One locale's variant as the form shows it, in either shape: `subject`,
+/// `text` and `html` for email, the inbox and webhooks, or `title`, `body`
+/// and `url` for a push notification (see [`LocaleTemplate`]). The page
+/// shows the fields of the rule's channel only ([`FIELDS`]).
 #[derive(Debug, Clone, Default, Serialize)]
 pub(super) struct LocaleForm {
     pub(super) tag: String,
     pub(super) subject: String,
     pub(super) text: String,
     pub(super) html: String,
+    pub(super) title: String,
+    pub(super) body: String,
+    pub(super) url: String,
+}
+
+/// A locale block's field as the page lays it out: name, label, and the
+/// rows of its textarea (0 for a one-line input).
+type Field = (&'static str, &'static str, u8);
+
+/// The fields of a locale block in each shape. One list for the
+/// template's blocks and the follow-up's, so the two cannot drift apart.
+const FIELDS: [(&str, [Field; 3]); 2] = [
+    ("message", [("subject", "Subject", 0), ("text", "Text", 5), ("html", "HTML (optional)", 3)]),
+    ("push", [("title", "Title", 0), ("body", "Body (optional)", 3), ("url", "URL a tap opens (optional)", 0)]),
+];
+
+/// [`FIELDS`] as the page reads them: `{"push": [{"name", "label",
+/// "rows"}, …], "message": […]}`.
+fn fields_by_shape() -> serde_json::Value {
+    FIELDS
+        .iter()
+        .map(|(shape, fields)| {
+            let fields: Vec<_> = fields
+                .iter()
+                .map(|(name, label, rows)| serde_json::json!({"name": name, "label": label, "rows": rows}))
+                .collect();
+            ((*shape).to_owned(), serde_json::Value::from(fields))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 impl LocaleForm {
     /// The form's block for a stored template's variant.
-    pub(super) fn of((tag, t): (&String, &crate::planning::template::LocaleTemplate)) -> LocaleForm {
+    pub(super) fn of((tag, t): (&String, &LocaleTemplate)) -> LocaleForm {
         LocaleForm {
             tag: tag.clone(),
             subject: t.subject.clone(),
             text: t.text.clone(),
             html: t.html.clone().unwrap_or_default(),
+            title: t.title.clone().unwrap_or_default(),
+            body: t.body.clone().unwrap_or_default(),
+            url: t.url.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Nothing typed in the block (its tag included).
+    fn is_empty(&self) -> bool {
+        [&self.tag, &self.subject, &self.text, &self.html, &self.title, &self.body, &self.url]
+            .iter()
+            .all(|f| f.is_empty())
+    }
+
+    /// The block in the shape of its channel: after the channel was changed
+    /// (the page then still posts the other shape's fields), the one-line
+    /// field and the body carry over (subject to title, text to body, and
+    /// back), so what was typed is not lost; `html` and `url` have no
+    /// counterpart and are dropped. The other shape's fields are cleared, so
+    /// the template holds one shape only, as [`TemplateSet::check_shape`]
+    /// asks.
+    fn in_shape(mut self, push: bool) -> LocaleForm {
+        if push {
+            if self.title.is_empty() && self.body.is_empty() {
+                self.title = std::mem::take(&mut self.subject);
+                self.body = std::mem::take(&mut self.text);
+            }
+            (self.subject, self.text, self.html) = Default::default();
+        } else {
+            if self.subject.is_empty() && self.text.is_empty() {
+                self.subject = std::mem::take(&mut self.title);
+                self.text = std::mem::take(&mut self.body);
+            }
+            (self.title, self.body, self.url) = Default::default();
+        }
+        self
+    }
+
+    /// The stored variant: a field left empty is none (`html`, `body`,
+    /// `url`), except a push block's `title`, which a push rule requires
+    /// and whose absence its check names.
+    fn template(&self, push: bool) -> LocaleTemplate {
+        let some = |s: &str| Some(s.to_owned()).filter(|s| !s.trim().is_empty());
+        if push {
+            LocaleTemplate {
+                title: Some(self.title.clone()),
+                body: some(&self.body),
+                url: some(&self.url),
+                ..Default::default()
+            }
+        } else {
+            LocaleTemplate {
+                subject: self.subject.clone(),
+                text: self.text.clone(),
+                html: some(&self.html),
+                ..Default::default()
+            }
         }
     }
 }
 
-/// The locale blocks `{prefix}{N}_tag` etc. of a posted form, the empty
-/// ones dropped and one empty block added (where a locale is added).
-pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str) -> Vec<LocaleForm> {
+/// The locale blocks `{prefix}{N}_tag` etc. of a posted form, in the shape
+/// of their channel (`push` or not), the empty ones dropped and one empty
+/// block added (where a locale is added).
+pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str, push: bool) -> Vec<LocaleForm> {
     let get = |k: &str| f.get(k).cloned().unwrap_or_default();
     let mut locales = Vec::new();
     for i in 0..50 {
@@ -65,36 +159,37 @@ pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str) -> Vec<Lo
         if !f.contains_key(&key("tag")) {
             break;
         }
-        locales.push(LocaleForm {
+        let block = LocaleForm {
             tag: get(&key("tag")).trim().to_owned(),
             subject: get(&key("subject")),
             text: get(&key("text")),
             html: get(&key("html")),
-        });
+            title: get(&key("title")),
+            body: get(&key("body")),
+            url: get(&key("url")),
+        };
+        locales.push(block.in_shape(push));
     }
-    locales.retain(|l| !(l.tag.is_empty() && l.subject.is_empty() && l.text.is_empty() && l.html.is_empty()));
+    locales.retain(|l| !l.is_empty());
     locales.push(LocaleForm::default());
     locales
 }
 
-/// The template's locales from the form's blocks; a block without a tag
-/// is an error on `field`.
+/// The template's locales from the form's blocks (in the shape of a push
+/// notification when `push`); a block without a tag is an error on `field`.
 pub(super) fn locale_map(
     blocks: &[LocaleForm],
     field: &str,
+    push: bool,
     errors: &mut Vec<FieldError>,
 ) -> BTreeMap<String, LocaleTemplate> {
     let mut locales = BTreeMap::new();
-    for l in blocks.iter().filter(|l| !l.tag.is_empty() || !l.subject.is_empty() || !l.text.is_empty()) {
+    for l in blocks.iter().filter(|l| !l.is_empty()) {
         if l.tag.is_empty() {
             errors.push(FieldError::new(field, "every variant needs a locale tag such as en or de"));
             continue;
         }
-        let html = Some(l.html.clone()).filter(|h| !h.trim().is_empty());
-        locales.insert(
-            l.tag.clone(),
-            LocaleTemplate { subject: l.subject.clone(), text: l.text.clone(), html, ..Default::default() },
-        );
+        locales.insert(l.tag.clone(), l.template(push));
     }
     locales
 }
@@ -113,6 +208,9 @@ struct RuleForm {
     webhook_url: String,
     fallback_locale: String,
     locales: Vec<LocaleForm>,
+    /// A push rule's `push.ttl` and `push.urgency` (empty: the default).
+    push_ttl: String,
+    push_urgency: String,
     /// The workflow fields, as typed (see [`WorkflowForm`]).
     wf: WorkflowForm,
     sample_user: String,
@@ -136,6 +234,8 @@ impl RuleForm {
             webhook_url: input.webhook_url.clone().unwrap_or_default(),
             fallback_locale: input.template.fallback_locale.clone(),
             locales,
+            push_ttl: input.push.and_then(|p| p.ttl).map(|t| t.to_string()).unwrap_or_default(),
+            push_urgency: input.push.and_then(|p| p.urgency).map(|u| u.as_str().to_owned()).unwrap_or_default(),
             wf: WorkflowForm::from_input(input),
             sample_user: String::new(),
             sample_payload: String::new(),
@@ -146,18 +246,21 @@ impl RuleForm {
     /// Reads the posted fields; locale blocks are `loc{N}_tag` etc.
     fn from_fields(f: &HashMap<String, String>) -> RuleForm {
         let get = |k: &str| f.get(k).cloned().unwrap_or_default();
-        let locales = locale_blocks(f, "loc");
+        let channel = get("channel");
+        let locales = locale_blocks(f, "loc", channel == "push");
         RuleForm {
             name: get("name"),
             trigger_type: get("trigger_type").trim().to_owned(),
             condition: get("condition"),
-            channel: get("channel"),
+            channel,
             delay: get("delay"),
             grace: get("grace"),
             category: get("category").trim().to_owned(),
             webhook_url: get("webhook_url").trim().to_owned(),
             fallback_locale: get("fallback_locale").trim().to_owned(),
             locales,
+            push_ttl: get("push_ttl").trim().to_owned(),
+            push_urgency: get("push_urgency").trim().to_owned(),
             wf: WorkflowForm::from_fields(f),
             sample_user: get("sample_user").trim().to_owned(),
             sample_payload: get("sample_payload"),
@@ -179,7 +282,8 @@ impl RuleForm {
         };
         let delay = seconds("delay", &self.delay, &mut errors).unwrap_or(0);
         let grace = seconds("grace", &self.grace, &mut errors);
-        let locales = locale_map(&self.locales, "template.locales", &mut errors);
+        let push = self.channel == "push";
+        let locales = locale_map(&self.locales, "template.locales", push, &mut errors);
         let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         let mut input = RuleInput {
             name: self.name.trim().to_owned(),
@@ -198,20 +302,56 @@ impl RuleForm {
             escalate: None,
             display_name: None,
             description: None,
-            push: None,
+            push: if push { self.push_options(&mut errors) } else { None },
         };
         self.wf.apply(&mut input, &mut errors);
         if errors.is_empty() { Ok(input) } else { Err(errors) }
     }
+
+    /// The push rule's options as typed: none when both fields are empty
+    /// (the defaults), so a rule saved from the screen stores what the
+    /// operator sees. The page shows them only for a push rule, and they are
+    /// read only for one: a rule switched to another channel drops them, as
+    /// the API would refuse them there.
+    fn push_options(&self, errors: &mut Vec<FieldError>) -> Option<PushOptions> {
+        let ttl = match self.push_ttl.as_str() {
+            "" => None,
+            t => t
+                .parse::<u64>()
+                .map_err(|_| {
+                    errors.push(FieldError::new("push.ttl", format!("{t:?} is not a whole number of seconds")))
+                })
+                .ok(),
+        };
+        let urgency = match self.push_urgency.as_str() {
+            "" => None,
+            u => serde_json::from_value::<Urgency>(serde_json::json!(u))
+                .map_err(|_| {
+                    errors.push(FieldError::new(
+                        "push.urgency",
+                        format!("{u:?} is not an urgency; use very-low, low, normal or high"),
+                    ))
+                })
+                .ok(),
+        };
+        (ttl.is_some() || urgency.is_some()).then_some(PushOptions { ttl, urgency })
+    }
 }
 
-/// One locale rendered against the sample, or its error.
-#[derive(Debug, Serialize)]
+/// One locale rendered against the sample, or its error. A push
+/// variant's title and body are `subject` and `text`, as the renderer
+/// returns them.
+#[derive(Debug, Default, Serialize)]
 struct Rendered {
     locale: String,
     subject: Option<String>,
     text: Option<String>,
     html: Option<String>,
+    /// A push variant's `url`, rendered.
+    url: Option<String>,
+    /// A push notification's payload in bytes, as it would be sent (see
+    /// [`payload_bytes`]).
+    payload_bytes: Option<usize>,
     error: Option<FieldError>,
     /// The error's position and message, as [`position`] words it.
     error_where: Option<String>,
@@ -308,22 +448,54 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
     let mut rendered = Vec::new();
     for tag in input.template.locales.keys() {
         rendered.push(match input.template.render(Some(tag), &render_ctx) {
-            Ok(r) => Rendered {
-                locale: r.locale,
-                subject: Some(r.subject),
-                text: Some(r.text),
-                html: r.html,
-                error: None,
-                error_where: None,
-            },
+            Ok(r) => {
+                let payload_bytes = (input.channel == "push").then(|| payload_bytes(&r, &render_ctx["payload"]));
+                if let Some(size) = payload_bytes.filter(|size| *size > MAX_PAYLOAD) {
+                    found.blocking.push(FieldError::new(
+                        format!("template.locales.{tag}"),
+                        format!(
+                            "with this sample the push payload is {size} bytes, over the {MAX_PAYLOAD}-byte limit \
+                             every provider sets (the title, body and url, and the trigger's payload as data): \
+                             every such message would fail; shorten the template, or send less in the payload"
+                        ),
+                    ));
+                }
+                Rendered {
+                    locale: r.locale,
+                    subject: Some(r.subject),
+                    text: Some(r.text),
+                    html: r.html,
+                    url: r.url,
+                    payload_bytes,
+                    ..Default::default()
+                }
+            }
             Err(e) => {
                 let fe = FieldError::from(&e);
                 let error_where = Some(position(&fe));
-                Rendered { locale: tag.clone(), subject: None, text: None, html: None, error: Some(fe), error_where }
+                Rendered { locale: tag.clone(), error: Some(fe), error_where, ..Default::default() }
             }
         });
     }
     Ok((Preview { condition, rendered }, found))
+}
+
+/// The size of the payload a push notification rendered as `r` carries:
+/// the JSON the channel sends, with an outbox id (any new one has the same
+/// length) and the trigger's payload as `data`. Over [`MAX_PAYLOAD`],
+/// [`PushNotification::payload`] refuses it and the row fails without
+/// anything sent, so the editor refuses to save a rule whose sample is over.
+fn payload_bytes(r: &crate::planning::template::Rendered, payload: &serde_json::Value) -> usize {
+    let note = PushNotification {
+        id: crate::store::new_id(),
+        title: r.subject.clone(),
+        body: Some(r.text.clone()).filter(|t| !t.is_empty()),
+        url: r.url.clone(),
+        data: payload.clone(),
+        ttl: Default::default(),
+        urgency: Default::default(),
+    };
+    serde_json::to_vec(&note).map_or(0, |json| json.len())
 }
 
 /// Fills in a sample from the newest trigger of the rule's type, so the
@@ -425,6 +597,9 @@ async fn editor(
             })).collect::<Vec<_>>(),
             "field_errors": field_errors, "preview": preview, "dry_run": dry,
             "weekdays": crate::planning::workflow::WEEKDAYS,
+            "fields": fields_by_shape(), "payload_limit": MAX_PAYLOAD,
+            "channels": crate::delivery::channel::catalog::KNOWN,
+            "urgencies": URGENCIES.map(Urgency::as_str),
         }))
         .into_response())
 }
@@ -442,6 +617,20 @@ fn position(e: &FieldError) -> String {
         (Some(l), None) => format!("line {l}: {message}"),
         _ => message.to_owned(),
     }
+}
+
+/// What the preview refuses, checked again at save with the sample the page
+/// showed (or the one [`with_sample`] fills in): the API's own checks
+/// cover the rest, but not a push payload that this sample renders over
+/// [`MAX_PAYLOAD`], since the API has no sample to render.
+async fn refused_by_preview(
+    state: &AppState,
+    form: RuleForm,
+    input: &RuleInput,
+) -> Result<(RuleForm, Vec<FieldError>), UiError> {
+    let form = with_sample(state, form).await?;
+    let (_, found) = preview(state, &form, input).await?;
+    Ok((form, found.blocking))
 }
 
 pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
@@ -487,6 +676,10 @@ pub async fn create(
         Ok(i) => i,
         Err(errors) => return editor(&state, &op, None, form, errors, StatusCode::UNPROCESSABLE_ENTITY).await,
     };
+    let (form, refused) = refused_by_preview(&state, form, &input).await?;
+    if !refused.is_empty() {
+        return editor(&state, &op, None, form, refused, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
     match create_rule(&state, input).await {
         Ok(row) => {
             audit(
@@ -528,6 +721,10 @@ pub async fn save(
         Ok(i) => i,
         Err(errors) => return editor(&state, &op, Some(&id), form, errors, StatusCode::UNPROCESSABLE_ENTITY).await,
     };
+    let (form, refused) = refused_by_preview(&state, form, &input).await?;
+    if !refused.is_empty() {
+        return editor(&state, &op, Some(&id), form, refused, StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
     // Everything but `enabled`: the switch is the only way to change that.
     let patch = RulePatch {
         name: Some(input.name),

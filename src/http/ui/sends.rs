@@ -4,7 +4,7 @@
 //! log holds only hashes), with the same deployment key the channels use.
 //! A phone number also finds the users who have it (by the same hash), with
 //! their messages still held back or waiting, which the send log has no
-//! row for yet.
+//! row for yet. A user's page lists their push devices, removed ones too.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -17,6 +17,7 @@ use super::{Page, UiError, redirect_with};
 use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::users::timeline;
+use crate::store::PushDeviceRow;
 
 const ACTIVE: &str = "/ui/sends";
 const LIMIT: u32 = 200;
@@ -152,6 +153,12 @@ pub async fn search(
         suppressions.extend(state.store.list_suppressions(Some(h), 100).await?);
     }
     let preference_changes = state.store.audit_for_target(&format!("user:{user}"), 50).await?;
+    // Where push reaches them, and the devices that were removed, with
+    // when, by whom and why: the answer to "why did no push arrive" when a
+    // provider said the device is gone, as a suppression answers it for
+    // email.
+    let devices: Vec<serde_json::Value> =
+        state.store.push_devices(user.as_str(), true).await?.iter().map(PushDeviceRow::shown).collect();
     let center = crate::http::preferences::center_for(&state, &user).await?;
     let rules = state.store.list_rules().await?;
     // What cancels each escalating rule's follow-ups, as the rule says now.
@@ -170,7 +177,7 @@ pub async fn search(
             "other": other_reading(q, SearchBy::User),
             "suppressions": suppressions, "rule_names": rule_names, "follow_up_unless": follow_up_unless,
             "preference_changes": preference_changes,
-            "center": center,
+            "center": center, "devices": devices,
         }))
         .into_response())
 }
