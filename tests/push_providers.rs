@@ -233,6 +233,7 @@ async fn fcm_sends_with_a_cached_oauth_token_and_the_documented_shape() {
     assert_eq!(serde_json::from_str::<Value>(m["data"]["data"].as_str().unwrap()).unwrap(), json!({ "export_id": 42 }));
     assert_eq!(m["android"]["ttl"], "600s");
     assert_eq!(m["android"]["collapse_key"], n.collapse_key());
+    assert_eq!(m["android"]["notification"]["tag"], n.collapse_key(), "replaces a copy already shown");
     assert_eq!(m["webpush"]["headers"]["Topic"], n.collapse_key());
     assert_eq!(m["webpush"]["fcm_options"]["link"], "https://app.example.com/exports/42");
     assert_eq!(m["apns"]["headers"]["apns-collapse-id"], n.collapse_key());

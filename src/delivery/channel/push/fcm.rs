@@ -183,7 +183,14 @@ impl Fcm {
             "token": token,
             "notification": notification,
             "data": data,
-            "android": { "ttl": format!("{ttl}s"), "collapse_key": key, "priority": priority },
+            // `collapse_key` replaces a copy FCM still holds for an offline
+            // phone; `notification.tag` replaces one already on the screen
+            // (Android shows one notification per tag), so a retried row
+            // shows once either way.
+            "android": {
+                "ttl": format!("{ttl}s"), "collapse_key": key, "priority": priority,
+                "notification": { "tag": key },
+            },
             "webpush": webpush,
             "apns": { "headers": { "apns-collapse-id": key } },
         }})
