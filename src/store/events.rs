@@ -16,7 +16,6 @@ use sqlx::{AnyConnection, Row};
 use tokio::sync::watch;
 
 use super::json_rows::row_as_array;
-use super::json_rows::to_json;
 use super::queries::Query;
 use super::rows::{opt_text, text};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
@@ -56,39 +55,24 @@ pub(crate) async fn insert(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    if events.is_empty() {
-        return Ok(());
+    fn row((e, position): (&NewEvent, i64)) -> EventJson<'_> {
+        EventJson {
+            id: new_id(),
+            position,
+            kind: e.kind,
+            user_id: e.user_id.as_deref(),
+            outbox_id: e.outbox_id.as_deref(),
+            payload: e.data.to_string(),
+        }
     }
-    if super::values::inserts_as_values(d) {
-        return insert_values(conn, d, events, first, now).await;
-    }
-    for (n, chunk) in events.chunks(super::sends::CHUNK).enumerate() {
-        let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<EventJson> = chunk
-            .iter()
-            .zip(start..)
-            .map(|(e, position)| EventJson {
-                id: new_id(),
-                position,
-                kind: e.kind,
-                user_id: e.user_id.as_deref(),
-                outbox_id: e.outbox_id.as_deref(),
-                payload: e.data.to_string(),
-            })
-            .collect();
-        sqlx::query(Query::AppendEvents.sql(d))
-            .bind(to_json(&rows)?)
-            .bind(now.0)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::db("append events"))?;
-    }
-    Ok(())
+    let rows = events.iter().zip(first..).map(row).collect();
+    let queries = (Query::AppendEvents, Query::AppendEventsValues);
+    super::values::insert(conn, d, queries, rows, now, "append events").await.map(drop)
 }
 
 row_as_array! {
-    /// One event as `append_events` reads it (PostgreSQL): one row
-    /// of its JSON array.
+    /// One event as `append_events` reads it (PostgreSQL: one row of its
+    /// JSON array) and `append_events_values` binds it.
     #[derive(Debug)]
     struct EventJson<'a> {
         /// A UUIDv7: what a follower may resume from instead of the position.
@@ -104,35 +88,6 @@ row_as_array! {
         /// The event's JSON, as text.
         payload: String,
     }
-}
-
-/// The same rows as multi-row `VALUES` (see `values`).
-async fn insert_values(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    events: &[NewEvent],
-    first: i64,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let q = Query::AppendEventsValues;
-    let mut position = first;
-    for run in super::values::runs(d, events) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for e in run.rows {
-            query = query
-                .bind(new_id())
-                .bind(position)
-                .bind(e.kind)
-                .bind(e.user_id.as_deref())
-                .bind(e.outbox_id.as_deref())
-                .bind(e.data.to_string())
-                .bind(now.0);
-            position += 1;
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        query.execute(&mut *conn).await.map_err(StoreError::db("append events"))?;
-    }
-    Ok(())
 }
 
 /// Reserves positions for `events` and appends them: for transactions that

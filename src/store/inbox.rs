@@ -11,7 +11,6 @@ use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
 use super::json_rows::row_as_array;
-use super::json_rows::to_json;
 use super::queries::Query;
 use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
@@ -33,34 +32,27 @@ pub(crate) async fn write_rows(
     if msgs.is_empty() {
         return Ok(());
     }
-    if super::values::inserts_as_values(d) {
-        return write_values(conn, d, msgs, first, now).await;
-    }
-    for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
-        let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<InboxRow> = chunk
-            .iter()
-            .zip(start..)
-            .map(|(m, position)| InboxRow {
-                id: new_id(),
-                position,
-                outbox_id: &m.outbox_id,
-                user_id: &m.user_id,
-                title: &m.title,
-                body: m.body.as_deref(),
-                url: m.url.as_deref(),
-                data: m.data.as_ref().map(|d| d.to_string()),
-            })
-            .collect();
-        let query = sqlx::query(Query::InsertInbox.sql(d)).bind(to_json(&rows)?).bind(now.0);
-        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-    }
-    Ok(())
+    let rows: Vec<InboxRow> = msgs
+        .iter()
+        .zip(first..)
+        .map(|(m, position)| InboxRow {
+            id: new_id(),
+            position,
+            outbox_id: &m.outbox_id,
+            user_id: &m.user_id,
+            title: &m.title,
+            body: m.body.as_deref(),
+            url: m.url.as_deref(),
+            data: m.data.as_ref().map(|d| d.to_string()),
+        })
+        .collect();
+    let queries = (Query::InsertInbox, Query::InsertInboxValues);
+    super::values::insert(conn, d, queries, rows, now, "insert inbox messages").await.map(drop)
 }
 
 row_as_array! {
-    /// One inbox message as `insert_inbox` reads it (PostgreSQL): one row
-    /// of its JSON array.
+    /// One inbox message as `insert_inbox` reads it (PostgreSQL: one row of
+    /// its JSON array) and `insert_inbox_values` binds it.
     #[derive(Debug)]
     struct InboxRow<'a> {
         /// A UUIDv7.
@@ -81,38 +73,6 @@ row_as_array! {
         /// The template's extra data, as JSON text.
         data: Option<String>,
     }
-}
-
-/// The same rows as multi-row `VALUES` (see `values`), skipping a message
-/// whose outbox row already has one.
-async fn write_values(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    msgs: &[&NewInboxMessage],
-    first: i64,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let q = Query::InsertInboxValues;
-    let mut position = first;
-    for run in super::values::runs(d, msgs) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for m in run.rows {
-            query = query
-                .bind(new_id())
-                .bind(position)
-                .bind(m.outbox_id.as_str())
-                .bind(m.user_id.as_str())
-                .bind(m.title.as_str())
-                .bind(m.body.as_deref())
-                .bind(m.url.as_deref())
-                .bind(m.data.as_ref().map(|d| d.to_string()))
-                .bind(now.0);
-            position += 1;
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-    }
-    Ok(())
 }
 
 /// Which messages a page shows.
