@@ -24,7 +24,7 @@ use sqlx::{AnyConnection, Row};
 
 use super::json_rows::keys_json;
 use super::queries::Query;
-use super::rows::text;
+use super::rows::{from_columns, text};
 use super::{Dialect, NewOutboxRow, SqlStore, StoreError};
 use crate::clock::Millis;
 use crate::domain::{ChannelName, UserId};
@@ -59,6 +59,8 @@ pub struct DigestItemRow {
     pub occurred_at: Millis,
 }
 
+from_columns!(DigestItemRow: outbox_id, trigger_id, payload, occurred_at);
+
 /// The digest message a trigger went into, as it is now: the answer to
 /// "where did my trigger go" when it planned no message of its own.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -91,22 +93,10 @@ impl DigestStore for SqlStore {
         if outbox_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = sqlx::query(self.sql(Query::DigestItems))
+        sqlx::query_as(self.sql(Query::DigestItems))
             .bind(keys_json(outbox_ids.iter().copied())?)
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("digest items"))?;
-        rows.iter()
-            .map(|r| {
-                let payload = text(r, "payload")?;
-                Ok(DigestItemRow {
-                    outbox_id: text(r, "outbox_id")?,
-                    trigger_id: text(r, "trigger_id")?,
-                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-                    occurred_at: Millis(r.try_get("occurred_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("digest items"))
     }
 

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::json_rows::row_as_array;
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::from_columns;
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -36,6 +36,8 @@ pub struct EventRow {
     pub data: serde_json::Value,
     pub created_at: Millis,
 }
+
+from_columns!(EventRow: id, position, kind, user_id, outbox_id, data = "payload", created_at);
 
 /// An event to append.
 #[derive(Debug, Clone)]
@@ -128,26 +130,11 @@ pub trait EventStore: Send + Sync {
 #[async_trait]
 impl EventStore for SqlStore {
     async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::EventsAfter))
+        sqlx::query_as(self.sql(Query::EventsAfter))
             .bind(position)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("events after"))?;
-        rows.iter()
-            .map(|r| {
-                let payload = text(r, "payload")?;
-                Ok(EventRow {
-                    id: text(r, "id")?,
-                    position: r.try_get("position")?,
-                    kind: text(r, "kind")?,
-                    user_id: opt_text(r, "user_id")?,
-                    outbox_id: opt_text(r, "outbox_id")?,
-                    data: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("events after"))
     }
 

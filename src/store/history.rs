@@ -27,7 +27,6 @@ use sqlx::{AnyConnection, Connection, Executor};
 
 use super::admin::{OutboxFilter, list_outbox_sql};
 use super::queries::Query;
-use super::triggers::triggers;
 use super::{Dialect, OutboxRow, SendRecord, SqlStore, Store, StoreError, TriggerRow};
 use crate::domain::UserId;
 
@@ -90,11 +89,11 @@ async fn read(conn: &mut AnyConnection, d: Dialect, user: &UserId, limit: u32) -
         .await
         .map_err(StoreError::db("user history: send log"))?;
 
-    let found = sqlx::query(Query::TriggersForUser.sql(d))
+    let triggers = sqlx::query_as(Query::TriggersForUser.sql(d))
         .bind(user.as_str().to_owned())
         .bind(i64::from(limit))
         .fetch_all(&mut *conn)
         .await
         .map_err(StoreError::db("user history: triggers"))?;
-    Ok(UserHistory { rows, log, triggers: triggers(&found, "user history: triggers")? })
+    Ok(UserHistory { rows, log, triggers })
 }

@@ -16,10 +16,9 @@
 //! (tests, `herald bench`) and as the last resort.
 
 use async_trait::async_trait;
-use sqlx::Row;
 
 use super::queries::Query;
-use super::rows::text;
+use super::rows::from_columns;
 use super::{SqlStore, StoreError};
 use crate::clock::Millis;
 
@@ -33,6 +32,8 @@ pub struct InstanceRow {
     pub renewed_at: Millis,
     pub expires_at: Millis,
 }
+
+from_columns!(InstanceRow: id, host, pid, started_at, renewed_at, expires_at);
 
 /// Who is renewing: the process's identity, fixed at start.
 #[derive(Debug, Clone)]
@@ -118,19 +119,9 @@ impl InstanceStore for SqlStore {
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRow>, StoreError> {
-        let db = || StoreError::db("list instances");
-        let rows = sqlx::query(self.sql(Query::ListInstances)).fetch_all(self.pool()).await.map_err(db())?;
-        rows.iter()
-            .map(|r| {
-                Ok(InstanceRow {
-                    id: text(r, "id").map_err(db())?,
-                    host: text(r, "host").map_err(db())?,
-                    pid: r.try_get("pid").map_err(db())?,
-                    started_at: Millis(r.try_get("started_at").map_err(db())?),
-                    renewed_at: Millis(r.try_get("renewed_at").map_err(db())?),
-                    expires_at: Millis(r.try_get("expires_at").map_err(db())?),
-                })
-            })
-            .collect()
+        sqlx::query_as(self.sql(Query::ListInstances))
+            .fetch_all(self.pool())
+            .await
+            .map_err(StoreError::db("list instances"))
     }
 }

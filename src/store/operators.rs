@@ -17,7 +17,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::from_columns;
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -32,6 +32,8 @@ pub struct OperatorRow {
     pub created_at: Millis,
 }
 
+from_columns!(OperatorRow: id, email, password_hash, created_at);
+
 /// A live (or expired, not yet purged) session, found by its token's hash.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionRow {
@@ -40,6 +42,8 @@ pub struct SessionRow {
     pub created_at: Millis,
     pub expires_at: Millis,
 }
+
+from_columns!(SessionRow: operator_id, operator_email, created_at, expires_at);
 
 /// How a login attempt ended. Only the two failures (and attempts still
 /// being checked) count against the rate limit: refusing a rate-limited
@@ -80,6 +84,8 @@ pub struct LoginAttempt {
     pub outcome: String,
     pub created_at: Millis,
 }
+
+from_columns!(LoginAttempt: email, ip, outcome, created_at);
 
 /// Failures (and pending attempts) that count against the limits, for one
 /// email, one address, and the two together.
@@ -124,6 +130,8 @@ pub struct AuditRow {
     pub created_at: Millis,
 }
 
+from_columns!(AuditRow: id, operator_email, action, target, detail, created_at);
+
 /// Who lifted a suppression and why: kept because lifting deletes the row.
 #[derive(Debug, Clone, Serialize)]
 pub struct SuppressionLiftRow {
@@ -137,6 +145,8 @@ pub struct SuppressionLiftRow {
     pub lifted_by: String,
     pub created_at: Millis,
 }
+
+from_columns!(SuppressionLiftRow: address_hash, category, lifted, reason, lifted_by, created_at);
 
 /// How long refused and accepted login attempts are kept once they no
 /// longer count for the rate limit (they are the record of who tried).
@@ -221,15 +231,6 @@ pub(crate) async fn append_audit_in(
     Ok(())
 }
 
-fn operator(r: &AnyRow) -> Result<OperatorRow, sqlx::Error> {
-    Ok(OperatorRow {
-        id: text(r, "id")?,
-        email: text(r, "email")?,
-        password_hash: text(r, "password_hash")?,
-        created_at: Millis(r.try_get("created_at")?),
-    })
-}
-
 #[async_trait]
 impl OperatorStore for SqlStore {
     async fn insert_operator(&self, op: &OperatorRow) -> Result<bool, StoreError> {
@@ -250,20 +251,18 @@ impl OperatorStore for SqlStore {
 
     async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError> {
         let sql = Query::OperatorByEmail.sql(self.dialect());
-        let row = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(email.to_owned())
             .fetch_optional(self.pool())
             .await
-            .map_err(StoreError::db("find operator"))?;
-        row.as_ref().map(operator).transpose().map_err(StoreError::db("find operator"))
+            .map_err(StoreError::db("find operator"))
     }
 
     async fn list_operators(&self) -> Result<Vec<OperatorRow>, StoreError> {
-        let rows = sqlx::query("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
+        sqlx::query_as("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("list operators"))?;
-        rows.iter().map(operator).collect::<Result<_, _>>().map_err(StoreError::db("list operators"))
+            .map_err(StoreError::db("list operators"))
     }
 
     async fn delete_operator(&self, email: &str) -> Result<bool, StoreError> {
@@ -319,21 +318,11 @@ impl OperatorStore for SqlStore {
 
     async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError> {
         let sql = Query::SessionByToken.sql(self.dialect());
-        let row = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(token_hash.to_owned())
             .fetch_optional(self.pool())
             .await
-            .map_err(StoreError::db("find session"))?;
-        row.map(|r| {
-            Ok(SessionRow {
-                operator_id: text(&r, "operator_id")?,
-                operator_email: text(&r, "operator_email")?,
-                created_at: Millis(r.try_get("created_at")?),
-                expires_at: Millis(r.try_get("expires_at")?),
-            })
-        })
-        .transpose()
-        .map_err(StoreError::db("find session"))
+            .map_err(StoreError::db("find session"))
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError> {
@@ -430,21 +419,10 @@ impl OperatorStore for SqlStore {
 
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {
         let sql = Query::RecentLoginAttempts.sql(self.dialect());
-        let rows = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("recent login attempts"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(LoginAttempt {
-                    email: text(r, "email")?,
-                    ip: text(r, "ip")?,
-                    outcome: text(r, "outcome")?,
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("recent login attempts"))
     }
 
@@ -455,25 +433,23 @@ impl OperatorStore for SqlStore {
 
     async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = Query::AuditForTarget.sql(self.dialect());
-        let rows = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(target.to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("read audit log"))?;
-        audit_rows(&rows)
+            .map_err(StoreError::db("read audit log"))
     }
 
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = Query::AuditBefore.sql(self.dialect());
         // Every UUIDv7 sorts below "g": no `before` means from the newest.
-        let rows = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(before.unwrap_or("g").to_owned())
             .bind(i64::from(limit))
             .fetch_all(self.pool())
             .await
-            .map_err(StoreError::db("read audit log"))?;
-        audit_rows(&rows)
+            .map_err(StoreError::db("read audit log"))
     }
 
     async fn suppression_lifts(
@@ -482,45 +458,16 @@ impl OperatorStore for SqlStore {
         limit: u32,
     ) -> Result<Vec<SuppressionLiftRow>, StoreError> {
         let d = self.dialect();
-        let rows = match address_hash {
+        match address_hash {
             Some(h) => {
                 let sql = Query::SuppressionLiftsOfAddress.sql(d);
-                sqlx::query(sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+                sqlx::query_as(sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
             None => {
                 let sql = Query::SuppressionLifts.sql(d);
-                sqlx::query(sql).bind(i64::from(limit)).fetch_all(self.pool()).await
+                sqlx::query_as(sql).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
         }
-        .map_err(StoreError::db("suppression lifts"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(SuppressionLiftRow {
-                    address_hash: text(r, "address_hash")?,
-                    category: text(r, "category")?,
-                    lifted: r.try_get("lifted")?,
-                    reason: opt_text(r, "reason")?,
-                    lifted_by: text(r, "lifted_by")?,
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("suppression lifts"))
+        .map_err(StoreError::db("suppression lifts"))
     }
-}
-
-fn audit_rows(rows: &[sqlx::any::AnyRow]) -> Result<Vec<AuditRow>, StoreError> {
-    rows.iter()
-        .map(|r| {
-            Ok(AuditRow {
-                id: text(r, "id")?,
-                operator_email: text(r, "operator_email")?,
-                action: text(r, "action")?,
-                target: text(r, "target")?,
-                detail: opt_text(r, "detail")?,
-                created_at: Millis(r.try_get("created_at")?),
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::db("read audit log"))
 }

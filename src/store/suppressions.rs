@@ -11,12 +11,11 @@ use std::fmt;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::{Column, from_columns, text};
 use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 
@@ -82,21 +81,18 @@ pub struct SuppressionRow {
     pub expires_at: Option<Millis>,
 }
 
-fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
-    let reason = text(row, "reason")?;
-    Ok(SuppressionRow {
-        address_hash: text(row, "address_hash")?,
-        category: text(row, "category")?,
-        reason: SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
-            index: "reason".into(),
+impl Column for SuppressionReason {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        let reason = text(row, col)?;
+        SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
+            index: col.into(),
             // An error's words, not SQL.
             source: format!("unknown suppression reason {reason:?}").into(),
-        })?,
-        detail: opt_text(row, "detail")?,
-        created_at: Millis(row.try_get("created_at")?),
-        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Millis),
-    })
+        })
+    }
 }
+
+from_columns!(SuppressionRow: address_hash, category, reason, detail, created_at, expires_at);
 
 /// Who lifts a suppression, and why.
 #[derive(Debug, Clone, Copy)]
@@ -221,15 +217,14 @@ impl SuppressionStore for SqlStore {
     ) -> Result<Option<SuppressionRow>, StoreError> {
         // `*` sorts before letters, so an all-categories suppression is the
         // one reported when both exist.
-        let row = sqlx::query(self.sql(Query::FindSuppression))
+        sqlx::query_as(self.sql(Query::FindSuppression))
             .bind(address_hash.to_owned())
             .bind(ALL_CATEGORIES)
             .bind(category.unwrap_or(ALL_CATEGORIES).to_owned())
             .bind(now.0)
             .fetch_optional(self.pool())
             .await
-            .map_err(StoreError::db("find suppression"))?;
-        row.map(|r| from_any(&r).map_err(StoreError::db("find suppression"))).transpose()
+            .map_err(StoreError::db("find suppression"))
     }
 
     async fn list_suppressions(
@@ -237,18 +232,19 @@ impl SuppressionStore for SqlStore {
         address_hash: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SuppressionRow>, StoreError> {
-        let rows = match address_hash {
+        match address_hash {
             Some(h) => {
-                sqlx::query(self.sql(Query::SuppressionsOfAddress))
+                sqlx::query_as(self.sql(Query::SuppressionsOfAddress))
                     .bind(h.to_owned())
                     .bind(i64::from(limit))
                     .fetch_all(self.pool())
                     .await
             }
-            None => sqlx::query(self.sql(Query::ListSuppressions)).bind(i64::from(limit)).fetch_all(self.pool()).await,
+            None => {
+                sqlx::query_as(self.sql(Query::ListSuppressions)).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
         }
-        .map_err(StoreError::db("list suppressions"))?;
-        rows.iter().map(|r| from_any(r).map_err(StoreError::db("list suppressions"))).collect()
+        .map_err(StoreError::db("list suppressions"))
     }
 
     async fn lift_suppression(
