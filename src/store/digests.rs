@@ -24,6 +24,7 @@ use sqlx::{AnyConnection, Row};
 
 use super::json_rows::keys_json;
 use super::queries::Query;
+use super::rows::{Fetch, Run};
 use super::rows::{from_columns, text};
 use super::{Dialect, NewOutboxRow, SqlStore, StoreError};
 use crate::clock::Millis;
@@ -95,17 +96,15 @@ impl DigestStore for SqlStore {
         }
         sqlx::query_as(self.sql(Query::DigestItems))
             .bind(keys_json(outbox_ids.iter().copied())?)
-            .fetch_all(self.pool())
+            .all(self.pool(), "digest items")
             .await
-            .map_err(StoreError::db("digest items"))
     }
 
     async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError> {
         let rows = sqlx::query(self.sql(Query::DigestsOfTrigger))
             .bind(trigger_id.to_owned())
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("digests of trigger"))?;
+            .all(self.pool(), "digests of trigger")
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(DigestMembership {
@@ -140,9 +139,8 @@ pub(super) async fn add(
         let exists = sqlx::query(Query::DigestItemOfRule.sql(d))
             .bind(item.trigger_id.clone())
             .bind(item.rule_id.clone())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db("digest: find item"))?;
+            .optional(&mut *conn, "digest: find item")
+            .await?;
         if exists.is_some() {
             continue; // already in a digest of this rule
         }
@@ -153,14 +151,12 @@ pub(super) async fn add(
         for _ in 0..3 {
             sqlx::query(Query::CreateDigestBucket.sql(d))
                 .bind(item.bucket.clone())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("digest: bucket"))?;
+                .run(&mut *conn, "digest: bucket")
+                .await?;
             open = sqlx::query(Query::ReadDigestBucket.sql(d))
                 .bind(item.bucket.clone())
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db("digest: read bucket"))?;
+                .optional(&mut *conn, "digest: read bucket")
+                .await?;
             if open.is_some() {
                 break;
             }
@@ -185,18 +181,15 @@ pub(super) async fn add(
                 .bind(now.0)
                 .bind(now.0)
                 .bind(outbox_id.clone())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("digest: join"))?
-                .rows_affected()
+                .run(&mut *conn, "digest: join")
+                .await?
                 == 1;
             if joined {
                 insert_item(conn, d, item, &outbox_id, now).await?;
                 sqlx::query(Query::CountDigestItem.sql(d))
                     .bind(item.bucket.clone())
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db("digest: count"))?;
+                    .run(&mut *conn, "digest: count")
+                    .await?;
                 continue;
             }
         }
@@ -226,9 +219,8 @@ pub(super) async fn add(
             .bind(row.id.clone())
             .bind(now.0)
             .bind(item.bucket.clone())
-            .execute(&mut *conn)
-            .await
-            .map_err(db("digest: open"))?;
+            .run(&mut *conn, "digest: open")
+            .await?;
     }
     Ok(opened)
 }
@@ -248,8 +240,7 @@ async fn insert_item(
         .bind(crate::domain::storable_text(&item.payload.to_string()).into_owned())
         .bind(item.occurred_at.0)
         .bind(now.0)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("digest: add item"))?;
+        .run(&mut *conn, "digest: add item")
+        .await?;
     Ok(())
 }

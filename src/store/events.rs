@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use super::json_rows::row_as_array;
 use super::queries::Query;
+use super::rows::Fetch;
 use super::rows::from_columns;
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
@@ -133,16 +134,12 @@ impl EventStore for SqlStore {
         sqlx::query_as(self.sql(Query::EventsAfter))
             .bind(position)
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "events after")
             .await
-            .map_err(StoreError::db("events after"))
     }
 
     async fn latest_event_position(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query(self.sql(Query::LatestEventPosition))
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("latest event"))?;
+        let row = sqlx::query(self.sql(Query::LatestEventPosition)).one(self.pool(), "latest event").await?;
         let p: Option<i64> = row.try_get("p").map_err(StoreError::db("latest event"))?;
         Ok(p.unwrap_or(0))
     }
@@ -150,9 +147,8 @@ impl EventStore for SqlStore {
     async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError> {
         let row = sqlx::query(self.sql(Query::EventPosition))
             .bind(id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("event position"))?;
+            .optional(self.pool(), "event position")
+            .await?;
         row.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(StoreError::db("event position"))
     }
 

@@ -12,6 +12,7 @@ use tokio::sync::broadcast;
 
 use super::json_rows::row_as_array;
 use super::queries::Query;
+use super::rows::{Fetch, Run};
 use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
@@ -178,7 +179,7 @@ impl InboxStore for SqlStore {
         if let Some(b) = before {
             q = q.bind(user.as_str().to_owned()).bind(b.to_owned());
         }
-        q.bind(i64::from(limit)).fetch_all(self.pool()).await.map_err(StoreError::db("inbox page"))
+        q.bind(i64::from(limit)).all(self.pool(), "inbox page").await
     }
 
     async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
@@ -186,17 +187,15 @@ impl InboxStore for SqlStore {
             .bind(user.as_str().to_owned())
             .bind(position)
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "inbox after")
             .await
-            .map_err(StoreError::db("inbox after"))
     }
 
     async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError> {
         let row = sqlx::query(self.sql(Query::InboxLatestPosition))
             .bind(user.as_str().to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox latest position"))?;
+            .one(self.pool(), "inbox latest position")
+            .await?;
         Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox latest position"))?.unwrap_or(0))
     }
 
@@ -210,18 +209,16 @@ impl InboxStore for SqlStore {
             .bind(user.as_str().to_owned())
             .bind(last_event_id.to_owned())
             .bind(last_event_id.to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox resume position"))?;
+            .one(self.pool(), "inbox resume position")
+            .await?;
         Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox resume position"))?.unwrap_or(0))
     }
 
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError> {
         let row = sqlx::query(self.sql(Query::InboxCounts))
             .bind(user.as_str().to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox counts"))?;
+            .one(self.pool(), "inbox counts")
+            .await?;
         let get = |col: &str| row.try_get::<i64, _>(col).map_err(StoreError::db("inbox counts"));
         Ok(InboxCounts { unseen: get("unseen")?, unread: get("unread")? })
     }
@@ -245,15 +242,13 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("inbox mark"))?;
+            .run(self.writer(), "inbox mark")
+            .await?;
         let msg: Option<InboxMessage> = sqlx::query_as(self.sql(Query::InboxMessage))
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("inbox mark: read back"))?;
+            .optional(self.pool(), "inbox mark: read back")
+            .await?;
         if msg.is_some() {
             self.signal_inbox_changed(user.as_str()).await;
         }
@@ -265,10 +260,8 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(user.as_str().to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("inbox read all"))?
-            .rows_affected();
+            .run(self.writer(), "inbox read all")
+            .await?;
         if n > 0 {
             self.signal_inbox_changed(user.as_str()).await;
         }

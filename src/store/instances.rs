@@ -19,6 +19,7 @@ use async_trait::async_trait;
 
 use super::queries::Query;
 use super::rows::from_columns;
+use super::rows::{Fetch, Run};
 use super::{SqlStore, StoreError};
 use crate::clock::Millis;
 
@@ -80,18 +81,13 @@ impl InstanceStore for SqlStore {
             .bind(who.started_at.0)
             .bind(now.0)
             .bind(expires_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("renew instance lease"))?;
+            .run(self.writer(), "renew instance lease")
+            .await?;
         Ok(())
     }
 
     async fn end_lease(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query(self.sql(Query::EndLease))
-            .bind(id.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("end instance lease"))?;
+        sqlx::query(self.sql(Query::EndLease)).bind(id.to_owned()).run(self.writer(), "end instance lease").await?;
         Ok(())
     }
 
@@ -106,22 +102,16 @@ impl InstanceStore for SqlStore {
             .bind(now.0)
             .bind(cutoff.0)
             .bind(cutoff.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("rescue the rows of lapsed instances"))?
-            .rows_affected();
+            .run(self.writer(), "rescue the rows of lapsed instances")
+            .await?;
         sqlx::query(self.sql(Query::ForgetLapsedInstances))
             .bind(now.minus(LAPSED_INSTANCE_RETENTION).0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("forget lapsed instances"))?;
+            .run(self.writer(), "forget lapsed instances")
+            .await?;
         Ok(n)
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRow>, StoreError> {
-        sqlx::query_as(self.sql(Query::ListInstances))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("list instances"))
+        sqlx::query_as(self.sql(Query::ListInstances)).all(self.pool(), "list instances").await
     }
 }

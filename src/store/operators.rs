@@ -18,6 +18,7 @@ use sqlx::any::AnyRow;
 
 use super::queries::Query;
 use super::rows::from_columns;
+use super::rows::{Fetch, Run};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -225,9 +226,8 @@ pub(crate) async fn append_audit_in(
         .bind(e.target.chars().take(255).collect::<String>())
         .bind(e.detail.clone())
         .bind(now.0)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("append audit row"))?;
+        .run(&mut *conn, "append audit row")
+        .await?;
     Ok(())
 }
 
@@ -251,18 +251,13 @@ impl OperatorStore for SqlStore {
 
     async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError> {
         let sql = Query::OperatorByEmail.sql(self.dialect());
-        sqlx::query_as(sql)
-            .bind(email.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("find operator"))
+        sqlx::query_as(sql).bind(email.to_owned()).optional(self.pool(), "find operator").await
     }
 
     async fn list_operators(&self) -> Result<Vec<OperatorRow>, StoreError> {
         sqlx::query_as("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
-            .fetch_all(self.pool())
+            .all(self.pool(), "list operators")
             .await
-            .map_err(StoreError::db("list operators"))
     }
 
     async fn delete_operator(&self, email: &str) -> Result<bool, StoreError> {
@@ -271,15 +266,10 @@ impl OperatorStore for SqlStore {
         let mut tx = self.begin_write().await.map_err(db("delete operator: begin"))?;
         sqlx::query(Query::DeleteOperatorSessions.sql(d))
             .bind(email.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("delete operator: sessions"))?;
-        let n = sqlx::query(Query::DeleteOperator.sql(d))
-            .bind(email.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("delete operator"))?
-            .rows_affected();
+            .run(&mut *tx, "delete operator: sessions")
+            .await?;
+        let n =
+            sqlx::query(Query::DeleteOperator.sql(d)).bind(email.to_owned()).run(&mut *tx, "delete operator").await?;
         tx.commit().await.map_err(db("delete operator: commit"))?;
         Ok(n == 1)
     }
@@ -292,17 +282,14 @@ impl OperatorStore for SqlStore {
         expires_at: Millis,
     ) -> Result<(), StoreError> {
         let d = self.dialect();
-        let db = StoreError::db;
         sqlx::query(Query::PurgeExpiredSessions.sql(d))
             .bind(now.0)
-            .execute(self.writer())
-            .await
-            .map_err(db("purge expired sessions"))?;
+            .run(self.writer(), "purge expired sessions")
+            .await?;
         sqlx::query(Query::PurgeLoginAttempts.sql(d))
             .bind(now.minus(LOGIN_ATTEMPT_RETENTION).0)
-            .execute(self.writer())
-            .await
-            .map_err(db("purge old login attempts"))?;
+            .run(self.writer(), "purge old login attempts")
+            .await?;
         let sql = Query::InsertSession.sql(d);
         sqlx::query(sql)
             .bind(token_hash.to_owned())
@@ -310,29 +297,19 @@ impl OperatorStore for SqlStore {
             .bind(op.email.clone())
             .bind(now.0)
             .bind(expires_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(db("create session"))?;
+            .run(self.writer(), "create session")
+            .await?;
         Ok(())
     }
 
     async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError> {
         let sql = Query::SessionByToken.sql(self.dialect());
-        sqlx::query_as(sql)
-            .bind(token_hash.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("find session"))
+        sqlx::query_as(sql).bind(token_hash.to_owned()).optional(self.pool(), "find session").await
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError> {
         let sql = Query::DeleteSession.sql(self.dialect());
-        let n = sqlx::query(sql)
-            .bind(token_hash.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("delete session"))?
-            .rows_affected();
+        let n = sqlx::query(sql).bind(token_hash.to_owned()).run(self.writer(), "delete session").await?;
         Ok(n == 1)
     }
 
@@ -345,20 +322,14 @@ impl OperatorStore for SqlStore {
             .bind(a.ip.clone())
             .bind(a.outcome.clone())
             .bind(a.created_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("record login attempt"))?;
+            .run(self.writer(), "record login attempt")
+            .await?;
         Ok(id)
     }
 
     async fn finish_login_attempt(&self, id: &str, outcome: LoginOutcome) -> Result<(), StoreError> {
         let sql = Query::SetLoginOutcome.sql(self.dialect());
-        sqlx::query(sql)
-            .bind(outcome.as_str())
-            .bind(id.to_owned())
-            .execute(self.pool())
-            .await
-            .map_err(StoreError::db("finish login attempt"))?;
+        sqlx::query(sql).bind(outcome.as_str()).bind(id.to_owned()).run(self.pool(), "finish login attempt").await?;
         Ok(())
     }
 
@@ -374,9 +345,8 @@ impl OperatorStore for SqlStore {
         let last_ok = sqlx::query(Query::LastLoginSuccess.sql(d))
             .bind(email.to_owned())
             .bind(since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures: last success"))?;
+            .one(self.pool(), "login failures: last success")
+            .await?;
         let email_since = match last_ok.try_get::<Option<i64>, _>("t").map_err(db("login failures: last success"))? {
             Some(t) => t + 1,
             None => since.0,
@@ -384,15 +354,13 @@ impl OperatorStore for SqlStore {
         let by_email = sqlx::query(Query::LoginFailuresByEmail.sql(d))
             .bind(email.to_owned())
             .bind(email_since)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by email"))?;
+            .one(self.pool(), "login failures by email")
+            .await?;
         let by_ip = sqlx::query(Query::LoginFailuresByIp.sql(d))
             .bind(ip.to_owned())
             .bind(since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by address"))?;
+            .one(self.pool(), "login failures by address")
+            .await?;
         let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
             Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
         };
@@ -400,16 +368,14 @@ impl OperatorStore for SqlStore {
             .bind(email.to_owned())
             .bind(ip.to_owned())
             .bind(email_since)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by email and address"))?;
+            .one(self.pool(), "login failures by email and address")
+            .await?;
         let known = sqlx::query(Query::KnownLoginAddress.sql(d))
             .bind(email.to_owned())
             .bind(ip.to_owned())
             .bind(known_since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures: known address"))?;
+            .one(self.pool(), "login failures: known address")
+            .await?;
         let (by_email, email_oldest) = read(&by_email).map_err(db("login failures by email"))?;
         let (by_email_ip, email_ip_oldest) = read(&by_email_ip).map_err(db("login failures by email and address"))?;
         let (by_ip, ip_oldest) = read(&by_ip).map_err(db("login failures by address"))?;
@@ -419,11 +385,7 @@ impl OperatorStore for SqlStore {
 
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {
         let sql = Query::RecentLoginAttempts.sql(self.dialect());
-        sqlx::query_as(sql)
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("recent login attempts"))
+        sqlx::query_as(sql).bind(i64::from(limit)).all(self.pool(), "recent login attempts").await
     }
 
     async fn append_audit(&self, entry: &AuditEntry, now: Millis) -> Result<(), StoreError> {
@@ -433,12 +395,7 @@ impl OperatorStore for SqlStore {
 
     async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = Query::AuditForTarget.sql(self.dialect());
-        sqlx::query_as(sql)
-            .bind(target.to_owned())
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("read audit log"))
+        sqlx::query_as(sql).bind(target.to_owned()).bind(i64::from(limit)).all(self.pool(), "read audit log").await
     }
 
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
@@ -447,9 +404,8 @@ impl OperatorStore for SqlStore {
         sqlx::query_as(sql)
             .bind(before.unwrap_or("g").to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "read audit log")
             .await
-            .map_err(StoreError::db("read audit log"))
     }
 
     async fn suppression_lifts(

@@ -7,6 +7,7 @@ use sqlx::AnyConnection;
 use super::json_rows::keys_json;
 use super::json_rows::row_as_array;
 use super::queries::Query;
+use super::rows::Fetch;
 use super::rows::text;
 use super::{Dialect, Enqueued, NewOutboxRow, StoreError};
 use crate::clock::Millis;
@@ -66,9 +67,8 @@ pub(crate) async fn insert(
     for chunk in rows.chunks(CHUNK) {
         let found = sqlx::query(Query::OutboxByDedupeKeys.sql(d))
             .bind(keys_json(chunk.iter().map(|r| r.dedupe_key.as_str()))?)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::db("enqueue: read existing"))?;
+            .all(&mut *conn, "enqueue: read existing")
+            .await?;
         for row in &found {
             let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
             holders.insert(text(row, "dedupe_key").map_err(StoreError::db("enqueue: read existing"))?, id);

@@ -25,6 +25,7 @@
 use sqlx::Row;
 
 use super::rows::IN_STATUS_INDEX;
+use super::rows::Run;
 use super::{Dialect, SqlStore, Store, StoreError, first_id_at};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
@@ -129,10 +130,8 @@ impl SqlStore {
                         .bind(limit - total as i64)
                         .bind(status.as_str())
                         .bind(cutoff.0)
-                        .execute(self.writer())
-                        .await
-                        .map_err(StoreError::db("prune outbox"))?
-                        .rows_affected();
+                        .run(self.writer(), "prune outbox")
+                        .await?;
                     if total as i64 >= limit {
                         break;
                     }
@@ -288,10 +287,8 @@ impl SqlStore {
         let Some(last) = last else { return Ok(0) };
         let deleted = sqlx::query(&d.sql("DELETE FROM engagement_events WHERE position <= ?"))
             .bind(last)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("prune events"))?
-            .rows_affected();
+            .run(self.writer(), "prune events")
+            .await?;
         Ok(deleted)
     }
 }

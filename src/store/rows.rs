@@ -1,8 +1,9 @@
 //! Rows as they come back from the database.
 
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::{Query, QueryAs};
+use sqlx::{Any, Executor, FromRow, Row};
 
 use super::StoreError;
 use crate::clock::Millis;
@@ -112,6 +113,64 @@ macro_rules! from_columns {
     (@col $field:ident $col:literal) => { $col };
 }
 pub(crate) use from_columns;
+
+/// A pool or a connection: what a statement runs on.
+pub(crate) trait On<'e>: Executor<'e, Database = Any> {}
+
+impl<'e, E: Executor<'e, Database = Any>> On<'e> for E {}
+
+/// Runs a statement on a pool or a connection and names its error by `op`
+/// (see [`StoreError::db`]): the `.fetch_all(on).await.map_err(...)` tail
+/// every statement of the store had, written once.
+pub(crate) trait Fetch<T>: Sized {
+    /// Every row.
+    async fn all<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Vec<T>, StoreError>;
+    /// The one row the statement returns.
+    async fn one<'e>(self, on: impl On<'e>, op: &'static str) -> Result<T, StoreError>;
+    /// The row, if there is one.
+    async fn optional<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Option<T>, StoreError>;
+}
+
+/// [`Fetch`]'s methods for a statement whose rows are `$row`: sqlx's
+/// `query` and `query_as` have the same three methods, on no common trait.
+macro_rules! fetch_methods {
+    ($row:ty) => {
+        async fn all<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Vec<$row>, StoreError> {
+            self.fetch_all(on).await.map_err(StoreError::db(op))
+        }
+
+        async fn one<'e>(self, on: impl On<'e>, op: &'static str) -> Result<$row, StoreError> {
+            self.fetch_one(on).await.map_err(StoreError::db(op))
+        }
+
+        async fn optional<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Option<$row>, StoreError> {
+            self.fetch_optional(on).await.map_err(StoreError::db(op))
+        }
+    };
+}
+
+impl<'q, T> Fetch<T> for QueryAs<'q, Any, T, AnyArguments<'q>>
+where
+    T: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+{
+    fetch_methods!(T);
+}
+
+impl<'q> Fetch<AnyRow> for Query<'q, Any, AnyArguments<'q>> {
+    fetch_methods!(AnyRow);
+}
+
+/// [`Fetch`] for a statement that returns no rows.
+pub(crate) trait Run: Sized {
+    /// Runs it; how many rows it changed.
+    async fn run<'e>(self, on: impl On<'e>, op: &'static str) -> Result<u64, StoreError>;
+}
+
+impl<'q> Run for Query<'q, Any, AnyArguments<'q>> {
+    async fn run<'e>(self, on: impl On<'e>, op: &'static str) -> Result<u64, StoreError> {
+        Ok(self.execute(on).await.map_err(StoreError::db(op))?.rows_affected())
+    }
+}
 
 /// The columns of `engagement_outbox`, in the order every query selects them.
 /// The status index's predicate (migration 16: finished rows are almost all

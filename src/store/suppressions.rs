@@ -16,6 +16,7 @@ use sqlx::any::AnyRow;
 use super::events::NewEvent;
 use super::queries::Query;
 use super::rows::{Column, from_columns, text};
+use super::rows::{Fetch, Run};
 use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 
@@ -157,7 +158,6 @@ pub(crate) async fn suppress_in(
     s: &SuppressionRow,
     events: &mut Vec<NewEvent>,
 ) -> Result<bool, StoreError> {
-    let db = StoreError::db;
     // Update, else insert (as recipients do): MySQL reports a matched
     // row as affected, so "0" means absent on every dialect.
     let update = d.sql(
@@ -170,10 +170,8 @@ pub(crate) async fn suppress_in(
         .bind(s.expires_at.map(|t| t.0))
         .bind(s.address_hash.clone())
         .bind(s.category.clone())
-        .execute(&mut *tx)
-        .await
-        .map_err(db("suppress: update"))?
-        .rows_affected();
+        .run(&mut *tx, "suppress: update")
+        .await?;
     let created = updated == 0;
     if created {
         // Ignoring a duplicate: a concurrent suppress of the same address
@@ -185,9 +183,8 @@ pub(crate) async fn suppress_in(
             .bind(s.detail.clone())
             .bind(s.created_at.0)
             .bind(s.expires_at.map(|t| t.0))
-            .execute(&mut *tx)
-            .await
-            .map_err(db("suppress: insert"))?;
+            .run(&mut *tx, "suppress: insert")
+            .await?;
     }
     let event = serde_json::json!({
         "address_hash": s.address_hash, "category": s.category, "reason": s.reason.as_str(),
@@ -222,9 +219,8 @@ impl SuppressionStore for SqlStore {
             .bind(ALL_CATEGORIES)
             .bind(category.unwrap_or(ALL_CATEGORIES).to_owned())
             .bind(now.0)
-            .fetch_optional(self.pool())
+            .optional(self.pool(), "find suppression")
             .await
-            .map_err(StoreError::db("find suppression"))
     }
 
     async fn list_suppressions(
@@ -291,9 +287,8 @@ impl SuppressionStore for SqlStore {
                 .bind(lift.reason.map(str::to_owned))
                 .bind(lift.by.to_owned())
                 .bind(now.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("lift suppression: record"))?;
+                .run(&mut *tx, "lift suppression: record")
+                .await?;
             if lift.audit {
                 let entry = super::operators::AuditEntry {
                     operator_email: lift.by.to_owned(),
@@ -321,8 +316,7 @@ impl SuppressionStore for SqlStore {
         sqlx::query_as(self.sql(Query::SendsForAddress))
             .bind(address_hash.to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "send log for address")
             .await
-            .map_err(StoreError::db("send log for address"))
     }
 }
