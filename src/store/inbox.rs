@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use super::json_rows::row_as_array;
 use super::queries::Query;
 use super::rows::{Fetch, Run};
-use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
+use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
 
@@ -107,9 +107,6 @@ pub enum InboxMark {
     Archive,
 }
 
-pub(super) const INBOX_COLUMNS: &str =
-    "id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at";
-
 #[async_trait]
 pub trait InboxStore: Send + Sync {
     /// A page of a user's messages, newest first (in commit order); `before`
@@ -159,27 +156,27 @@ impl InboxStore for SqlStore {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<InboxMessage>, StoreError> {
-        // Built here: four filters, with and without a page bound, would be
-        // eight named statements that differ in one condition.
-        let mut sql = format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ?");
-        sql.push_str(match filter {
-            InboxFilter::Inbox => " AND archived_at IS NULL",
-            InboxFilter::Unread => " AND archived_at IS NULL AND read_at IS NULL",
-            InboxFilter::Archived => " AND archived_at IS NOT NULL",
-            InboxFilter::All => "",
-        });
-        if before.is_some() {
-            sql.push_str(
-                " AND position < (SELECT p.position FROM engagement_inbox p WHERE p.user_id = ? AND p.id = ?)",
-            );
-        }
-        sql.push_str(" ORDER BY position DESC LIMIT ?");
-        let sql = self.dialect().sql(&sql);
-        let mut q = sqlx::query_as(&sql).bind(user.as_str().to_owned());
-        if let Some(b) = before {
-            q = q.bind(user.as_str().to_owned()).bind(b.to_owned());
-        }
-        q.bind(i64::from(limit)).all(self.pool(), "inbox page").await
+        // Which values "archived" and "read" may take (see `inbox_page`).
+        let ((archived, archived_too), (read, read_too)) = match filter {
+            InboxFilter::Inbox => ((false, false), (false, true)),
+            InboxFilter::Unread => ((false, false), (false, false)),
+            InboxFilter::Archived => ((true, true), (false, true)),
+            InboxFilter::All => ((false, true), (false, true)),
+        };
+        // Without `before`, every position is below the top.
+        let top = before.is_none().then_some(i64::MAX);
+        sqlx::query_as(self.sql(Query::InboxPage))
+            .bind(user.as_str().to_owned())
+            .bind(archived)
+            .bind(archived_too)
+            .bind(read)
+            .bind(read_too)
+            .bind(user.as_str().to_owned())
+            .bind(before.map(str::to_owned))
+            .bind(top)
+            .bind(i64::from(limit))
+            .all(self.pool(), "inbox page")
+            .await
     }
 
     async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {

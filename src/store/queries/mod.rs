@@ -199,6 +199,8 @@ named_queries! {
     LatestEventPosition = "latest_event_position",
     /// One event's position.
     EventPosition = "event_position",
+    /// A page of a user's messages, filtered.
+    InboxPage = "inbox_page",
     /// A user's messages after a position.
     InboxAfter = "inbox_after",
     /// A user's newest message's position.
