@@ -22,7 +22,6 @@ use async_trait::async_trait;
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 
-use super::json_rows::keys_json;
 use super::queries::Query;
 use super::rows::{Fetch, Run};
 use super::rows::{from_columns, text};
@@ -91,13 +90,8 @@ pub trait DigestStore: Send + Sync {
 #[async_trait]
 impl DigestStore for SqlStore {
     async fn digest_items(&self, outbox_ids: &[&str]) -> Result<Vec<DigestItemRow>, StoreError> {
-        if outbox_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        sqlx::query_as(self.sql(Query::DigestItems))
-            .bind(keys_json(outbox_ids.iter().copied())?)
-            .all(self.pool(), "digest items")
-            .await
+        let rows = self.read_by_keys(Query::DigestItems, outbox_ids, "digest items").await?;
+        rows.iter().map(sqlx::FromRow::from_row).collect::<Result<_, _>>().map_err(StoreError::db("digest items"))
     }
 
     async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError> {

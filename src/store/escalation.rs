@@ -42,13 +42,7 @@ pub trait EscalationStore: Send + Sync {
 #[async_trait]
 impl EscalationStore for SqlStore {
     async fn original_states(&self, outbox_ids: &[&str]) -> Result<Vec<OriginalState>, StoreError> {
-        if outbox_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::OriginalStates))
-            .bind(keys_json(outbox_ids.iter().copied())?)
-            .all(self.pool(), "escalation originals")
-            .await?;
+        let rows = self.read_by_keys(Query::OriginalStates, outbox_ids, "escalation originals").await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in &rows {
             let read = || -> Result<(String, String, Option<i64>, Option<i64>, Option<i64>), sqlx::Error> {

@@ -7,7 +7,6 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
-use super::json_rows::keys_json;
 use super::queries::Query;
 use super::rows::{Fetch, Run};
 use super::rows::{opt_text, text};
@@ -177,13 +176,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn rule_versions(&self, ids: &[&str]) -> Result<Vec<(String, bool, Millis)>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::RuleVersions))
-            .bind(keys_json(ids.iter().copied())?)
-            .all(self.pool(), "rule versions")
-            .await?;
+        let rows = self.read_by_keys(Query::RuleVersions, ids, "rule versions").await?;
         rows.iter()
             .map(|r| Ok((text(r, "id")?, r.try_get::<i64, _>("enabled")? != 0, Millis(r.try_get("updated_at")?))))
             .collect::<Result<_, sqlx::Error>>()
@@ -191,13 +184,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn rules_by_ids(&self, ids: &[&str]) -> Result<Vec<RuleRow>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::RulesByIds))
-            .bind(keys_json(ids.iter().copied())?)
-            .all(self.pool(), "rules by id")
-            .await?;
+        let rows = self.read_by_keys(Query::RulesByIds, ids, "rules by id").await?;
         rules(&rows)
     }
 

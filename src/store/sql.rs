@@ -166,6 +166,21 @@ impl SqlStore {
         query.sql(self.dialect)
     }
 
+    /// What `query`, a statement that takes one list of keys (as
+    /// `json_rows::keys_json`), reads for `keys`: nothing, and no statement,
+    /// for no keys.
+    pub(crate) async fn read_by_keys(
+        &self,
+        query: Query,
+        keys: &[&str],
+        op: &'static str,
+    ) -> Result<Vec<AnyRow>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query(self.sql(query)).bind(keys_json(keys.iter().copied())?).all(self.pool(), op).await
+    }
+
     /// The instance this store claims for, if any.
     pub fn instance(&self) -> Option<&str> {
         self.instance.as_deref()
