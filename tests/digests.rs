@@ -67,15 +67,7 @@ async fn host_trigger(
 
 /// `herald sends` against the test's SQLite file.
 fn herald_sends(db: &TestDb, user_id: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["sends", "--user-id", user_id, "--database-url", db.url.as_str()])
-        .env_remove("HERALD_DATABASE_URL")
-        .env("HERALD_LOG", "warn")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    common::herald_sends(db, &["--user-id", user_id])
 }
 
 /// Item 23: a user whose only message is held by a send window was listed

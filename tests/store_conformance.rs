@@ -825,6 +825,13 @@ async fn the_inbox_is_scoped_to_its_user_and_counts_follow_its_state(db: &TestDb
     assert_eq!(db.store.inbox_page(&ada, InboxFilter::Unread, None, 10).await.unwrap().len(), 1);
     assert_eq!(db.store.inbox_read_all(&ada, T0).await.unwrap(), 1);
     assert_eq!(db.store.inbox_counts(&user("bob")).await.unwrap(), InboxCounts { unseen: 1, unread: 1 });
+    // A page ends below `before` (archived and read messages in `all`); a
+    // `before` that is not one of the user's messages gives an empty page.
+    let first = db.store.inbox_page(&ada, InboxFilter::All, None, 1).await.unwrap();
+    let next = db.store.inbox_page(&ada, InboxFilter::All, Some(&first[0].id), 10).await.unwrap();
+    assert_eq!((first[0].title.as_str(), next.len(), next[0].title.as_str()), ("a2", 1, "a1"));
+    assert!(db.store.inbox_page(&ada, InboxFilter::All, Some(&bobs[0].id), 10).await.unwrap().is_empty());
+    assert!(db.store.inbox_page(&ada, InboxFilter::Inbox, Some(&first[0].id), 10).await.unwrap().is_empty());
     let after = db.store.inbox_after(&ada, page[1].position, 10).await.unwrap();
     assert_eq!(after.iter().map(|m| m.title.as_str()).collect::<Vec<_>>(), vec!["a2"]);
     assert_eq!(db.store.inbox_after(&ada, 0, 10).await.unwrap().len(), 2);

@@ -90,9 +90,7 @@ async fn a_missing_channel_ends_failed_in_plain_words(db: &TestDb) {
 }
 
 async fn retries_are_flat_and_give_up_after_max_attempts(db: &TestDb) {
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "flaky", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let (clock, r) = one_row(db, "flaky").await;
     let channel = ScriptedChannel::new(|_| Outcome::retry("451 4.3.0 try again later"));
     let w = worker(db.arc(), registry_with("flaky", channel.clone()), &clock, WorkerConfig::default());
 
@@ -153,11 +151,32 @@ async fn a_row_past_its_grace_window_expires_undelivered(db: &TestDb) {
     assert!(log[0].detail.as_deref().unwrap().contains("grace window"), "{log:?}");
 }
 
+/// Runs `w` until the token it returns is cancelled.
+fn run_in_background(w: Worker) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    (shutdown, tokio::spawn(async move { w.run(token).await }))
+}
+
+/// A clock at T0, and one row for user `u1` on `channel` due then, enqueued.
+async fn one_row(db: &TestDb, channel: &str) -> (ManualClock, herald::store::NewOutboxRow) {
+    let r = row("u1", channel, T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    (ManualClock::at(T0), r)
+}
+
 /// A channel that blocks until released, telling the test when it started.
 struct GatedChannel {
     started: Notify,
     release: Notify,
     outcome: Outcome,
+}
+
+impl GatedChannel {
+    /// Blocks until released, then answers `outcome`.
+    fn new(outcome: Outcome) -> Arc<GatedChannel> {
+        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome })
+    }
 }
 
 #[async_trait::async_trait]
@@ -170,14 +189,8 @@ impl Channel for GatedChannel {
 }
 
 async fn a_slow_sender_whose_claim_was_taken_back_cannot_overwrite_the_newer_result(db: &TestDb) {
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "relay", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let slow = Arc::new(GatedChannel {
-        started: Notify::new(),
-        release: Notify::new(),
-        outcome: Outcome::terminal("554 too late, from the slow sender"),
-    });
+    let (clock, r) = one_row(db, "relay").await;
+    let slow = GatedChannel::new(Outcome::terminal("554 too late, from the slow sender"));
     let slow_worker = worker(db.arc(), registry_with("relay", slow.clone()), &clock, WorkerConfig::default());
     let slow_tick = tokio::spawn(async move { slow_worker.tick().await.unwrap() });
     slow.started.notified().await;
@@ -233,8 +246,7 @@ async fn shutdown_puts_back_everything_it_did_not_finish(db: &TestDb) {
     let clock = ManualClock::at(T0);
     let rows: Vec<_> = (0..5).map(|_| row("u1", "hung", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let hung =
-        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("never") });
+    let hung = GatedChannel::new(Outcome::terminal("never"));
     let mut config = WorkerConfig { shutdown_grace: Duration::from_millis(200), ..WorkerConfig::default() };
     config.concurrency.insert("hung".into(), 1);
     let w = worker(db.arc(), registry_with("hung", hung.clone()), &clock, config);
@@ -258,11 +270,8 @@ async fn shutdown_puts_back_everything_it_did_not_finish(db: &TestDb) {
 }
 
 async fn a_hung_delivery_times_out_as_a_retry(db: &TestDb) {
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "hung", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let hung =
-        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::terminal("x") });
+    let (clock, r) = one_row(db, "hung").await;
+    let hung = GatedChannel::new(Outcome::terminal("x"));
     let config = WorkerConfig { deliver_timeout: Duration::from_millis(50), ..WorkerConfig::default() };
     let w = worker(db.arc(), registry_with("hung", hung), &clock, config);
     assert_eq!(w.tick().await.unwrap().retried, 1);
@@ -296,11 +305,7 @@ async fn an_enqueue_wakes_the_running_worker_at_once(db: &TestDb) {
         address_keys: None,
         lease: None,
     });
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn({
-        let token = shutdown.clone();
-        async move { w.run(token).await }
-    });
+    let (shutdown, running) = run_in_background(w);
     for i in 1..=2 {
         db.store.enqueue(&[row("waker", "inbox", clock.now())], clock.now()).await.unwrap();
         assert!(
@@ -345,8 +350,7 @@ async fn a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it(db: &TestDb) 
         })
         .collect();
     db.store.enqueue(&rows, T0).await.unwrap();
-    let gate =
-        Arc::new(GatedChannel { started: Notify::new(), release: Notify::new(), outcome: Outcome::sent("gated") });
+    let gate = GatedChannel::new(Outcome::sent("gated"));
     let mut config = WorkerConfig::default();
     config.concurrency.insert("gated".into(), 1);
     let w = worker(db.arc(), registry_with("gated", gate.clone()), &clock, config);
@@ -436,11 +440,7 @@ async fn a_backlog_is_read_in_batches_that_grow(db: &TestDb) {
         address_keys: None,
         lease: None,
     });
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn({
-        let token = shutdown.clone();
-        async move { w.run(token).await }
-    });
+    let (shutdown, running) = run_in_background(w);
     let sent = || metric(&metrics.encode_text(), "herald_deliveries_total{channel=\"inbox\",outcome=\"sent\"} ");
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while sent() < 300 && std::time::Instant::now() < deadline {
@@ -466,15 +466,9 @@ fn metric(text: &str, prefix: &str) -> u64 {
 /// and the row waited for the next one (5 s at the least). The lease is now
 /// taken before anything starts; the row ends well inside that.
 async fn a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once(db: &TestDb) {
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "pigeon", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let (clock, r) = one_row(db, "pigeon").await;
     let w = leased_worker(&db.store, "instance-a", sent_channel(), &clock);
-    let shutdown = CancellationToken::new();
-    let running = tokio::spawn({
-        let token = shutdown.clone();
-        async move { w.run(token).await }
-    });
+    let (shutdown, running) = run_in_background(w);
     let deadline = std::time::Instant::now() + Duration::from_secs(3);
     let mut status = OutboxStatus::Scheduled;
     while std::time::Instant::now() < deadline {
@@ -499,14 +493,8 @@ async fn a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once(db: &TestDb
 /// window), counts the rescue with its reason and delivers it; A's late
 /// outcome is refused.
 async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(db: &TestDb) {
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "relay", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let a_channel = Arc::new(GatedChannel {
-        started: Notify::new(),
-        release: Notify::new(),
-        outcome: Outcome::Sent { transport: "late".into(), detail: None, address_hash: None },
-    });
+    let (clock, r) = one_row(db, "relay").await;
+    let a_channel = GatedChannel::new(Outcome::Sent { transport: "late".into(), detail: None, address_hash: None });
     let who = herald::store::InstanceIdentity { id: "instance-a".into(), host: "test".into(), pid: 1, started_at: T0 };
     let a = Worker::new(WorkerParts {
         store: Arc::new(db.store.for_instance("instance-a")),
@@ -558,14 +546,8 @@ async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(d
 async fn an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(db: &TestDb) {
     use sqlx::Executor;
     let pool = db.store.pool();
-    let clock = ManualClock::at(T0);
-    let r = row("u1", "relay", T0);
-    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let relay = Arc::new(GatedChannel {
-        started: Notify::new(),
-        release: Notify::new(),
-        outcome: Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None },
-    });
+    let (clock, r) = one_row(db, "relay").await;
+    let relay = GatedChannel::new(Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None });
     let metrics = herald::metrics::Metrics::new();
     let w = Worker::new(WorkerParts {
         store: db.arc(),

@@ -611,19 +611,8 @@ async fn herald_sends_prints_holds_digests_and_escalation_links() {
     w.tick().await.unwrap();
 
     let run = |json: bool| {
-        let mut args = vec!["sends", "--user-id", "u1", "--database-url", db.url.as_str()];
-        if json {
-            args.push("--json");
-        }
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-            .args(&args)
-            .env_remove("HERALD_DATABASE_URL")
-            .env("HERALD_LOG", "warn")
-            .current_dir(std::env::temp_dir())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap()
+        let args: &[&str] = if json { &["--user-id", "u1", "--json"] } else { &["--user-id", "u1"] };
+        common::herald_sends(db, args)
     };
     let text = run(false);
     assert!(

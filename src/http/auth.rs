@@ -125,13 +125,19 @@ impl Caller {
 pub const REVOKED: &str = "this API key was revoked";
 pub const UNKNOWN: &str = "API key not recognised";
 
+/// The credential of an `Authorization: Bearer …` header, trimmed: an API
+/// key here, a user token for [`super::user_auth`].
+pub fn bearer(req: &Request) -> Option<&str> {
+    let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim)
+}
+
 pub async fn require_api_key(
     State(state): State<AppState>,
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let Some(key) = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim) else {
+    let Some(key) = bearer(&req) else {
         return Err(ApiError::Unauthorized {
             detail: "missing API key: send the header `Authorization: Bearer <key>` (create a key with `herald keys create --name NAME`)".into(),
         });

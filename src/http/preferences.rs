@@ -397,7 +397,9 @@ pub async fn change_by_operator(
     who: &str,
 ) -> Result<Vec<String>, ApiError> {
     let offered = offered(state).await?;
-    change_checked(&*state.store, state.clock.now(), user, boxes.change(), who, &offered).await
+    let change = boxes.change();
+    check(&change, &offered).map_err(ApiError::Invalid)?;
+    Ok(apply_in(&*state.store, state.clock.now(), user, change, who, &offered).await?.1)
 }
 
 /// The user's preference center read from the store, and a change an
@@ -413,22 +415,12 @@ pub async fn center_or_change_in_store(
 ) -> Result<(PreferenceCenter, Vec<String>), ApiError> {
     let offered = offered_in_store(store).await?;
     let changed = match change {
-        Some(change) => change_checked(store, now, user, change, who, &offered).await?,
+        Some(change) => {
+            check(&change, &offered).map_err(ApiError::Invalid)?;
+            apply_in(store, now, user, change, who, &offered).await?.1
+        }
         None => Vec::new(),
     };
     let recipient = store.get_recipient(user).await?;
     Ok((center(&offered, recipient.as_ref()), changed))
-}
-
-/// Checks and applies a change; what changed, in words.
-async fn change_checked(
-    store: &dyn crate::store::Store,
-    now: crate::clock::Millis,
-    user: &UserId,
-    change: PreferenceChange,
-    who: &str,
-    offered: &BTreeMap<String, Offered>,
-) -> Result<Vec<String>, ApiError> {
-    check(&change, offered).map_err(ApiError::Invalid)?;
-    Ok(apply_in(store, now, user, change, who, offered).await?.1)
 }

@@ -15,7 +15,6 @@
 //! a token cannot be revoked before it expires, so lifetimes are short.
 
 use axum::extract::{Request, State};
-use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine;
@@ -111,8 +110,7 @@ pub async fn require_user_token(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let header = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let token = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim);
+    let token = super::auth::bearer(&req);
     // EventSource cannot set headers, so the stream also takes `?token=`.
     let query_token =
         req.uri().query().and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")).map(|t| t.to_owned()));

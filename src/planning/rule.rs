@@ -74,6 +74,33 @@ pub struct RuleInput {
     pub push: Option<PushOptions>,
 }
 
+impl RuleInput {
+    /// A rule with what every rule must name and everything else as the API
+    /// leaves it when a body does not say: no condition, no delay or grace,
+    /// off, no webhook, no workflow.
+    pub fn new(name: String, trigger_type: String, channel: String, template: TemplateSet, category: String) -> Self {
+        RuleInput {
+            name,
+            trigger_type,
+            condition: None,
+            channel,
+            template,
+            delay: 0,
+            grace: None,
+            category,
+            enabled: false,
+            webhook_url: None,
+            send_window: None,
+            digest: None,
+            throttle: None,
+            escalate: None,
+            display_name: None,
+            description: None,
+            push: None,
+        }
+    }
+}
+
 /// The body of `PATCH /v1/rules/{id}`: any subset of the fields.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

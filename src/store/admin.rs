@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use super::rows::{Fetch, Run};
 use super::rows::{IN_STATUS_INDEX, OUTBOX_COLUMNS};
 use super::{CancelScope, OutboxRow, RuleStore, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -86,7 +87,7 @@ impl OutboxAdmin for SqlStore {
         for b in binds {
             q = q.bind(b);
         }
-        let rows = q.bind(i64::from(f.limit)).fetch_all(self.pool()).await.map_err(StoreError::db("list outbox"))?;
+        let rows = q.bind(i64::from(f.limit)).all(self.pool(), "list outbox").await?;
         rows.iter().map(OutboxRow::from_any).collect()
     }
 
@@ -100,10 +101,8 @@ impl OutboxAdmin for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(id.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("retry outbox row"))?
-            .rows_affected();
+            .run(self.writer(), "retry outbox row")
+            .await?;
         let row = self.get_outbox(id).await?;
         Ok(match (n, row) {
             (_, None) => RowAction::NotFound,
@@ -130,7 +129,7 @@ impl OutboxAdmin for SqlStore {
             for id in chunk {
                 q = q.bind(id.clone());
             }
-            total += q.execute(self.pool()).await.map_err(StoreError::db("retry outbox rows"))?.rows_affected();
+            total += q.run(self.pool(), "retry outbox rows").await?;
         }
         if total > 0 {
             self.signal_enqueued().await;
@@ -144,11 +143,7 @@ impl OutboxAdmin for SqlStore {
         let sql = self
             .dialect()
             .sql("SELECT status, COUNT(*) AS n FROM engagement_sends WHERE id >= ? GROUP BY status ORDER BY status");
-        let rows = sqlx::query(&sql)
-            .bind(super::first_id_at(since))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("send counts"))?;
+        let rows = sqlx::query(&sql).bind(super::first_id_at(since)).all(self.pool(), "send counts").await?;
         rows.iter()
             .map(|r| Ok((super::rows::text(r, "status")?, sqlx::Row::try_get::<i64, _>(r, "n")?)))
             .collect::<Result<_, sqlx::Error>>()

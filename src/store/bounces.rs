@@ -8,6 +8,7 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::events::NewEvent;
+use super::rows::{Fetch, Run};
 use super::rows::{opt_text, text};
 use super::suppressions::{SuppressionRow, suppress_in};
 use super::{SqlStore, Store, StoreError, new_id};
@@ -90,9 +91,8 @@ impl BounceStore for SqlStore {
         let mut events = Vec::with_capacity(2);
         let exists = sqlx::query(&d.sql("SELECT id FROM engagement_bounces WHERE fingerprint = ?"))
             .bind(b.fingerprint.clone())
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("record bounce: dedupe"))?;
+            .optional(&mut *tx, "record bounce: dedupe")
+            .await?;
         if exists.is_some() {
             tx.rollback().await.map_err(db("record bounce: rollback"))?;
             return Ok(false);
@@ -114,9 +114,8 @@ impl BounceStore for SqlStore {
             .bind(b.matched.as_ref().map(|m| m.matched_by.to_owned()))
             .bind(b.raw_excerpt.clone())
             .bind(now.0)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("record bounce: insert"))?;
+            .run(&mut *tx, "record bounce: insert")
+            .await?;
         if let (Some(m), Some(status)) = (&b.matched, b.send_status) {
             let insert_send = d.sql(
                 "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
@@ -134,9 +133,8 @@ impl BounceStore for SqlStore {
                 .bind(status)
                 .bind(b.detail.clone())
                 .bind(now.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("record bounce: send log"))?;
+                .run(&mut *tx, "record bounce: send log")
+                .await?;
             let event = serde_json::json!({
                 "outbox_id": m.outbox_id, "user_id": m.user_id, "rule_id": m.rule_id, "trigger_id": m.trigger_id,
                 "channel": m.channel, "status": status, "detail": b.detail, "address_hash": b.address_hash,
@@ -166,9 +164,8 @@ impl BounceStore for SqlStore {
             .bind(address_hash.to_owned())
             .bind(kind.to_owned())
             .bind(since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("count bounces"))?;
+            .one(self.pool(), "count bounces")
+            .await?;
         row.try_get::<i64, _>("n").map_err(StoreError::db("count bounces"))
     }
 
@@ -189,11 +186,7 @@ impl BounceStore for SqlStore {
             "SELECT id, provider, kind, address_hash, status, reply_code, detail, outbox_id, matched_by, created_at \
              FROM engagement_bounces ORDER BY created_at DESC, id DESC LIMIT ?",
         );
-        let rows = sqlx::query(&sql)
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("list bounces"))?;
+        let rows = sqlx::query(&sql).bind(i64::from(limit)).all(self.pool(), "list bounces").await?;
         rows.iter().map(bounce_row).collect::<Result<_, sqlx::Error>>().map_err(StoreError::db("list bounces"))
     }
 
@@ -206,9 +199,8 @@ impl BounceStore for SqlStore {
         let rows = sqlx::query(&sql)
             .bind(address_hash.to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("bounces for address"))?;
+            .all(self.pool(), "bounces for address")
+            .await?;
         rows.iter()
             .map(|r| Ok(BounceEvidence { bounce: bounce_row(r)?, raw_excerpt: opt_text(r, "raw_excerpt")? }))
             .collect::<Result<_, sqlx::Error>>()

@@ -22,9 +22,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use sqlx::{AnyConnection, Row};
 
-use super::json_rows::keys_json;
 use super::queries::Query;
-use super::rows::text;
+use super::rows::{Fetch, Run};
+use super::rows::{from_columns, text};
 use super::{Dialect, NewOutboxRow, SqlStore, StoreError};
 use crate::clock::Millis;
 use crate::domain::{ChannelName, UserId};
@@ -59,6 +59,8 @@ pub struct DigestItemRow {
     pub occurred_at: Millis,
 }
 
+from_columns!(DigestItemRow: outbox_id, trigger_id, payload, occurred_at);
+
 /// The digest message a trigger went into, as it is now: the answer to
 /// "where did my trigger go" when it planned no message of its own.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -88,34 +90,15 @@ pub trait DigestStore: Send + Sync {
 #[async_trait]
 impl DigestStore for SqlStore {
     async fn digest_items(&self, outbox_ids: &[&str]) -> Result<Vec<DigestItemRow>, StoreError> {
-        if outbox_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::DigestItems))
-            .bind(keys_json(outbox_ids.iter().copied())?)
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("digest items"))?;
-        rows.iter()
-            .map(|r| {
-                let payload = text(r, "payload")?;
-                Ok(DigestItemRow {
-                    outbox_id: text(r, "outbox_id")?,
-                    trigger_id: text(r, "trigger_id")?,
-                    payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-                    occurred_at: Millis(r.try_get("occurred_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("digest items"))
+        let rows = self.read_by_keys(Query::DigestItems, outbox_ids, "digest items").await?;
+        rows.iter().map(sqlx::FromRow::from_row).collect::<Result<_, _>>().map_err(StoreError::db("digest items"))
     }
 
     async fn digests_of_trigger(&self, trigger_id: &str) -> Result<Vec<DigestMembership>, StoreError> {
         let rows = sqlx::query(self.sql(Query::DigestsOfTrigger))
             .bind(trigger_id.to_owned())
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("digests of trigger"))?;
+            .all(self.pool(), "digests of trigger")
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(DigestMembership {
@@ -150,9 +133,8 @@ pub(super) async fn add(
         let exists = sqlx::query(Query::DigestItemOfRule.sql(d))
             .bind(item.trigger_id.clone())
             .bind(item.rule_id.clone())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(db("digest: find item"))?;
+            .optional(&mut *conn, "digest: find item")
+            .await?;
         if exists.is_some() {
             continue; // already in a digest of this rule
         }
@@ -163,14 +145,12 @@ pub(super) async fn add(
         for _ in 0..3 {
             sqlx::query(Query::CreateDigestBucket.sql(d))
                 .bind(item.bucket.clone())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("digest: bucket"))?;
+                .run(&mut *conn, "digest: bucket")
+                .await?;
             open = sqlx::query(Query::ReadDigestBucket.sql(d))
                 .bind(item.bucket.clone())
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(db("digest: read bucket"))?;
+                .optional(&mut *conn, "digest: read bucket")
+                .await?;
             if open.is_some() {
                 break;
             }
@@ -195,18 +175,15 @@ pub(super) async fn add(
                 .bind(now.0)
                 .bind(now.0)
                 .bind(outbox_id.clone())
-                .execute(&mut *conn)
-                .await
-                .map_err(db("digest: join"))?
-                .rows_affected()
+                .run(&mut *conn, "digest: join")
+                .await?
                 == 1;
             if joined {
                 insert_item(conn, d, item, &outbox_id, now).await?;
                 sqlx::query(Query::CountDigestItem.sql(d))
                     .bind(item.bucket.clone())
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db("digest: count"))?;
+                    .run(&mut *conn, "digest: count")
+                    .await?;
                 continue;
             }
         }
@@ -236,9 +213,8 @@ pub(super) async fn add(
             .bind(row.id.clone())
             .bind(now.0)
             .bind(item.bucket.clone())
-            .execute(&mut *conn)
-            .await
-            .map_err(db("digest: open"))?;
+            .run(&mut *conn, "digest: open")
+            .await?;
     }
     Ok(opened)
 }
@@ -258,8 +234,7 @@ async fn insert_item(
         .bind(crate::domain::storable_text(&item.payload.to_string()).into_owned())
         .bind(item.occurred_at.0)
         .bind(now.0)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("digest: add item"))?;
+        .run(&mut *conn, "digest: add item")
+        .await?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use sqlx::Row;
 use super::json_rows::keys_json;
 use super::queries::Query;
 use super::rows::text;
+use super::rows::{Fetch, Run};
 use super::{NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::OutboxStatus;
@@ -41,14 +42,7 @@ pub trait EscalationStore: Send + Sync {
 #[async_trait]
 impl EscalationStore for SqlStore {
     async fn original_states(&self, outbox_ids: &[&str]) -> Result<Vec<OriginalState>, StoreError> {
-        if outbox_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::OriginalStates))
-            .bind(keys_json(outbox_ids.iter().copied())?)
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("escalation originals"))?;
+        let rows = self.read_by_keys(Query::OriginalStates, outbox_ids, "escalation originals").await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in &rows {
             let read = || -> Result<(String, String, Option<i64>, Option<i64>, Option<i64>), sqlx::Error> {
@@ -80,9 +74,8 @@ impl EscalationStore for SqlStore {
         let rows = sqlx::query(self.sql(Query::DueFollowUps))
             .bind(now.0)
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("due follow-ups"))?;
+            .all(self.pool(), "due follow-ups")
+            .await?;
         rows.iter()
             .map(|r| {
                 let at: i64 = r.try_get("follow_up_at").map_err(StoreError::db("due follow-ups"))?;
@@ -101,9 +94,8 @@ impl EscalationStore for SqlStore {
         super::outbox::insert(&mut tx, d, rows, false, now).await?;
         sqlx::query(self.sql(Query::ClearFollowUps))
             .bind(keys_json(originals.iter().copied())?)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("plan follow-ups: mark originals"))?;
+            .run(&mut *tx, "plan follow-ups: mark originals")
+            .await?;
         tx.commit().await.map_err(db("plan follow-ups: commit"))?;
         Ok(())
     }

@@ -16,9 +16,9 @@ use sqlx::{AnyConnection, Row};
 use tokio::sync::watch;
 
 use super::json_rows::row_as_array;
-use super::json_rows::to_json;
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::Fetch;
+use super::rows::from_columns;
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -38,6 +38,8 @@ pub struct EventRow {
     pub created_at: Millis,
 }
 
+from_columns!(EventRow: id, position, kind, user_id, outbox_id, data = "payload", created_at);
+
 /// An event to append.
 #[derive(Debug, Clone)]
 pub(crate) struct NewEvent {
@@ -56,39 +58,24 @@ pub(crate) async fn insert(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    if events.is_empty() {
-        return Ok(());
+    fn row((e, position): (&NewEvent, i64)) -> EventJson<'_> {
+        EventJson {
+            id: new_id(),
+            position,
+            kind: e.kind,
+            user_id: e.user_id.as_deref(),
+            outbox_id: e.outbox_id.as_deref(),
+            payload: e.data.to_string(),
+        }
     }
-    if super::values::inserts_as_values(d) {
-        return insert_values(conn, d, events, first, now).await;
-    }
-    for (n, chunk) in events.chunks(super::sends::CHUNK).enumerate() {
-        let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<EventJson> = chunk
-            .iter()
-            .zip(start..)
-            .map(|(e, position)| EventJson {
-                id: new_id(),
-                position,
-                kind: e.kind,
-                user_id: e.user_id.as_deref(),
-                outbox_id: e.outbox_id.as_deref(),
-                payload: e.data.to_string(),
-            })
-            .collect();
-        sqlx::query(Query::AppendEvents.sql(d))
-            .bind(to_json(&rows)?)
-            .bind(now.0)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::db("append events"))?;
-    }
-    Ok(())
+    let rows = events.iter().zip(first..).map(row).collect();
+    let queries = (Query::AppendEvents, Query::AppendEventsValues);
+    super::values::insert(conn, d, queries, rows, now, "append events").await.map(drop)
 }
 
 row_as_array! {
-    /// One event as `append_events` reads it (PostgreSQL): one row
-    /// of its JSON array.
+    /// One event as `append_events` reads it (PostgreSQL: one row of its
+    /// JSON array) and `append_events_values` binds it.
     #[derive(Debug)]
     struct EventJson<'a> {
         /// A UUIDv7: what a follower may resume from instead of the position.
@@ -104,35 +91,6 @@ row_as_array! {
         /// The event's JSON, as text.
         payload: String,
     }
-}
-
-/// The same rows as multi-row `VALUES` (see `values`).
-async fn insert_values(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    events: &[NewEvent],
-    first: i64,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let q = Query::AppendEventsValues;
-    let mut position = first;
-    for run in super::values::runs(d, events) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for e in run.rows {
-            query = query
-                .bind(new_id())
-                .bind(position)
-                .bind(e.kind)
-                .bind(e.user_id.as_deref())
-                .bind(e.outbox_id.as_deref())
-                .bind(e.data.to_string())
-                .bind(now.0);
-            position += 1;
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        query.execute(&mut *conn).await.map_err(StoreError::db("append events"))?;
-    }
-    Ok(())
 }
 
 /// Reserves positions for `events` and appends them: for transactions that
@@ -173,34 +131,15 @@ pub trait EventStore: Send + Sync {
 #[async_trait]
 impl EventStore for SqlStore {
     async fn events_after(&self, position: i64, limit: u32) -> Result<Vec<EventRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::EventsAfter))
+        sqlx::query_as(self.sql(Query::EventsAfter))
             .bind(position)
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "events after")
             .await
-            .map_err(StoreError::db("events after"))?;
-        rows.iter()
-            .map(|r| {
-                let payload = text(r, "payload")?;
-                Ok(EventRow {
-                    id: text(r, "id")?,
-                    position: r.try_get("position")?,
-                    kind: text(r, "kind")?,
-                    user_id: opt_text(r, "user_id")?,
-                    outbox_id: opt_text(r, "outbox_id")?,
-                    data: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("events after"))
     }
 
     async fn latest_event_position(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query(self.sql(Query::LatestEventPosition))
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("latest event"))?;
+        let row = sqlx::query(self.sql(Query::LatestEventPosition)).one(self.pool(), "latest event").await?;
         let p: Option<i64> = row.try_get("p").map_err(StoreError::db("latest event"))?;
         Ok(p.unwrap_or(0))
     }
@@ -208,9 +147,8 @@ impl EventStore for SqlStore {
     async fn event_position(&self, id: &str) -> Result<Option<i64>, StoreError> {
         let row = sqlx::query(self.sql(Query::EventPosition))
             .bind(id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("event position"))?;
+            .optional(self.pool(), "event position")
+            .await?;
         row.map(|r| r.try_get::<i64, _>(0)).transpose().map_err(StoreError::db("event position"))
     }
 

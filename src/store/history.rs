@@ -27,7 +27,7 @@ use sqlx::{AnyConnection, Connection, Executor};
 
 use super::admin::{OutboxFilter, list_outbox_sql};
 use super::queries::Query;
-use super::triggers::triggers;
+use super::rows::Fetch;
 use super::{Dialect, OutboxRow, SendRecord, SqlStore, Store, StoreError, TriggerRow};
 use crate::domain::UserId;
 
@@ -80,21 +80,19 @@ async fn read(conn: &mut AnyConnection, d: Dialect, user: &UserId, limit: u32) -
     for b in binds {
         q = q.bind(b);
     }
-    let rows = q.bind(i64::from(limit)).fetch_all(&mut *conn).await.map_err(StoreError::db("user history: outbox"))?;
+    let rows = q.bind(i64::from(limit)).all(&mut *conn, "user history: outbox").await?;
     let rows = rows.iter().map(OutboxRow::from_any).collect::<Result<Vec<_>, _>>()?;
 
     let log: Vec<SendRecord> = sqlx::query_as(Query::SendsForUser.sql(d))
         .bind(user.as_str().to_owned())
         .bind(i64::from(limit) * 2)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::db("user history: send log"))?;
+        .all(&mut *conn, "user history: send log")
+        .await?;
 
-    let found = sqlx::query(Query::TriggersForUser.sql(d))
+    let triggers = sqlx::query_as(Query::TriggersForUser.sql(d))
         .bind(user.as_str().to_owned())
         .bind(i64::from(limit))
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::db("user history: triggers"))?;
-    Ok(UserHistory { rows, log, triggers: triggers(&found, "user history: triggers")? })
+        .all(&mut *conn, "user history: triggers")
+        .await?;
+    Ok(UserHistory { rows, log, triggers })
 }

@@ -11,9 +11,9 @@ use sqlx::{AnyConnection, Row};
 use tokio::sync::broadcast;
 
 use super::json_rows::row_as_array;
-use super::json_rows::to_json;
 use super::queries::Query;
-use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, Store, StoreError, new_id};
+use super::rows::{Fetch, Run};
+use super::{Dialect, InboxMessage, NewInboxMessage, SqlStore, StoreError, new_id};
 use crate::clock::Millis;
 use crate::domain::UserId;
 
@@ -33,34 +33,27 @@ pub(crate) async fn write_rows(
     if msgs.is_empty() {
         return Ok(());
     }
-    if super::values::inserts_as_values(d) {
-        return write_values(conn, d, msgs, first, now).await;
-    }
-    for (n, chunk) in msgs.chunks(super::sends::CHUNK).enumerate() {
-        let start = first + (n * super::sends::CHUNK) as i64;
-        let rows: Vec<InboxRow> = chunk
-            .iter()
-            .zip(start..)
-            .map(|(m, position)| InboxRow {
-                id: new_id(),
-                position,
-                outbox_id: &m.outbox_id,
-                user_id: &m.user_id,
-                title: &m.title,
-                body: m.body.as_deref(),
-                url: m.url.as_deref(),
-                data: m.data.as_ref().map(|d| d.to_string()),
-            })
-            .collect();
-        let query = sqlx::query(Query::InsertInbox.sql(d)).bind(to_json(&rows)?).bind(now.0);
-        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-    }
-    Ok(())
+    let rows: Vec<InboxRow> = msgs
+        .iter()
+        .zip(first..)
+        .map(|(m, position)| InboxRow {
+            id: new_id(),
+            position,
+            outbox_id: &m.outbox_id,
+            user_id: &m.user_id,
+            title: &m.title,
+            body: m.body.as_deref(),
+            url: m.url.as_deref(),
+            data: m.data.as_ref().map(|d| d.to_string()),
+        })
+        .collect();
+    let queries = (Query::InsertInbox, Query::InsertInboxValues);
+    super::values::insert(conn, d, queries, rows, now, "insert inbox messages").await.map(drop)
 }
 
 row_as_array! {
-    /// One inbox message as `insert_inbox` reads it (PostgreSQL): one row
-    /// of its JSON array.
+    /// One inbox message as `insert_inbox` reads it (PostgreSQL: one row of
+    /// its JSON array) and `insert_inbox_values` binds it.
     #[derive(Debug)]
     struct InboxRow<'a> {
         /// A UUIDv7.
@@ -81,38 +74,6 @@ row_as_array! {
         /// The template's extra data, as JSON text.
         data: Option<String>,
     }
-}
-
-/// The same rows as multi-row `VALUES` (see `values`), skipping a message
-/// whose outbox row already has one.
-async fn write_values(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    msgs: &[&NewInboxMessage],
-    first: i64,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let q = Query::InsertInboxValues;
-    let mut position = first;
-    for run in super::values::runs(d, msgs) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for m in run.rows {
-            query = query
-                .bind(new_id())
-                .bind(position)
-                .bind(m.outbox_id.as_str())
-                .bind(m.user_id.as_str())
-                .bind(m.title.as_str())
-                .bind(m.body.as_deref())
-                .bind(m.url.as_deref())
-                .bind(m.data.as_ref().map(|d| d.to_string()))
-                .bind(now.0);
-            position += 1;
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        query.execute(&mut *conn).await.map_err(StoreError::db("insert inbox messages"))?;
-    }
-    Ok(())
 }
 
 /// Which messages a page shows.
@@ -145,9 +106,6 @@ pub enum InboxMark {
     Unread,
     Archive,
 }
-
-pub(super) const INBOX_COLUMNS: &str =
-    "id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at";
 
 #[async_trait]
 pub trait InboxStore: Send + Sync {
@@ -198,27 +156,27 @@ impl InboxStore for SqlStore {
         before: Option<&str>,
         limit: u32,
     ) -> Result<Vec<InboxMessage>, StoreError> {
-        // Built here: four filters, with and without a page bound, would be
-        // eight named statements that differ in one condition.
-        let mut sql = format!("SELECT {INBOX_COLUMNS} FROM engagement_inbox WHERE user_id = ?");
-        sql.push_str(match filter {
-            InboxFilter::Inbox => " AND archived_at IS NULL",
-            InboxFilter::Unread => " AND archived_at IS NULL AND read_at IS NULL",
-            InboxFilter::Archived => " AND archived_at IS NOT NULL",
-            InboxFilter::All => "",
-        });
-        if before.is_some() {
-            sql.push_str(
-                " AND position < (SELECT p.position FROM engagement_inbox p WHERE p.user_id = ? AND p.id = ?)",
-            );
-        }
-        sql.push_str(" ORDER BY position DESC LIMIT ?");
-        let sql = self.dialect().sql(&sql);
-        let mut q = sqlx::query_as(&sql).bind(user.as_str().to_owned());
-        if let Some(b) = before {
-            q = q.bind(user.as_str().to_owned()).bind(b.to_owned());
-        }
-        q.bind(i64::from(limit)).fetch_all(self.pool()).await.map_err(StoreError::db("inbox page"))
+        // Which values "archived" and "read" may take (see `inbox_page`).
+        let ((archived, archived_too), (read, read_too)) = match filter {
+            InboxFilter::Inbox => ((false, false), (false, true)),
+            InboxFilter::Unread => ((false, false), (false, false)),
+            InboxFilter::Archived => ((true, true), (false, true)),
+            InboxFilter::All => ((false, true), (false, true)),
+        };
+        // Without `before`, every position is below the top.
+        let top = before.is_none().then_some(i64::MAX);
+        sqlx::query_as(self.sql(Query::InboxPage))
+            .bind(user.as_str().to_owned())
+            .bind(archived)
+            .bind(archived_too)
+            .bind(read)
+            .bind(read_too)
+            .bind(user.as_str().to_owned())
+            .bind(before.map(str::to_owned))
+            .bind(top)
+            .bind(i64::from(limit))
+            .all(self.pool(), "inbox page")
+            .await
     }
 
     async fn inbox_after(&self, user: &UserId, position: i64, limit: u32) -> Result<Vec<InboxMessage>, StoreError> {
@@ -226,17 +184,15 @@ impl InboxStore for SqlStore {
             .bind(user.as_str().to_owned())
             .bind(position)
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "inbox after")
             .await
-            .map_err(StoreError::db("inbox after"))
     }
 
     async fn inbox_latest_position(&self, user: &UserId) -> Result<i64, StoreError> {
         let row = sqlx::query(self.sql(Query::InboxLatestPosition))
             .bind(user.as_str().to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox latest position"))?;
+            .one(self.pool(), "inbox latest position")
+            .await?;
         Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox latest position"))?.unwrap_or(0))
     }
 
@@ -250,18 +206,16 @@ impl InboxStore for SqlStore {
             .bind(user.as_str().to_owned())
             .bind(last_event_id.to_owned())
             .bind(last_event_id.to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox resume position"))?;
+            .one(self.pool(), "inbox resume position")
+            .await?;
         Ok(row.try_get::<Option<i64>, _>("p").map_err(StoreError::db("inbox resume position"))?.unwrap_or(0))
     }
 
     async fn inbox_counts(&self, user: &UserId) -> Result<InboxCounts, StoreError> {
         let row = sqlx::query(self.sql(Query::InboxCounts))
             .bind(user.as_str().to_owned())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("inbox counts"))?;
+            .one(self.pool(), "inbox counts")
+            .await?;
         let get = |col: &str| row.try_get::<i64, _>(col).map_err(StoreError::db("inbox counts"));
         Ok(InboxCounts { unseen: get("unseen")?, unread: get("unread")? })
     }
@@ -285,15 +239,13 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("inbox mark"))?;
+            .run(self.writer(), "inbox mark")
+            .await?;
         let msg: Option<InboxMessage> = sqlx::query_as(self.sql(Query::InboxMessage))
             .bind(id.to_owned())
             .bind(user.as_str().to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("inbox mark: read back"))?;
+            .optional(self.pool(), "inbox mark: read back")
+            .await?;
         if msg.is_some() {
             self.signal_inbox_changed(user.as_str()).await;
         }
@@ -305,10 +257,8 @@ impl InboxStore for SqlStore {
             .bind(now.0)
             .bind(now.0)
             .bind(user.as_str().to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("inbox read all"))?
-            .rows_affected();
+            .run(self.writer(), "inbox read all")
+            .await?;
         if n > 0 {
             self.signal_inbox_changed(user.as_str()).await;
         }

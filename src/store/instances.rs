@@ -16,10 +16,10 @@
 //! (tests, `herald bench`) and as the last resort.
 
 use async_trait::async_trait;
-use sqlx::Row;
 
 use super::queries::Query;
-use super::rows::text;
+use super::rows::from_columns;
+use super::rows::{Fetch, Run};
 use super::{SqlStore, StoreError};
 use crate::clock::Millis;
 
@@ -33,6 +33,8 @@ pub struct InstanceRow {
     pub renewed_at: Millis,
     pub expires_at: Millis,
 }
+
+from_columns!(InstanceRow: id, host, pid, started_at, renewed_at, expires_at);
 
 /// Who is renewing: the process's identity, fixed at start.
 #[derive(Debug, Clone)]
@@ -79,18 +81,13 @@ impl InstanceStore for SqlStore {
             .bind(who.started_at.0)
             .bind(now.0)
             .bind(expires_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("renew instance lease"))?;
+            .run(self.writer(), "renew instance lease")
+            .await?;
         Ok(())
     }
 
     async fn end_lease(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query(self.sql(Query::EndLease))
-            .bind(id.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("end instance lease"))?;
+        sqlx::query(self.sql(Query::EndLease)).bind(id.to_owned()).run(self.writer(), "end instance lease").await?;
         Ok(())
     }
 
@@ -105,32 +102,16 @@ impl InstanceStore for SqlStore {
             .bind(now.0)
             .bind(cutoff.0)
             .bind(cutoff.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("rescue the rows of lapsed instances"))?
-            .rows_affected();
+            .run(self.writer(), "rescue the rows of lapsed instances")
+            .await?;
         sqlx::query(self.sql(Query::ForgetLapsedInstances))
             .bind(now.minus(LAPSED_INSTANCE_RETENTION).0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("forget lapsed instances"))?;
+            .run(self.writer(), "forget lapsed instances")
+            .await?;
         Ok(n)
     }
 
     async fn instances(&self) -> Result<Vec<InstanceRow>, StoreError> {
-        let db = || StoreError::db("list instances");
-        let rows = sqlx::query(self.sql(Query::ListInstances)).fetch_all(self.pool()).await.map_err(db())?;
-        rows.iter()
-            .map(|r| {
-                Ok(InstanceRow {
-                    id: text(r, "id").map_err(db())?,
-                    host: text(r, "host").map_err(db())?,
-                    pid: r.try_get("pid").map_err(db())?,
-                    started_at: Millis(r.try_get("started_at").map_err(db())?),
-                    renewed_at: Millis(r.try_get("renewed_at").map_err(db())?),
-                    expires_at: Millis(r.try_get("expires_at").map_err(db())?),
-                })
-            })
-            .collect()
+        sqlx::query_as(self.sql(Query::ListInstances)).all(self.pool(), "list instances").await
     }
 }

@@ -31,6 +31,12 @@ use super::StoreError;
 /// the enqueue 17-20% (`herald bench --rows 20000`, alternating), and
 /// SQLite parses an object again for every field it reads. The struct keeps
 /// the fields' names and documents them; the statement's aliases repeat them.
+///
+/// The same struct binds its fields, in the same order, into one tuple of a
+/// `VALUES` list ([`crate::store::values::BindFields`]): a batch insert is
+/// one struct per row whichever form the dialect takes it in
+/// ([`crate::store::values::insert`]), not a JSON struct beside a chain of
+/// binds that must name the same fields in the same order.
 macro_rules! row_as_array {
     ($(#[$meta:meta])* $vis:vis struct $name:ident<$lt:lifetime> {
         $($(#[$fmeta:meta])* $fvis:vis $field:ident: $ty:ty,)*
@@ -43,9 +49,20 @@ macro_rules! row_as_array {
         impl serde::Serialize for $name<'_> {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 use serde::ser::SerializeTuple;
-                let mut row = s.serialize_tuple([$(stringify!($field)),*].len())?;
+                let mut row = s.serialize_tuple(<Self as $crate::store::values::BindFields>::FIELDS)?;
                 $(row.serialize_element(&self.$field)?;)*
                 row.end()
+            }
+        }
+
+        impl<$lt> $crate::store::values::BindFields for $name<$lt> {
+            const FIELDS: usize = [$(stringify!($field)),*].len();
+
+            fn bind_fields<'q>(self, query: $crate::store::values::AnyQuery<'q>) -> $crate::store::values::AnyQuery<'q>
+            where
+                Self: 'q,
+            {
+                query$(.bind(self.$field))*
             }
         }
     };

@@ -10,6 +10,7 @@
 use serde::Serialize;
 use sqlx::{AnyConnection, Connection, Row};
 
+use super::rows::{Fetch, Run};
 use super::{Dialect, StoreError};
 use crate::clock::Millis;
 
@@ -117,10 +118,10 @@ pub(super) async fn run(
         ),
         Dialect::MySql => ("SELECT GET_LOCK('herald_migrate', 300)", "SELECT RELEASE_LOCK('herald_migrate')"),
     };
-    sqlx::query(lock).execute(&mut *conn).await.map_err(StoreError::db("migrate: lock"))?;
+    sqlx::query(lock).run(&mut *conn, "migrate: lock").await?;
     let result = apply_pending(conn, dialect, now).await;
     let unlock = if dialect == Dialect::Sqlite && result.is_err() { "ROLLBACK" } else { unlock };
-    sqlx::query(unlock).execute(&mut *conn).await.map_err(StoreError::db("migrate: unlock"))?;
+    sqlx::query(unlock).run(&mut *conn, "migrate: unlock").await?;
     result
 }
 
@@ -129,14 +130,10 @@ async fn apply_pending(
     dialect: Dialect,
     now: Millis,
 ) -> Result<Vec<AppliedMigration>, StoreError> {
-    sqlx::query(BOOKKEEPING)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("migrate: create engagement_schema_migrations"))?;
+    sqlx::query(BOOKKEEPING).run(&mut *conn, "migrate: create engagement_schema_migrations").await?;
     let rows = sqlx::query("SELECT version FROM engagement_schema_migrations")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(StoreError::db("migrate: read applied versions"))?;
+        .all(&mut *conn, "migrate: read applied versions")
+        .await?;
     let mut applied = Vec::with_capacity(rows.len());
     for row in rows {
         applied.push(row.try_get::<i64, _>(0).map_err(StoreError::db("migrate: read applied versions"))?);

@@ -17,7 +17,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::from_columns;
+use super::rows::{Fetch, Run};
 use super::{Dialect, SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -32,6 +33,8 @@ pub struct OperatorRow {
     pub created_at: Millis,
 }
 
+from_columns!(OperatorRow: id, email, password_hash, created_at);
+
 /// A live (or expired, not yet purged) session, found by its token's hash.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionRow {
@@ -40,6 +43,8 @@ pub struct SessionRow {
     pub created_at: Millis,
     pub expires_at: Millis,
 }
+
+from_columns!(SessionRow: operator_id, operator_email, created_at, expires_at);
 
 /// How a login attempt ended. Only the two failures (and attempts still
 /// being checked) count against the rate limit: refusing a rate-limited
@@ -80,6 +85,8 @@ pub struct LoginAttempt {
     pub outcome: String,
     pub created_at: Millis,
 }
+
+from_columns!(LoginAttempt: email, ip, outcome, created_at);
 
 /// Failures (and pending attempts) that count against the limits, for one
 /// email, one address, and the two together.
@@ -124,6 +131,8 @@ pub struct AuditRow {
     pub created_at: Millis,
 }
 
+from_columns!(AuditRow: id, operator_email, action, target, detail, created_at);
+
 /// Who lifted a suppression and why: kept because lifting deletes the row.
 #[derive(Debug, Clone, Serialize)]
 pub struct SuppressionLiftRow {
@@ -137,6 +146,8 @@ pub struct SuppressionLiftRow {
     pub lifted_by: String,
     pub created_at: Millis,
 }
+
+from_columns!(SuppressionLiftRow: address_hash, category, lifted, reason, lifted_by, created_at);
 
 /// How long refused and accepted login attempts are kept once they no
 /// longer count for the rate limit (they are the record of who tried).
@@ -215,19 +226,9 @@ pub(crate) async fn append_audit_in(
         .bind(e.target.chars().take(255).collect::<String>())
         .bind(e.detail.clone())
         .bind(now.0)
-        .execute(&mut *conn)
-        .await
-        .map_err(StoreError::db("append audit row"))?;
+        .run(&mut *conn, "append audit row")
+        .await?;
     Ok(())
-}
-
-fn operator(r: &AnyRow) -> Result<OperatorRow, sqlx::Error> {
-    Ok(OperatorRow {
-        id: text(r, "id")?,
-        email: text(r, "email")?,
-        password_hash: text(r, "password_hash")?,
-        created_at: Millis(r.try_get("created_at")?),
-    })
 }
 
 #[async_trait]
@@ -250,20 +251,13 @@ impl OperatorStore for SqlStore {
 
     async fn operator_by_email(&self, email: &str) -> Result<Option<OperatorRow>, StoreError> {
         let sql = Query::OperatorByEmail.sql(self.dialect());
-        let row = sqlx::query(sql)
-            .bind(email.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("find operator"))?;
-        row.as_ref().map(operator).transpose().map_err(StoreError::db("find operator"))
+        sqlx::query_as(sql).bind(email.to_owned()).optional(self.pool(), "find operator").await
     }
 
     async fn list_operators(&self) -> Result<Vec<OperatorRow>, StoreError> {
-        let rows = sqlx::query("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
-            .fetch_all(self.pool())
+        sqlx::query_as("SELECT id, email, password_hash, created_at FROM engagement_operators ORDER BY email")
+            .all(self.pool(), "list operators")
             .await
-            .map_err(StoreError::db("list operators"))?;
-        rows.iter().map(operator).collect::<Result<_, _>>().map_err(StoreError::db("list operators"))
     }
 
     async fn delete_operator(&self, email: &str) -> Result<bool, StoreError> {
@@ -272,15 +266,10 @@ impl OperatorStore for SqlStore {
         let mut tx = self.begin_write().await.map_err(db("delete operator: begin"))?;
         sqlx::query(Query::DeleteOperatorSessions.sql(d))
             .bind(email.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("delete operator: sessions"))?;
-        let n = sqlx::query(Query::DeleteOperator.sql(d))
-            .bind(email.to_owned())
-            .execute(&mut *tx)
-            .await
-            .map_err(db("delete operator"))?
-            .rows_affected();
+            .run(&mut *tx, "delete operator: sessions")
+            .await?;
+        let n =
+            sqlx::query(Query::DeleteOperator.sql(d)).bind(email.to_owned()).run(&mut *tx, "delete operator").await?;
         tx.commit().await.map_err(db("delete operator: commit"))?;
         Ok(n == 1)
     }
@@ -293,17 +282,14 @@ impl OperatorStore for SqlStore {
         expires_at: Millis,
     ) -> Result<(), StoreError> {
         let d = self.dialect();
-        let db = StoreError::db;
         sqlx::query(Query::PurgeExpiredSessions.sql(d))
             .bind(now.0)
-            .execute(self.writer())
-            .await
-            .map_err(db("purge expired sessions"))?;
+            .run(self.writer(), "purge expired sessions")
+            .await?;
         sqlx::query(Query::PurgeLoginAttempts.sql(d))
             .bind(now.minus(LOGIN_ATTEMPT_RETENTION).0)
-            .execute(self.writer())
-            .await
-            .map_err(db("purge old login attempts"))?;
+            .run(self.writer(), "purge old login attempts")
+            .await?;
         let sql = Query::InsertSession.sql(d);
         sqlx::query(sql)
             .bind(token_hash.to_owned())
@@ -311,39 +297,19 @@ impl OperatorStore for SqlStore {
             .bind(op.email.clone())
             .bind(now.0)
             .bind(expires_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(db("create session"))?;
+            .run(self.writer(), "create session")
+            .await?;
         Ok(())
     }
 
     async fn session(&self, token_hash: &str) -> Result<Option<SessionRow>, StoreError> {
         let sql = Query::SessionByToken.sql(self.dialect());
-        let row = sqlx::query(sql)
-            .bind(token_hash.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("find session"))?;
-        row.map(|r| {
-            Ok(SessionRow {
-                operator_id: text(&r, "operator_id")?,
-                operator_email: text(&r, "operator_email")?,
-                created_at: Millis(r.try_get("created_at")?),
-                expires_at: Millis(r.try_get("expires_at")?),
-            })
-        })
-        .transpose()
-        .map_err(StoreError::db("find session"))
+        sqlx::query_as(sql).bind(token_hash.to_owned()).optional(self.pool(), "find session").await
     }
 
     async fn delete_session(&self, token_hash: &str) -> Result<bool, StoreError> {
         let sql = Query::DeleteSession.sql(self.dialect());
-        let n = sqlx::query(sql)
-            .bind(token_hash.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("delete session"))?
-            .rows_affected();
+        let n = sqlx::query(sql).bind(token_hash.to_owned()).run(self.writer(), "delete session").await?;
         Ok(n == 1)
     }
 
@@ -356,20 +322,14 @@ impl OperatorStore for SqlStore {
             .bind(a.ip.clone())
             .bind(a.outcome.clone())
             .bind(a.created_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("record login attempt"))?;
+            .run(self.writer(), "record login attempt")
+            .await?;
         Ok(id)
     }
 
     async fn finish_login_attempt(&self, id: &str, outcome: LoginOutcome) -> Result<(), StoreError> {
         let sql = Query::SetLoginOutcome.sql(self.dialect());
-        sqlx::query(sql)
-            .bind(outcome.as_str())
-            .bind(id.to_owned())
-            .execute(self.pool())
-            .await
-            .map_err(StoreError::db("finish login attempt"))?;
+        sqlx::query(sql).bind(outcome.as_str()).bind(id.to_owned()).run(self.pool(), "finish login attempt").await?;
         Ok(())
     }
 
@@ -385,9 +345,8 @@ impl OperatorStore for SqlStore {
         let last_ok = sqlx::query(Query::LastLoginSuccess.sql(d))
             .bind(email.to_owned())
             .bind(since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures: last success"))?;
+            .one(self.pool(), "login failures: last success")
+            .await?;
         let email_since = match last_ok.try_get::<Option<i64>, _>("t").map_err(db("login failures: last success"))? {
             Some(t) => t + 1,
             None => since.0,
@@ -395,15 +354,13 @@ impl OperatorStore for SqlStore {
         let by_email = sqlx::query(Query::LoginFailuresByEmail.sql(d))
             .bind(email.to_owned())
             .bind(email_since)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by email"))?;
+            .one(self.pool(), "login failures by email")
+            .await?;
         let by_ip = sqlx::query(Query::LoginFailuresByIp.sql(d))
             .bind(ip.to_owned())
             .bind(since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by address"))?;
+            .one(self.pool(), "login failures by address")
+            .await?;
         let read = |r: &AnyRow| -> Result<(i64, Option<Millis>), sqlx::Error> {
             Ok((r.try_get::<i64, _>("n")?, r.try_get::<Option<i64>, _>("oldest")?.map(Millis)))
         };
@@ -411,16 +368,14 @@ impl OperatorStore for SqlStore {
             .bind(email.to_owned())
             .bind(ip.to_owned())
             .bind(email_since)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures by email and address"))?;
+            .one(self.pool(), "login failures by email and address")
+            .await?;
         let known = sqlx::query(Query::KnownLoginAddress.sql(d))
             .bind(email.to_owned())
             .bind(ip.to_owned())
             .bind(known_since.0)
-            .fetch_one(self.pool())
-            .await
-            .map_err(db("login failures: known address"))?;
+            .one(self.pool(), "login failures: known address")
+            .await?;
         let (by_email, email_oldest) = read(&by_email).map_err(db("login failures by email"))?;
         let (by_email_ip, email_ip_oldest) = read(&by_email_ip).map_err(db("login failures by email and address"))?;
         let (by_ip, ip_oldest) = read(&by_ip).map_err(db("login failures by address"))?;
@@ -430,22 +385,7 @@ impl OperatorStore for SqlStore {
 
     async fn recent_login_attempts(&self, limit: u32) -> Result<Vec<LoginAttempt>, StoreError> {
         let sql = Query::RecentLoginAttempts.sql(self.dialect());
-        let rows = sqlx::query(sql)
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("recent login attempts"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(LoginAttempt {
-                    email: text(r, "email")?,
-                    ip: text(r, "ip")?,
-                    outcome: text(r, "outcome")?,
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("recent login attempts"))
+        sqlx::query_as(sql).bind(i64::from(limit)).all(self.pool(), "recent login attempts").await
     }
 
     async fn append_audit(&self, entry: &AuditEntry, now: Millis) -> Result<(), StoreError> {
@@ -455,25 +395,17 @@ impl OperatorStore for SqlStore {
 
     async fn audit_for_target(&self, target: &str, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = Query::AuditForTarget.sql(self.dialect());
-        let rows = sqlx::query(sql)
-            .bind(target.to_owned())
-            .bind(i64::from(limit))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("read audit log"))?;
-        audit_rows(&rows)
+        sqlx::query_as(sql).bind(target.to_owned()).bind(i64::from(limit)).all(self.pool(), "read audit log").await
     }
 
     async fn audit_log(&self, before: Option<&str>, limit: u32) -> Result<Vec<AuditRow>, StoreError> {
         let sql = Query::AuditBefore.sql(self.dialect());
         // Every UUIDv7 sorts below "g": no `before` means from the newest.
-        let rows = sqlx::query(sql)
+        sqlx::query_as(sql)
             .bind(before.unwrap_or("g").to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "read audit log")
             .await
-            .map_err(StoreError::db("read audit log"))?;
-        audit_rows(&rows)
     }
 
     async fn suppression_lifts(
@@ -482,45 +414,16 @@ impl OperatorStore for SqlStore {
         limit: u32,
     ) -> Result<Vec<SuppressionLiftRow>, StoreError> {
         let d = self.dialect();
-        let rows = match address_hash {
+        match address_hash {
             Some(h) => {
                 let sql = Query::SuppressionLiftsOfAddress.sql(d);
-                sqlx::query(sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
+                sqlx::query_as(sql).bind(h.to_owned()).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
             None => {
                 let sql = Query::SuppressionLifts.sql(d);
-                sqlx::query(sql).bind(i64::from(limit)).fetch_all(self.pool()).await
+                sqlx::query_as(sql).bind(i64::from(limit)).fetch_all(self.pool()).await
             }
         }
-        .map_err(StoreError::db("suppression lifts"))?;
-        rows.iter()
-            .map(|r| {
-                Ok(SuppressionLiftRow {
-                    address_hash: text(r, "address_hash")?,
-                    category: text(r, "category")?,
-                    lifted: r.try_get("lifted")?,
-                    reason: opt_text(r, "reason")?,
-                    lifted_by: text(r, "lifted_by")?,
-                    created_at: Millis(r.try_get("created_at")?),
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()
-            .map_err(StoreError::db("suppression lifts"))
+        .map_err(StoreError::db("suppression lifts"))
     }
-}
-
-fn audit_rows(rows: &[sqlx::any::AnyRow]) -> Result<Vec<AuditRow>, StoreError> {
-    rows.iter()
-        .map(|r| {
-            Ok(AuditRow {
-                id: text(r, "id")?,
-                operator_email: text(r, "operator_email")?,
-                action: text(r, "action")?,
-                target: text(r, "target")?,
-                detail: opt_text(r, "detail")?,
-                created_at: Millis(r.try_get("created_at")?),
-            })
-        })
-        .collect::<Result<_, sqlx::Error>>()
-        .map_err(StoreError::db("read audit log"))
 }

@@ -4,15 +4,16 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::AnyConnection;
 
+use super::json_rows::keys_json;
 use super::json_rows::row_as_array;
-use super::json_rows::{keys_json, to_json};
 use super::queries::Query;
+use super::rows::Fetch;
 use super::rows::text;
 use super::{Dialect, Enqueued, NewOutboxRow, StoreError};
 use crate::clock::Millis;
 
-/// Most rows one statement writes (see `sends::CHUNK`).
-const CHUNK: usize = super::sends::CHUNK;
+/// Most keys one lookup sends (see `values::CHUNK`).
+const CHUNK: usize = super::values::CHUNK;
 
 /// Inserts rows on the caller's connection, skipping any whose dedupe key
 /// exists already, and says what became of each: created, or the id of the
@@ -29,12 +30,29 @@ pub(crate) async fn insert(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
-    let mut inserted: Option<HashSet<String>> = (d != Dialect::MySql).then(|| HashSet::with_capacity(rows.len()));
-    if super::values::inserts_as_values(d) {
-        insert_values(conn, d, rows, inserted.as_mut(), now).await?;
-    } else {
-        insert_json(conn, d, rows, inserted.as_mut(), now).await?;
-    }
+    let json: Vec<OutboxJson> = rows
+        .iter()
+        .map(|r| OutboxJson {
+            id: &r.id,
+            dedupe_key: &r.dedupe_key,
+            rule_id: r.rule_id.as_deref(),
+            trigger_id: r.trigger_id.as_deref(),
+            user_id: r.user_id.as_str(),
+            channel: r.channel.as_str(),
+            payload: r.payload.to_string(),
+            due_at: r.due_at.0,
+            expires_at: r.expires_at.map(|t| t.0),
+            follow_up_at: r.follow_up_at.map(|t| t.0),
+        })
+        .collect();
+    let queries = (Query::InsertOutbox, Query::InsertOutboxValues);
+    let written = super::values::insert(conn, d, queries, json, now, "enqueue").await?;
+    // The ids written, where the statement says them (not on MySQL, which
+    // cannot say which rows it skipped).
+    let inserted: Option<HashSet<String>> = (d != Dialect::MySql)
+        .then(|| written.iter().map(|row| text(row, "id")).collect::<Result<_, _>>())
+        .transpose()
+        .map_err(StoreError::db("enqueue"))?;
     let created = |r: &NewOutboxRow| Enqueued { id: r.id.clone(), dedupe_key: r.dedupe_key.clone(), created: true };
     if fresh {
         return Ok(rows.iter().map(created).collect());
@@ -49,9 +67,8 @@ pub(crate) async fn insert(
     for chunk in rows.chunks(CHUNK) {
         let found = sqlx::query(Query::OutboxByDedupeKeys.sql(d))
             .bind(keys_json(chunk.iter().map(|r| r.dedupe_key.as_str()))?)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::db("enqueue: read existing"))?;
+            .all(&mut *conn, "enqueue: read existing")
+            .await?;
         for row in &found {
             let id = text(row, "id").map_err(StoreError::db("enqueue: read existing"))?;
             holders.insert(text(row, "dedupe_key").map_err(StoreError::db("enqueue: read existing"))?, id);
@@ -66,44 +83,10 @@ pub(crate) async fn insert(
         .collect())
 }
 
-/// PostgreSQL: the rows as one JSON parameter (`insert_outbox`). Adds the
-/// ids written to `inserted`.
-async fn insert_json(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    rows: &[NewOutboxRow],
-    mut inserted: Option<&mut HashSet<String>>,
-    now: Millis,
-) -> Result<(), StoreError> {
-    for chunk in rows.chunks(CHUNK) {
-        let json: Vec<OutboxJson> = chunk
-            .iter()
-            .map(|r| OutboxJson {
-                id: &r.id,
-                dedupe_key: &r.dedupe_key,
-                rule_id: r.rule_id.as_deref(),
-                trigger_id: r.trigger_id.as_deref(),
-                user_id: r.user_id.as_str(),
-                channel: r.channel.as_str(),
-                payload: r.payload.to_string(),
-                due_at: r.due_at.0,
-                expires_at: r.expires_at.map(|t| t.0),
-                follow_up_at: r.follow_up_at.map(|t| t.0),
-            })
-            .collect();
-        let query = sqlx::query(Query::InsertOutbox.sql(d)).bind(to_json(&json)?).bind(now.0);
-        for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
-            if let Some(ids) = inserted.as_deref_mut() {
-                ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
-            }
-        }
-    }
-    Ok(())
-}
-
 row_as_array! {
-    /// One outbox row as `insert_outbox` reads it (PostgreSQL), as one row of
-    /// its JSON array (see [`NewOutboxRow`] for what each field means).
+    /// One outbox row as `insert_outbox` reads it (PostgreSQL, as one row of
+    /// its JSON array) and `insert_outbox_values` binds it (see
+    /// [`NewOutboxRow`] for what each field means).
     #[derive(Debug)]
     struct OutboxJson<'a> {
         /// The row's id, chosen by the caller.
@@ -127,47 +110,4 @@ row_as_array! {
         /// When an escalating inbox message's follow-up falls due.
         follow_up_at: Option<i64>,
     }
-}
-
-/// MySQL and SQLite: the rows as multi-row `VALUES` (see `values`). Adds
-/// the ids written to `inserted` when given (not on MySQL, which cannot say
-/// which rows it skipped).
-async fn insert_values(
-    conn: &mut AnyConnection,
-    d: Dialect,
-    rows: &[NewOutboxRow],
-    mut inserted: Option<&mut HashSet<String>>,
-    now: Millis,
-) -> Result<(), StoreError> {
-    let q = Query::InsertOutboxValues;
-    for run in super::values::runs(d, rows) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for r in run.rows {
-            query = query
-                .bind(r.id.as_str())
-                .bind(r.dedupe_key.as_str())
-                .bind(r.rule_id.as_deref())
-                .bind(r.trigger_id.as_deref())
-                .bind(r.user_id.as_str())
-                .bind(r.channel.as_str())
-                .bind(r.payload.to_string())
-                .bind(r.due_at.0)
-                .bind(r.expires_at.map(|t| t.0))
-                .bind(r.follow_up_at.map(|t| t.0))
-                .bind(now.0)
-                .bind(now.0);
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        match inserted.as_deref_mut() {
-            Some(ids) => {
-                for row in query.fetch_all(&mut *conn).await.map_err(StoreError::db("enqueue"))? {
-                    ids.insert(text(&row, "id").map_err(StoreError::db("enqueue"))?);
-                }
-            }
-            None => {
-                query.execute(&mut *conn).await.map_err(StoreError::db("enqueue"))?;
-            }
-        }
-    }
-    Ok(())
 }

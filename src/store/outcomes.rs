@@ -16,6 +16,7 @@ use super::json_rows::row_as_array;
 use super::json_rows::to_json;
 use super::queries::Query;
 use super::rows::text;
+use super::rows::{Fetch, Run};
 use super::sends::NewSend;
 use super::{Dialect, NewInboxMessage, Record, RecordAction, SqlStore, Store, StoreError};
 use crate::clock::Millis;
@@ -223,9 +224,8 @@ async fn fenced_update(
         .persistent(d != Dialect::Postgres)
         .bind(json.as_str())
         .bind(now.0)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db("record outcomes: update outbox"))?;
+        .all(&mut *conn, "record outcomes: update outbox")
+        .await?;
     ids.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
 }
 
@@ -258,7 +258,7 @@ async fn fenced_update_values(
             query = query.bind(c.status).bind(c.last_error).bind(c.due_at).bind(c.add_attempt).bind(c.expires_at);
         }
         let query = super::values::bind_padding(query, per_row, &run).bind(now.0);
-        for row in query.fetch_all(&mut *conn).await.map_err(db("record outcomes: update outbox"))? {
+        for row in query.all(&mut *conn, "record outcomes: update outbox").await? {
             won.insert(text(&row, "id").map_err(db("record outcomes: read ids"))?);
         }
     }
@@ -285,18 +285,14 @@ async fn fenced_update_without_returning(
     let db = StoreError::db;
     let update = || sqlx::query(update.sql(d)).bind(json).bind(now.0);
     conn.execute("SAVEPOINT fenced_update").await.map_err(db("record outcomes: savepoint"))?;
-    let matched = update().execute(&mut *conn).await.map_err(db("record outcomes: update outbox"))?.rows_affected();
+    let matched = update().run(&mut *conn, "record outcomes: update outbox").await?;
     let ids: HashSet<String> = changes.iter().map(|c| c.id.to_owned()).collect();
     if matched == ids.len() as u64 && ids.len() == changes.len() {
         return Ok(ids);
     }
     conn.execute("ROLLBACK TO SAVEPOINT fenced_update").await.map_err(db("record outcomes: back to the savepoint"))?;
-    let rows = sqlx::query(lock.sql(d))
-        .bind(json)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db("record outcomes: lock outbox rows"))?;
-    update().execute(&mut *conn).await.map_err(db("record outcomes: update outbox"))?;
+    let rows = sqlx::query(lock.sql(d)).bind(json).all(&mut *conn, "record outcomes: lock outbox rows").await?;
+    update().run(&mut *conn, "record outcomes: update outbox").await?;
     rows.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("record outcomes: read ids"))
 }
 

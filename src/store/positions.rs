@@ -24,6 +24,7 @@
 use sqlx::{AnyConnection, Row};
 
 use super::queries::Query;
+use super::rows::{Fetch, Run};
 use super::{Dialect, StoreError};
 
 /// Reserves `n` positions inside the caller's transaction and returns the
@@ -35,15 +36,11 @@ pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> R
     let n = i64::try_from(n).expect("a flush never holds 2^63 rows");
     let reserve = sqlx::query(Query::ReservePositions.sql(d)).bind(n);
     let last: i64 = if d.has_update_returning() {
-        reserve.fetch_one(&mut *conn).await.map_err(StoreError::db("reserve positions"))?.try_get(0)
+        reserve.one(&mut *conn, "reserve positions").await?.try_get(0)
     } else {
         // No RETURNING: read the row back; it is ours until commit.
-        reserve.execute(&mut *conn).await.map_err(StoreError::db("reserve positions"))?;
-        sqlx::query(Query::NewestPosition.sql(d))
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(StoreError::db("reserve positions: read back"))?
-            .try_get(0)
+        reserve.run(&mut *conn, "reserve positions").await?;
+        sqlx::query(Query::NewestPosition.sql(d)).one(&mut *conn, "reserve positions: read back").await?.try_get(0)
     }
     .map_err(StoreError::db("reserve positions: read"))?;
     Ok(last - n + 1)
@@ -55,9 +52,8 @@ pub(crate) async fn reserve(conn: &mut AnyConnection, d: Dialect, n: usize) -> R
 /// committed has nothing visible to resume after yet.
 pub(crate) async fn newest(pool: &sqlx::AnyPool, d: Dialect) -> Result<i64, StoreError> {
     sqlx::query(Query::NewestPosition.sql(d))
-        .fetch_optional(pool)
-        .await
-        .map_err(StoreError::db("newest position"))?
+        .optional(pool, "newest position")
+        .await?
         .map_or(Ok(0), |r| r.try_get(0))
         .map_err(StoreError::db("newest position"))
 }

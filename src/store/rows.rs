@@ -1,8 +1,9 @@
 //! Rows as they come back from the database.
 
 use serde::Serialize;
-use sqlx::any::AnyRow;
-use sqlx::{FromRow, Row};
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::{Query, QueryAs};
+use sqlx::{Any, Executor, FromRow, Row};
 
 use super::StoreError;
 use crate::clock::Millis;
@@ -29,6 +30,145 @@ pub(crate) fn opt_text(row: &AnyRow, col: &str) -> Result<Option<String>, sqlx::
                 .transpose()
         }
         Err(e) => Err(e),
+    }
+}
+
+/// A field's value, read from its column: how [`from_columns`] reads each
+/// field of a row struct, by the field's type.
+pub(crate) trait Column: Sized {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error>;
+}
+
+impl Column for String {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        text(row, col)
+    }
+}
+
+impl Column for Option<String> {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        opt_text(row, col)
+    }
+}
+
+impl Column for i64 {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        row.try_get(col)
+    }
+}
+
+impl Column for Option<i64> {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        row.try_get(col)
+    }
+}
+
+impl Column for Millis {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        row.try_get(col).map(Millis)
+    }
+}
+
+impl Column for Option<Millis> {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        Ok(row.try_get::<Option<i64>, _>(col)?.map(Millis))
+    }
+}
+
+/// JSON a host application or Herald wrote (a trigger's payload, an event,
+/// a digest item, an inbox message's data). Text that is not JSON is kept
+/// as a string rather than losing the row it is in; where unreadable JSON
+/// is a corrupt row instead (a rule's template), the reader says so itself.
+impl Column for serde_json::Value {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        let json = text(row, col)?;
+        Ok(serde_json::from_str(&json).unwrap_or(serde_json::Value::String(json)))
+    }
+}
+
+impl Column for Option<serde_json::Value> {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        Ok(opt_text(row, col)?.map(|json| serde_json::from_str(&json).unwrap_or(serde_json::Value::String(json))))
+    }
+}
+
+/// Reads a row struct field by field: `from_columns!(Struct: a, b = "col")`
+/// implements sqlx's `FromRow` for `Struct`, each field read from the column
+/// of its name (or the one named after `=`) as [`Column`] reads the field's
+/// type. The compiler checks the list: a field left out is a struct literal
+/// missing a field. Not sqlx's `#[derive(FromRow)]`: through the `Any`
+/// driver MySQL's TEXT arrives as BLOB (see [`text`]) and times are
+/// [`Millis`], which are not sqlx types; the rejected alternative, a reader
+/// per struct, wrote every struct's fields out again as `text(r, "id")?`.
+macro_rules! from_columns {
+    ($name:ident: $($field:ident $(= $col:literal)?),* $(,)?) => {
+        impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for $name {
+            fn from_row(row: &'r sqlx::any::AnyRow) -> Result<Self, sqlx::Error> {
+                use $crate::store::rows::Column;
+                Ok($name { $($field: Column::read(row, from_columns!(@col $field $($col)?))?,)* })
+            }
+        }
+    };
+    (@col $field:ident) => { stringify!($field) };
+    (@col $field:ident $col:literal) => { $col };
+}
+pub(crate) use from_columns;
+
+/// A pool or a connection: what a statement runs on.
+pub(crate) trait On<'e>: Executor<'e, Database = Any> {}
+
+impl<'e, E: Executor<'e, Database = Any>> On<'e> for E {}
+
+/// Runs a statement on a pool or a connection and names its error by `op`
+/// (see [`StoreError::db`]): the `.fetch_all(on).await.map_err(...)` tail
+/// every statement of the store had, written once.
+pub(crate) trait Fetch<T>: Sized {
+    /// Every row.
+    async fn all<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Vec<T>, StoreError>;
+    /// The one row the statement returns.
+    async fn one<'e>(self, on: impl On<'e>, op: &'static str) -> Result<T, StoreError>;
+    /// The row, if there is one.
+    async fn optional<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Option<T>, StoreError>;
+}
+
+/// [`Fetch`]'s methods for a statement whose rows are `$row`: sqlx's
+/// `query` and `query_as` have the same three methods, on no common trait.
+macro_rules! fetch_methods {
+    ($row:ty) => {
+        async fn all<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Vec<$row>, StoreError> {
+            self.fetch_all(on).await.map_err(StoreError::db(op))
+        }
+
+        async fn one<'e>(self, on: impl On<'e>, op: &'static str) -> Result<$row, StoreError> {
+            self.fetch_one(on).await.map_err(StoreError::db(op))
+        }
+
+        async fn optional<'e>(self, on: impl On<'e>, op: &'static str) -> Result<Option<$row>, StoreError> {
+            self.fetch_optional(on).await.map_err(StoreError::db(op))
+        }
+    };
+}
+
+impl<'q, T> Fetch<T> for QueryAs<'q, Any, T, AnyArguments<'q>>
+where
+    T: for<'r> FromRow<'r, AnyRow> + Send + Unpin,
+{
+    fetch_methods!(T);
+}
+
+impl<'q> Fetch<AnyRow> for Query<'q, Any, AnyArguments<'q>> {
+    fetch_methods!(AnyRow);
+}
+
+/// [`Fetch`] for a statement that returns no rows.
+pub(crate) trait Run: Sized {
+    /// Runs it; how many rows it changed.
+    async fn run<'e>(self, on: impl On<'e>, op: &'static str) -> Result<u64, StoreError>;
+}
+
+impl<'q> Run for Query<'q, Any, AnyArguments<'q>> {
+    async fn run<'e>(self, on: impl On<'e>, op: &'static str) -> Result<u64, StoreError> {
+        Ok(self.execute(on).await.map_err(StoreError::db(op))?.rows_affected())
     }
 }
 
@@ -126,24 +266,8 @@ pub struct SendRecord {
     pub created_at: Millis,
 }
 
-impl<'r> FromRow<'r, AnyRow> for SendRecord {
-    fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
-        Ok(SendRecord {
-            id: text(row, "id")?,
-            outbox_id: text(row, "outbox_id")?,
-            rule_id: opt_text(row, "rule_id")?,
-            trigger_id: opt_text(row, "trigger_id")?,
-            user_id: text(row, "user_id")?,
-            channel: text(row, "channel")?,
-            transport: opt_text(row, "transport")?,
-            address_hash: opt_text(row, "address_hash")?,
-            status: text(row, "status")?,
-            detail: opt_text(row, "detail")?,
-            attempts: row.try_get("attempts")?,
-            created_at: Millis(row.try_get("created_at")?),
-        })
-    }
-}
+from_columns!(SendRecord: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail,
+    attempts, created_at);
 
 /// One message in a user's in-app inbox.
 #[derive(Debug, Clone, Serialize)]
@@ -157,6 +281,8 @@ pub struct InboxMessage {
     pub title: String,
     pub body: Option<String>,
     pub url: Option<String>,
+    /// Written by Herald as JSON; unreadable JSON is shown as a string
+    /// rather than hiding the message.
     pub data: Option<serde_json::Value>,
     pub created_at: Millis,
     pub seen_at: Option<Millis>,
@@ -164,27 +290,8 @@ pub struct InboxMessage {
     pub archived_at: Option<Millis>,
 }
 
-impl<'r> FromRow<'r, AnyRow> for InboxMessage {
-    fn from_row(row: &'r AnyRow) -> Result<Self, sqlx::Error> {
-        let data = opt_text(row, "data")?;
-        Ok(InboxMessage {
-            id: text(row, "id")?,
-            position: row.try_get("position")?,
-            outbox_id: text(row, "outbox_id")?,
-            user_id: text(row, "user_id")?,
-            title: text(row, "title")?,
-            body: opt_text(row, "body")?,
-            url: opt_text(row, "url")?,
-            // Written by Herald as JSON; unreadable JSON is shown as a string
-            // rather than hiding the message.
-            data: data.map(|d| serde_json::from_str::<serde_json::Value>(&d).unwrap_or(serde_json::Value::String(d))),
-            created_at: Millis(row.try_get("created_at")?),
-            seen_at: row.try_get::<Option<i64>, _>("seen_at")?.map(Millis),
-            read_at: row.try_get::<Option<i64>, _>("read_at")?.map(Millis),
-            archived_at: row.try_get::<Option<i64>, _>("archived_at")?.map(Millis),
-        })
-    }
-}
+from_columns!(InboxMessage: id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at,
+    archived_at);
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct StatusCount {

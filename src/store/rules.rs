@@ -7,8 +7,8 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
-use super::json_rows::keys_json;
 use super::queries::Query;
+use super::rows::{Fetch, Run};
 use super::rows::{opt_text, text};
 use super::sends::NewSend;
 use super::{SqlStore, Store, StoreError};
@@ -130,26 +130,18 @@ impl RuleStore for SqlStore {
             .bind(r.workflow.as_ref().map(|w| w.to_string()))
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("insert rule"))?;
+            .run(self.writer(), "insert rule")
+            .await?;
         Ok(())
     }
 
     async fn get_rule(&self, id: &str) -> Result<Option<RuleRow>, StoreError> {
-        let row = sqlx::query(self.sql(Query::GetRule))
-            .bind(id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("get rule"))?;
+        let row = sqlx::query(self.sql(Query::GetRule)).bind(id.to_owned()).optional(self.pool(), "get rule").await?;
         row.as_ref().map(RuleRow::from_any).transpose()
     }
 
     async fn list_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::ListRules))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("list rules"))?;
+        let rows = sqlx::query(self.sql(Query::ListRules)).all(self.pool(), "list rules").await?;
         rules(&rows)
     }
 
@@ -168,40 +160,23 @@ impl RuleStore for SqlStore {
             .bind(r.workflow.as_ref().map(|w| w.to_string()))
             .bind(r.updated_at.0)
             .bind(r.id.clone())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("update rule"))?
-            .rows_affected();
+            .run(self.writer(), "update rule")
+            .await?;
         Ok(n == 1)
     }
 
     async fn delete_rule(&self, id: &str) -> Result<bool, StoreError> {
-        let n = sqlx::query(self.sql(Query::DeleteRule))
-            .bind(id.to_owned())
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("delete rule"))?
-            .rows_affected();
+        let n = sqlx::query(self.sql(Query::DeleteRule)).bind(id.to_owned()).run(self.writer(), "delete rule").await?;
         Ok(n == 1)
     }
 
     async fn enabled_rules(&self) -> Result<Vec<RuleRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::EnabledRules))
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("enabled rules"))?;
+        let rows = sqlx::query(self.sql(Query::EnabledRules)).all(self.pool(), "enabled rules").await?;
         rules(&rows)
     }
 
     async fn rule_versions(&self, ids: &[&str]) -> Result<Vec<(String, bool, Millis)>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::RuleVersions))
-            .bind(keys_json(ids.iter().copied())?)
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("rule versions"))?;
+        let rows = self.read_by_keys(Query::RuleVersions, ids, "rule versions").await?;
         rows.iter()
             .map(|r| Ok((text(r, "id")?, r.try_get::<i64, _>("enabled")? != 0, Millis(r.try_get("updated_at")?))))
             .collect::<Result<_, sqlx::Error>>()
@@ -209,14 +184,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn rules_by_ids(&self, ids: &[&str]) -> Result<Vec<RuleRow>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let rows = sqlx::query(self.sql(Query::RulesByIds))
-            .bind(keys_json(ids.iter().copied())?)
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("rules by id"))?;
+        let rows = self.read_by_keys(Query::RulesByIds, ids, "rules by id").await?;
         rules(&rows)
     }
 
@@ -233,16 +201,12 @@ impl RuleStore for SqlStore {
         // meanwhile is no longer 'scheduled' and is the worker's to finish.
         let update = sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned());
         let cancelled = if d.has_update_returning() {
-            update.fetch_all(&mut *tx).await.map_err(db("cancel: update"))?
+            update.all(&mut *tx, "cancel: update").await?
         } else {
             // No RETURNING: lock the rows first, so the update changes
             // exactly the rows read.
-            let rows = sqlx::query(lock.sql(d))
-                .bind(value.to_owned())
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db("cancel: select"))?;
-            update.execute(&mut *tx).await.map_err(db("cancel: update"))?;
+            let rows = sqlx::query(lock.sql(d)).bind(value.to_owned()).all(&mut *tx, "cancel: select").await?;
+            update.run(&mut *tx, "cancel: update").await?;
             rows
         };
         let mut sends = Vec::with_capacity(cancelled.len());

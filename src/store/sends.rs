@@ -3,14 +3,9 @@
 use sqlx::AnyConnection;
 
 use super::json_rows::row_as_array;
-use super::json_rows::to_json;
 use super::queries::Query;
 use super::{Dialect, StoreError, new_id_at};
 use crate::clock::Millis;
-
-/// Most rows one statement writes: keeps each JSON parameter to a few
-/// megabytes at most (MySQL's packet limit is 16 MiB by default).
-pub(crate) const CHUNK: usize = 1000;
 
 /// One send-log row to append.
 #[derive(Debug, Clone)]
@@ -34,40 +29,30 @@ pub(crate) async fn insert(
     sends: &[NewSend],
     now: Millis,
 ) -> Result<(), StoreError> {
-    if super::values::inserts_as_values(d) {
-        return insert_values(conn, d, sends, now).await;
-    }
-    for chunk in sends.chunks(CHUNK) {
-        let rows: Vec<SendRow> = chunk
-            .iter()
-            .map(|s| SendRow {
-                // Made from `now`, like created_at: the id range is the time range.
-                id: new_id_at(now),
-                outbox_id: &s.outbox_id,
-                rule_id: s.rule_id.as_deref(),
-                trigger_id: s.trigger_id.as_deref(),
-                user_id: &s.user_id,
-                channel: &s.channel,
-                transport: s.transport.as_deref(),
-                address_hash: s.address_hash.as_deref(),
-                status: s.status,
-                detail: s.detail.as_deref(),
-                attempts: s.attempts,
-            })
-            .collect();
-        sqlx::query(Query::AppendSends.sql(d))
-            .bind(to_json(&rows)?)
-            .bind(now.0)
-            .execute(&mut *conn)
-            .await
-            .map_err(StoreError::db("append to the send log"))?;
-    }
-    Ok(())
+    let rows: Vec<SendRow> = sends
+        .iter()
+        .map(|s| SendRow {
+            // Made from `now`, like created_at: the id range is the time range.
+            id: new_id_at(now),
+            outbox_id: &s.outbox_id,
+            rule_id: s.rule_id.as_deref(),
+            trigger_id: s.trigger_id.as_deref(),
+            user_id: &s.user_id,
+            channel: &s.channel,
+            transport: s.transport.as_deref(),
+            address_hash: s.address_hash.as_deref(),
+            status: s.status,
+            detail: s.detail.as_deref(),
+            attempts: s.attempts,
+        })
+        .collect();
+    let queries = (Query::AppendSends, Query::AppendSendsValues);
+    super::values::insert(conn, d, queries, rows, now, "append to the send log").await.map(drop)
 }
 
 row_as_array! {
-    /// One send-log row as `append_sends` reads it (PostgreSQL): one row
-    /// of its JSON array.
+    /// One send-log row as `append_sends` reads it (PostgreSQL: one row
+    /// of its JSON array) and `append_sends_values` binds it.
     #[derive(Debug)]
     struct SendRow<'a> {
         /// A UUIDv7 made from the row's `created_at`.
@@ -93,30 +78,4 @@ row_as_array! {
         /// Deliveries started.
         attempts: i64,
     }
-}
-
-/// The same rows as multi-row `VALUES` (see `values`).
-async fn insert_values(conn: &mut AnyConnection, d: Dialect, sends: &[NewSend], now: Millis) -> Result<(), StoreError> {
-    let q = Query::AppendSendsValues;
-    for run in super::values::runs(d, sends) {
-        let mut query = sqlx::query(super::values::statement(q, d, &run));
-        for s in run.rows {
-            query = query
-                .bind(new_id_at(now))
-                .bind(s.outbox_id.as_str())
-                .bind(s.rule_id.as_deref())
-                .bind(s.trigger_id.as_deref())
-                .bind(s.user_id.as_str())
-                .bind(s.channel.as_str())
-                .bind(s.transport.as_deref())
-                .bind(s.address_hash.as_deref())
-                .bind(s.status)
-                .bind(s.detail.as_deref())
-                .bind(s.attempts)
-                .bind(now.0);
-        }
-        let query = super::values::bind_padding(query, q.binds(d).len(), &run);
-        query.execute(&mut *conn).await.map_err(StoreError::db("append to the send log"))?;
-    }
-    Ok(())
 }

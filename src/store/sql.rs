@@ -10,6 +10,7 @@ use tokio::sync::{Notify, broadcast, watch};
 
 use super::json_rows::{ClaimRef, keys_json, to_json};
 use super::queries::Query;
+use super::rows::{Fetch, Run};
 use super::rows::{OldestDue, StatusCount, opt_text, text};
 use super::{
     AppliedMigration, Dialect, Enqueued, InboxMessage, NewOutboxRow, OutboxRow, Record, SendRecord, StatusSummary,
@@ -165,6 +166,21 @@ impl SqlStore {
         query.sql(self.dialect)
     }
 
+    /// What `query`, a statement that takes one list of keys (as
+    /// `json_rows::keys_json`), reads for `keys`: nothing, and no statement,
+    /// for no keys.
+    pub(crate) async fn read_by_keys(
+        &self,
+        query: Query,
+        keys: &[&str],
+        op: &'static str,
+    ) -> Result<Vec<AnyRow>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query(self.sql(query)).bind(keys_json(keys.iter().copied())?).all(self.pool(), op).await
+    }
+
     /// The instance this store claims for, if any.
     pub fn instance(&self) -> Option<&str> {
         self.instance.as_deref()
@@ -248,7 +264,7 @@ impl SqlStore {
         if !inbox_users.is_empty() {
             query = query.bind(users);
         }
-        query.execute(&mut *conn).await.map_err(StoreError::db("notify other instances"))?;
+        query.run(&mut *conn, "notify other instances").await?;
         Ok(())
     }
 
@@ -274,7 +290,7 @@ impl SqlStore {
             return outbox_rows(&rows.map_err(StoreError::db("claim due rows"))?);
         }
         if self.dialect.has_update_returning() {
-            let rows = claim.fetch_all(&self.writer).await.map_err(StoreError::db("claim due rows"))?;
+            let rows = claim.all(&self.writer, "claim due rows").await?;
             return outbox_rows(&rows);
         }
         // The rows are read back on the connection that claimed them: on
@@ -283,15 +299,14 @@ impl SqlStore {
         // causal by default), and rows claimed but not read back would sit
         // in `sending` under a live instance's lease until `stale`.
         let mut conn = self.writer.acquire().await.map_err(StoreError::db("claim due rows"))?;
-        let won = claim.execute(&mut *conn).await.map_err(StoreError::db("claim due rows"))?.rows_affected();
+        let won = claim.run(&mut *conn, "claim due rows").await?;
         if won == 0 {
             return Ok(Vec::new());
         }
         let rows = sqlx::query(self.sql(Query::ClaimedByToken))
             .bind(token.to_owned())
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(StoreError::db("read claimed rows"))?;
+            .all(&mut *conn, "read claimed rows")
+            .await?;
         outbox_rows(&rows)
     }
 
@@ -300,10 +315,7 @@ impl SqlStore {
     /// were enqueued.
     pub(crate) async fn notify_enqueued_in(&self, conn: &mut sqlx::AnyConnection) -> Result<(), StoreError> {
         if self.dialect == Dialect::Postgres {
-            sqlx::query(self.sql(Query::NotifyEnqueued))
-                .execute(&mut *conn)
-                .await
-                .map_err(StoreError::db("notify other instances"))?;
+            sqlx::query(self.sql(Query::NotifyEnqueued)).run(&mut *conn, "notify other instances").await?;
         }
         Ok(())
     }
@@ -453,15 +465,12 @@ impl Store for SqlStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(StoreError::db("ping"))?;
+        sqlx::query("SELECT 1").run(&self.pool, "ping").await?;
         Ok(())
     }
 
     async fn database_time(&self) -> Result<Millis, StoreError> {
-        let row = sqlx::query(self.sql(Query::DatabaseTime))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::db("read the database's clock"))?;
+        let row = sqlx::query(self.sql(Query::DatabaseTime)).one(&self.pool, "read the database's clock").await?;
         Ok(Millis(row.try_get(0).map_err(StoreError::db("read the database's clock"))?))
     }
 
@@ -484,30 +493,24 @@ impl Store for SqlStore {
         limit: u32,
         token: &str,
     ) -> Result<Vec<OutboxRow>, StoreError> {
-        if let Some((rank, n)) = self.claim_slice(now).await {
-            let claim = sqlx::query(self.sql(Query::ClaimChannelSlice))
+        // Both statements take the same binds; the slice's adds its place.
+        let claim = |q: Query| {
+            sqlx::query(self.sql(q))
                 .bind(token.to_owned())
                 .bind(self.instance.as_deref().map(str::to_owned))
                 .bind(now.0)
                 .bind(now.0)
                 .bind(channel.to_owned())
                 .bind(now.0)
-                .bind(i64::from(n))
-                .bind(i64::from(rank))
-                .bind(i64::from(limit));
-            let won = self.run_claim(claim, token).await?;
+        };
+        if let Some((rank, n)) = self.claim_slice(now).await {
+            let slice = claim(Query::ClaimChannelSlice).bind(i64::from(n)).bind(i64::from(rank));
+            let won = self.run_claim(slice.bind(i64::from(limit)), token).await?;
             if !won.is_empty() {
                 return Ok(won);
             }
         }
-        let claim = sqlx::query(self.sql(Query::ClaimChannel))
-            .bind(token.to_owned())
-            .bind(self.instance.as_deref().map(str::to_owned))
-            .bind(now.0)
-            .bind(now.0)
-            .bind(channel.to_owned())
-            .bind(now.0)
-            .bind(i64::from(limit));
+        let claim = claim(Query::ClaimChannel).bind(i64::from(limit));
         self.run_claim(claim, token).await
     }
 
@@ -539,40 +542,27 @@ impl Store for SqlStore {
     ) -> Result<Vec<OutboxRow>, StoreError> {
         // No lower bound is the smallest one: the statement stays the same.
         let from_due = from_due.map_or(i64::MIN, |m| m.0);
+        let exclude = keys_json(exclude.iter().copied())?;
+        // Both statements take the same binds; the slice's adds its place.
+        let peek = |q: Query| {
+            sqlx::query(self.sql(q)).bind(channel.to_owned()).bind(from_due).bind(now.0).bind(exclude.clone())
+        };
         if let Some((rank, n)) = self.claim_slice(now).await {
-            let rows = sqlx::query(self.sql(Query::PeekChannelSlice))
-                .bind(channel.to_owned())
-                .bind(from_due)
-                .bind(now.0)
-                .bind(keys_json(exclude.iter().copied())?)
-                .bind(i64::from(n))
-                .bind(i64::from(rank))
-                .bind(i64::from(limit))
-                .fetch_all(&self.pool)
-                .await
-                .map_err(StoreError::db("read due rows"))?;
+            let slice = peek(Query::PeekChannelSlice).bind(i64::from(n)).bind(i64::from(rank));
+            let rows = slice.bind(i64::from(limit)).all(&self.pool, "read due rows").await?;
             if !rows.is_empty() {
                 return outbox_rows(&rows);
             }
         }
-        let rows = sqlx::query(self.sql(Query::PeekChannel))
-            .bind(channel.to_owned())
-            .bind(from_due)
-            .bind(now.0)
-            .bind(keys_json(exclude.iter().copied())?)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::db("read due rows"))?;
-        outbox_rows(&rows)
+        let query = peek(Query::PeekChannel).bind(i64::from(limit));
+        outbox_rows(&query.all(&self.pool, "read due rows").await?)
     }
 
     async fn next_due_for(&self, channel: &str) -> Result<Option<Millis>, StoreError> {
         let row = sqlx::query(self.sql(Query::NextDueForChannel))
             .bind(channel.to_owned())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(StoreError::db("next due"))?;
+            .one(&self.pool, "next due")
+            .await?;
         let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
         Ok(v.map(Millis))
     }
@@ -595,7 +585,7 @@ impl Store for SqlStore {
             .bind(to_json(&claims)?)
             .bind(i64::from(refund_attempt))
             .bind(now.0);
-        let n = query.execute(&self.writer).await.map_err(StoreError::db("release claims"))?.rows_affected();
+        let n = query.run(&self.writer, "release claims").await?;
         Ok(n)
     }
 
@@ -607,24 +597,20 @@ impl Store for SqlStore {
             .bind(detail)
             .bind(now.0)
             .bind(cutoff.0)
-            .execute(&self.writer)
-            .await
-            .map_err(StoreError::db("reclaim stale claims"))?
-            .rows_affected();
+            .run(&self.writer, "reclaim stale claims")
+            .await?;
         Ok(n)
     }
 
     async fn next_due_at(&self) -> Result<Option<Millis>, StoreError> {
-        let row =
-            sqlx::query(self.sql(Query::NextDue)).fetch_one(&self.pool).await.map_err(StoreError::db("next due"))?;
+        let row = sqlx::query(self.sql(Query::NextDue)).one(&self.pool, "next due").await?;
         let v: Option<i64> = row.try_get(0).map_err(StoreError::db("next due"))?;
         Ok(v.map(Millis))
     }
 
     async fn status_summary(&self, now: Millis) -> Result<StatusSummary, StoreError> {
         let db = StoreError::db;
-        let rows =
-            sqlx::query(self.sql(Query::CountByStatus)).fetch_all(&self.pool).await.map_err(db("count by status"))?;
+        let rows = sqlx::query(self.sql(Query::CountByStatus)).all(&self.pool, "count by status").await?;
         let mut counts: Vec<StatusCount> =
             OutboxStatus::ALL.iter().map(|&status| StatusCount { status, count: 0 }).collect();
         for row in rows {
@@ -639,11 +625,7 @@ impl Store for SqlStore {
                 c.count = count;
             }
         }
-        let oldest = sqlx::query(self.sql(Query::OldestDue))
-            .bind(now.0)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db("oldest due row"))?;
+        let oldest = sqlx::query(self.sql(Query::OldestDue)).bind(now.0).optional(&self.pool, "oldest due row").await?;
         let oldest_due = match oldest {
             None => None,
             Some(row) => {
@@ -664,11 +646,8 @@ impl Store for SqlStore {
     }
 
     async fn get_outbox(&self, id: &str) -> Result<Option<OutboxRow>, StoreError> {
-        let row = sqlx::query(self.sql(Query::GetOutbox))
-            .bind(id.to_owned())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(StoreError::db("get outbox row"))?;
+        let row =
+            sqlx::query(self.sql(Query::GetOutbox)).bind(id.to_owned()).optional(&self.pool, "get outbox row").await?;
         row.as_ref().map(OutboxRow::from_any).transpose()
     }
 
@@ -676,26 +655,23 @@ impl Store for SqlStore {
         sqlx::query_as(self.sql(Query::SendsForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .all(&self.pool, "send log for user")
             .await
-            .map_err(StoreError::db("send log for user"))
     }
 
     async fn sends_for_outbox(&self, outbox_id: &str) -> Result<Vec<SendRecord>, StoreError> {
         sqlx::query_as(self.sql(Query::SendsForOutbox))
             .bind(outbox_id.to_owned())
-            .fetch_all(&self.pool)
+            .all(&self.pool, "send log for outbox row")
             .await
-            .map_err(StoreError::db("send log for outbox row"))
     }
 
     async fn pending_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<OutboxRow>, StoreError> {
         let rows = sqlx::query(self.sql(Query::PendingForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
-            .await
-            .map_err(StoreError::db("pending rows for user"))?;
+            .all(&self.pool, "pending rows for user")
+            .await?;
         outbox_rows(&rows)
     }
 
@@ -703,9 +679,8 @@ impl Store for SqlStore {
         sqlx::query_as(self.sql(Query::InboxForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+            .all(&self.pool, "inbox for user")
             .await
-            .map_err(StoreError::db("inbox for user"))
     }
 }
 

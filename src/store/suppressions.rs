@@ -11,12 +11,12 @@ use std::fmt;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::events::NewEvent;
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::{Column, from_columns, text};
+use super::rows::{Fetch, Run};
 use super::{Dialect, SendRecord, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 
@@ -85,22 +85,24 @@ pub struct SuppressionRow {
     pub expires_at: Option<Millis>,
 }
 
-fn from_any(row: &AnyRow) -> Result<SuppressionRow, sqlx::Error> {
-    let reason = text(row, "reason")?;
-    Ok(SuppressionRow {
-        address_hash: text(row, "address_hash")?,
-        address_kind: crate::address::AddressKind::parse(&text(row, "address_kind")?),
-        category: text(row, "category")?,
-        reason: SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
-            index: "reason".into(),
+impl Column for SuppressionReason {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        let reason = text(row, col)?;
+        SuppressionReason::parse(&reason).ok_or_else(|| sqlx::Error::ColumnDecode {
+            index: col.into(),
             // An error's words, not SQL.
             source: format!("unknown suppression reason {reason:?}").into(),
-        })?,
-        detail: opt_text(row, "detail")?,
-        created_at: Millis(row.try_get("created_at")?),
-        expires_at: row.try_get::<Option<i64>, _>("expires_at")?.map(Millis),
-    })
+        })
+    }
 }
+
+impl Column for crate::address::AddressKind {
+    fn read(row: &AnyRow, col: &str) -> Result<Self, sqlx::Error> {
+        Ok(crate::address::AddressKind::parse(&text(row, col)?))
+    }
+}
+
+from_columns!(SuppressionRow: address_hash, address_kind, category, reason, detail, created_at, expires_at);
 
 /// Who lifts a suppression, and why.
 #[derive(Debug, Clone, Copy)]
@@ -165,7 +167,6 @@ pub(crate) async fn suppress_in(
     s: &SuppressionRow,
     events: &mut Vec<NewEvent>,
 ) -> Result<bool, StoreError> {
-    let db = StoreError::db;
     // Update, else insert (as recipients do): MySQL reports a matched
     // row as affected, so "0" means absent on every dialect.
     let update = d.sql(
@@ -178,10 +179,8 @@ pub(crate) async fn suppress_in(
         .bind(s.expires_at.map(|t| t.0))
         .bind(s.address_hash.clone())
         .bind(s.category.clone())
-        .execute(&mut *tx)
-        .await
-        .map_err(db("suppress: update"))?
-        .rows_affected();
+        .run(&mut *tx, "suppress: update")
+        .await?;
     let created = updated == 0;
     if created {
         // Ignoring a duplicate: a concurrent suppress of the same address
@@ -194,9 +193,8 @@ pub(crate) async fn suppress_in(
             .bind(s.detail.clone())
             .bind(s.created_at.0)
             .bind(s.expires_at.map(|t| t.0))
-            .execute(&mut *tx)
-            .await
-            .map_err(db("suppress: insert"))?;
+            .run(&mut *tx, "suppress: insert")
+            .await?;
     }
     let event = serde_json::json!({
         "address_hash": s.address_hash, "address_kind": s.address_kind, "category": s.category, "reason": s.reason.as_str(),
@@ -226,15 +224,13 @@ impl SuppressionStore for SqlStore {
     ) -> Result<Option<SuppressionRow>, StoreError> {
         // `*` sorts before letters, so an all-categories suppression is the
         // one reported when both exist.
-        let row = sqlx::query(self.sql(Query::FindSuppression))
+        sqlx::query_as(self.sql(Query::FindSuppression))
             .bind(address_hash.to_owned())
             .bind(ALL_CATEGORIES)
             .bind(category.unwrap_or(ALL_CATEGORIES).to_owned())
             .bind(now.0)
-            .fetch_optional(self.pool())
+            .optional(self.pool(), "find suppression")
             .await
-            .map_err(StoreError::db("find suppression"))?;
-        row.map(|r| from_any(&r).map_err(StoreError::db("find suppression"))).transpose()
     }
 
     async fn list_suppressions(
@@ -242,18 +238,19 @@ impl SuppressionStore for SqlStore {
         address_hash: Option<&str>,
         limit: u32,
     ) -> Result<Vec<SuppressionRow>, StoreError> {
-        let rows = match address_hash {
+        match address_hash {
             Some(h) => {
-                sqlx::query(self.sql(Query::SuppressionsOfAddress))
+                sqlx::query_as(self.sql(Query::SuppressionsOfAddress))
                     .bind(h.to_owned())
                     .bind(i64::from(limit))
                     .fetch_all(self.pool())
                     .await
             }
-            None => sqlx::query(self.sql(Query::ListSuppressions)).bind(i64::from(limit)).fetch_all(self.pool()).await,
+            None => {
+                sqlx::query_as(self.sql(Query::ListSuppressions)).bind(i64::from(limit)).fetch_all(self.pool()).await
+            }
         }
-        .map_err(StoreError::db("list suppressions"))?;
-        rows.iter().map(|r| from_any(r).map_err(StoreError::db("list suppressions"))).collect()
+        .map_err(StoreError::db("list suppressions"))
     }
 
     async fn lift_suppression(
@@ -300,9 +297,8 @@ impl SuppressionStore for SqlStore {
                 .bind(lift.reason.map(str::to_owned))
                 .bind(lift.by.to_owned())
                 .bind(now.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("lift suppression: record"))?;
+                .run(&mut *tx, "lift suppression: record")
+                .await?;
             if lift.audit {
                 let entry = super::operators::AuditEntry {
                     operator_email: lift.by.to_owned(),
@@ -330,8 +326,7 @@ impl SuppressionStore for SqlStore {
         sqlx::query_as(self.sql(Query::SendsForAddress))
             .bind(address_hash.to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "send log for address")
             .await
-            .map_err(StoreError::db("send log for address"))
     }
 }

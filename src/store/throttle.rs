@@ -24,6 +24,7 @@ use sqlx::Row;
 use super::json_rows::{keys_json, row_as_array, to_json};
 use super::queries::Query;
 use super::rows::opt_text;
+use super::rows::{Fetch, Run};
 use super::{Dialect, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 
@@ -105,9 +106,8 @@ impl ThrottleStore for SqlStore {
             let missing_rows: Vec<SlotKey> = missing.iter().map(|&(bucket, slot)| SlotKey { bucket, slot }).collect();
             sqlx::query(Query::AddThrottleSlots.sql(d))
                 .bind(to_json(&missing_rows)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("throttle: add slots"))?;
+                .run(&mut *tx, "throttle: add slots")
+                .await?;
             let buckets: BTreeSet<&str> = missing.iter().map(|(b, _)| *b).collect();
             slots.extend(read_slots(&mut tx, d, buckets.into_iter()).await?);
         }
@@ -125,9 +125,8 @@ impl ThrottleStore for SqlStore {
                 .collect();
             sqlx::query(Query::TakeThrottleSlots.sql(d))
                 .bind(to_json(&rows)?)
-                .execute(&mut *tx)
-                .await
-                .map_err(db("throttle: take slots"))?;
+                .run(&mut *tx, "throttle: take slots")
+                .await?;
         }
         tx.commit().await.map_err(db("throttle: commit"))?;
         Ok(answers)
@@ -192,10 +191,9 @@ impl SqlStore {
         let done = sqlx::query(Query::TakeKnownThrottleSlots.sql(d))
             .bind(to_json(&changes)?)
             .bind(changes.len() as i64)
-            .execute(self.writer())
-            .await
-            .map_err(db("throttle: take slots"))?;
-        Ok((done.rows_affected() == changes.len() as u64).then_some(answers))
+            .run(self.writer(), "throttle: take slots")
+            .await?;
+        Ok((done == changes.len() as u64).then_some(answers))
     }
 }
 
@@ -320,9 +318,8 @@ async fn read_slots<'a>(
     let db = StoreError::db;
     let rows = sqlx::query(Query::ReadThrottleSlots.sql(d))
         .bind(keys_json(buckets)?)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(db("throttle: read slots"))?;
+        .all(&mut *conn, "throttle: read slots")
+        .await?;
     let mut out: HashMap<String, Vec<Slot>> = HashMap::new();
     for row in &rows {
         let read = || -> Result<(String, Slot), sqlx::Error> {

@@ -11,7 +11,8 @@ use std::collections::{HashMap, HashSet};
 use super::json_rows::row_as_array;
 use super::json_rows::{keys_json, to_json};
 use super::queries::Query;
-use super::rows::{opt_text, text};
+use super::rows::{Fetch, Run};
+use super::rows::{from_columns, text};
 use super::{Dialect, NewOutboxRow, OutboxRow, SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::UserId;
@@ -49,6 +50,9 @@ pub struct TriggerRow {
     pub plan_detail: Option<String>,
 }
 
+from_columns!(TriggerRow: id, trigger_type = "type", user_id, payload, idempotency_key, request_hash, occurred_at,
+    created_at, planned_at, planned_count, plan_detail);
+
 impl NewTrigger {
     /// The row as stored once inserted, before any planner has seen it.
     pub fn unplanned_row(&self, created_at: Millis) -> TriggerRow {
@@ -65,27 +69,6 @@ impl NewTrigger {
             planned_count: None,
             plan_detail: None,
         }
-    }
-}
-
-impl TriggerRow {
-    fn from_any(row: &AnyRow) -> Result<TriggerRow, sqlx::Error> {
-        let payload = text(row, "payload")?;
-        Ok(TriggerRow {
-            id: text(row, "id")?,
-            trigger_type: text(row, "type")?,
-            user_id: text(row, "user_id")?,
-            // A host application writes this column itself; a value that is
-            // not JSON is kept as a string rather than losing the trigger.
-            payload: serde_json::from_str(&payload).unwrap_or(serde_json::Value::String(payload)),
-            idempotency_key: opt_text(row, "idempotency_key")?,
-            request_hash: opt_text(row, "request_hash")?,
-            occurred_at: Millis(row.try_get("occurred_at")?),
-            created_at: Millis(row.try_get("created_at")?),
-            planned_at: row.try_get::<Option<i64>, _>("planned_at")?.map(Millis),
-            planned_count: row.try_get("planned_count")?,
-            plan_detail: opt_text(row, "plan_detail")?,
-        })
     }
 }
 
@@ -192,10 +175,6 @@ row_as_array! {
     }
 }
 
-pub(super) fn triggers(rows: &[AnyRow], op: &'static str) -> Result<Vec<TriggerRow>, StoreError> {
-    rows.iter().map(|r| TriggerRow::from_any(r).map_err(StoreError::db(op))).collect()
-}
-
 #[async_trait]
 impl TriggerStore for SqlStore {
     async fn insert_trigger(&self, t: &NewTrigger, now: Millis) -> Result<TriggerInsert, StoreError> {
@@ -208,17 +187,14 @@ impl TriggerStore for SqlStore {
             .bind(t.request_hash.clone())
             .bind(t.occurred_at.0)
             .bind(now.0)
-            .execute(self.writer())
-            .await
-            .map_err(StoreError::db("insert trigger"))?;
+            .run(self.writer(), "insert trigger")
+            .await?;
         let Some(key) = &t.idempotency_key else { return Ok(TriggerInsert::Created) };
         // Which trigger holds the key? Ours, or the first one.
-        let row = sqlx::query(self.sql(Query::TriggerByIdempotencyKey))
+        let holder: TriggerRow = sqlx::query_as(self.sql(Query::TriggerByIdempotencyKey))
             .bind(key.clone())
-            .fetch_one(self.pool())
-            .await
-            .map_err(StoreError::db("insert trigger: read back"))?;
-        let holder = TriggerRow::from_any(&row).map_err(StoreError::db("insert trigger: read back"))?;
+            .one(self.pool(), "insert trigger: read back")
+            .await?;
         Ok(if holder.id == t.id { TriggerInsert::Created } else { TriggerInsert::Existing(Box::new(holder)) })
     }
 
@@ -263,10 +239,10 @@ impl TriggerStore for SqlStore {
             .collect();
         let query = sqlx::query(self.sql(Query::AcceptTriggers)).bind(now.0).bind(now.0).bind(to_json(&json)?);
         let inserted: Option<HashSet<String>> = if d == Dialect::MySql {
-            query.execute(&mut *tx).await.map_err(db("accept triggers: insert"))?;
+            query.run(&mut *tx, "accept triggers: insert").await?;
             None
         } else {
-            let rows = query.fetch_all(&mut *tx).await.map_err(db("accept triggers: insert"))?;
+            let rows = query.all(&mut *tx, "accept triggers: insert").await?;
             Some(rows.iter().map(|r| text(r, "id")).collect::<Result<_, _>>().map_err(db("accept triggers: insert"))?)
         };
         // Who holds each key: this batch's first trigger, or one recorded
@@ -275,13 +251,11 @@ impl TriggerStore for SqlStore {
         let keyed: Vec<&str> = first_with_key.keys().copied().collect();
         let any_lost = inserted.as_ref().is_none_or(|ids| ids.len() < candidates.len());
         if !keyed.is_empty() && any_lost {
-            let rows = sqlx::query(self.sql(Query::TriggersByIdempotencyKeys))
+            let rows: Vec<TriggerRow> = sqlx::query_as(self.sql(Query::TriggersByIdempotencyKeys))
                 .bind(keys_json(keyed)?)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db("accept triggers: read keys"))?;
-            for row in &rows {
-                let holder = TriggerRow::from_any(row).map_err(db("accept triggers: read keys"))?;
+                .all(&mut *tx, "accept triggers: read keys")
+                .await?;
+            for holder in rows {
                 if let Some(key) = holder.idempotency_key.clone() {
                     holders.insert(key, holder);
                 }
@@ -352,14 +326,11 @@ impl TriggerStore for SqlStore {
         // trigger; the loser writes nothing for it.
         let mark = sqlx::query(self.sql(Query::PlanTriggers)).bind(json.clone()).bind(now.0);
         let won: Vec<AnyRow> = if d.has_update_returning() {
-            mark.fetch_all(&mut *tx).await.map_err(db("plan triggers: mark"))?
+            mark.all(&mut *tx, "plan triggers: mark").await?
         } else {
-            let rows = sqlx::query(self.sql(Query::LockUnplanned))
-                .bind(json)
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db("plan triggers: lock"))?;
-            mark.execute(&mut *tx).await.map_err(db("plan triggers: mark"))?;
+            let rows =
+                sqlx::query(self.sql(Query::LockUnplanned)).bind(json).all(&mut *tx, "plan triggers: lock").await?;
+            mark.run(&mut *tx, "plan triggers: mark").await?;
             rows
         };
         let won: HashSet<String> =
@@ -384,12 +355,7 @@ impl TriggerStore for SqlStore {
     }
 
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError> {
-        let row = sqlx::query(self.sql(Query::GetTrigger))
-            .bind(id.to_owned())
-            .fetch_optional(self.pool())
-            .await
-            .map_err(StoreError::db("get trigger"))?;
-        row.map(|r| TriggerRow::from_any(&r).map_err(StoreError::db("get trigger"))).transpose()
+        sqlx::query_as(self.sql(Query::GetTrigger)).bind(id.to_owned()).optional(self.pool(), "get trigger").await
     }
 
     async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError> {
@@ -400,9 +366,8 @@ impl TriggerStore for SqlStore {
             // Planned at every execution on PostgreSQL: see queries/postgres/README.md.
             .persistent(self.dialect() != Dialect::Postgres)
             .bind(keys_json(ids.iter().copied())?)
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("trigger times"))?;
+            .all(self.pool(), "trigger times")
+            .await?;
         rows.iter()
             .map(|r| Ok((text(r, "id")?, Millis(r.try_get("occurred_at")?))))
             .collect::<Result<_, sqlx::Error>>()
@@ -439,40 +404,33 @@ impl TriggerStore for SqlStore {
     }
 
     async fn unplanned_triggers(&self, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::UnplannedTriggers))
+        sqlx::query_as(self.sql(Query::UnplannedTriggers))
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "unplanned triggers")
             .await
-            .map_err(StoreError::db("unplanned triggers"))?;
-        triggers(&rows, "unplanned triggers")
     }
 
     async fn outbox_for_trigger(&self, trigger_id: &str) -> Result<Vec<OutboxRow>, StoreError> {
         let rows = sqlx::query(self.sql(Query::OutboxForTrigger))
             .bind(trigger_id.to_owned())
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("outbox rows for trigger"))?;
+            .all(self.pool(), "outbox rows for trigger")
+            .await?;
         rows.iter().map(OutboxRow::from_any).collect()
     }
 
     async fn recent_triggers(&self, trigger_type: &str, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::RecentTriggers))
+        sqlx::query_as(self.sql(Query::RecentTriggers))
             .bind(trigger_type.to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "recent triggers")
             .await
-            .map_err(StoreError::db("recent triggers"))?;
-        triggers(&rows, "recent triggers")
     }
 
     async fn triggers_for_user(&self, user_id: &UserId, limit: u32) -> Result<Vec<TriggerRow>, StoreError> {
-        let rows = sqlx::query(self.sql(Query::TriggersForUser))
+        sqlx::query_as(self.sql(Query::TriggersForUser))
             .bind(user_id.as_str().to_owned())
             .bind(i64::from(limit))
-            .fetch_all(self.pool())
+            .all(self.pool(), "triggers for user")
             .await
-            .map_err(StoreError::db("triggers for user"))?;
-        triggers(&rows, "triggers for user")
     }
 }

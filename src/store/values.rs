@@ -32,8 +32,82 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
 
-use super::Dialect;
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+
+use super::json_rows::to_json;
 use super::queries::Query;
+use super::{Dialect, StoreError};
+use crate::clock::Millis;
+
+/// A statement being built, before its values are bound.
+pub(crate) type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// A row a batch insert writes: declared with `json_rows::row_as_array`,
+/// which serialises its fields as one JSON array (PostgreSQL) and binds
+/// them, in the same order, as one tuple of a `VALUES` list (here).
+pub(crate) trait BindFields {
+    /// How many fields the row has: the values one tuple binds before the
+    /// statement's own per-row timestamps (see [`insert`]).
+    const FIELDS: usize;
+
+    /// Binds the fields, in declaration order.
+    fn bind_fields<'q>(self, query: AnyQuery<'q>) -> AnyQuery<'q>
+    where
+        Self: 'q;
+}
+
+/// Most rows one JSON parameter carries: keeps it to a few megabytes at
+/// most (MySQL's packet limit is 16 MiB by default).
+pub(crate) const CHUNK: usize = 1000;
+
+/// Writes `rows` on the caller's connection and returns what the statements
+/// returned (the ids an insert that skips existing keys wrote, where it
+/// says them). PostgreSQL: `json` once per [`CHUNK`] rows, binding the rows
+/// as one JSON parameter and then `now`. SQLite and MySQL: `values` once per
+/// [`runs`] run, binding each row's fields and then, for each bind the
+/// statement names after them (`created_at`, `updated_at`), `now`.
+pub(crate) async fn insert<R>(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    (json, values): (Query, Query),
+    rows: Vec<R>,
+    now: Millis,
+    op: &'static str,
+) -> Result<Vec<AnyRow>, StoreError>
+where
+    R: BindFields + serde::Serialize,
+{
+    let mut returned = Vec::new();
+    if !inserts_as_values(d) {
+        for chunk in rows.chunks(CHUNK) {
+            let query = sqlx::query(json.sql(d)).bind(to_json(chunk)?).bind(now.0);
+            returned.extend(query.fetch_all(&mut *conn).await.map_err(StoreError::db(op))?);
+        }
+        return Ok(returned);
+    }
+    let stamps = &values.binds(d)[R::FIELDS..];
+    assert!(
+        stamps.iter().all(|b| matches!(*b, "created_at" | "updated_at")),
+        "{}: the binds after a row's fields are its timestamps, not {stamps:?}",
+        values.name()
+    );
+    // The runs' lengths only: the rows themselves are moved into the binds.
+    let lengths = vec![(); rows.len()];
+    let mut rows = rows.into_iter();
+    for run in runs(d, &lengths) {
+        let mut query = sqlx::query(statement(values, d, &run));
+        for row in rows.by_ref().take(run.rows.len()) {
+            query = row.bind_fields(query);
+            for _ in stamps {
+                query = query.bind(now.0);
+            }
+        }
+        let query = bind_padding(query, values.binds(d).len(), &run);
+        returned.extend(query.fetch_all(&mut *conn).await.map_err(StoreError::db(op))?);
+    }
+    Ok(returned)
+}
 
 /// The marker after a `VALUES` statement's one-row tuple: [`statement`]
 /// repeats that tuple once per row.
@@ -111,11 +185,7 @@ fn repeat_row(sql: &str, rows: usize) -> String {
 }
 
 /// Binds the NULLs of `run`'s padding rows.
-pub(crate) fn bind_padding<'q, T>(
-    mut query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
-    columns: usize,
-    run: &Run<'_, T>,
-) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+pub(crate) fn bind_padding<'q, T>(mut query: AnyQuery<'q>, columns: usize, run: &Run<'_, T>) -> AnyQuery<'q> {
     for _ in 0..columns * run.padding {
         query = query.bind(None::<&str>);
     }

@@ -65,24 +65,12 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
                     ..Default::default()
                 },
             );
+            let template = TemplateSet { fallback_locale: "en".into(), locales };
             let input = RuleInput {
-                name: RULE_NAME.into(),
-                trigger_type: TRIGGER.into(),
                 condition: Some("payload.rows > 0".into()),
-                channel: "inbox".into(),
-                template: TemplateSet { fallback_locale: "en".into(), locales },
-                delay: 0,
                 grace: Some(3600),
-                category: "exports".into(),
                 enabled: true,
-                webhook_url: None,
-                send_window: None,
-                digest: None,
-                throttle: None,
-                escalate: None,
-                display_name: None,
-                description: None,
-                push: None,
+                ..RuleInput::new(RULE_NAME.into(), TRIGGER.into(), "inbox".into(), template, "exports".into())
             };
             let row = input.into_row(now, &Default::default()).map_err(|e| anyhow::anyhow!("{e:?}"))?;
             store.insert_rule(&row).await?;

@@ -467,3 +467,19 @@ pub fn worker(store: Arc<dyn Store>, registry: Registry, clock: &ManualClock, co
         lease: None,
     })
 }
+
+/// `herald sends` with `args` against the test's database: its standard
+/// output, after checking that it succeeded.
+pub fn herald_sends(db: &TestDb, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("sends")
+        .args(args)
+        .args(["--database-url", db.url.as_str()])
+        .env_remove("HERALD_DATABASE_URL")
+        .env("HERALD_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}

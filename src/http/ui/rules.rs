@@ -285,24 +285,15 @@ impl RuleForm {
         let push = self.channel == "push";
         let locales = locale_map(&self.locales, "template.locales", push, &mut errors);
         let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        let template = TemplateSet { fallback_locale: self.fallback_locale.clone(), locales };
+        let (name, category) = (self.name.trim().to_owned(), self.category.clone());
         let mut input = RuleInput {
-            name: self.name.trim().to_owned(),
-            trigger_type: self.trigger_type.clone(),
             condition: opt(&self.condition),
-            channel: self.channel.clone(),
-            template: TemplateSet { fallback_locale: self.fallback_locale.clone(), locales },
             delay,
             grace,
-            category: self.category.clone(),
-            enabled: false,
             webhook_url: opt(&self.webhook_url),
-            send_window: None,
-            digest: None,
-            throttle: None,
-            escalate: None,
-            display_name: None,
-            description: None,
             push: if push { self.push_options(&mut errors) } else { None },
+            ..RuleInput::new(name, self.trigger_type.clone(), self.channel.clone(), template, category)
         };
         self.wf.apply(&mut input, &mut errors);
         if errors.is_empty() { Ok(input) } else { Err(errors) }

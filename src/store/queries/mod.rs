@@ -199,6 +199,8 @@ named_queries! {
     LatestEventPosition = "latest_event_position",
     /// One event's position.
     EventPosition = "event_position",
+    /// A page of a user's messages, filtered.
+    InboxPage = "inbox_page",
     /// A user's messages after a position.
     InboxAfter = "inbox_after",
     /// A user's newest message's position.
@@ -393,6 +395,28 @@ named_queries! {
     MarkPushSuccess = "mark_push_success",
     /// Erasure: a user's push devices.
     DeleteUserPushDevices = "delete_user_push_devices",
+    /// Retention: finished `sent` outbox rows, oldest first.
+    PruneOutboxSent = "prune_outbox_sent",
+    /// Retention: finished outbox rows of another status, oldest first.
+    PruneOutboxOthers = "prune_outbox_others",
+    /// Retention: the send log's oldest rows.
+    PruneSends = "prune_sends",
+    /// Retention: messages archived long ago.
+    PruneArchivedInbox = "prune_archived_inbox",
+    /// Retention: old bounce evidence.
+    PruneBounces = "prune_bounces",
+    /// Retention: old planned triggers nothing waits on.
+    PruneTriggers = "prune_triggers",
+    /// Retention: closed digests.
+    PruneDigests = "prune_digests",
+    /// Retention: the items of digests whose message is gone.
+    PruneDigestItems = "prune_digest_items",
+    /// Retention: frequency-cap slots no cap counts.
+    PruneThrottleSlots = "prune_throttle_slots",
+    /// Retention: the oldest events' positions and times.
+    PruneEventsOldest = "prune_events_oldest",
+    /// Retention: events up to a position.
+    PruneEvents = "prune_events",
 }
 
 /// One block of a `.sql` file.
@@ -434,14 +458,17 @@ macro_rules! sql_files {
 /// One `.sql` file: its area (the file's name without `.sql`) and its text.
 pub type SqlFile = (&'static str, &'static str);
 
-const SQLITE: &[SqlFile] = sql_files!("sqlite": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices");
+const SQLITE: &[SqlFile] = sql_files!("sqlite":
+    "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators", "push_devices");
-const MARIADB: &[SqlFile] = sql_files!("mariadb": "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices");
+    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators",
+    "push_devices", "retention");
+const MARIADB: &[SqlFile] = sql_files!("mariadb":
+    "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
 /// The statements SQLite and MariaDB run in the same text, written once.
 const SHARED: &[SqlFile] = sql_files!("shared":
     "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators",
-    "push_devices");
+    "push_devices", "retention");
 
 /// One dialect's files. Split by area so that none grows past what a reader
 /// scrolls through; the rejected alternative, one file per dialect, passed

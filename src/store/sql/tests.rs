@@ -2,7 +2,6 @@ use super::*;
 use crate::store::ConnectOptions;
 use crate::store::admin::{OutboxFilter, list_outbox_sql};
 use crate::store::queries::Query;
-use crate::store::retention::prune_outbox_sql;
 
 /// SQLite's plan for `sql`: the detail of each step.
 async fn plan(store: &SqlStore, sql: &str) -> String {
@@ -57,7 +56,8 @@ async fn sqlite_finds_rows_in_flight_and_failures_on_the_status_index() {
     let (_dir, store) = sqlite_store().await;
     store.migrate().await.unwrap();
     let failed = OutboxFilter { status: Some(OutboxStatus::Failed), limit: 50, ..Default::default() };
-    let (prune_sent, prune_others) = prune_outbox_sql(Dialect::Sqlite);
+    let prune_sent = Query::PruneOutboxSent.sql(Dialect::Sqlite).to_owned();
+    let prune_others = Query::PruneOutboxOthers.sql(Dialect::Sqlite).to_owned();
     for (what, sql) in [
         ("stale reclaim", Query::ReclaimStale.sql(Dialect::Sqlite).to_owned()),
         ("lapsed instances", Query::RescueLapsed.sql(Dialect::Sqlite).to_owned()),

@@ -4,6 +4,21 @@
 -- sqlite/inbox.sql and mariadb/inbox.sql, PostgreSQL's in postgres/.
 -- How a block reads: README.md beside this file and src/store/queries/mod.rs.
 
+-- name: inbox_page
+-- A page of a user's messages, newest first. The filter (`InboxFilter`) is
+-- which values "archived" and "read" may take, each as a pair: (FALSE,
+-- FALSE) not, (TRUE, TRUE) only, (FALSE, TRUE) either; one statement, not
+-- one per filter and page bound (eight that differ in one condition). The
+-- page ends below the message `before` (the previous page's last id), or
+-- below `top` without one; a `before` that is not one of the user's
+-- messages gives an empty page (`top` is then NULL).
+-- binds: user_id, archived, archived_too, read, read_too, user_id, before, top, limit
+SELECT id, position, outbox_id, user_id, title, body, url, data, created_at, seen_at, read_at, archived_at
+  FROM engagement_inbox
+ WHERE user_id = ? AND (archived_at IS NOT NULL) IN (?, ?) AND (read_at IS NOT NULL) IN (?, ?)
+   AND position < COALESCE((SELECT p.position FROM engagement_inbox p WHERE p.user_id = ? AND p.id = ?), ?)
+ ORDER BY position DESC LIMIT ?;
+
 -- name: inbox_after
 -- A user's messages after a position, oldest first: the live stream.
 -- binds: user_id, position, limit
