@@ -43,7 +43,7 @@ use common::smtp::SmtpSink;
 use common::{Backend, TestDb};
 use herald::clock::{Clock, SystemClock};
 use herald::domain::{ChannelName, UserId};
-use herald::store::{NewOutboxRow, NewPushDevice, PushDeviceStore, Store, new_id};
+use herald::store::{NewOutboxRow, PushDeviceStore, Store, new_id};
 use herald::tooling::cluster::{self, Cluster, ClusterOptions};
 use herald::tooling::push_receiver::PushReceiver;
 use rand::rngs::StdRng;
@@ -160,14 +160,7 @@ async fn chaos(db: &TestDb, channel: &str) {
         let (receiver, devices) = PushReceiver::start_reusable(rows, &public).await.unwrap();
         let now = SystemClock.now();
         for (i, d) in devices.iter().enumerate() {
-            let device = NewPushDevice {
-                kind: "web".into(),
-                address: d.endpoint.clone(),
-                p256dh: Some(d.p256dh.clone()),
-                auth: Some(d.auth.clone()),
-                label: None,
-            };
-            db.store.register_push_device(chaos_user(channel, i).as_str(), &device, now).await.unwrap();
+            db.store.register_push_device(chaos_user(channel, i).as_str(), &d.registration(), now).await.unwrap();
         }
         extra.push(("HERALD_PUSH__VAPID_PRIVATE_KEY", private));
         extra.push(("HERALD_PUSH__VAPID_SUBJECT", "mailto:chaos@herald.test".to_owned()));

@@ -37,14 +37,12 @@
 use async_trait::async_trait;
 use serde::Serialize;
 use sha2::Digest;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use super::json_rows::keys_json;
 use super::operators::{AuditEntry, append_audit_in};
 use super::queries::Query;
 use super::race::retry_lost_race;
-use super::rows::{opt_text, text};
+use super::rows::{Fetch, from_columns};
 use super::{SqlStore, Store, StoreError, new_id};
 use crate::clock::Millis;
 
@@ -156,23 +154,8 @@ pub fn device_hash(kind: &str, address: &str) -> String {
     hex::encode(h.finalize())
 }
 
-fn device_row(r: &AnyRow) -> Result<PushDeviceRow, sqlx::Error> {
-    let millis = |col: &str| r.try_get::<Option<i64>, _>(col).map(|t| t.map(Millis));
-    Ok(PushDeviceRow {
-        id: text(r, "id")?,
-        user_id: text(r, "user_id")?,
-        kind: text(r, "kind")?,
-        address: text(r, "address")?,
-        p256dh: opt_text(r, "p256dh")?,
-        auth: opt_text(r, "auth")?,
-        label: opt_text(r, "label")?,
-        created_at: Millis(r.try_get("created_at")?),
-        last_success_at: millis("last_success_at")?,
-        removed_at: millis("removed_at")?,
-        removed_by: opt_text(r, "removed_by")?,
-        removed_reason: opt_text(r, "removed_reason")?,
-    })
-}
+from_columns!(PushDeviceRow: id, user_id, kind, address, p256dh, auth, label, created_at, last_success_at,
+    removed_at, removed_by, removed_reason);
 
 /// The audit row's words for a removal: which device, and why.
 fn removal_detail(device: &PushDeviceRow, reason: &str) -> String {
@@ -203,12 +186,10 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(db("register push device: insert"))?;
-        let row = sqlx::query(self.sql(Query::LockPushDeviceByHash))
+        let found: PushDeviceRow = sqlx::query_as(self.sql(Query::LockPushDeviceByHash))
             .bind(hash)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db("register push device: read"))?;
-        let found = device_row(&row).map_err(db("register push device: read"))?;
+            .one(&mut *tx, "register push device: read")
+            .await?;
         if found.id == id {
             tx.commit().await.map_err(db("register push device: commit"))?;
             return Ok(Registered::Created(found));
@@ -230,12 +211,7 @@ impl SqlStore {
 
     /// One device, read on the caller's transaction.
     async fn push_device_in(&self, conn: &mut sqlx::AnyConnection, id: &str) -> Result<PushDeviceRow, StoreError> {
-        let row = sqlx::query(self.sql(Query::PushDeviceById))
-            .bind(id.to_owned())
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(StoreError::db("read push device"))?;
-        device_row(&row).map_err(StoreError::db("read push device"))
+        sqlx::query_as(self.sql(Query::PushDeviceById)).bind(id.to_owned()).one(&mut *conn, "read push device").await
     }
 }
 
@@ -252,12 +228,7 @@ impl PushDeviceStore for SqlStore {
 
     async fn push_devices(&self, user_id: &str, include_removed: bool) -> Result<Vec<PushDeviceRow>, StoreError> {
         let query = if include_removed { Query::AllPushDevices } else { Query::LivePushDevices };
-        let rows = sqlx::query(self.sql(query))
-            .bind(user_id.to_owned())
-            .fetch_all(self.pool())
-            .await
-            .map_err(StoreError::db("list push devices"))?;
-        rows.iter().map(|r| device_row(r).map_err(StoreError::db("list push devices"))).collect()
+        sqlx::query_as(self.sql(query)).bind(user_id.to_owned()).all(self.pool(), "list push devices").await
     }
 
     async fn remove_push_device(

@@ -23,7 +23,7 @@ use crate::delivery::channel::push::vapid::{VapidKey, generate_key_pair};
 use crate::delivery::channel::push::webpush::{EndpointPolicy, WebPush, WebSubscription};
 use crate::delivery::channel::push::{PushNotification, Transports, Urgency};
 use crate::delivery::health::ChannelHealth;
-use crate::store::{NewPushDevice, Store};
+use crate::store::Store;
 
 /// What the push run adds to the bench's report.
 #[derive(Debug, Clone, Serialize)]
@@ -83,13 +83,7 @@ impl PushBench {
         let now = clock.now();
         let registrations = devices.iter().enumerate().map(|(i, d)| {
             let store = store.clone();
-            let device = NewPushDevice {
-                kind: "web".into(),
-                address: d.endpoint.clone(),
-                p256dh: Some(d.p256dh.clone()),
-                auth: Some(d.auth.clone()),
-                label: None,
-            };
+            let device = d.registration();
             async move { store.register_push_device(&user(i), &device, now).await }
         });
         let mut stream = futures::stream::iter(registrations).buffer_unordered(concurrency.max(1));

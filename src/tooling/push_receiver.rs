@@ -51,6 +51,19 @@ pub struct BenchDevice {
     pub auth: String,
 }
 
+impl BenchDevice {
+    /// The device as Herald files it.
+    pub fn registration(&self) -> crate::store::NewPushDevice {
+        crate::store::NewPushDevice {
+            kind: "web".into(),
+            address: self.endpoint.clone(),
+            p256dh: Some(self.p256dh.clone()),
+            auth: Some(self.auth.clone()),
+            label: None,
+        }
+    }
+}
+
 /// A device's private key: `ring`'s, for one message (the bench), or
 /// `p256`'s, for any number (a test that counts what arrives twice).
 enum DeviceKey {
