@@ -127,6 +127,10 @@ pub trait PushDeviceStore {
     /// `include_removed` (the send-log page shows them, delivery does not).
     async fn push_devices(&self, user_id: &str, include_removed: bool) -> Result<Vec<PushDeviceRow>, StoreError>;
 
+    /// The live devices of several users, oldest first, in one statement:
+    /// what a claimed batch of push rows needs, read once for the batch.
+    async fn live_push_devices_of(&self, user_ids: &[&str]) -> Result<Vec<PushDeviceRow>, StoreError>;
+
     /// Marks one of `user_id`'s devices removed, with who and why, and
     /// appends the removal to the audit log (target `user:{user_id}`).
     /// `Ok(false)`: no such live device for this user.
@@ -229,6 +233,16 @@ impl PushDeviceStore for SqlStore {
     async fn push_devices(&self, user_id: &str, include_removed: bool) -> Result<Vec<PushDeviceRow>, StoreError> {
         let query = if include_removed { Query::AllPushDevices } else { Query::LivePushDevices };
         sqlx::query_as(self.sql(query)).bind(user_id.to_owned()).all(self.pool(), "list push devices").await
+    }
+
+    async fn live_push_devices_of(&self, user_ids: &[&str]) -> Result<Vec<PushDeviceRow>, StoreError> {
+        if user_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_as(self.sql(Query::LivePushDevicesOf))
+            .bind(keys_json(user_ids.iter().copied())?)
+            .all(self.pool(), "push devices of a batch")
+            .await
     }
 
     async fn remove_push_device(

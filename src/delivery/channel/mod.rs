@@ -135,6 +135,13 @@ pub trait Channel: Send + Sync + 'static {
     /// anyway, the worker records a retry rather than crashing the tick.)
     async fn deliver(&self, delivery: &Delivery) -> Outcome;
 
+    /// Called with the rows of each claimed batch about to be delivered,
+    /// before the first `deliver`: a channel that reads something per row
+    /// (the push channel: the user's devices) reads it for the whole batch
+    /// in one statement here, instead of one round trip a row. The default
+    /// reads nothing.
+    async fn prefetch(&self, _rows: &[&OutboxRow]) {}
+
     /// Whether delivering is only a write in Herald's own database (the
     /// inbox): `deliver` then does no I/O and answers [`Outcome::Inbox`], and
     /// the worker claims, delivers and records each row in one transaction.

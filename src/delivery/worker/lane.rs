@@ -283,7 +283,9 @@ impl Worker {
                 None => due.push(row),
             }
         }
-        let mut prepared = inner.composer.prepare(due, now).await.into_iter();
+        let prepared = inner.composer.prepare(due, now).await;
+        prefetch(inner, &prepared).await;
+        let mut prepared = prepared.into_iter();
         let mut composed_at = inner.clock.now();
         while let Some(mut p) = prepared.next() {
             // A slot on the row's channel first, when it is to be delivered.
@@ -614,6 +616,23 @@ impl Worker {
 /// (or is composed again) together.
 fn this_and_rest(p: &Prepared, rest: impl Iterator<Item = Prepared>) -> Vec<OutboxRow> {
     std::iter::once(p.row().clone()).chain(rest.map(|p| p.row().clone())).collect()
+}
+
+/// Lets each channel read what the batch's deliveries need in one
+/// statement ([`crate::delivery::channel::Channel::prefetch`]). A claimed
+/// batch is one lane's, so one channel's, but the rows are grouped anyway.
+async fn prefetch(inner: &super::Inner, prepared: &[Prepared]) {
+    let mut by_channel: std::collections::BTreeMap<&str, Vec<&crate::store::OutboxRow>> = Default::default();
+    for p in prepared {
+        if let Prepared::Deliver(d) = p {
+            by_channel.entry(d.row.channel.as_str()).or_default().push(&d.row);
+        }
+    }
+    for (name, rows) in by_channel {
+        if let Lookup::Ready(channel) = inner.registry.lookup(name) {
+            channel.prefetch(&rows).await;
+        }
+    }
 }
 
 #[cfg(test)]

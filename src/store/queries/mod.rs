@@ -387,6 +387,8 @@ named_queries! {
     PushDeviceById = "push_device_by_id",
     /// A user's live push devices.
     LivePushDevices = "live_push_devices",
+    /// Some users' live push devices.
+    LivePushDevicesOf = "live_push_devices_of",
     /// A user's push devices, removed ones too.
     AllPushDevices = "all_push_devices",
     /// Marks one of a user's push devices removed.

@@ -74,3 +74,13 @@ SELECT id, user_id, kind, address, p256dh, auth, label, created_at, last_success
 -- binds: now, device_ids
 UPDATE engagement_push_devices SET last_success_at = $1
  WHERE id IN (SELECT ok.k FROM jsonb_array_elements_text(CAST($2 AS jsonb)) AS ok (k));
+
+-- name: live_push_devices_of
+-- Some users' devices that are not removed (`user_ids`, a JSON array of
+-- strings), oldest first: a claimed batch's, in one statement.
+-- binds: user_ids
+SELECT id, user_id, kind, address, p256dh, auth, label, created_at, last_success_at,
+       removed_at, removed_by, removed_reason
+  FROM engagement_push_devices
+ WHERE user_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb)))) AND removed_at IS NULL
+ ORDER BY created_at, id;

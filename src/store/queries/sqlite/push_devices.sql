@@ -27,3 +27,14 @@ SELECT id, user_id, kind, address, p256dh, auth, label, created_at, last_success
 -- binds: now, device_ids
 UPDATE engagement_push_devices SET last_success_at = ?
  WHERE id IN (SELECT ok.k FROM (SELECT value AS k FROM json_each(?)) AS ok);
+
+-- name: live_push_devices_of
+-- Some users' devices that are not removed (`user_ids`, a JSON array of
+-- strings), oldest first: a claimed batch's, in one statement.
+-- binds: user_ids
+SELECT d.id, d.user_id, d.kind, d.address, d.p256dh, d.auth, d.label, d.created_at, d.last_success_at,
+       d.removed_at, d.removed_by, d.removed_reason
+  FROM (SELECT value AS k FROM json_each(?)) AS wanted
+  JOIN engagement_push_devices d ON d.user_id = wanted.k
+ WHERE d.removed_at IS NULL
+ ORDER BY d.created_at, d.id;

@@ -14,6 +14,7 @@ struct Devices {
     live: Mutex<Vec<PushDeviceRow>>,
     removed: Mutex<Vec<(String, String, String)>>,
     succeeded: Mutex<Vec<(Vec<String>, Millis)>>,
+    per_user_reads: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
@@ -22,7 +23,11 @@ impl PushDeviceStore for Devices {
         unreachable!("the channel never registers")
     }
     async fn push_devices(&self, user_id: &str, _: bool) -> Result<Vec<PushDeviceRow>, StoreError> {
+        self.per_user_reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(self.live.lock().unwrap().iter().filter(|d| d.user_id == user_id).cloned().collect())
+    }
+    async fn live_push_devices_of(&self, users: &[&str]) -> Result<Vec<PushDeviceRow>, StoreError> {
+        Ok(self.live.lock().unwrap().iter().filter(|d| users.contains(&d.user_id.as_str())).cloned().collect())
     }
     async fn remove_push_device(
         &self,
@@ -175,4 +180,26 @@ fn a_hand_enqueued_row_needs_a_title() {
     let row = OutboxRow { payload: r#"{"body": "no title"}"#.into(), ..crate::store::claimed_row("r", "t", 1) };
     let err = notification(&Delivery::bare(row)).unwrap_err();
     assert!(err.contains("missing field `title`"), "{err}");
+}
+
+#[tokio::test]
+async fn a_prefetched_batch_reads_no_devices_row_by_row() {
+    let store = Arc::new(Devices::default());
+    let ch = channel(store.clone(), ChannelHealth::default());
+    let payload = serde_json::json!({"title": "t"}).to_string();
+    let row = |user: &str| OutboxRow {
+        user_id: user.into(),
+        payload: payload.clone(),
+        ..crate::store::claimed_row("r", "t", 1)
+    };
+    let (a, b) = (row("a"), row("b"));
+    ch.prefetch(&[&a, &b]).await;
+    // Neither has a device: each answer comes from the batch's read.
+    for r in [a, b] {
+        assert!(matches!(ch.deliver(&Delivery::bare(r)).await, Outcome::Suppressed { .. }));
+    }
+    assert_eq!(store.per_user_reads.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // A row outside a batch reads its own.
+    ch.deliver(&Delivery::bare(row("c"))).await;
+    assert_eq!(store.per_user_reads.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
