@@ -694,3 +694,23 @@ fn a_phone_set_from_the_command_line_is_found_and_suppressed_by_its_number() {
     let found = json(&herald(dir.path(), &["sends", "--phone", "+14155550101", "--json"]));
     assert_eq!(found["users"], serde_json::json!([]), "{found}");
 }
+
+/// `herald bench --channel push` runs end to end, over HTTP/2 and HTTP/1.1:
+/// every notification verified and decrypted by the local push service, and
+/// the costs it reports present.
+#[test]
+fn bench_push_delivers_every_notification_to_a_verifying_push_service() {
+    let dir = tempfile::tempdir().unwrap();
+    for extra in [&[][..], &["--http1"][..]] {
+        let mut args = vec!["bench", "--channel", "push", "--rows", "200", "--json"];
+        args.extend_from_slice(extra);
+        let out = herald(dir.path(), &args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!((report["sent"].as_u64(), report["push"]["received"].as_u64()), (Some(200), Some(200)), "{report}");
+        assert_eq!(report["push"]["refused"], 0, "{report}");
+        assert!(report["push"]["encrypt_and_sign_us"].as_f64().unwrap() > 0.0, "{report}");
+        let http = if extra.is_empty() { "HTTP/2" } else { "HTTP/1.1" };
+        assert!(report["transport"].as_str().unwrap().contains(http), "{report}");
+    }
+}

@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// With --channel email: one SMTP connection per message instead of a pool
     #[arg(long)]
     pub no_pool: bool,
+    /// With --channel push: HTTP/1.1 to the push service instead of HTTP/2
+    /// (which real push services negotiate over TLS)
+    #[arg(long)]
+    pub http1: bool,
     /// Drain with N `herald serve` processes (this binary) sharing the
     /// database, and report latency too, instead of one worker in this
     /// process (inbox channel only)
@@ -90,6 +94,7 @@ pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         channel: args.channel.clone(),
         smtp_url: args.smtp_url.clone(),
         pool: !args.no_pool,
+        http2: !args.http1,
     };
     let report = crate::tooling::bench::run(&opts).await?;
     if args.json {

@@ -37,6 +37,8 @@ pub struct BenchOptions {
     pub smtp_url: Option<String>,
     /// Pooled SMTP connections (`email` only).
     pub pool: bool,
+    /// HTTP/2 to the push service (`push` only; HTTP/1.1 without).
+    pub http2: bool,
 }
 
 impl Default for BenchOptions {
@@ -49,6 +51,7 @@ impl Default for BenchOptions {
             channel: "inbox".into(),
             smtp_url: None,
             pool: true,
+            http2: true,
         }
     }
 }
@@ -98,7 +101,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         anyhow::bail!("--channel: {:?} is not accepted; expected inbox, email or push", opts.channel);
     }
     let mut push = match opts.channel.as_str() {
-        "push" => Some(PushBench::start(&store, clock.clone(), opts.rows, opts.concurrency).await?),
+        "push" => Some(PushBench::start(&store, clock.clone(), opts.rows, opts.concurrency, opts.http2).await?),
         _ => None,
     };
     let channel = ChannelName::parse("channel", &opts.channel)?;
@@ -164,7 +167,8 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         let registry = crate::app::registry_with_email(Some(Arc::new(channel)));
         (registry, Some(transport))
     } else if let Some(push) = &push {
-        (push.registry(), Some("Web Push to a local push service that verifies and decrypts".to_owned()))
+        let http = if opts.http2 { "HTTP/2" } else { "HTTP/1.1" };
+        (push.registry(), Some(format!("Web Push over {http} to a local push service that verifies and decrypts")))
     } else {
         (crate::app::registry(), None)
     };

@@ -69,11 +69,14 @@ pub fn payload(i: usize) -> serde_json::Value {
 }
 
 impl PushBench {
+    /// With `http2`, Herald speaks HTTP/2 to the local push service, as it
+    /// does over TLS to a real one (which negotiates it); without, HTTP/1.1.
     pub async fn start(
         store: &Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         rows: usize,
         concurrency: usize,
+        http2: bool,
     ) -> anyhow::Result<PushBench> {
         let (private, public) = generate_key_pair();
         let vapid = Arc::new(VapidKey::new(&private, "mailto:bench@herald.invalid")?);
@@ -92,10 +95,11 @@ impl PushBench {
             done?;
         }
         let sample = WebSubscription::parse(&devices[0].endpoint, &devices[0].p256dh, &devices[0].auth, policy)?;
-        let transports = Transports {
-            web: Some(WebPush::new(vapid.clone(), policy, Duration::from_secs(10))),
-            ..Transports::default()
-        };
+        let mut web = WebPush::new(vapid.clone(), policy, Duration::from_secs(10));
+        if http2 {
+            web = web.over_http2(Duration::from_secs(10));
+        }
+        let transports = Transports { web: Some(web), ..Transports::default() };
         let channel = Arc::new(PushChannel::new(PushParts {
             devices: store.clone(),
             transports,

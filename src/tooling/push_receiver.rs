@@ -175,9 +175,13 @@ impl PushReceiver {
         let app = axum::Router::new().route("/push/{n}", post(receive)).with_state(shared.clone());
         let stop = CancellationToken::new();
         let until = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).with_graceful_shutdown(until.cancelled_owned()).await;
-        });
+        // Herald's own server: HTTP/1.1 and HTTP/2 (prior knowledge) both,
+        // as a push service speaks HTTP/2.
+        let limits = crate::http::server::ServerLimits {
+            header_read_timeout: std::time::Duration::from_secs(10),
+            max_connections: 1024,
+        };
+        tokio::spawn(crate::http::server::serve(listener, app, limits, until));
         Ok((PushReceiver { shared, stop }, subscriptions))
     }
 

@@ -177,6 +177,13 @@ const RESOLVER_REFUSAL: &str = "resolves only to loopback, private or link-local
 
 /// The HTTP client for requests to guarded URLs.
 pub fn guarded_client(allow_private_networks: bool, timeout: Duration) -> reqwest::Client {
+    guarded_client_builder(allow_private_networks, timeout)
+        .build()
+        .expect("a client with a resolver and timeouts builds")
+}
+
+/// [`guarded_client`]'s builder, for a caller that adds to it.
+pub fn guarded_client_builder(allow_private_networks: bool, timeout: Duration) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         // Direct connections only. With a proxy from HTTP_PROXY or
         // HTTPS_PROXY the guarded resolver below resolves only the
@@ -191,8 +198,6 @@ pub fn guarded_client(allow_private_networks: bool, timeout: Duration) -> reqwes
         .redirect(reqwest::redirect::Policy::none())
         .dns_resolver(guarded_resolver(allow_private_networks))
         .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("a client with a resolver and timeouts builds")
 }
 
 /// A resolver for `reqwest::ClientBuilder::dns_resolver` that refuses

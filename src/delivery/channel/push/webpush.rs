@@ -95,6 +95,18 @@ impl WebPush {
         WebPush { client, vapid, policy }
     }
 
+    /// Speaks HTTP/2 without TLS from the first byte (prior knowledge), to
+    /// a push service known to (the bench's local one). Over `https://`,
+    /// which every real push service is, the client negotiates HTTP/2 by
+    /// ALPN anyway; this makes a cleartext test service behave the same.
+    pub fn over_http2(mut self, timeout: Duration) -> WebPush {
+        self.client = super::super::public_address::guarded_client_builder(self.policy.allow_private_networks, timeout)
+            .http2_prior_knowledge()
+            .build()
+            .expect("a client with a resolver and timeouts builds");
+        self
+    }
+
     pub fn vapid(&self) -> &VapidKey {
         &self.vapid
     }
