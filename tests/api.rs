@@ -174,7 +174,7 @@ async fn a_rule_must_name_a_channel_herald_has_and_is_turned_on_only_where_it_ca
     assert_eq!(p["errors"][0]["field"], "channel");
     assert_eq!(
         p["errors"][0]["message"],
-        "unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook"
+        "unknown channel \"emial\"; Herald's channels are email, inbox, push, slack, sms, webhook"
     );
 
     // Webhooks without a signing secret: cannot be turned on, and the

@@ -76,7 +76,9 @@ async fn a_missing_channel_ends_failed_in_plain_words(db: &TestDb) {
     assert_eq!(gone_log[0].status, "failed");
     assert_eq!(
         gone_log[0].detail.as_deref(),
-        Some("channel \"pigeon\" does not exist here (the channels are email, inbox, push, webhook); nothing was sent")
+        Some(
+            "channel \"pigeon\" does not exist here (the channels are email, inbox, push, slack, sms, webhook); nothing was sent"
+        )
     );
     let unbuilt_log = db.store.sends_for_outbox(&unbuilt.id).await.unwrap();
     assert_eq!(

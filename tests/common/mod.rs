@@ -13,8 +13,10 @@
 pub mod app;
 pub mod harness;
 pub mod python;
+pub mod slack;
 pub mod smtp;
 pub mod sse;
+pub mod twilio;
 
 use std::sync::Arc;
 

@@ -12,6 +12,7 @@ pub mod public_address;
 pub mod push;
 pub mod signing;
 pub mod slack;
+pub mod slack_deliver;
 pub mod sms;
 pub mod webhook;
 
