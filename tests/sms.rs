@@ -282,11 +282,32 @@ async fn sms_rules_are_measured_in_segments(backend: Backend) {
     app.stop().await;
 }
 
+/// `sms.rate` is shared through the database: two instances at 2/s hand
+/// out two texts a second between them, and tell the third when to come
+/// back.
+async fn the_rate_is_shared_by_instances(backend: Backend) {
+    use herald::clock::Millis;
+    use herald::delivery::channel::sms::rate::SharedRate;
+    let db = common::TestDb::new(backend).await;
+    let other: std::sync::Arc<dyn herald::store::Store> = std::sync::Arc::new(db.another_instance().await);
+    let one = SharedRate::new(db.arc(), 2.0, "sms: Twilio");
+    let two = SharedRate::new(other, 2.0, "sms: Twilio");
+    let now = Millis(1_800_000_000_000);
+    assert_eq!(one.take("row-1", now).await.unwrap(), None);
+    assert_eq!(two.take("row-2", Millis(now.0 + 10)).await.unwrap(), None);
+    let wait = two.take("row-3", Millis(now.0 + 20)).await.unwrap().expect("the third waits");
+    // A slot is free once its last use is more than the window ago.
+    assert_eq!(wait, Duration::from_millis(981), "until the first slot frees, a second after it was taken");
+    assert_eq!(one.take("row-3", Millis(now.0 + 1_001)).await.unwrap(), None, "and then it goes");
+    db.cleanup().await;
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
         a_text_goes_through_twilio_and_stop_start_and_reports_come_back,
         twilio_answers_become_outcomes_retry_after_and_readyz,
         sms_rules_are_measured_in_segments,
+        the_rate_is_shared_by_instances,
     ];
     trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off]);
     common::harness::main(trials)

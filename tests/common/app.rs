@@ -45,23 +45,33 @@ impl App {
     /// On `backend` (a test whose backend cannot be reached ends ignored,
     /// see `TestDb::new`).
     pub async fn start_on(backend: Backend, configure: impl FnOnce(&mut Config)) -> App {
+        App::start_inner(backend, None, |c, _| configure(c)).await
+    }
+
+    /// On `backend`, configured knowing the server's own base URL (for a
+    /// setting that points back at it, such as `http.public_url`).
+    pub async fn start_on_at(backend: Backend, configure: impl FnOnce(&mut Config, &str)) -> App {
         App::start_inner(backend, None, configure).await
     }
 
     /// On `backend`, deciding by `clock` (a `ManualClock` the test moves)
     /// instead of the database's.
     pub async fn start_on_clock(backend: Backend, clock: Arc<dyn Clock>, configure: impl FnOnce(&mut Config)) -> App {
-        App::start_inner(backend, Some(clock), configure).await
+        App::start_inner(backend, Some(clock), |c, _| configure(c)).await
     }
 
-    async fn start_inner(backend: Backend, clock: Option<Arc<dyn Clock>>, configure: impl FnOnce(&mut Config)) -> App {
+    async fn start_inner(
+        backend: Backend,
+        clock: Option<Arc<dyn Clock>>,
+        configure: impl FnOnce(&mut Config, &str),
+    ) -> App {
         let db = TestDb::new(backend).await;
         let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
         db.store.insert_api_key(&row).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let mut config = test_config(&db);
-        configure(&mut config);
+        configure(&mut config, &base);
         let shutdown = CancellationToken::new();
         let (store, token) = (db.store.clone(), shutdown.clone());
         let task = match clock {
