@@ -197,20 +197,6 @@ pub fn slack_channel(
     Ok(Some(Arc::new(SlackChannel::new(client, health))))
 }
 
-/// Both messaging channels as `[sms]` and `[slack]` configure them.
-pub fn messaging(
-    config: &Config,
-    store: Arc<dyn Store>,
-    clock: Arc<dyn Clock>,
-    keys: AddressKeys,
-    health: crate::delivery::health::ChannelHealth,
-) -> anyhow::Result<Messaging> {
-    Ok(Messaging {
-        sms: sms_channel(config, store, clock, keys, health.clone())?,
-        slack: slack_channel(config, health)?,
-    })
-}
-
 /// The registry `serve` uses: the inbox, email when a transport is
 /// configured, webhooks when a signing secret is, push when a provider is.
 pub fn configured_registry(
@@ -439,7 +425,11 @@ pub async fn serve_with_clock(
                     email,
                     push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
                 );
-                messaging(&config, dyn_store.clone(), clock.clone(), keys.clone(), health.clone())?.register(&mut r);
+                Messaging {
+                    sms: sms_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), health.clone())?,
+                    slack: slack_channel(&config, health.clone())?,
+                }
+                .register(&mut r);
                 r
             },
             clock: clock.clone(),

@@ -25,11 +25,6 @@ async fn start(backend: Backend, token: &str) -> (App, Received) {
     (app, received)
 }
 
-async fn user(app: &App, id: &str, body: Value) {
-    let (status, b) = app.call(reqwest::Method::PUT, &format!("/v1/users/{id}"), Some(body)).await;
-    assert!(status == 200 || status == 201, "{b}");
-}
-
 async fn rule(app: &App, trigger_type: &str, extra: Value) -> (u16, Value) {
     let mut body = json!({"name": trigger_type, "trigger_type": trigger_type, "channel": "slack", "category": "ops",
                           "enabled": true,
@@ -40,27 +35,6 @@ async fn rule(app: &App, trigger_type: &str, extra: Value) -> (u16, Value) {
     app.post("/v1/rules", body).await
 }
 
-async fn trigger(app: &App, trigger_type: &str, user_id: &str) {
-    let (status, body) =
-        app.post("/v1/triggers", json!({"type": trigger_type, "user_id": user_id, "payload": {"order": "42\""}})).await;
-    assert_eq!(status, 202, "{body}");
-}
-
-/// The user's newest message once the worker has been at it.
-async fn settled(app: &App, user_id: &str, count: usize) -> Value {
-    for _ in 0..400 {
-        let (_, sends) = app.get(&format!("/v1/users/{user_id}/sends")).await;
-        let messages = sends["messages"].as_array().cloned().unwrap_or_default();
-        if messages.len() >= count
-            && messages.iter().all(|m| m["status"] != "sending" && (m["status"] != "scheduled" || m["attempts"] != 0))
-        {
-            return messages[0].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{user_id}'s messages did not settle");
-}
-
 async fn dms_channels_and_slacks_answers(backend: Backend) {
     let (app, received) = start(backend, TOKEN).await;
     let (status, body) = rule(&app, "order.shipped", json!({})).await;
@@ -68,13 +42,13 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
     let (status, body) = rule(&app, "deploy.done", json!({"slack": {"channel": "C024BE91L"}})).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["slack"]["channel"], "C024BE91L");
-    user(&app, "ada", json!({"slack_user_id": "U024BE7LH"})).await;
-    user(&app, "gone", json!({"slack_user_id": "U0000GONE"})).await;
-    user(&app, "nobody", json!({"email": "n@example.com"})).await;
+    app.put_user("ada", json!({"slack_user_id": "U024BE7LH"})).await;
+    app.put_user("gone", json!({"slack_user_id": "U0000GONE"})).await;
+    app.put_user("nobody", json!({"email": "n@example.com"})).await;
 
     // A DM: the text and the blocks rendered, the payload's quote kept inside the JSON string.
     trigger(&app, "order.shipped", "ada").await;
-    let m = settled(&app, "ada", 1).await;
+    let m = app.settled("ada", 1).await;
     assert_eq!(m["status"], "sent", "{m}");
     assert!(m["history"][0]["detail"].as_str().unwrap().contains("1503435956.000247"), "{m}");
     let sent = received.lock().unwrap().last().cloned().unwrap();
@@ -86,13 +60,13 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
 
     // The rule's channel wins over the DM, and needs no Slack id.
     trigger(&app, "deploy.done", "nobody").await;
-    assert_eq!(settled(&app, "nobody", 1).await["status"], "sent");
+    assert_eq!(app.settled("nobody", 1).await["status"], "sent");
     assert_eq!(received.lock().unwrap().last().unwrap()["channel"], "C024BE91L");
 
     // Without a Slack id (and no rule channel): suppressed, not attempted.
     let calls = received.lock().unwrap().len();
     trigger(&app, "order.shipped", "nobody").await;
-    let m = settled(&app, "nobody", 2).await;
+    let m = app.settled("nobody", 2).await;
     assert_eq!(
         (m["status"].as_str(), m["detail"].as_str()),
         (Some("suppressed"), Some("no Slack user id for this user"))
@@ -101,7 +75,7 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
 
     // user_not_found: failed with Slack's word.
     trigger(&app, "order.shipped", "gone").await;
-    let m = settled(&app, "gone", 1).await;
+    let m = app.settled("gone", 1).await;
     assert_eq!(m["status"], "failed", "{m}");
     assert!(m["detail"].as_str().unwrap().contains("user_not_found"), "{m}");
 
@@ -110,7 +84,7 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
     assert_eq!(status, 201, "{body}");
     let before = chrono::Utc::now();
     trigger(&app, "busy.thing", "ada").await;
-    let m = settled(&app, "ada", 2).await;
+    let m = app.settled("ada", 2).await;
     assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
     let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
     let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
@@ -121,9 +95,9 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
     let (app, _received) = start(backend, "xoxb-not-the-token").await;
     let (status, body) = rule(&app, "order.shipped", json!({})).await;
     assert_eq!(status, 201, "{body}");
-    user(&app, "ada", json!({"slack_user_id": "U024BE7LH"})).await;
+    app.put_user("ada", json!({"slack_user_id": "U024BE7LH"})).await;
     trigger(&app, "order.shipped", "ada").await;
-    assert_eq!(settled(&app, "ada", 1).await["status"], "failed");
+    assert_eq!(app.settled("ada", 1).await["status"], "failed");
     let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 503);
     let body = ready.text().await.unwrap();
@@ -161,6 +135,10 @@ async fn rules_check_the_slack_shape_and_options(backend: Backend) {
     assert_eq!(status, 422, "{body}");
     assert!(refused(&body).contains(&"slack".to_owned()), "{body}");
     app.stop().await;
+}
+
+async fn trigger(app: &App, trigger_type: &str, user_id: &str) {
+    app.trigger(json!({"type": trigger_type, "user_id": user_id, "payload": {"order": "42\""}})).await;
 }
 
 fn main() -> std::process::ExitCode {

@@ -32,11 +32,6 @@ async fn start(backend: Backend, token: &str) -> (App, Received) {
     (app, received)
 }
 
-async fn user(app: &App, id: &str, body: Value) {
-    let (status, b) = app.call(reqwest::Method::PUT, &format!("/v1/users/{id}"), Some(body)).await;
-    assert!(status == 200 || status == 201, "{b}");
-}
-
 async fn sms_rule(app: &App, category: &str) {
     let (status, body) = app
         .post(
@@ -49,34 +44,15 @@ async fn sms_rule(app: &App, category: &str) {
     assert_eq!(status, 201, "{body}");
 }
 
-async fn trigger(app: &App, category: &str, user_id: &str) {
-    let (status, body) = app
-        .post("/v1/triggers", json!({"type": format!("{category}.happened"), "user_id": user_id, "payload": {"n": 42}}))
-        .await;
-    assert_eq!(status, 202, "{body}");
-}
-
-/// The user's newest message once it is no longer `scheduled` with no
-/// attempt (the worker has been at it), polled for at most ten seconds.
-async fn settled(app: &App, user_id: &str, count: usize) -> Value {
-    for _ in 0..400 {
-        let (_, sends) = app.get(&format!("/v1/users/{user_id}/sends")).await;
-        let messages = sends["messages"].as_array().cloned().unwrap_or_default();
-        if messages.len() >= count
-            && messages.iter().all(|m| m["status"] != "sending" && (m["status"] != "scheduled" || m["attempts"] != 0))
-        {
-            return messages[0].clone();
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{user_id}'s messages did not settle");
-}
-
 /// A form posted to `path?query` as Twilio posts it: signed with `token`.
 async fn twilio_post(app: &App, path_and_query: &str, params: &[(&str, &str)], token: &str) -> reqwest::Response {
     let owned: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let sig = signature(token, &format!("{PUBLIC}{path_and_query}"), &owned);
     app.http.post(app.url(path_and_query)).header("x-twilio-signature", sig).form(&owned).send().await.unwrap()
+}
+
+async fn trigger(app: &App, category: &str, user_id: &str) {
+    app.trigger(json!({"type": format!("{category}.happened"), "user_id": user_id, "payload": {"n": 42}})).await;
 }
 
 async fn suppressions(app: &App) -> Vec<Value> {
@@ -87,12 +63,12 @@ async fn suppressions(app: &App) -> Vec<Value> {
 async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend: Backend) {
     let (app, received) = start(backend, TOKEN).await;
     sms_rule(&app, "news").await;
-    user(&app, "ada", json!({"phone": "+1 (415) 555-0101"})).await;
-    user(&app, "nophone", json!({"email": "n@example.com"})).await;
+    app.put_user("ada", json!({"phone": "+1 (415) 555-0101"})).await;
+    app.put_user("nophone", json!({"email": "n@example.com"})).await;
 
     // Sent, with Twilio's SID, the documented fields and a signed-URL callback.
     trigger(&app, "news", "ada").await;
-    let m = settled(&app, "ada", 1).await;
+    let m = app.settled("ada", 1).await;
     assert_eq!(m["status"], "sent", "{m}");
     let detail = m["history"][0]["detail"].as_str().unwrap();
     assert!(detail.contains("SM0123456789abcdef0123456789abcdef"), "{detail}");
@@ -108,7 +84,7 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
 
     // No phone: suppressed, nothing sent.
     trigger(&app, "news", "nophone").await;
-    let m = settled(&app, "nophone", 1).await;
+    let m = app.settled("nophone", 1).await;
     assert_eq!(
         (m["status"].as_str(), m["detail"].as_str()),
         (Some("suppressed"), Some("no phone number for this user"))
@@ -133,7 +109,7 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
     let kept = bounces["bounces"].as_array().unwrap();
     assert_eq!(kept.len(), 1, "{bounces}");
     assert_eq!((kept[0]["status"].as_str(), kept[0]["outbox_id"].as_str()), (Some("delivered"), Some(outbox.as_str())));
-    assert_eq!(settled(&app, "ada", 1).await["status"], "sent");
+    assert_eq!(app.settled("ada", 1).await["status"], "sent");
 
     // STOP, forged: nothing changes. Signed: the number is suppressed.
     let stop = [("AccountSid", SID), ("From", "+14155550101"), ("To", "+14155550100"), ("Body", " stop ")];
@@ -147,7 +123,7 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
 
     // The next trigger is suppressed naming the STOP, with no provider call.
     trigger(&app, "news", "ada").await;
-    let m = settled(&app, "ada", 2).await;
+    let m = app.settled("ada", 2).await;
     assert_eq!(m["status"], "suppressed", "{m}");
     let why = m["detail"].as_str().unwrap();
     assert!(why.contains("stop") && why.contains("texted \"stop\""), "{why}");
@@ -163,12 +139,12 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
     assert_eq!(twilio_post(&app, "/v1/sms/inbound/twilio", &start, TOKEN).await.status(), 200);
     assert!(suppressions(&app).await.is_empty());
     trigger(&app, "news", "ada").await;
-    assert_eq!(settled(&app, "ada", 3).await["status"], "sent");
+    assert_eq!(app.settled("ada", 3).await["status"], "sent");
     assert_eq!(received.lock().unwrap().len(), 2);
 
     // An undelivered report with a permanent carrier code marks the number
     // invalid and adds "bounced" to the send log; START does not lift it.
-    let m = settled(&app, "ada", 3).await;
+    let m = app.settled("ada", 3).await;
     let path = format!("/v1/sms/status/twilio?outbox={}", m["outbox_id"].as_str().unwrap());
     let undelivered = [
         ("AccountSid", SID),
@@ -178,7 +154,7 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
         ("To", "+14155550101"),
     ];
     assert_eq!(twilio_post(&app, &path, &undelivered, TOKEN).await.status(), 204);
-    let m = settled(&app, "ada", 3).await;
+    let m = app.settled("ada", 3).await;
     let statuses: Vec<&str> = m["history"].as_array().unwrap().iter().map(|h| h["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["sent", "bounced"], "{m}");
     assert_eq!(suppressions(&app).await[0]["reason"], "hard_bounce");
@@ -191,24 +167,24 @@ async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend)
     let (app, received) = start(backend, TOKEN).await;
     sms_rule(&app, "news").await;
     sms_rule(&app, "transactional").await;
-    user(&app, "optout", json!({"phone": "+14155550110"})).await;
-    user(&app, "invalid", json!({"phone": "+14155550111"})).await;
-    user(&app, "busy", json!({"phone": "+14155550112"})).await;
+    app.put_user("optout", json!({"phone": "+14155550110"})).await;
+    app.put_user("invalid", json!({"phone": "+14155550111"})).await;
+    app.put_user("busy", json!({"phone": "+14155550112"})).await;
 
     // 21610 at the provider: suppressed, and the number suppressed as a STOP.
     trigger(&app, "news", "optout").await;
-    let m = settled(&app, "optout", 1).await;
+    let m = app.settled("optout", 1).await;
     assert_eq!(m["status"], "suppressed", "{m}");
     assert!(m["detail"].as_str().unwrap().contains("21610"), "{m}");
     assert_eq!(suppressions(&app).await[0]["reason"], "stop");
     // A transactional text still goes to a STOPped number (Twilio refuses it again here).
     trigger(&app, "transactional", "optout").await;
-    settled(&app, "optout", 2).await;
+    app.settled("optout", 2).await;
     assert_eq!(received.lock().unwrap().len(), 2, "the transactional text was attempted");
 
     // 21211: failed, the number marked invalid.
     trigger(&app, "news", "invalid").await;
-    let m = settled(&app, "invalid", 1).await;
+    let m = app.settled("invalid", 1).await;
     assert_eq!(m["status"], "failed", "{m}");
     assert!(m["detail"].as_str().unwrap().contains("21211"), "{m}");
     assert!(suppressions(&app).await.iter().any(|s| s["reason"] == "hard_bounce"));
@@ -216,7 +192,7 @@ async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend)
     // 429 with Retry-After: 3 is retried three seconds later, not after the flat five minutes.
     let before = chrono::Utc::now();
     trigger(&app, "news", "busy").await;
-    let m = settled(&app, "busy", 1).await;
+    let m = app.settled("busy", 1).await;
     assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
     let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
     let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
@@ -226,10 +202,10 @@ async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend)
     // A refused auth token: failed, and /readyz names the provider.
     let (app, _received) = start(backend, "not-the-token").await;
     sms_rule(&app, "news").await;
-    user(&app, "ada", json!({"phone": "+14155550101"})).await;
+    app.put_user("ada", json!({"phone": "+14155550101"})).await;
     assert_eq!(app.http.get(app.url("/readyz")).send().await.unwrap().status(), 200);
     trigger(&app, "news", "ada").await;
-    let m = settled(&app, "ada", 1).await;
+    let m = app.settled("ada", 1).await;
     assert_eq!(m["status"], "failed", "{m}");
     let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 503);

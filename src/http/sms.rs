@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use sha2::Digest;
 
@@ -40,7 +40,6 @@ use super::AppState;
 use super::problem::ApiError;
 use crate::address::AddressKind;
 use crate::delivery::channel::answer::excerpt;
-use crate::delivery::channel::sms::deliver::TWILIO_STATUS_PATH;
 use crate::delivery::channel::sms::kannel::DeliveryReport;
 use crate::delivery::channel::sms::keywords::{self, Keyword};
 use crate::delivery::channel::sms::phone::PhoneNumber;
@@ -48,8 +47,6 @@ use crate::delivery::channel::sms::transport::SmsTransport;
 use crate::delivery::channel::sms::twilio::{self, InboundMessage, StatusReport};
 use crate::store::{ALL_CATEGORIES, Lift, MatchedSend, NewBounce, SuppressionReason, SuppressionRow};
 
-/// The path of Twilio's inbound messages.
-pub const TWILIO_INBOUND_PATH: &str = "/v1/sms/inbound/twilio";
 /// The path of Kannel's `sms-service` `get-url`.
 pub const KANNEL_INBOUND_PATH: &str = "/v1/sms/inbound/kannel";
 /// What Kannel's inbound token signs: not a row, the inbound URL itself.
@@ -102,28 +99,40 @@ fn pairs(query: Option<&str>) -> Vec<(String, String)> {
     query.map(|q| form(q.as_bytes())).unwrap_or_default()
 }
 
-/// Checks a Twilio call to `path` and gives its form: the URL Twilio
-/// signed is `http.public_url`, the path and the query Herald gave it.
-fn twilio_form(
-    state: &AppState,
-    path: &str,
-    query: Option<&str>,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Vec<(String, String)>, ApiError> {
-    let hooks = state.sms.as_ref().ok_or_else(|| not_configured("Twilio"))?;
-    let SmsTransport::Twilio(endpoint) = &hooks.transport else { return Err(not_configured("Twilio")) };
-    let Some(base) = &hooks.public_url else {
-        return Err(forbidden("http.public_url is not set, so no Twilio signature can be checked"));
-    };
-    let url = match query {
-        Some(q) => format!("{base}{path}?{q}"),
-        None => format!("{base}{path}"),
-    };
-    let params = form(body);
-    let signature = headers.get("x-twilio-signature").and_then(|v| v.to_str().ok());
-    twilio::verify_callback(endpoint, &url, &params, signature).map_err(|e| forbidden(e.to_string()))?;
-    Ok(params)
+/// A call from Twilio, its signature checked: the URL Twilio signed is
+/// `http.public_url`, the path it called and the query Herald gave it
+/// (Herald serves from the root of `http.public_url`).
+pub struct TwilioCall {
+    pub query: Option<String>,
+    pub params: Vec<(String, String)>,
+    /// The form as it came, kept as evidence.
+    pub body: String,
+}
+
+impl axum::extract::FromRequest<AppState> for TwilioCall {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &AppState) -> Result<TwilioCall, ApiError> {
+        let path = match req.extensions().get::<axum::extract::OriginalUri>() {
+            Some(original) => original.path().to_owned(),
+            None => req.uri().path().to_owned(),
+        };
+        let query = req.uri().query().map(str::to_owned);
+        let signature = req.headers().get("x-twilio-signature").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body = Bytes::from_request(req, state).await.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        let hooks = state.sms.as_ref().ok_or_else(|| not_configured("Twilio"))?;
+        let SmsTransport::Twilio(endpoint) = &hooks.transport else { return Err(not_configured("Twilio")) };
+        let Some(base) = &hooks.public_url else {
+            return Err(forbidden("http.public_url is not set, so no Twilio signature can be checked"));
+        };
+        let url = match &query {
+            Some(q) => format!("{base}{path}?{q}"),
+            None => format!("{base}{path}"),
+        };
+        let params = form(&body);
+        twilio::verify_callback(endpoint, &url, &params, signature.as_deref()).map_err(|e| forbidden(e.to_string()))?;
+        Ok(TwilioCall { query, params, body: String::from_utf8_lossy(&body).into_owned() })
+    }
 }
 
 /// Twilio's status callback.
@@ -136,13 +145,8 @@ fn twilio_form(
         (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
         (status = 404, description = "SMS through Twilio is not configured"),
     ))]
-pub async fn twilio_status(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<StatusCode, ApiError> {
-    let params = twilio_form(&state, TWILIO_STATUS_PATH, query.as_deref(), &headers, &body)?;
+pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> Result<StatusCode, ApiError> {
+    let TwilioCall { query, params, body } = call;
     let report = StatusReport::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let outbox = pairs(query.as_deref()).into_iter().find(|(k, _)| k == "outbox").map(|(_, v)| v);
     let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
@@ -154,7 +158,7 @@ pub async fn twilio_status(
         status: report.status.clone(),
         code: report.error_code.map(i64::from),
         detail: format!("Twilio delivery report: {}{code} ({})", report.status, report.message_sid),
-        raw: String::from_utf8_lossy(&body).into_owned(),
+        raw: body,
         number_invalid: report.number_invalid(),
     };
     record(&state, evidence).await?;
@@ -271,14 +275,8 @@ async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
         (status = 200, description = "TwiML: the HELP answer, or nothing", content_type = "text/xml"),
         (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
     ))]
-pub async fn twilio_inbound(
-    State(state): State<AppState>,
-    RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let params = twilio_form(&state, TWILIO_INBOUND_PATH, query.as_deref(), &headers, &body)?;
-    let message = InboundMessage::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+pub async fn twilio_inbound(State(state): State<AppState>, call: TwilioCall) -> Result<Response, ApiError> {
+    let message = InboundMessage::parse(&call.params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let answer = act(&state, &message.from, message.keyword, &message.body, "Twilio").await?;
     let twiml = match answer {
         Some(text) => format!(

@@ -252,23 +252,16 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
         errors.extend(template_errors.iter().map(FieldError::from));
     }
     errors.extend(input.template.check_shape(&input.channel).iter().map(FieldError::from));
-    match (&input.push, input.channel == "push") {
-        (Some(_), false) => errors.push(FieldError::new("push", "only used with channel \"push\"")),
-        (Some(options), true) => {
-            if let Some((field, message)) = options.problem() {
-                errors.push(FieldError::new(field, message));
-            }
+    let options = [
+        ("push", input.push.is_some(), input.push.and_then(|o| o.problem())),
+        ("slack", input.slack.is_some(), input.slack.as_ref().and_then(|o| o.problem())),
+    ];
+    for (channel, given, problem) in options {
+        match (given, input.channel == channel) {
+            (true, false) => errors.push(FieldError::new(channel, format!("only used with channel \"{channel}\""))),
+            (true, true) => errors.extend(problem.map(|(field, message)| FieldError::new(field, message))),
+            (false, _) => {}
         }
-        (None, _) => {}
-    }
-    match (&input.slack, input.channel == "slack") {
-        (Some(_), false) => errors.push(FieldError::new("slack", "only used with channel \"slack\"")),
-        (Some(options), true) => {
-            if let Some((field, message)) = options.problem() {
-                errors.push(FieldError::new(field, message));
-            }
-        }
-        (None, _) => {}
     }
     crate::planning::workflow::validate(
         &input.workflow(),

@@ -130,6 +130,34 @@ impl App {
         self.call(reqwest::Method::GET, path, None).await
     }
 
+    /// `PUT /v1/users/{id}` with `body`, which must be taken.
+    pub async fn put_user(&self, id: &str, body: Value) {
+        let (status, b) = self.call(reqwest::Method::PUT, &format!("/v1/users/{id}"), Some(body)).await;
+        assert!(status == 200 || status == 201, "{b}");
+    }
+
+    /// `POST /v1/triggers` with `body`, which must be accepted.
+    pub async fn trigger(&self, body: Value) {
+        let (status, b) = self.post("/v1/triggers", body).await;
+        assert_eq!(status, 202, "{b}");
+    }
+
+    /// The user's newest message once at least `count` messages exist and
+    /// the serve instance's worker has been at each (none `sending`, none
+    /// `scheduled` without an attempt), polled for at most ten seconds.
+    pub async fn settled(&self, user_id: &str, count: usize) -> Value {
+        for _ in 0..400 {
+            let (_, sends) = self.get(&format!("/v1/users/{user_id}/sends")).await;
+            let messages = sends["messages"].as_array().cloned().unwrap_or_default();
+            let worked = |m: &Value| m["status"] != "sending" && (m["status"] != "scheduled" || m["attempts"] != 0);
+            if messages.len() >= count && messages.iter().all(worked) {
+                return messages[0].clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{user_id}'s messages did not settle");
+    }
+
     /// Runs one worker sweep over what is due now.
     pub async fn deliver(&self) -> herald::delivery::worker::TickReport {
         super::system_worker(self.db.arc()).tick().await.unwrap()

@@ -6,7 +6,7 @@
 //! `suppressed`, "no Slack user id for this user", so "why not" answers it
 //! like an opt-out; nothing was attempted.
 //!
-//! | Slack's answer ([`Answer`])  | the row   | also                          |
+//! | Slack's answer ([`Answer`](super::answer::Answer)) | the row   | also                          |
 //! |------------------------------|-----------|-------------------------------|
 //! | `Accepted` (`ts`)            | `sent`, `ts` in the detail | `slack` healthy again |
 //! | `Retry { after }` (429, `ratelimited`, 5xx) | retried after `Retry-After`, else the flat retry | |
@@ -22,9 +22,8 @@
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use super::answer::Answer;
 use super::slack::{SlackChannelId, SlackClient, SlackOptions, SlackTarget, SlackUserId};
-use super::{Channel, Delivery, Outcome};
+use super::{Channel, Delivery, Outcome, answered};
 use crate::delivery::health::ChannelHealth;
 
 /// The reason a user without a Slack id (on a rule without a channel) is
@@ -115,23 +114,8 @@ impl Channel for SlackChannel {
             return Outcome::terminal("the message's text is empty");
         }
         let answer = self.client.post(&m.target, &m.text, m.blocks.as_ref()).await;
-        match answer {
-            Answer::Accepted { provider_id, detail } => {
-                self.health.accepted(PROVIDER);
-                let detail = match provider_id {
-                    Some(ts) => format!("provider id {ts}; {detail}"),
-                    None => detail,
-                };
-                Outcome::Sent { transport: PROVIDER.into(), detail: Some(detail), address_hash: None }
-            }
-            Answer::Retry { after, reason } => Outcome::Retry { detail: reason, address_hash: None, after },
-            Answer::CredentialRejected { reason } => {
-                self.health.credential_refused(PROVIDER, &reason);
-                Outcome::terminal(format!("the bot token was refused: {reason}"))
-            }
-            Answer::AddressInvalid { reason } | Answer::OptedOut { reason } | Answer::Failed { reason } => {
-                Outcome::terminal(reason)
-            }
-        }
+        // Slack learns nothing about an address Herald could mark: a gone
+        // user (`user_not_found`) fails this message only.
+        answered(answer, PROVIDER, &self.health, None).unwrap_or_else(|other| Outcome::terminal(other.reason()))
     }
 }

@@ -52,7 +52,7 @@ use crate::address::{AddressKeys, AddressKind};
 use crate::clock::Clock;
 use crate::delivery::channel::answer::Answer;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
-use crate::delivery::channel::{Channel, Delivery, Outcome};
+use crate::delivery::channel::{Channel, Delivery, Outcome, active_suppression, answered, suppressed_detail};
 use crate::delivery::health::ChannelHealth;
 use crate::store::{ALL_CATEGORIES, Store, SuppressionReason, SuppressionRow};
 
@@ -183,17 +183,6 @@ fn address<'a>(d: &'a Delivery, payload: &'a Option<SmsPayload>) -> Result<Addre
     Ok(Addressed { phone, category: p.category.clone().unwrap_or_else(|| TRANSACTIONAL.to_owned()), body: &p.text })
 }
 
-/// What a suppression says in a row's detail: "phone number suppressed
-/// (stop, all categories): texted STOP on …".
-pub fn suppressed_detail(s: &SuppressionRow) -> String {
-    let scope =
-        if s.category == ALL_CATEGORIES { "all categories".to_owned() } else { format!("category {}", s.category) };
-    match &s.detail {
-        Some(why) => format!("phone number suppressed ({}, {scope}): {why}", s.reason),
-        None => format!("phone number suppressed ({}, {scope})", s.reason),
-    }
-}
-
 #[async_trait]
 impl Channel for SmsChannel {
     async fn deliver(&self, d: &Delivery) -> Outcome {
@@ -213,23 +202,13 @@ impl Channel for SmsChannel {
         let hash = p.keys.hash_phone(&phone);
         let h = Some(hash.clone());
         let now = p.clock.now();
-        let suppression =
-            crate::store::race::retry_while_away("check suppressions", crate::store::race::AWAY_WAIT, || {
-                p.store.active_suppression(&hash, Some(&a.category), now)
-            })
-            .await;
-        match suppression {
+        match active_suppression(p.store.as_ref(), &hash, &a.category, now).await {
+            // A STOP holds back everything but transactional texts.
             Ok(Some(s)) if !(s.reason == SuppressionReason::Stop && a.category == TRANSACTIONAL) => {
-                return Outcome::Suppressed { detail: suppressed_detail(&s), address_hash: h };
+                return Outcome::Suppressed { detail: suppressed_detail("phone number", &s), address_hash: h };
             }
             Ok(_) => {}
-            Err(e) => {
-                return Outcome::Retry {
-                    detail: format!("could not check the suppression list: {e}"),
-                    address_hash: h,
-                    after: None,
-                };
-            }
+            Err(retry) => return retry,
         }
         if a.body.trim().is_empty() {
             return Outcome::Terminal { detail: "the text is empty".into(), address_hash: h };
@@ -261,30 +240,17 @@ impl SmsChannel {
         let p = &self.parts;
         let provider = p.provider.name();
         let h = Some(hash.to_owned());
-        match answer {
-            Answer::Accepted { provider_id, detail } => {
-                p.health.accepted(provider);
-                let detail = match provider_id {
-                    Some(id) => format!("provider id {id}; {detail}"),
-                    None => detail,
-                };
-                Outcome::Sent { transport: provider.into(), detail: Some(detail), address_hash: h }
-            }
-            Answer::Retry { after, reason } => Outcome::Retry { detail: reason, address_hash: h, after },
-            Answer::AddressInvalid { reason } => {
+        match answered(answer, provider, &p.health, h.clone()) {
+            Ok(outcome) => outcome,
+            Err(Answer::AddressInvalid { reason }) => {
                 self.suppress(hash, SuppressionReason::HardBounce, format!("invalid number: {reason}")).await;
                 Outcome::Terminal { detail: format!("{reason}; the number is marked invalid"), address_hash: h }
             }
-            Answer::OptedOut { reason } => {
-                let why = format!("{STOP_AT_PROVIDER}: {reason}");
+            Err(answer) => {
+                let why = format!("{STOP_AT_PROVIDER}: {}", answer.reason());
                 self.suppress(hash, SuppressionReason::Stop, why.clone()).await;
                 tracing::info!(phone = %mask(phone), "the provider reports a STOP; the number is suppressed");
                 Outcome::Suppressed { detail: why, address_hash: h }
-            }
-            Answer::Failed { reason } => Outcome::Terminal { detail: reason, address_hash: h },
-            Answer::CredentialRejected { reason } => {
-                p.health.credential_refused(provider, &reason);
-                Outcome::Terminal { detail: format!("the credential was refused: {reason}"), address_hash: h }
             }
         }
     }
