@@ -85,10 +85,7 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
     let before = chrono::Utc::now();
     trigger(&app, "busy.thing", "ada").await;
     let m = app.settled("ada", 2).await;
-    assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
-    let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
-    let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
-    assert!((6_000..=12_000).contains(&wait), "due {wait} ms after the trigger: {m}");
+    App::assert_retried_after(&m, before, 6_000..=12_000);
     app.stop().await;
 
     // A refused token: failed, and /readyz names slack.
@@ -98,9 +95,8 @@ async fn dms_channels_and_slacks_answers(backend: Backend) {
     app.put_user("ada", json!({"slack_user_id": "U024BE7LH"})).await;
     trigger(&app, "order.shipped", "ada").await;
     assert_eq!(app.settled("ada", 1).await["status"], "failed");
-    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
-    assert_eq!(ready.status(), 503);
-    let body = ready.text().await.unwrap();
+    let (status, body) = app.readyz().await;
+    assert_eq!(status, 503, "{body}");
     assert!(body.contains("slack") && body.contains("invalid_auth"), "{body}");
     app.stop().await;
 }

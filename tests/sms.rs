@@ -193,23 +193,19 @@ async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend)
     let before = chrono::Utc::now();
     trigger(&app, "news", "busy").await;
     let m = app.settled("busy", 1).await;
-    assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
-    let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
-    let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
-    assert!((2_000..=8_000).contains(&wait), "due {wait} ms after the trigger: {m}");
+    App::assert_retried_after(&m, before, 2_000..=8_000);
     app.stop().await;
 
     // A refused auth token: failed, and /readyz names the provider.
     let (app, _received) = start(backend, "not-the-token").await;
     sms_rule(&app, "news").await;
     app.put_user("ada", json!({"phone": "+14155550101"})).await;
-    assert_eq!(app.http.get(app.url("/readyz")).send().await.unwrap().status(), 200);
+    assert_eq!(app.readyz().await.0, 200);
     trigger(&app, "news", "ada").await;
     let m = app.settled("ada", 1).await;
     assert_eq!(m["status"], "failed", "{m}");
-    let ready = app.http.get(app.url("/readyz")).send().await.unwrap();
-    assert_eq!(ready.status(), 503);
-    let body = ready.text().await.unwrap();
+    let (status, body) = app.readyz().await;
+    assert_eq!(status, 503, "{body}");
     assert!(body.contains("sms: Twilio") && body.contains("20003"), "{body}");
     app.stop().await;
 }

@@ -158,6 +158,27 @@ impl App {
         panic!("{user_id}'s messages did not settle");
     }
 
+    /// Asserts that `m` (a message from [`settled`](Self::settled)) is
+    /// waiting for its second attempt, due `expected` milliseconds (give or
+    /// take the test's own pace) after `before`: a provider's
+    /// `Retry-After`, not the flat retry.
+    pub fn assert_retried_after(
+        m: &Value,
+        before: chrono::DateTime<chrono::Utc>,
+        expected: std::ops::RangeInclusive<i64>,
+    ) {
+        assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
+        let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
+        let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
+        assert!(expected.contains(&wait), "due {wait} ms after the trigger: {m}");
+    }
+
+    /// `GET /readyz`: its status and body.
+    pub async fn readyz(&self) -> (u16, String) {
+        let resp = self.http.get(self.url("/readyz")).send().await.unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
+    }
+
     /// Runs one worker sweep over what is due now.
     pub async fn deliver(&self) -> herald::delivery::worker::TickReport {
         super::system_worker(self.db.arc()).tick().await.unwrap()
