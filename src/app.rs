@@ -173,6 +173,12 @@ pub fn sms_channel(
         .rate
         .map(|r| crate::delivery::channel::sms::rate::SharedRate::new(store.clone(), r, provider.name()));
     tracing::info!(provider = provider.name(), from = %checked.from, "sms channel ready");
+    if let (SmsProvider::Kannel(_), Some(public)) = (&provider, &public_url) {
+        // What Kannel's `sms-service` `get-url` must be for STOP, START
+        // and HELP to reach Herald (its token is the proof Kannel cannot give).
+        let url = crate::http::sms::kannel_inbound_url(public.as_str(), &keys);
+        tracing::info!(kannel_inbound = %url, "set this as the get-url of Kannel's sms-service");
+    }
     Ok(Some(Arc::new(SmsChannel::new(SmsParts {
         store,
         keys,
