@@ -274,6 +274,17 @@ async fn the_rate_is_shared_by_instances(backend: Backend) {
     db.cleanup().await;
 }
 
+/// `herald bench --channel sms|slack` drains through the channel to its
+/// in-process double: every row sent, every request answered.
+async fn the_bench_drains_through_both_channels() {
+    for channel in ["sms", "slack"] {
+        let opts = herald::tooling::bench::BenchOptions { rows: 200, channel: channel.into(), ..Default::default() };
+        let report = herald::tooling::bench::run(&opts).await.unwrap();
+        assert_eq!(report.sent, 200, "{channel}: {report:?}");
+        assert_eq!(report.messaging.unwrap().received, 200, "{channel}");
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
         a_text_goes_through_twilio_and_stop_start_and_reports_come_back,
@@ -281,6 +292,6 @@ fn main() -> std::process::ExitCode {
         sms_rules_are_measured_in_segments,
         the_rate_is_shared_by_instances,
     ];
-    trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off]);
+    trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off, the_bench_drains_through_both_channels]);
     common::harness::main(trials)
 }
