@@ -474,6 +474,7 @@ impl App {
             detail: None,
             transport: Some("smtp".into()),
             address_hash: keys.hash(email),
+            provider_id: None,
         };
         assert!(self.db.store.finish(&claimed, &token, &f, now).await.unwrap());
         row.id
@@ -678,6 +679,7 @@ async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address
         detail: None,
         transport: Some("smtp".into()),
         address_hash: Some(hash.clone()),
+        provider_id: None,
     };
     app.db.store.finish(&claimed, "t", &f, now).await.unwrap();
 

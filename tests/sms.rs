@@ -73,6 +73,7 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
     let detail = m["history"][0]["detail"].as_str().unwrap();
     assert!(detail.contains("SM0123456789abcdef0123456789abcdef"), "{detail}");
     assert_eq!(m["history"][0]["transport"], "sms: Twilio");
+    assert_eq!(m["history"][0]["provider_id"], "SM0123456789abcdef0123456789abcdef", "the sid, for Twilio's console");
     let form = received.lock().unwrap().last().cloned().unwrap();
     let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap();
     assert_eq!(

@@ -53,7 +53,7 @@ impl Delivery {
 pub enum Outcome {
     /// Handed over: the relay accepted it, the inbox row exists, the webhook
     /// answered 2xx.
-    Sent { transport: String, detail: Option<String>, address_hash: Option<String> },
+    Sent { transport: String, detail: Option<String>, address_hash: Option<String>, provider_id: Option<String> },
     /// A passing failure: worth trying again after the retry interval, or
     /// after `after` when the provider said when (`Retry-After`): a rate
     /// limit asks for a second, the flat `worker.retry` would wait minutes,
@@ -98,7 +98,7 @@ impl Outcome {
     }
 
     pub fn sent(transport: impl Into<String>) -> Outcome {
-        Outcome::Sent { transport: transport.into(), detail: None, address_hash: None }
+        Outcome::Sent { transport: transport.into(), detail: None, address_hash: None, provider_id: None }
     }
 
     pub fn label(&self) -> &'static str {
@@ -180,11 +180,7 @@ pub fn answered(
     Ok(match answer {
         Answer::Accepted { provider_id, detail } => {
             health.accepted(provider);
-            let detail = match provider_id {
-                Some(id) => format!("provider id {id}; {detail}"),
-                None => detail,
-            };
-            Outcome::Sent { transport: provider.into(), detail: Some(detail), address_hash }
+            Outcome::Sent { transport: provider.into(), detail: Some(detail), address_hash, provider_id }
         }
         Answer::Retry { after, reason } => Outcome::Retry { detail: reason, address_hash, after },
         Answer::Failed { reason } => Outcome::Terminal { detail: reason, address_hash },

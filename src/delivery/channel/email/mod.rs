@@ -360,6 +360,7 @@ impl Channel for EmailChannel {
                 transport: self.url.describe(),
                 detail: reply.map(|r| format!("Message-ID {}; {r}", built.message_id)),
                 address_hash: h,
+                provider_id: Some(built.message_id.clone()),
             },
             Err(failure) => {
                 let c = failure.classify();
