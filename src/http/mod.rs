@@ -179,9 +179,9 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/ses", post(bounces::ses))
         // Each proves itself: Twilio's signature, Kannel's signed token.
         .route("/sms/status/twilio", post(sms::twilio_status))
-        .route("/sms/status/kannel", get(sms::kannel_status).post(sms::kannel_status))
+        .route("/sms/status/kannel", get(sms::kannel_status))
         .route("/sms/inbound/twilio", post(sms::twilio_inbound))
-        .route("/sms/inbound/kannel", get(sms::kannel_inbound).post(sms::kannel_inbound))
+        .route("/sms/inbound/kannel", get(sms::kannel_inbound))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
         // Public: a page asks for it before it holds any credential.

@@ -5,9 +5,9 @@
 //! that does not prove itself is answered `403` and changes nothing.
 //!
 //! - `POST /v1/sms/status/twilio?outbox=ID`: a status callback.
-//! - `GET|POST /v1/sms/status/kannel?token=…&type=%d…`: a delivery report.
+//! - `GET /v1/sms/status/kannel?token=…&type=%d…`: a delivery report.
 //! - `POST /v1/sms/inbound/twilio`: a text to Herald's number.
-//! - `GET|POST /v1/sms/inbound/kannel?token=…&from=%p&text=%a`: Kannel's
+//! - `GET /v1/sms/inbound/kannel?token=…&from=%p&text=%a`: Kannel's
 //!   `sms-service` `get-url`, the same for a Kannel number.
 //!
 //! # Delivery reports
@@ -87,8 +87,10 @@ fn forbidden(detail: impl Into<String>) -> ApiError {
     ApiError::Rejected { status: StatusCode::FORBIDDEN, detail }
 }
 
+/// Nothing can prove a call to a provider Herald does not use: refused
+/// like a forged one.
 fn not_configured(provider: &str) -> ApiError {
-    ApiError::NotFound(format!("SMS through {provider} is not configured on this instance (sms.transport)"))
+    forbidden(format!("SMS through {provider} is not configured on this instance (sms.transport)"))
 }
 
 fn form(body: &[u8]) -> Vec<(String, String)> {
@@ -143,7 +145,6 @@ impl axum::extract::FromRequest<AppState> for TwilioCall {
         (status = 204, description = "Recorded (or already recorded)"),
         (status = 400, description = "Signed, but without MessageSid or MessageStatus"),
         (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
-        (status = 404, description = "SMS through Twilio is not configured"),
     ))]
 pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> Result<StatusCode, ApiError> {
     let TwilioCall { query, params, body } = call;
