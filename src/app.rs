@@ -10,10 +10,15 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::connect_error::OpenError;
 use crate::delivery::channel::Registry;
-use crate::delivery::channel::catalog::{Channels, EMAIL_NOT_CONFIGURED, PUSH_NOT_CONFIGURED, WEBHOOK_NOT_CONFIGURED};
+use crate::delivery::channel::catalog::{
+    Channels, EMAIL_NOT_CONFIGURED, PUSH_NOT_CONFIGURED, SLACK_NOT_CONFIGURED, SMS_NOT_CONFIGURED,
+    WEBHOOK_NOT_CONFIGURED,
+};
 use crate::delivery::channel::email::EmailChannel;
 use crate::delivery::channel::inbox::InboxChannel;
 use crate::delivery::channel::push::deliver::{PushChannel, PushParts};
+use crate::delivery::channel::slack_deliver::SlackChannel;
+use crate::delivery::channel::sms::deliver::{SmsChannel, SmsParts, SmsProvider};
 use crate::delivery::channel::webhook::{SigningSecrets, WebhookChannel};
 use crate::delivery::worker::{Worker, WorkerParts};
 use crate::http::user_auth::TokenKey;
@@ -106,7 +111,96 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
             "{PUSH_NOT_CONFIGURED} (set push.vapid_private_key, push.fcm.service_account_file or push.apns.key_file)"
         ),
     );
+    r.declare_unavailable("sms", format!("{SMS_NOT_CONFIGURED} (set sms.transport and sms.from)"));
+    r.declare_unavailable("slack", format!("{SLACK_NOT_CONFIGURED} (set slack.bot_token)"));
     r
+}
+
+/// The channels that talk to a messaging provider, when configured:
+/// registered over [`registry_with_email`]'s "unavailable".
+#[derive(Default)]
+pub struct Messaging {
+    pub sms: Option<Arc<SmsChannel>>,
+    pub slack: Option<Arc<SlackChannel>>,
+}
+
+impl Messaging {
+    /// Registers the configured ones into `r`.
+    pub fn register(self, r: &mut Registry) {
+        if let Some(sms) = self.sms {
+            r.register("sms", sms);
+        }
+        if let Some(slack) = self.slack {
+            r.register("slack", slack);
+        }
+    }
+}
+
+/// How long a provider (Twilio, Kannel, Slack) may take to answer one
+/// message: well within `worker.deliver_timeout`'s default, so a slow
+/// provider is a retry, not a stuck row.
+pub const MESSAGING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn messaging_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(MESSAGING_TIMEOUT)
+        .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a client with a timeout builds")
+}
+
+/// The SMS channel `[sms]` describes, or `None` without a transport.
+pub fn sms_channel(
+    config: &Config,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    keys: AddressKeys,
+    health: crate::delivery::health::ChannelHealth,
+) -> anyhow::Result<Option<Arc<SmsChannel>>> {
+    let Some(checked) = config.sms.check().map_err(|e| anyhow::anyhow!("{e}"))? else { return Ok(None) };
+    let provider = SmsProvider::new(messaging_http(), &checked.transport);
+    let public_url = match config.public_url()? {
+        Some(u) => Some(url::Url::parse(u).map_err(|e| anyhow::anyhow!("http.public_url: {e}"))?),
+        None => {
+            tracing::warn!(
+                "http.public_url is not set: texts are sent without a status callback, so no delivery report comes back"
+            );
+            None
+        }
+    };
+    let rate = config
+        .sms
+        .rate
+        .map(|r| crate::delivery::channel::sms::rate::SharedRate::new(store.clone(), r, provider.name()));
+    tracing::info!(provider = provider.name(), from = %checked.from, "sms channel ready");
+    if let (SmsProvider::Kannel(_), Some(public)) = (&provider, &public_url) {
+        // What Kannel's `sms-service` `get-url` must be for STOP, START
+        // and HELP to reach Herald (its token is the proof Kannel cannot give).
+        let url = crate::http::sms::kannel_inbound_url(public.as_str(), &keys);
+        tracing::info!(kannel_inbound = %url, "set this as the get-url of Kannel's sms-service");
+    }
+    Ok(Some(Arc::new(SmsChannel::new(SmsParts {
+        store,
+        keys,
+        clock,
+        health,
+        provider,
+        from: checked.from,
+        public_url,
+        rate,
+    }))))
+}
+
+/// The Slack channel `[slack]` describes, or `None` without a bot token.
+pub fn slack_channel(
+    config: &Config,
+    health: crate::delivery::health::ChannelHealth,
+) -> anyhow::Result<Option<Arc<SlackChannel>>> {
+    let Some(checked) = config.slack.check().map_err(|e| anyhow::anyhow!("{e}"))? else { return Ok(None) };
+    let client =
+        crate::delivery::channel::slack::SlackClient::new(messaging_http(), checked.api_url, checked.bot_token);
+    tracing::info!(api = %config.slack.api_url, "slack channel ready");
+    Ok(Some(Arc::new(SlackChannel::new(client, health))))
 }
 
 /// The registry `serve` uses: the inbox, email when a transport is
@@ -331,11 +425,19 @@ pub async fn serve_with_clock(
         tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
         let worker = Worker::new(WorkerParts {
             store: Arc::new(store.for_instance(&who.id)),
-            registry: configured_registry(
-                &config,
-                email,
-                push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
-            ),
+            registry: {
+                let mut r = configured_registry(
+                    &config,
+                    email,
+                    push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
+                );
+                Messaging {
+                    sms: sms_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), health.clone())?,
+                    slack: slack_channel(&config, health.clone())?,
+                }
+                .register(&mut r);
+                r
+            },
             clock: clock.clone(),
             config: config.worker.to_worker_config(),
             metrics: metrics.clone(),
@@ -396,6 +498,8 @@ pub async fn serve_with_clock(
         health,
         push_endpoints: config.push.policy(),
         shutdown: shutdown.clone(),
+        sms: http::sms::SmsHooks::from_config(&config),
+        sms_max_segments: config.sms.max_segments as usize,
     });
     let cors = http::Cors { origins: config.inbox.cors_origins.clone() };
     let app = http::router(state, config.http.max_body_bytes, &cors);

@@ -174,7 +174,7 @@ async fn a_rule_must_name_a_channel_herald_has_and_is_turned_on_only_where_it_ca
     assert_eq!(p["errors"][0]["field"], "channel");
     assert_eq!(
         p["errors"][0]["message"],
-        "unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook"
+        "unknown channel \"emial\"; Herald's channels are email, inbox, push, slack, sms, webhook"
     );
 
     // Webhooks without a signing secret: cannot be turned on, and the
@@ -474,6 +474,7 @@ impl App {
             detail: None,
             transport: Some("smtp".into()),
             address_hash: keys.hash(email),
+            provider_id: None,
         };
         assert!(self.db.store.finish(&claimed, &token, &f, now).await.unwrap());
         row.id
@@ -678,6 +679,7 @@ async fn a_bounce_message_is_kept_matched_to_its_send_and_suppresses_the_address
         detail: None,
         transport: Some("smtp".into()),
         address_hash: Some(hash.clone()),
+        provider_id: None,
     };
     app.db.store.finish(&claimed, "t", &f, now).await.unwrap();
 

@@ -137,7 +137,10 @@ fn bad_values_are_refused_naming_the_key_and_what_is_accepted() {
     // A typo is refused, naming the channels there are, and so is a channel
     // this configuration cannot deliver on, naming the setting.
     let out = herald(dir.path(), &["enqueue", "--channel", "emial", "--user-id", "u"]);
-    assert_refused(&out, "--channel: unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook");
+    assert_refused(
+        &out,
+        "--channel: unknown channel \"emial\"; Herald's channels are email, inbox, push, slack, sms, webhook",
+    );
     let out = herald(dir.path(), &["enqueue", "--channel", "webhook", "--user-id", "u"]);
     assert_refused(&out, "set webhook.signing_secret");
     assert!(!dir.path().join("herald.db").exists() || count(&status_json(dir.path()), "scheduled") == 0);

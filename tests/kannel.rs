@@ -152,6 +152,13 @@ fn spawn(program: &str, args: &[&str], log: &Path) -> std::process::Child {
 /// Starts Kannel with `receiver_port` as the inbound `get-url`'s host, and
 /// the fake SMSC sending `mo` (an inbound message) once it is connected.
 async fn start_kannel(receiver_port: u16, mo: &str) -> Kannel {
+    let get_url = format!("http://127.0.0.1:{receiver_port}/inbound?from=%p&to=%P&text=%a");
+    start_kannel_with(&get_url, mo, free_port()).await
+}
+
+/// Starts Kannel with `get_url` for inbound texts and `sendsms` as its
+/// `sendsms` port.
+async fn start_kannel_with(get_url: &str, mo: &str, sendsms: u16) -> Kannel {
     let missing: Vec<&str> = [BEARERBOX, SMSBOX, FAKESMSC].into_iter().filter(|p| !Path::new(p).exists()).collect();
     if !missing.is_empty() {
         let why = format!("needs Kannel ({} missing): apt-get install kannel kannel-extras", missing.join(", "));
@@ -161,7 +168,7 @@ async fn start_kannel(receiver_port: u16, mo: &str) -> Kannel {
         common::harness::skip(why);
     }
     let dir = tempfile::tempdir().unwrap();
-    let (admin, boxes, smsc, sendsms) = (free_port(), free_port(), free_port(), free_port());
+    let (admin, boxes, smsc) = (free_port(), free_port(), free_port());
     let d = dir.path().display();
     let conf = format!(
         r#"group = core
@@ -198,7 +205,7 @@ concatenation = true
 
 group = sms-service
 keyword = default
-get-url = "http://127.0.0.1:{receiver_port}/inbound?from=%p&to=%P&text=%a"
+get-url = "{get_url}"
 max-messages = 0
 "#
     );
@@ -316,11 +323,76 @@ async fn an_inbound_stop_reaches_the_get_url_as_a_keyword() {
     assert_eq!(keyword(&field("text")), Some(Keyword::Stop), "{query}");
 }
 
+/// Herald itself: a rule, a trigger, the serve instance's worker, Kannel
+/// and the fake SMSC, the delivery report back at
+/// `/v1/sms/status/kannel` (kept as evidence for the row), and an inbound
+/// STOP at `/v1/sms/inbound/kannel` suppressing the number it came from.
+async fn herald_texts_through_kannel_and_hears_back() {
+    use common::app::App;
+    use serde_json::json;
+    let sendsms = free_port();
+    let secret = "a test secret of sufficient length";
+    let app = App::start_on_at(common::Backend::Sqlite, |c, base| {
+        c.email.address_secret = Some(secret.into());
+        c.worker.enabled = true;
+        c.worker.poll = Duration::from_millis(50);
+        c.sms.transport = Some(format!("kannel://herald:test-secret@127.0.0.1:{sendsms}"));
+        c.sms.from = Some("Herald".into());
+        c.http.public_url = Some(base.to_owned());
+    })
+    .await;
+    let keys = AddressKeys::from_secret(secret.as_bytes());
+    let get_url = herald::http::sms::kannel_inbound_url(&app.base, &keys);
+    let kannel = start_kannel_with(&get_url, "+14155550199 12345 text STOP", sendsms).await;
+
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({"name": "code", "trigger_type": "code.sent", "channel": "sms", "category": "transactional",
+                   "enabled": true, "template": {"fallback_locale": "en", "locales": {"en": {"text": "Code {{ payload.code }}"}}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = app.call(reqwest::Method::PUT, "/v1/users/ada", Some(json!({"phone": "+14155550101"}))).await;
+    assert!(status < 300, "{body}");
+    let (status, body) =
+        app.post("/v1/triggers", json!({"type": "code.sent", "user_id": "ada", "payload": {"code": "123456"}})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(kannel.smsc_got(|m| m.contains("Code 123456")).await, "<Herald +14155550101 text Code 123456>");
+
+    // The report comes back signed and is kept for the row; the STOP the
+    // fake SMSC sent suppressed its number.
+    let deadline = tokio::time::Instant::now() + STEP;
+    loop {
+        let (_, bounces) = app.get("/v1/bounces").await;
+        let (_, suppressions) = app.get("/v1/suppressions").await;
+        let reported = bounces["bounces"].as_array().unwrap().iter().any(|b| b["status"] == "delivered");
+        let stopped = suppressions["suppressions"].as_array().unwrap().iter().any(|s| s["reason"] == "stop");
+        if reported && stopped {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{bounces}\n{suppressions}\n{}", kannel.logs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    assert_eq!(sends["messages"][0]["status"], "sent", "{sends}");
+    // A report or an inbound text without Herald's token changes nothing.
+    let forged = app.http.get(app.url("/v1/sms/status/kannel?token=x.y&type=16")).send().await.unwrap();
+    assert_eq!(forged.status(), 403);
+    let forged = app.http.get(app.url("/v1/sms/inbound/kannel?from=%2B14155550101&text=STOP")).send().await.unwrap();
+    assert_eq!(forged.status(), 403);
+    let (_, suppressions) = app.get("/v1/suppressions").await;
+    assert_eq!(suppressions["suppressions"].as_array().unwrap().len(), 1, "{suppressions}");
+    drop(kannel);
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     common::harness::main(named_tests![
         a_text_reaches_the_smsc_and_its_delivery_report_comes_back,
         a_ucs2_text_is_sent_as_unicode_and_a_wrong_password_is_a_credential_failure,
         a_long_text_arrives_in_as_many_segments_as_counted,
         an_inbound_stop_reaches_the_get_url_as_a_keyword,
+        herald_texts_through_kannel_and_hears_back,
     ])
 }

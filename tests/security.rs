@@ -213,7 +213,15 @@ async fn provider_webhooks_refuse_requests_without_the_providers_proof() {
     let app = start().await;
     for route in routes(Access::ProviderSignature) {
         let resp = send(&app, route, "", Some(&format!("Bearer {}", app.key))).await;
-        assert_eq!(resp.status(), 401, "{} {} answered while unconfigured", route.method, route.path);
+        // 401 for the bounce webhooks; 403 for the SMS callbacks, which the
+        // issue that asked for them names (Twilio's own convention).
+        let status = resp.status().as_u16();
+        assert!(
+            status == 401 || status == 403,
+            "{} {} answered while unconfigured: {status}",
+            route.method,
+            route.path
+        );
     }
     app.stop().await;
 
@@ -262,7 +270,13 @@ async fn unsubscribe_links_refuse_forged_tokens_and_change_nothing() {
                 .await
                 .unwrap();
             let status = resp.status().as_u16();
-            assert!(status == 400 || status == 404, "{} {} with {token:?}: {status}", route.method, route.path);
+            // 403 for a delivery report or inbound text without Herald's token.
+            assert!(
+                status == 400 || status == 403 || status == 404,
+                "{} {} with {token:?}: {status}",
+                route.method,
+                route.path
+            );
         }
     }
     assert!(app.db.store.list_suppressions(None, 10).await.unwrap().is_empty());

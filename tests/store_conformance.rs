@@ -192,8 +192,13 @@ async fn concurrent_peeks_record_each_row_and_its_message_once(db: &TestDb) {
         if batch.is_empty() {
             return None;
         }
-        let sent =
-            Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+        let sent = Finish {
+            status: SendStatus::Sent,
+            detail: None,
+            transport: Some("inbox".into()),
+            address_hash: None,
+            provider_id: None,
+        };
         let items: Vec<Record> = batch
             .iter()
             .map(|r| Record {
@@ -373,9 +378,20 @@ async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
     let fresh = db.store.claim_channel("inbox", later, 1, "token-fresh").await.unwrap().remove(0);
     assert_eq!(fresh.attempts, 2);
 
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
-    let failed =
-        Finish { status: SendStatus::Failed, detail: Some("late".into()), transport: None, address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
+    let failed = Finish {
+        status: SendStatus::Failed,
+        detail: Some("late".into()),
+        transport: None,
+        address_hash: None,
+        provider_id: None,
+    };
     assert!(!db.store.finish(&slow, "token-slow", &failed, later).await.unwrap(), "old token must lose");
     assert!(!db.store.reschedule(&slow, "token-slow", later, "x", later).await.unwrap());
     assert!(!db.store.release(&r.id, "token-slow", true, later).await.unwrap());
@@ -396,6 +412,7 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
         detail: Some("550 5.1.1 no such user".into()),
         transport: None,
         address_hash: Some("abc123".into()),
+        provider_id: None,
     };
     assert!(db.store.finish(&claimed, "t", &bounced, T0).await.unwrap());
 
@@ -493,7 +510,13 @@ async fn an_inbox_message_is_written_once_with_its_outcome(db: &TestDb) {
     // before the first committed): the row changed since, so the fence
     // refuses it and no second message is written.
     use herald::store::{Record, RecordAction};
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     let again = Record { row, token: None, action: RecordAction::Finish(sent), inbox: Some(msg.clone()) };
     assert_eq!(db.store.record_outcomes(&[again], T0).await.unwrap(), [false], "the second write loses");
     assert_eq!(db.store.sends_for_outbox(&msg.outbox_id).await.unwrap().len(), 1);
@@ -511,7 +534,13 @@ async fn send_log_reads_newest_first_and_pending_rows_separately(db: &TestDb) {
         let now = Millis(T0.0 + 10 + i as i64);
         let claimed = db.store.claim_channel("inbox", now, 1, &format!("t{i}")).await.unwrap().remove(0);
         assert_eq!(claimed.id, r.id);
-        let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+        let f = Finish {
+            status: SendStatus::Sent,
+            detail: None,
+            transport: Some("inbox".into()),
+            address_hash: None,
+            provider_id: None,
+        };
         db.store.finish(&claimed, &format!("t{i}"), &f, now).await.unwrap();
     }
     let log = db.store.sends_for_user(&user("u1"), 10).await.unwrap();
@@ -544,7 +573,13 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, 3, "mine").await.unwrap();
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     let items = vec![
         Record {
             row: claimed[0].clone(),
@@ -582,7 +617,13 @@ async fn a_flush_longer_than_one_statement_writes_every_row_once_in_order(db: &T
     db.store.enqueue(&rows, T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, N as u32, "mine").await.unwrap();
     assert_eq!(claimed.len(), N);
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     let items: Vec<Record> = claimed
         .iter()
         .map(|r| Record {
@@ -849,7 +890,13 @@ async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     let b = row("u2", "inbox", T0.plus(Duration::from_secs(60)));
     db.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
-    let f = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let f = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     db.store.finish(&claimed, "t", &f, T0).await.unwrap();
     signal.changed().await.unwrap();
     db.store.cancel_scheduled(CancelScope::User("u2"), "user deleted", T0).await.unwrap();
@@ -1081,8 +1128,20 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     let rows = [row("u1", "inbox", T0), row("u1", "inbox", T0), row("u2", "inbox", T0)];
     s.enqueue(&rows, T0).await.unwrap();
     let claimed = s.claim_channel("inbox", T0, 10, "tok").await.unwrap();
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
-    let failed = Finish { status: SendStatus::Failed, detail: Some("no".into()), transport: None, address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
+    let failed = Finish {
+        status: SendStatus::Failed,
+        detail: Some("no".into()),
+        transport: None,
+        address_hash: None,
+        provider_id: None,
+    };
     s.finish(&claimed[0], "tok", &sent, T0).await.unwrap();
     s.finish(&claimed[1], "tok", &sent, T0.plus(Duration::from_secs(60))).await.unwrap();
     s.finish(&claimed[2], "tok", &failed, T0.plus(Duration::from_secs(60))).await.unwrap();
@@ -1126,7 +1185,13 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     let store = &db.store;
     let late = T0.plus(100 * DAY);
     let cutoff = T0.plus(50 * DAY);
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("inbox".into()), address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("inbox".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     // A row made at `made` (its id's time) and due at `due`.
     let made_at = |user: &str, made: Millis, due: Millis| {
         let mut r = row(user, "inbox", due);
@@ -1303,7 +1368,8 @@ async fn retention_prunes_closed_digests_their_items_with_their_message_and_slot
     let b = plan("tb", "b", 31 * 24 * HOUR, T0).await.expect("tb opens digest b");
     let claimed = store.claim_channel("inbox", T0.plus(Duration::from_secs(3600)), 10, "t").await.unwrap();
     assert_eq!(claimed.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), [a.id.as_str()]);
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
+    let sent =
+        Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None, provider_id: None };
     assert!(store.finish(&claimed[0], "t", &sent, T0.plus(Duration::from_secs(3600))).await.unwrap());
 
     let cutoff = T0.plus(2 * DAY);
@@ -1366,7 +1432,8 @@ async fn a_retention_pass_prunes_each_table_by_its_own_period(db: &TestDb) {
     r.id = new_id_at(T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None };
+    let sent =
+        Finish { status: SendStatus::Sent, detail: None, transport: None, address_hash: None, provider_id: None };
     assert!(db.store.finish(&claimed, "t", &sent, T0).await.unwrap());
 
     let settings = RetentionSettings {
@@ -1458,7 +1525,13 @@ async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver
     assert_eq!(db.store.get_outbox(&rn.id).await.unwrap().unwrap().status, OutboxStatus::Sending);
 
     // A's late outcome is refused; the rescuer's attempt is the one recorded.
-    let sent = Finish { status: SendStatus::Sent, detail: None, transport: Some("smtp".into()), address_hash: None };
+    let sent = Finish {
+        status: SendStatus::Sent,
+        detail: None,
+        transport: Some("smtp".into()),
+        address_hash: None,
+        provider_id: None,
+    };
     assert!(!a.finish(&held_a[0], "token-a", &sent, t).await.unwrap(), "a late outcome loses to the rescue");
     let again = b.claim_channel("email", t, 10, "token-b2").await.unwrap();
     assert_eq!(again.len(), 1);

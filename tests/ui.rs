@@ -676,8 +676,13 @@ async fn failed_rows_are_retried_in_bulk_with_the_filter_and_a_rule_is_deleted(d
     for c in &claimed {
         let status =
             if c.user_id == "u3" { herald::domain::SendStatus::Sent } else { herald::domain::SendStatus::Failed };
-        let finish =
-            herald::store::Finish { status, detail: Some("relay said no".into()), transport: None, address_hash: None };
+        let finish = herald::store::Finish {
+            status,
+            detail: Some("relay said no".into()),
+            transport: None,
+            address_hash: None,
+            provider_id: None,
+        };
         ui.store.finish(c, "tok", &finish, T0).await.unwrap();
     }
     let page = ui.get("/ui/outbox?status=failed&user=u1", Some(&s.cookie)).await;
@@ -946,6 +951,7 @@ async fn every_operator_action_writes_an_audit_row(db: &TestDb) {
         detail: None,
         transport: None,
         address_hash: None,
+        provider_id: None,
     };
     for c in &claimed {
         ui.store.finish(c, "tok", &done, T0).await.unwrap();

@@ -76,7 +76,9 @@ async fn a_missing_channel_ends_failed_in_plain_words(db: &TestDb) {
     assert_eq!(gone_log[0].status, "failed");
     assert_eq!(
         gone_log[0].detail.as_deref(),
-        Some("channel \"pigeon\" does not exist here (the channels are email, inbox, push, webhook); nothing was sent")
+        Some(
+            "channel \"pigeon\" does not exist here (the channels are email, inbox, push, slack, sms, webhook); nothing was sent"
+        )
     );
     let unbuilt_log = db.store.sends_for_outbox(&unbuilt.id).await.unwrap();
     assert_eq!(
@@ -123,7 +125,7 @@ async fn a_panicking_channel_is_a_retry_not_a_crashed_tick(db: &TestDb) {
         if row.payload.contains("boom") {
             panic!("template exploded");
         }
-        Outcome::Sent { transport: "test".into(), detail: None, address_hash: None }
+        Outcome::Sent { transport: "test".into(), detail: None, address_hash: None, provider_id: None }
     });
     let w = worker(db.arc(), registry_with("moody", channel), &clock, WorkerConfig::default());
     let report = w.tick().await.unwrap();
@@ -138,7 +140,12 @@ async fn a_row_past_its_grace_window_expires_undelivered(db: &TestDb) {
     let mut r = row("u1", "counted", T0);
     r.expires_at = Some(T0.plus(Duration::from_secs(60)));
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
-    let channel = ScriptedChannel::new(|_| Outcome::Sent { transport: "t".into(), detail: None, address_hash: None });
+    let channel = ScriptedChannel::new(|_| Outcome::Sent {
+        transport: "t".into(),
+        detail: None,
+        address_hash: None,
+        provider_id: None,
+    });
     let w = worker(db.arc(), registry_with("counted", channel.clone()), &clock, WorkerConfig::default());
 
     clock.advance(Duration::from_secs(61));
@@ -198,7 +205,12 @@ async fn a_slow_sender_whose_claim_was_taken_back_cannot_overwrite_the_newer_res
     // Past the stale window another instance takes the row back and delivers it.
     clock.advance(Duration::from_secs(16 * 60));
     let other = db.another_instance().await;
-    let fast = ScriptedChannel::new(|_| Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None });
+    let fast = ScriptedChannel::new(|_| Outcome::Sent {
+        transport: "relay".into(),
+        detail: None,
+        address_hash: None,
+        provider_id: None,
+    });
     let fast_worker = worker(Arc::new(other), registry_with("relay", fast), &clock, WorkerConfig::default());
     let report = fast_worker.tick().await.unwrap();
     assert_eq!((report.reclaimed, report.sent), (1, 1), "{report:?}");
@@ -226,7 +238,7 @@ impl Channel for OverlapChannel {
         self.peak.fetch_max(n, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(20)).await;
         self.now.fetch_sub(1, Ordering::SeqCst);
-        Outcome::Sent { transport: "t".into(), detail: None, address_hash: None }
+        Outcome::Sent { transport: "t".into(), detail: None, address_hash: None, provider_id: None }
     }
 }
 
@@ -381,7 +393,12 @@ async fn a_rule_disabled_while_its_row_waits_for_a_slot_cancels_it(db: &TestDb) 
 }
 
 fn sent_channel() -> Arc<ScriptedChannel> {
-    ScriptedChannel::new(|_| Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None })
+    ScriptedChannel::new(|_| Outcome::Sent {
+        transport: "relay".into(),
+        detail: None,
+        address_hash: None,
+        provider_id: None,
+    })
 }
 
 fn leased_worker(
@@ -494,7 +511,12 @@ async fn a_starting_instance_ends_rows_of_a_channel_it_lacks_at_once(db: &TestDb
 /// outcome is refused.
 async fn a_lost_instances_rows_are_rescued_after_its_lease_and_deliver_timeout(db: &TestDb) {
     let (clock, r) = one_row(db, "relay").await;
-    let a_channel = GatedChannel::new(Outcome::Sent { transport: "late".into(), detail: None, address_hash: None });
+    let a_channel = GatedChannel::new(Outcome::Sent {
+        transport: "late".into(),
+        detail: None,
+        address_hash: None,
+        provider_id: None,
+    });
     let who = herald::store::InstanceIdentity { id: "instance-a".into(), host: "test".into(), pid: 1, started_at: T0 };
     let a = Worker::new(WorkerParts {
         store: Arc::new(db.store.for_instance("instance-a")),
@@ -547,7 +569,12 @@ async fn an_outcome_kept_while_the_database_is_away_is_recorded_when_it_answers(
     use sqlx::Executor;
     let pool = db.store.pool();
     let (clock, r) = one_row(db, "relay").await;
-    let relay = GatedChannel::new(Outcome::Sent { transport: "relay".into(), detail: None, address_hash: None });
+    let relay = GatedChannel::new(Outcome::Sent {
+        transport: "relay".into(),
+        detail: None,
+        address_hash: None,
+        provider_id: None,
+    });
     let metrics = herald::metrics::Metrics::new();
     let w = Worker::new(WorkerParts {
         store: db.arc(),

@@ -148,6 +148,8 @@ pub(super) fn offline_state(
         vapid_public_key: None,
         health: Default::default(),
         push_endpoints: config.push.policy(),
+        sms: None,
+        sms_max_segments: config.sms.max_segments as usize,
         shutdown: Default::default(),
     }))
 }

@@ -21,9 +21,10 @@ pub struct BenchArgs {
     /// Use this (scratch!) database instead of a temporary SQLite file
     #[arg(long = "bench-database-url", value_name = "URL")]
     pub database_url: Option<String>,
-    /// The channel to drain through: inbox, email (needs --smtp-url), or
-    /// push (to a local push service that verifies and decrypts, one device
-    /// per user)
+    /// The channel to drain through: inbox, email (needs --smtp-url), push
+    /// (to a local push service that verifies and decrypts, one device per
+    /// user), sms or slack (to an in-process double of Twilio's or Slack's
+    /// API)
     #[arg(long, default_value = "inbox")]
     pub channel: String,
     /// With --channel email: the SMTP server (or file:///DIR) to send to.

@@ -87,6 +87,11 @@ pub const ROUTES: &[Route] = &[
     r("POST", "/v1/bounces/sendgrid", ProviderSignature),
     r("POST", "/v1/bounces/mailgun", ProviderSignature),
     r("POST", "/v1/bounces/postmark", ProviderSignature),
+    r("POST", "/v1/sms/status/twilio", ProviderSignature),
+    r("POST", "/v1/sms/inbound/twilio", ProviderSignature),
+    // Kannel signs nothing: the token Herald put in the URL it gave Kannel.
+    r("GET", "/v1/sms/status/kannel", SignedLink),
+    r("GET", "/v1/sms/inbound/kannel", SignedLink),
     r("GET", "/v1/inbox", UserToken),
     r("GET", "/v1/inbox/count", UserToken),
     r("GET", "/v1/inbox/stream", UserToken),

@@ -25,6 +25,7 @@ pub mod push_subscriptions;
 pub mod resume;
 pub mod rules;
 pub mod server;
+pub mod sms;
 pub mod suppressions;
 pub mod triggers;
 pub mod ui;
@@ -111,6 +112,11 @@ pub struct AppParts {
     /// Cancelled on shutdown: long-lived responses (the inbox stream) end
     /// themselves, or a graceful shutdown would wait for them forever.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// What SMS callbacks are checked with (`[sms]`, `http.public_url`);
+    /// `None` without an SMS transport.
+    pub sms: Option<Arc<sms::SmsHooks>>,
+    /// `sms.max_segments`: an SMS rule whose text is longer is refused.
+    pub sms_max_segments: usize,
 }
 
 /// Who may call the end-user inbox API from a browser.
@@ -171,6 +177,11 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/bounces/mailgun", post(bounces::mailgun))
         .route("/bounces/postmark", post(bounces::postmark))
         .route("/bounces/ses", post(bounces::ses))
+        // Each proves itself: Twilio's signature, Kannel's signed token.
+        .route("/sms/status/twilio", post(sms::twilio_status))
+        .route("/sms/status/kannel", get(sms::kannel_status))
+        .route("/sms/inbound/twilio", post(sms::twilio_inbound))
+        .route("/sms/inbound/kannel", get(sms::kannel_inbound))
         // Public: tooling fetches the document before it has a key.
         .route("/openapi.json", get(openapi_json))
         // Public: a page asks for it before it holds any credential.

@@ -26,6 +26,7 @@ use utoipa::{Modify, OpenApi};
         super::push_subscriptions::create, super::push_subscriptions::index, super::push_subscriptions::delete,
         super::push_subscriptions::inbox_create, super::push_subscriptions::inbox_index,
         super::push_subscriptions::inbox_delete,
+        super::sms::twilio_status, super::sms::kannel_status, super::sms::twilio_inbound, super::sms::kannel_inbound,
     ),
     // The push subscriptions' answers are named by `IntoResponses` enums
     // (shared by the API-key and the inbox routes), which refer to their
@@ -49,6 +50,7 @@ use utoipa::{Modify, OpenApi};
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
         (name = "preferences", description = "The hosted preference page linked from emails; no API key, the token is signed"),
         (name = "push", description = "Push notifications: the Web Push key pages subscribe with, and a user's devices"),
+        (name = "sms", description = "What SMS providers call back with: delivery reports and inbound STOP/START/HELP; no API key, each call is signed"),
     )
 )]
 pub struct ApiDoc;

@@ -59,6 +59,7 @@ pub async fn create(
 
 /// Validates and stores a new rule (the API and the operator screen).
 pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, ApiError> {
+    refuse_long_texts(state, &input)?;
     let row = input.into_row(state.clock.now(), &state.webhooks).map_err(ApiError::Invalid)?;
     if row.enabled {
         refuse_unconfigured_channel(state, &row.channel)?;
@@ -133,6 +134,9 @@ pub async fn update_rule(state: &AppState, id: &str, patch: RulePatch) -> Result
     let before = input.clone();
     input.apply(patch);
     let now = state.clock.now();
+    if input.template != before.template || input.channel != before.channel {
+        refuse_long_texts(state, &input)?;
+    }
     let mut next = input.into_row_edited(&before, now, &state.webhooks).map_err(ApiError::Invalid)?;
     // Only when turning it on (or moving an enabled rule to another
     // channel): an enabled rule whose channel lost its setting can still be
@@ -167,6 +171,22 @@ fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), Ap
         Some(why) => Err(ApiError::field("channel", format!("{why}; until then the rule can only be saved off"))),
         None => Ok(()),
     }
+}
+
+/// An SMS rule whose text renders over `sms.max_segments` even with an
+/// empty payload: every message it planned would be at least that long.
+/// (The API has no sample payload; the screen's preview measures its
+/// sample, see `crate::planning::rule::sms_measure`.)
+fn refuse_long_texts(state: &AppState, input: &crate::planning::rule::RuleInput) -> Result<(), ApiError> {
+    if input.channel != "sms" {
+        return Ok(());
+    }
+    let errors = crate::planning::rule::sms_segment_problems(
+        &input.template,
+        &crate::planning::rule::empty_context(&input.trigger_type),
+        state.sms_max_segments,
+    );
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Invalid(errors)) }
 }
 
 /// Likewise for an escalation's follow-up channel: every follow-up would

@@ -117,6 +117,10 @@ pub struct SendEvent {
     pub status: String,
     pub detail: Option<String>,
     pub transport: Option<String>,
+    /// The provider's id for the message (the email's Message-ID, Twilio's
+    /// sid, Slack's ts, a push service's id), to find it in its console.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
     pub attempts: i64,
     pub at: String,
 }
@@ -181,6 +185,7 @@ fn event(s: &SendRecord) -> SendEvent {
         status: s.status.clone(),
         detail: s.detail.clone(),
         transport: s.transport.clone(),
+        provider_id: s.provider_id.clone(),
         attempts: s.attempts,
         at: s.created_at.to_rfc3339(),
     }

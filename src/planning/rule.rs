@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::delivery::channel::push::PushOptions;
+use crate::delivery::channel::slack::SlackOptions;
 use crate::delivery::channel::webhook::WebhookPolicy;
 use crate::domain::{InvalidValue, NUL_REFUSED, TriggerType};
 use crate::planning::template::{Condition, TemplateError, TemplateSet};
@@ -72,6 +73,10 @@ pub struct RuleInput {
     /// For `channel: "push"`: `{"ttl": SECONDS, "urgency": "very-low"|"low"|"normal"|"high"}`.
     #[serde(default)]
     pub push: Option<PushOptions>,
+    /// For `channel: "slack"`: `{"channel": "C…"}` posts every message of
+    /// the rule in that conversation instead of each user's DM.
+    #[serde(default)]
+    pub slack: Option<SlackOptions>,
 }
 
 impl RuleInput {
@@ -97,6 +102,7 @@ impl RuleInput {
             display_name: None,
             description: None,
             push: None,
+            slack: None,
         }
     }
 }
@@ -144,6 +150,9 @@ pub struct RulePatch {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<PushOptions>)]
     pub push: Option<Option<PushOptions>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<SlackOptions>)]
+    pub slack: Option<Option<SlackOptions>>,
 }
 
 fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
@@ -243,14 +252,16 @@ pub fn validate(input: &RuleInput, webhooks: &WebhookPolicy) -> Result<(), Vec<F
         errors.extend(template_errors.iter().map(FieldError::from));
     }
     errors.extend(input.template.check_shape(&input.channel).iter().map(FieldError::from));
-    match (&input.push, input.channel == "push") {
-        (Some(_), false) => errors.push(FieldError::new("push", "only used with channel \"push\"")),
-        (Some(options), true) => {
-            if let Some((field, message)) = options.problem() {
-                errors.push(FieldError::new(field, message));
-            }
+    let options = [
+        ("push", input.push.is_some(), input.push.and_then(|o| o.problem())),
+        ("slack", input.slack.is_some(), input.slack.as_ref().and_then(|o| o.problem())),
+    ];
+    for (channel, given, problem) in options {
+        match (given, input.channel == channel) {
+            (true, false) => errors.push(FieldError::new(channel, format!("only used with channel \"{channel}\""))),
+            (true, true) => errors.extend(problem.map(|(field, message)| FieldError::new(field, message))),
+            (false, _) => {}
         }
-        (None, _) => {}
     }
     crate::planning::workflow::validate(
         &input.workflow(),
@@ -272,6 +283,7 @@ impl RuleInput {
             display_name: self.display_name.clone(),
             description: self.description.clone(),
             push: self.push,
+            slack: self.slack.clone(),
         }
     }
 
@@ -348,6 +360,7 @@ impl RuleInput {
             display_name: w.display_name,
             description: w.description,
             push: w.push,
+            slack: w.slack,
             name: row.name.clone(),
             trigger_type: row.trigger_type.clone(),
             condition: row.condition.clone(),
@@ -413,6 +426,9 @@ impl RuleInput {
         if let Some(v) = patch.push {
             self.push = v;
         }
+        if let Some(v) = patch.slack {
+            self.slack = v;
+        }
     }
 }
 
@@ -445,6 +461,8 @@ pub struct RuleView {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub push: Option<PushOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackOptions>,
     /// RFC 3339
     pub created_at: String,
     pub updated_at: String,
@@ -481,6 +499,7 @@ impl From<&RuleRow> for RuleView {
             display_name: w.display_name,
             description: w.description,
             push: w.push,
+            slack: w.slack,
             id: r.id.clone(),
             name: r.name.clone(),
             trigger_type: r.trigger_type.clone(),
@@ -497,4 +516,39 @@ impl From<&RuleRow> for RuleView {
             warnings: Vec::new(),
         }
     }
+}
+
+/// Each locale's text rendered with `ctx` (an empty payload at save, see
+/// [`empty_context`]; the sample in the preview) and measured as SMS: the problems of those over
+/// `max` segments (`sms.max_segments`), naming the locale's `text`. A text
+/// that does not render with this payload is not measured: its render
+/// error is the preview's to show, and an empty payload is only a lower
+/// bound on what a real one renders.
+pub fn sms_segment_problems(template: &TemplateSet, ctx: &serde_json::Value, max: usize) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for tag in template.locales.keys() {
+        let Ok(rendered) = template.render(Some(tag), ctx) else { continue };
+        if let Err(e) = crate::delivery::channel::sms::segments::within(&rendered.text, max) {
+            errors.push(FieldError::new(
+                format!("template.locales.{tag}.text"),
+                format!("{e}, set by sms.max_segments; with an empty payload already"),
+            ));
+        }
+    }
+    errors
+}
+
+/// The context a rule renders with when there is no sample: an empty
+/// payload, a user with an id only.
+pub fn empty_context(trigger_type: &str) -> serde_json::Value {
+    serde_json::json!({"payload": {}, "user": {"id": "sample"}, "trigger": {"id": "sample", "type": trigger_type}})
+}
+
+/// "GSM-7, 2 segments (170 septets)": what a text costs, for the preview.
+pub fn sms_measure(text: &str) -> String {
+    use crate::delivery::channel::sms::segments::{Encoding, measure};
+    let m = measure(text);
+    let unit = if m.encoding == Encoding::Gsm7 { "septets" } else { "UTF-16 units" };
+    let s = if m.segments == 1 { "" } else { "s" };
+    format!("{}, {} segment{s} ({} {unit})", m.encoding, m.segments, m.units)
 }

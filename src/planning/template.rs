@@ -101,6 +101,32 @@ pub struct LocaleTemplate {
     /// absolute http(s) URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Slack: Block Kit blocks, a JSON array whose strings are templates
+    /// rendered with the same variables as `text` (which stays the
+    /// notification's fallback). Given as JSON and kept as its text, so a
+    /// set stays hashable; each string is rendered on its own, so a payload
+    /// value with a quote cannot break the JSON. Rejected: one template over
+    /// the whole JSON text, where `{{ payload.name }}` holding `"` would
+    /// turn into invalid (or different) JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "blocks_json")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub blocks: Option<String>,
+}
+
+/// `blocks` read as any JSON value and kept as its compact text; written
+/// back as the JSON it is.
+mod blocks_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        let value = v.as_deref().map(|t| serde_json::from_str(t).unwrap_or(serde_json::Value::String(t.to_owned())));
+        value.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        let v = Option::<serde_json::Value>::deserialize(d)?;
+        Ok(v.map(|v| v.to_string()))
+    }
 }
 
 impl LocaleTemplate {
@@ -124,6 +150,9 @@ pub struct Rendered {
     /// A push variant's `url`, rendered and checked to be http(s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// A Slack variant's `blocks`, every string rendered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<serde_json::Value>,
 }
 
 /// A problem with a template or condition.
@@ -441,12 +470,16 @@ fn locale_candidates(locale: &str) -> Vec<String> {
 #[derive(Debug)]
 struct Variant {
     tag: String,
-    /// The one-line part: `subject`, or a push variant's `title`.
-    subject_field: String,
+    /// The one-line part: `subject`, or a push variant's `title`; absent
+    /// for a text-only variant (SMS, Slack).
+    subject_field: Option<String>,
     /// `text`, or a push variant's `body` (absent when it has none).
     text_field: Option<String>,
     html_field: Option<String>,
     url_field: Option<String>,
+    /// `blocks` parsed, with the prefix its strings' templates are named by
+    /// (`{prefix}.N`, N counting strings depth first).
+    blocks: Option<(serde_json::Value, String)>,
     /// First problem that makes this variant unrenderable (compile error or
     /// oversized source). Render reports it only when this variant is chosen,
     /// so one broken locale does not stop delivery in the others.
@@ -525,31 +558,55 @@ impl CompiledTemplateSet {
 
             let push = tpl.is_push();
             let (one_line, body) = if push { ("title", "body") } else { ("subject", "text") };
+            // A variant with neither subject nor html is text-only (SMS,
+            // Slack): no subject is rendered. Whether its channel needs one
+            // is `check_shape`'s to say, which knows the channel.
+            let text_only = !push && tpl.subject.is_empty() && tpl.html.is_none();
             let mut variant = Variant {
                 tag: tag.clone(),
-                subject_field: format!("{prefix}.{one_line}"),
+                subject_field: (!text_only).then(|| format!("{prefix}.{one_line}")),
                 text_field: (!push || tpl.body.is_some()).then(|| format!("{prefix}.{body}")),
                 html_field: tpl.html.as_ref().map(|_| format!("{prefix}.html")),
                 url_field: tpl.url.as_ref().map(|_| format!("{prefix}.url")),
+                blocks: None,
                 blocking: None,
             };
             let empty = String::new();
-            let parts = if push {
-                [
-                    (variant.subject_field.clone(), Some(tpl.title.as_ref().unwrap_or(&empty)), "title"),
+            let mut parts = if push {
+                vec![
+                    (format!("{prefix}.title"), Some(tpl.title.as_ref().unwrap_or(&empty)), "title"),
                     (format!("{prefix}.body"), tpl.body.as_ref(), "body"),
                     (format!("{prefix}.url"), tpl.url.as_ref(), "url"),
                 ]
             } else {
-                [
-                    (variant.subject_field.clone(), Some(&tpl.subject), "subject"),
+                vec![
+                    (format!("{prefix}.subject"), (!text_only).then_some(&tpl.subject), "subject"),
                     (format!("{prefix}.text"), Some(&tpl.text), "text"),
                     (format!("{prefix}.html"), tpl.html.as_ref(), "html"),
                 ]
             };
+            let mut block_strings = Vec::new();
+            if let Some(source) = &tpl.blocks {
+                let field = format!("{prefix}.blocks");
+                match serde_json::from_str::<serde_json::Value>(source) {
+                    Ok(value) => {
+                        collect_strings(&value, &mut block_strings);
+                        variant.blocks = Some((value, field));
+                    }
+                    Err(e) => {
+                        let err = TemplateError::invalid(&field, format!("blocks is not JSON: {e}"));
+                        variant.blocking.get_or_insert_with(|| err.clone());
+                        problems.push(err);
+                    }
+                }
+            }
+            let block_fields: Vec<String> = (0..block_strings.len()).map(|i| format!("{prefix}.blocks.{i}")).collect();
+            for (field, source) in block_fields.iter().zip(&block_strings) {
+                parts.push((field.clone(), Some(source), "a string in blocks"));
+            }
             for (field, source, what) in parts {
                 let Some(source) = source else { continue };
-                if source.trim().is_empty() {
+                if source.trim().is_empty() && what != "a string in blocks" {
                     let msg = if matches!(what, "html" | "body" | "url") {
                         format!("{what} must not be empty; leave it out instead")
                     } else {
@@ -644,19 +701,26 @@ impl CompiledTemplateSet {
         let ctx = context_value(ctx, "context")?;
         let mut budget = MAX_OUTPUT_BYTES;
 
-        let raw_subject = self.render_part(&variant.subject_field, &ctx, &mut budget)?;
-        let subject = raw_subject.trim();
-        if subject.contains(['\n', '\r']) {
-            return Err(TemplateError::render_plain(&variant.subject_field, "subject contains a line break"));
-        }
-        let subject_chars = subject.chars().count();
-        if subject_chars > MAX_SUBJECT_CHARS {
-            return Err(TemplateError::render_plain(
-                &variant.subject_field,
-                format!("subject is {subject_chars} characters after rendering; the limit is {MAX_SUBJECT_CHARS}"),
-            ));
-        }
-        let subject = subject.to_owned();
+        let subject = match &variant.subject_field {
+            Some(field) => {
+                let raw_subject = self.render_part(field, &ctx, &mut budget)?;
+                let subject = raw_subject.trim();
+                if subject.contains(['\n', '\r']) {
+                    return Err(TemplateError::render_plain(field, "subject contains a line break"));
+                }
+                let subject_chars = subject.chars().count();
+                if subject_chars > MAX_SUBJECT_CHARS {
+                    return Err(TemplateError::render_plain(
+                        field,
+                        format!(
+                            "subject is {subject_chars} characters after rendering; the limit is {MAX_SUBJECT_CHARS}"
+                        ),
+                    ));
+                }
+                subject.to_owned()
+            }
+            None => String::new(),
+        };
 
         let text = match &variant.text_field {
             Some(field) => self.render_part(field, &ctx, &mut budget)?,
@@ -670,7 +734,57 @@ impl CompiledTemplateSet {
             Some(field) => Some(checked_url(field, self.render_part(field, &ctx, &mut budget)?)?),
             None => None,
         };
-        Ok(Rendered { locale: variant.tag.clone(), subject, text, html, url })
+        let blocks = match &variant.blocks {
+            Some((value, prefix)) => {
+                let mut value = value.clone();
+                let mut next = 0;
+                self.render_strings(&mut value, prefix, &mut next, &ctx, &mut budget)?;
+                Some(value)
+            }
+            None => None,
+        };
+        Ok(Rendered { locale: variant.tag.clone(), subject, text, html, url, blocks })
+    }
+
+    /// Renders every string of `value` in place, depth first, the `n`th
+    /// with the template `{prefix}.n`.
+    fn render_strings(
+        &self,
+        value: &mut serde_json::Value,
+        prefix: &str,
+        next: &mut usize,
+        ctx: &Value,
+        budget: &mut usize,
+    ) -> Result<(), TemplateError> {
+        match value {
+            serde_json::Value::String(s) => {
+                *s = self.render_part(&format!("{prefix}.{next}"), ctx, budget)?;
+                *next += 1;
+            }
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    self.render_strings(item, prefix, next, ctx, budget)?;
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for item in map.values_mut() {
+                    self.render_strings(item, prefix, next, ctx, budget)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The strings of a JSON value, depth first (in the order
+/// [`CompiledTemplateSet::render_strings`] renders them).
+fn collect_strings(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| collect_strings(i, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|i| collect_strings(i, out)),
+        _ => {}
     }
 }
 
@@ -705,43 +819,56 @@ impl TemplateSet {
         if compiled.problems.is_empty() { Ok(()) } else { Err(compiled.problems) }
     }
 
-    /// Refuses variants written in the other channel's shape: a push rule's
-    /// locales have `title` (and `body`, `url`), every other channel's
-    /// `subject` and `text` (and `html`). Each problem names the field.
+    /// Refuses variants written in another channel's shape, each problem
+    /// naming the field: a push rule's locales have `title` (and `body`,
+    /// `url`); an SMS rule's `text` only; a Slack rule's `text` (and
+    /// `blocks`); every other channel's `subject` and `text` (and `html`).
+    /// One table of which channel uses which field, rather than a check per
+    /// pair of channels, so a field a channel does not use is always named.
     pub fn check_shape(&self, channel: &str) -> Vec<TemplateError> {
-        let push = channel == "push";
+        let shape = Shape::of(channel);
         let mut problems = Vec::new();
         for (tag, tpl) in &self.locales {
             let prefix = format!("template.locales.{tag}");
-            if push {
-                if tpl.title.is_none() {
-                    problems.push(TemplateError::invalid(
-                        format!("{prefix}.title"),
-                        "a push notification needs a title (its locales have title, body and url)",
-                    ));
-                }
-                for (set, what) in
-                    [(!tpl.subject.is_empty(), "subject"), (!tpl.text.is_empty(), "text"), (tpl.html.is_some(), "html")]
-                {
-                    if set {
-                        problems.push(TemplateError::invalid(
-                            format!("{prefix}.{what}"),
-                            format!("{what} is not used by push; a push notification has title, body and url"),
-                        ));
+            let present = [
+                ("subject", !tpl.subject.is_empty()),
+                ("text", !tpl.text.is_empty()),
+                ("html", tpl.html.is_some()),
+                ("title", tpl.title.is_some()),
+                ("body", tpl.body.is_some()),
+                ("url", tpl.url.is_some()),
+                ("blocks", tpl.blocks.is_some()),
+            ];
+            let foreign: Vec<&str> =
+                present.iter().filter(|(f, on)| *on && !shape.fields.contains(f)).map(|(f, _)| *f).collect();
+            // A variant written for another channel is named by its fields;
+            // "subject must not be empty" on top would send the author to
+            // the wrong fix. A push rule names its title either way.
+            let (field, why) = shape.required;
+            let has_required = present.iter().any(|(p, on)| *p == field && *on);
+            if !has_required && (foreign.is_empty() || channel == "push") {
+                problems.push(TemplateError::invalid(format!("{prefix}.{field}"), why));
+            }
+            let mut push_named = false;
+            for what in foreign {
+                let message = if channel == "push" {
+                    format!("{what} is not used by push; a push notification has title, body and url")
+                } else if matches!(what, "title" | "body" | "url") {
+                    // One problem for a push variant, at its first field.
+                    if std::mem::replace(&mut push_named, true) {
+                        continue;
                     }
-                }
-            } else if tpl.is_push() {
-                let what = if tpl.title.is_some() {
-                    "title"
-                } else if tpl.body.is_some() {
-                    "body"
+                    format!("{what} is for push notifications; {}", shape.has(channel))
                 } else {
-                    "url"
+                    format!("{what} is not used by {channel}; {}", shape.has(channel))
                 };
-                problems.push(TemplateError::invalid(
-                    format!("{prefix}.{what}"),
-                    format!("{what} is for push notifications; {channel} messages have subject, text and html"),
-                ));
+                problems.push(TemplateError::invalid(format!("{prefix}.{what}"), message));
+            }
+            if let (Some(source), "slack") = (&tpl.blocks, channel)
+                && let Ok(value) = serde_json::from_str::<serde_json::Value>(source)
+                && let Err(e) = crate::delivery::channel::slack::check_blocks(&value)
+            {
+                problems.push(TemplateError::invalid(format!("{prefix}.blocks"), e.to_string()));
             }
         }
         problems
@@ -786,6 +913,47 @@ impl TemplateSet {
         }
         cache.insert(self.clone(), Arc::clone(&compiled));
         compiled
+    }
+}
+
+/// Which template fields a channel's locales use, and the one it needs.
+struct Shape {
+    fields: &'static [&'static str],
+    required: (&'static str, &'static str),
+}
+
+impl Shape {
+    fn of(channel: &str) -> Shape {
+        match channel {
+            "push" => Shape {
+                fields: &["title", "body", "url"],
+                required: ("title", "a push notification needs a title (its locales have title, body and url)"),
+            },
+            "sms" => Shape {
+                fields: &["text"],
+                required: ("text", "a text message needs text (its locales have text only)"),
+            },
+            "slack" => Shape {
+                fields: &["text", "blocks"],
+                required: ("text", "a Slack message needs text (mrkdwn; its locales have text and optional blocks)"),
+            },
+            _ => Shape { fields: &["subject", "text", "html"], required: ("subject", "subject must not be empty") },
+        }
+    }
+
+    /// "email messages have subject, text and html".
+    fn has(&self, channel: &str) -> String {
+        let list = match self.fields {
+            [one] => format!("{one} only"),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            [] => String::new(),
+        };
+        let who = match channel {
+            "sms" => "text messages".to_owned(),
+            "slack" => "Slack messages".to_owned(),
+            other => format!("{other} messages"),
+        };
+        format!("{who} have {list}")
     }
 }
 

@@ -163,6 +163,9 @@ pub struct WorkflowInput {
     /// A push rule's TTL and urgency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push: Option<crate::delivery::channel::push::PushOptions>,
+    /// A Slack rule's conversation (instead of each user's DM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<crate::delivery::channel::slack::SlackOptions>,
 }
 
 impl WorkflowInput {

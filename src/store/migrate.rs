@@ -54,6 +54,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(17, "erased_users", "0017_erased_users.sql"),
     migration!(18, "push_devices", "0018_push_devices.sql"),
     migration!(19, "recipient_phone_slack", "0019_recipient_phone_slack.sql"),
+    migration!(20, "provider_ids", "0020_provider_ids.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]

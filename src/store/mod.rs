@@ -259,12 +259,15 @@ pub struct Finish {
     pub detail: Option<String>,
     pub transport: Option<String>,
     pub address_hash: Option<String>,
+    /// The provider's id for the message (Message-ID, Twilio's sid,
+    /// Slack's ts), for a `sent` outcome that has one.
+    pub provider_id: Option<String>,
 }
 
 impl Finish {
     /// An outcome that is not a delivery, in words, with no address hash.
     pub fn because(status: SendStatus, detail: impl Into<String>) -> Finish {
-        Finish { status, detail: Some(detail.into()), transport: None, address_hash: None }
+        Finish { status, detail: Some(detail.into()), transport: None, address_hash: None, provider_id: None }
     }
 }
 

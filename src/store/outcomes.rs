@@ -119,7 +119,7 @@ impl SqlStore {
                 data: serde_json::json!({
                     "outbox_id": row.id, "user_id": row.user_id, "rule_id": row.rule_id,
                     "trigger_id": row.trigger_id, "channel": row.channel, "status": outcome.status.as_str(),
-                    "detail": outcome.detail, "transport": outcome.transport, "address_hash": outcome.address_hash,
+                    "detail": outcome.detail, "transport": outcome.transport, "address_hash": outcome.address_hash, "provider_id": outcome.provider_id,
                     "attempts": row.attempts, "at": now.to_rfc3339(),
                 }),
             });
@@ -134,6 +134,7 @@ impl SqlStore {
                 status: outcome.status.as_str(),
                 detail: outcome.detail.clone(),
                 attempts: row.attempts,
+                provider_id: outcome.provider_id.clone(),
             });
             // The inbox message exists exactly when its 'sent' does: both
             // commit here, fenced by the same claim.

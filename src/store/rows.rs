@@ -264,10 +264,12 @@ pub struct SendRecord {
     pub detail: Option<String>,
     pub attempts: i64,
     pub created_at: Millis,
+    /// The provider's id for the message (see `Finish::provider_id`).
+    pub provider_id: Option<String>,
 }
 
 from_columns!(SendRecord: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail,
-    attempts, created_at);
+    attempts, created_at, provider_id);
 
 /// One message in a user's in-app inbox.
 #[derive(Debug, Clone, Serialize)]

@@ -223,6 +223,7 @@ impl RuleStore for SqlStore {
                 status: SendStatus::Cancelled.as_str(),
                 detail: Some(detail.to_owned()),
                 attempts: row.try_get::<i64, _>("attempts").map_err(db("cancel: read"))?,
+                provider_id: None,
             };
             events.push(NewEvent {
                 kind: "outcome",

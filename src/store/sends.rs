@@ -20,6 +20,7 @@ pub(crate) struct NewSend {
     pub status: &'static str,
     pub detail: Option<String>,
     pub attempts: i64,
+    pub provider_id: Option<String>,
 }
 
 /// Appends the rows on the caller's connection (inside its transaction).
@@ -44,6 +45,7 @@ pub(crate) async fn insert(
             status: s.status,
             detail: s.detail.as_deref(),
             attempts: s.attempts,
+            provider_id: s.provider_id.as_deref(),
         })
         .collect();
     let queries = (Query::AppendSends, Query::AppendSendsValues);
@@ -77,5 +79,7 @@ row_as_array! {
         detail: Option<&'a str>,
         /// Deliveries started.
         attempts: i64,
+        /// The provider's id for the message, when it gave one.
+        provider_id: Option<&'a str>,
     }
 }

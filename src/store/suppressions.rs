@@ -37,6 +37,11 @@ pub enum SuppressionReason {
     Unsubscribe,
     /// An operator added it.
     Manual,
+    /// The number's owner texted STOP (or the provider reported one,
+    /// Twilio 21610): every category but `transactional`, which the SMS
+    /// channel lets through. Only a START lifts it by text; a START never
+    /// lifts another reason (an operator's, an invalid number).
+    Stop,
 }
 
 impl SuppressionReason {
@@ -47,6 +52,7 @@ impl SuppressionReason {
             SuppressionReason::Complaint => "complaint",
             SuppressionReason::Unsubscribe => "unsubscribe",
             SuppressionReason::Manual => "manual",
+            SuppressionReason::Stop => "stop",
         }
     }
 
@@ -57,6 +63,7 @@ impl SuppressionReason {
             "complaint" => SuppressionReason::Complaint,
             "unsubscribe" => SuppressionReason::Unsubscribe,
             "manual" => SuppressionReason::Manual,
+            "stop" => SuppressionReason::Stop,
             _ => return None,
         })
     }

@@ -31,7 +31,7 @@ pub struct BenchOptions {
     pub database_url: Option<String>,
     pub batch: u32,
     pub concurrency: usize,
-    /// `inbox` or `email`.
+    /// `inbox`, `email`, `push`, `sms` or `slack`.
     pub channel: String,
     /// Where email goes (`email` only).
     pub smtp_url: Option<String>,
@@ -76,6 +76,9 @@ pub struct BenchReport {
     /// Push only: what the receiver saw and what a notification costs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub push: Option<super::bench_push::PushFigures>,
+    /// SMS and Slack only: the requests the provider's double answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messaging: Option<super::bench_messaging::MessagingFigures>,
     /// PostgreSQL only: transactions the database committed during the
     /// drain, and that per row.
     pub pg_commits: Option<i64>,
@@ -97,9 +100,13 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     let now = clock.now();
     let user = UserId::parse("bench", "bench-user")?;
     let email = opts.channel == "email";
-    if !["inbox", "email", "push"].contains(&opts.channel.as_str()) {
-        anyhow::bail!("--channel: {:?} is not accepted; expected inbox, email or push", opts.channel);
+    if !["inbox", "email", "push", "sms", "slack"].contains(&opts.channel.as_str()) {
+        anyhow::bail!("--channel: {:?} is not accepted; expected inbox, email, push, sms or slack", opts.channel);
     }
+    let messaging = match opts.channel.as_str() {
+        c @ ("sms" | "slack") => Some(super::bench_messaging::MessagingBench::start(c, &store, clock.clone()).await?),
+        _ => None,
+    };
     let mut push = match opts.channel.as_str() {
         "push" => Some(PushBench::start(&store, clock.clone(), opts.rows, opts.concurrency, opts.http2).await?),
         _ => None,
@@ -120,6 +127,8 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
             channel: channel.clone(),
             payload: if push.is_some() {
                 bench_push::payload(i)
+            } else if messaging.is_some() {
+                super::bench_messaging::payload(&opts.channel, i)
             } else if email {
                 // A non-transactional category, so each message is signed an
                 // unsubscribe token and carries List-Unsubscribe, as real mail does.
@@ -169,6 +178,9 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
     } else if let Some(push) = &push {
         let http = if opts.http2 { "HTTP/2" } else { "HTTP/1.1" };
         (push.registry(), Some(format!("Web Push over {http} to a local push service that verifies and decrypts")))
+    } else if let Some(m) = &messaging {
+        let to = if opts.channel == "sms" { "Twilio's Messages API" } else { "Slack's chat.postMessage" };
+        (m.registry(), Some(format!("an in-process double of {to}")))
     } else {
         (crate::app::registry(), None)
     };
@@ -219,6 +231,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         Some(p) => Some(p.finish(opts.rows)?),
         None => None,
     };
+    let messaging = messaging.as_ref().map(super::bench_messaging::MessagingBench::finish);
     let commits = match commits_before {
         Some(before) => {
             // A backend reports its counts when it exits: close the pool
@@ -246,6 +259,7 @@ pub async fn run(opts: &BenchOptions) -> anyhow::Result<BenchReport> {
         claimed: worker.totals().claimed.load(Ordering::Relaxed),
         sent: worker.totals().sent.load(Ordering::Relaxed),
         push,
+        messaging,
         pg_commits: commits,
         pg_commits_per_row: commits.map(|c| c as f64 / opts.rows.max(1) as f64),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

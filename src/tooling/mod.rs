@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod bench_instances;
+pub mod bench_messaging;
 pub mod bench_pipeline;
 pub mod bench_push;
 pub mod bench_stream;

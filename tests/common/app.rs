@@ -45,23 +45,33 @@ impl App {
     /// On `backend` (a test whose backend cannot be reached ends ignored,
     /// see `TestDb::new`).
     pub async fn start_on(backend: Backend, configure: impl FnOnce(&mut Config)) -> App {
+        App::start_inner(backend, None, |c, _| configure(c)).await
+    }
+
+    /// On `backend`, configured knowing the server's own base URL (for a
+    /// setting that points back at it, such as `http.public_url`).
+    pub async fn start_on_at(backend: Backend, configure: impl FnOnce(&mut Config, &str)) -> App {
         App::start_inner(backend, None, configure).await
     }
 
     /// On `backend`, deciding by `clock` (a `ManualClock` the test moves)
     /// instead of the database's.
     pub async fn start_on_clock(backend: Backend, clock: Arc<dyn Clock>, configure: impl FnOnce(&mut Config)) -> App {
-        App::start_inner(backend, Some(clock), configure).await
+        App::start_inner(backend, Some(clock), |c, _| configure(c)).await
     }
 
-    async fn start_inner(backend: Backend, clock: Option<Arc<dyn Clock>>, configure: impl FnOnce(&mut Config)) -> App {
+    async fn start_inner(
+        backend: Backend,
+        clock: Option<Arc<dyn Clock>>,
+        configure: impl FnOnce(&mut Config, &str),
+    ) -> App {
         let db = TestDb::new(backend).await;
         let (key, row) = herald::http::auth::generate("tests", SystemClock.now());
         db.store.insert_api_key(&row).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let mut config = test_config(&db);
-        configure(&mut config);
+        configure(&mut config, &base);
         let shutdown = CancellationToken::new();
         let (store, token) = (db.store.clone(), shutdown.clone());
         let task = match clock {
@@ -118,6 +128,55 @@ impl App {
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
         self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// `PUT /v1/users/{id}` with `body`, which must be taken.
+    pub async fn put_user(&self, id: &str, body: Value) {
+        let (status, b) = self.call(reqwest::Method::PUT, &format!("/v1/users/{id}"), Some(body)).await;
+        assert!(status == 200 || status == 201, "{b}");
+    }
+
+    /// `POST /v1/triggers` with `body`, which must be accepted.
+    pub async fn trigger(&self, body: Value) {
+        let (status, b) = self.post("/v1/triggers", body).await;
+        assert_eq!(status, 202, "{b}");
+    }
+
+    /// The user's newest message once at least `count` messages exist and
+    /// the serve instance's worker has been at each (none `sending`, none
+    /// `scheduled` without an attempt), polled for at most ten seconds.
+    pub async fn settled(&self, user_id: &str, count: usize) -> Value {
+        for _ in 0..400 {
+            let (_, sends) = self.get(&format!("/v1/users/{user_id}/sends")).await;
+            let messages = sends["messages"].as_array().cloned().unwrap_or_default();
+            let worked = |m: &Value| m["status"] != "sending" && (m["status"] != "scheduled" || m["attempts"] != 0);
+            if messages.len() >= count && messages.iter().all(worked) {
+                return messages[0].clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{user_id}'s messages did not settle");
+    }
+
+    /// Asserts that `m` (a message from [`settled`](Self::settled)) is
+    /// waiting for its second attempt, due `expected` milliseconds (give or
+    /// take the test's own pace) after `before`: a provider's
+    /// `Retry-After`, not the flat retry.
+    pub fn assert_retried_after(
+        m: &Value,
+        before: chrono::DateTime<chrono::Utc>,
+        expected: std::ops::RangeInclusive<i64>,
+    ) {
+        assert_eq!((m["status"].as_str(), m["attempts"].as_i64()), (Some("scheduled"), Some(1)), "{m}");
+        let due = chrono::DateTime::parse_from_rfc3339(m["due_at"].as_str().unwrap()).unwrap();
+        let wait = (due.with_timezone(&chrono::Utc) - before).num_milliseconds();
+        assert!(expected.contains(&wait), "due {wait} ms after the trigger: {m}");
+    }
+
+    /// `GET /readyz`: its status and body.
+    pub async fn readyz(&self) -> (u16, String) {
+        let resp = self.http.get(self.url("/readyz")).send().await.unwrap();
+        (resp.status().as_u16(), resp.text().await.unwrap())
     }
 
     /// Runs one worker sweep over what is due now.

@@ -13,8 +13,10 @@
 pub mod app;
 pub mod harness;
 pub mod python;
+pub mod slack;
 pub mod smtp;
 pub mod sse;
+pub mod twilio;
 
 use std::sync::Arc;
 
@@ -410,6 +412,7 @@ pub async fn deliver_inbox(store: &dyn Store, msg: &herald::store::NewInboxMessa
         detail: None,
         transport: Some("inbox".into()),
         address_hash: None,
+        provider_id: None,
     };
     let item = Record { row: row.clone(), token: None, action: RecordAction::Finish(sent), inbox: Some(msg.clone()) };
     assert_eq!(store.record_outcomes(&[item], now).await.unwrap(), [true], "delivered");

@@ -11,10 +11,10 @@
 
 use serde::Serialize;
 
-use crate::delivery::settings::{EmailSettings, PushSettings, WebhookSettings};
+use crate::delivery::settings::{EmailSettings, PushSettings, SlackSettings, SmsSettings, WebhookSettings};
 
 /// Every channel Herald has: the only names a rule or an enqueue may choose.
-pub const KNOWN: [&str; 4] = ["email", "inbox", "push", "webhook"];
+pub const KNOWN: [&str; 6] = ["email", "inbox", "push", "slack", "sms", "webhook"];
 
 /// The channels that reach a person, each with the name a person reads:
 /// the only ones the preference center offers. A webhook is the host's own
@@ -22,7 +22,13 @@ pub const KNOWN: [&str; 4] = ["email", "inbox", "push", "webhook"];
 /// neither sees it nor can switch it off; the host's `preferences` still
 /// can. Rejected: offering every channel a category is sent on, which put a
 /// "webhook" box in front of end users.
-pub const PERSONAL: [(&str, &str); 3] = [("email", "Email"), ("inbox", "In the app"), ("push", "Push notifications")];
+pub const PERSONAL: [(&str, &str); 5] = [
+    ("email", "Email"),
+    ("inbox", "In the app"),
+    ("push", "Push notifications"),
+    ("sms", "Text messages"),
+    ("slack", "Slack"),
+];
 
 /// The name a person reads for a channel that reaches them (see
 /// [`PERSONAL`]); `None` for one that does not.
@@ -30,7 +36,7 @@ pub fn personal_name(channel: &str) -> Option<&'static str> {
     PERSONAL.iter().find(|(c, _)| *c == channel).map(|(_, name)| *name)
 }
 
-/// `"email, inbox, push, webhook"`, for messages that list the choices.
+/// `"email, inbox, push, slack, sms, webhook"`, for messages that list the choices.
 pub fn known_list() -> String {
     KNOWN.join(", ")
 }
@@ -83,6 +89,10 @@ pub struct Channels {
 pub const EMAIL_NOT_CONFIGURED: &str = "no email transport is configured";
 /// Why push cannot deliver without a provider (the registry's reason too).
 pub const PUSH_NOT_CONFIGURED: &str = "no push provider is configured";
+/// Why SMS cannot deliver without a transport (the registry's reason too).
+pub const SMS_NOT_CONFIGURED: &str = "no SMS transport is configured";
+/// Why Slack cannot deliver without a bot token (the registry's reason too).
+pub const SLACK_NOT_CONFIGURED: &str = "no Slack bot token is configured";
 /// Why webhooks cannot deliver without a secret (the registry's reason too).
 pub const WEBHOOK_NOT_CONFIGURED: &str = "no webhook signing secret is configured";
 
@@ -136,13 +146,58 @@ impl Channels {
             detail: PUSH_NOT_CONFIGURED.into(),
             setting: Some("push.vapid_private_key"),
         };
-        Channels { states: vec![email_state, inbox, push, webhook_state] }
+        let sms = ChannelState {
+            name: "sms",
+            live: false,
+            detail: SMS_NOT_CONFIGURED.into(),
+            setting: Some("sms.transport"),
+        };
+        let slack = ChannelState {
+            name: "slack",
+            live: false,
+            detail: SLACK_NOT_CONFIGURED.into(),
+            setting: Some("slack.bot_token"),
+        };
+        Channels { states: vec![email_state, inbox, push, slack, sms, webhook_state] }
     }
 
     /// Everything a configuration says: [`from_settings`](Self::from_settings)
-    /// with `[push]`.
+    /// with `[push]`, `[sms]` and `[slack]`.
     pub fn from_config(config: &crate::config::Config) -> Channels {
-        Channels::from_settings(&config.email, &config.webhook).with_push(&config.push)
+        Channels::from_settings(&config.email, &config.webhook)
+            .with_push(&config.push)
+            .with_sms(&config.sms)
+            .with_slack(&config.slack)
+    }
+
+    /// Marks `name` live with `detail`.
+    fn live(mut self, name: &'static str, detail: String) -> Channels {
+        if let Some(state) = self.states.iter_mut().find(|s| s.name == name) {
+            *state = ChannelState { name, live: true, detail, setting: None };
+        }
+        self
+    }
+
+    /// With the SMS channel as `[sms]` configures it: live with a
+    /// transport, naming the provider (never its credentials).
+    pub fn with_sms(self, sms: &SmsSettings) -> Channels {
+        use crate::delivery::channel::sms::transport::SmsTransport;
+        let Some(url) = sms.transport.as_deref() else { return self };
+        let provider = match SmsTransport::parse(url) {
+            Ok(SmsTransport::Twilio(_)) => "Twilio".to_owned(),
+            Ok(SmsTransport::Kannel(k)) => format!("Kannel at {}", k.base),
+            Err(_) => SmsTransport::redacted(url),
+        };
+        self.live("sms", format!("sends texts through {provider}"))
+    }
+
+    /// With the Slack channel as `[slack]` configures it: live with a bot
+    /// token, naming the API it posts to.
+    pub fn with_slack(self, slack: &SlackSettings) -> Channels {
+        if !slack.is_configured() {
+            return self;
+        }
+        self.live("slack", format!("posts with chat.postMessage to {}", slack.api_url))
     }
 
     /// With the push channel as `[push]` configures it: live when any
@@ -199,7 +254,7 @@ mod tests {
     fn unknown_names_are_refused_with_the_known_ones_listed() {
         assert!(check_known("email").is_ok());
         let err = check_known("emial").unwrap_err();
-        assert_eq!(err, "unknown channel \"emial\"; Herald's channels are email, inbox, push, webhook");
+        assert_eq!(err, "unknown channel \"emial\"; Herald's channels are email, inbox, push, slack, sms, webhook");
     }
 
     #[test]
@@ -228,5 +283,26 @@ mod tests {
         let on = Channels::default().with_push(&push);
         assert_eq!(on.not_live("push"), None);
         assert_eq!(on.get("push").unwrap().detail, "sends through FCM");
+    }
+
+    #[test]
+    fn sms_and_slack_are_live_only_when_configured_and_name_their_setting() {
+        let off = Channels::default();
+        let sms = off.not_live("sms").unwrap();
+        assert!(sms.contains("no SMS transport") && sms.contains("sms.transport"), "{sms}");
+        let slack = off.not_live("slack").unwrap();
+        assert!(slack.contains("no Slack bot token") && slack.contains("HERALD_SLACK__BOT_TOKEN"), "{slack}");
+        let sms_settings = SmsSettings {
+            transport: Some("twilio://AC0123456789abcdef0123456789abcdef:secret1@api.twilio.com".into()),
+            from: Some("+14155550100".into()),
+            ..SmsSettings::default()
+        };
+        let slack_settings = SlackSettings { bot_token: Some("xoxb-1-2".into()), ..SlackSettings::default() };
+        let on = Channels::default().with_sms(&sms_settings).with_slack(&slack_settings);
+        assert_eq!((on.not_live("sms"), on.not_live("slack")), (None, None));
+        assert_eq!(on.get("sms").unwrap().detail, "sends texts through Twilio");
+        assert!(!format!("{on:?}").contains("secret1"));
+        assert_eq!(personal_name("sms"), Some("Text messages"));
+        assert_eq!(personal_name("slack"), Some("Slack"));
     }
 }

@@ -12,6 +12,7 @@ pub mod public_address;
 pub mod push;
 pub mod signing;
 pub mod slack;
+pub mod slack_deliver;
 pub mod sms;
 pub mod webhook;
 
@@ -52,7 +53,7 @@ impl Delivery {
 pub enum Outcome {
     /// Handed over: the relay accepted it, the inbox row exists, the webhook
     /// answered 2xx.
-    Sent { transport: String, detail: Option<String>, address_hash: Option<String> },
+    Sent { transport: String, detail: Option<String>, address_hash: Option<String>, provider_id: Option<String> },
     /// A passing failure: worth trying again after the retry interval, or
     /// after `after` when the provider said when (`Retry-After`): a rate
     /// limit asks for a second, the flat `worker.retry` would wait minutes,
@@ -97,7 +98,7 @@ impl Outcome {
     }
 
     pub fn sent(transport: impl Into<String>) -> Outcome {
-        Outcome::Sent { transport: transport.into(), detail: None, address_hash: None }
+        Outcome::Sent { transport: transport.into(), detail: None, address_hash: None, provider_id: None }
     }
 
     pub fn label(&self) -> &'static str {
@@ -125,6 +126,70 @@ impl Outcome {
             Outcome::Held { .. } | Outcome::Inbox(_) => None,
         }
     }
+}
+
+/// The suppression in force for `hash` in `category`, read the way every
+/// channel that checks one reads it: waiting out a failover
+/// (`race::AWAY_WAIT`) rather than turning it into a five-minute retry,
+/// and when the database stays away, the row's retry as the `Err`.
+pub async fn active_suppression(
+    store: &dyn crate::store::Store,
+    hash: &str,
+    category: &str,
+    now: crate::clock::Millis,
+) -> Result<Option<crate::store::SuppressionRow>, Outcome> {
+    crate::store::race::retry_while_away("check suppressions", crate::store::race::AWAY_WAIT, || {
+        store.active_suppression(hash, Some(category), now)
+    })
+    .await
+    .map_err(|e| Outcome::Retry {
+        detail: format!("could not check the suppression list: {e}"),
+        address_hash: Some(hash.to_owned()),
+        after: None,
+    })
+}
+
+/// "address suppressed (hard_bounce, all categories): 550 5.1.1 …": what
+/// a row held back by `s` says, `what` naming the address's kind.
+pub fn suppressed_detail(what: &str, s: &crate::store::SuppressionRow) -> String {
+    let scope = if s.category == crate::store::ALL_CATEGORIES {
+        "all categories".to_owned()
+    } else {
+        format!("category {}", s.category)
+    };
+    match &s.detail {
+        Some(why) => format!("{what} suppressed ({}, {scope}): {why}", s.reason),
+        None => format!("{what} suppressed ({}, {scope})", s.reason),
+    }
+}
+
+/// What a messaging provider's answer makes of a row, for the answers
+/// every messaging channel treats alike: taken (`sent`, the provider's id
+/// first in the detail, the credential healthy again), a passing failure
+/// (retried after the provider's `Retry-After`), a refusal of this one
+/// message (`failed`), a refused credential (`failed`, and `provider` on
+/// `/readyz`). An invalid address and an opt-out are given back (`Err`):
+/// what they do to the address is the channel's.
+pub fn answered(
+    answer: answer::Answer,
+    provider: &str,
+    health: &crate::delivery::health::ChannelHealth,
+    address_hash: Option<String>,
+) -> Result<Outcome, answer::Answer> {
+    use answer::Answer;
+    Ok(match answer {
+        Answer::Accepted { provider_id, detail } => {
+            health.accepted(provider);
+            Outcome::Sent { transport: provider.into(), detail: Some(detail), address_hash, provider_id }
+        }
+        Answer::Retry { after, reason } => Outcome::Retry { detail: reason, address_hash, after },
+        Answer::Failed { reason } => Outcome::Terminal { detail: reason, address_hash },
+        Answer::CredentialRejected { reason } => {
+            health.credential_refused(provider, &reason);
+            Outcome::Terminal { detail: format!("the credential was refused: {reason}"), address_hash }
+        }
+        other @ (Answer::AddressInvalid { .. } | Answer::OptedOut { .. }) => return Err(other),
+    })
 }
 
 /// One way of delivering a message.

@@ -66,17 +66,18 @@ impl SlackUserId {
     }
 }
 
-/// A Slack conversation id a rule posts to: `C…` (a channel) or `G…` (an
-/// older private channel).
+/// A Slack conversation id a rule posts to: `C…` (a channel), `G…` (an
+/// older private channel) or `D…` (an existing direct-message or group
+/// DM conversation, say with an on-call team).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SlackChannelId(String);
 
 impl SlackChannelId {
     pub const EXPECTED: &'static str =
-        "a Slack channel id: C or G then capital letters and digits (for example \"C024BE91L\")";
+        "a Slack channel id: C, G or D then capital letters and digits (for example \"C024BE91L\")";
 
     pub fn parse(field: &'static str, s: &str) -> Result<SlackChannelId, InvalidValue> {
-        slack_id(field, s, b"CG", Self::EXPECTED).map(SlackChannelId)
+        slack_id(field, s, b"CGD", Self::EXPECTED).map(SlackChannelId)
     }
 
     pub fn as_str(&self) -> &str {
@@ -100,6 +101,32 @@ impl SlackTarget {
             SlackTarget::User(u) => u.as_str(),
             SlackTarget::Channel(c) => c.as_str(),
         }
+    }
+}
+
+/// A Slack rule's `"slack": {"channel": "C…"}`: post every message of the
+/// rule in this conversation instead of the user's DM (an alerts channel).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlackOptions {
+    /// `C…`, `G…` or `D…`: where the rule's messages are posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+}
+
+impl SlackOptions {
+    /// What is wrong with the options, naming the field.
+    pub fn problem(&self) -> Option<(&'static str, String)> {
+        let channel = self.channel.as_deref()?;
+        SlackChannelId::parse("slack.channel", channel)
+            .err()
+            .map(|e| ("slack.channel", format!("{:?} is not accepted; expected {}", e.value, e.expected)))
+    }
+
+    /// The conversation, when one is set and valid.
+    pub fn target(&self) -> Option<SlackTarget> {
+        let channel = self.channel.as_deref()?;
+        SlackChannelId::parse("slack.channel", channel).ok().map(SlackTarget::Channel)
     }
 }
 

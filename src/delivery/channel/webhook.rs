@@ -137,6 +137,7 @@ impl Channel for WebhookChannel {
                 transport: "webhook".into(),
                 detail: Some(format!("{status}")),
                 address_hash: None,
+                provider_id: None,
             };
         }
         // The body is kept (an excerpt) only from a receiver known to be

@@ -97,12 +97,16 @@ fn exhausted(row: &OutboxRow, policy: RetryPolicy) -> Option<Finish> {
 /// Turns a channel's outcome into what to record.
 pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolicy) -> RecordAction {
     let finish = |status, detail: String, address_hash| {
-        RecordAction::Finish(Finish { status, detail: Some(detail), transport: None, address_hash })
+        RecordAction::Finish(Finish { status, detail: Some(detail), transport: None, address_hash, provider_id: None })
     };
     match outcome {
-        Outcome::Sent { transport, detail, address_hash } => {
-            RecordAction::Finish(Finish { status: SendStatus::Sent, detail, transport: Some(transport), address_hash })
-        }
+        Outcome::Sent { transport, detail, address_hash, provider_id } => RecordAction::Finish(Finish {
+            status: SendStatus::Sent,
+            detail,
+            transport: Some(transport),
+            address_hash,
+            provider_id,
+        }),
         Outcome::Retry { detail, address_hash, after } => {
             if row.attempts < i64::from(policy.max_attempts) {
                 // The provider's hint, when it gave one, instead of the flat
@@ -133,6 +137,7 @@ pub fn decide(outcome: Outcome, row: &OutboxRow, now: Millis, policy: RetryPolic
             detail: None,
             transport: Some("inbox".into()),
             address_hash: None,
+            provider_id: None,
         }),
     }
 }

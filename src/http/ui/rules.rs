@@ -343,6 +343,8 @@ struct Rendered {
     /// A push notification's payload in bytes, as it would be sent (see
     /// [`payload_bytes`]).
     payload_bytes: Option<usize>,
+    /// For an SMS rule: "GSM-7, 1 segment (42 septets)".
+    sms: Option<String>,
     error: Option<FieldError>,
     /// The error's position and message, as [`position`] words it.
     error_where: Option<String>,
@@ -441,6 +443,7 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
         rendered.push(match input.template.render(Some(tag), &render_ctx) {
             Ok(r) => {
                 let payload_bytes = (input.channel == "push").then(|| payload_bytes(&r, &render_ctx["payload"]));
+                let sms = (input.channel == "sms").then(|| crate::planning::rule::sms_measure(&r.text));
                 if let Some(size) = payload_bytes.filter(|size| *size > MAX_PAYLOAD) {
                     found.blocking.push(FieldError::new(
                         format!("template.locales.{tag}"),
@@ -458,6 +461,7 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
                     html: r.html,
                     url: r.url,
                     payload_bytes,
+                    sms,
                     ..Default::default()
                 }
             }
@@ -467,6 +471,15 @@ async fn preview(state: &AppState, form: &RuleForm, input: &RuleInput) -> Result
                 Rendered { locale: tag.clone(), error: Some(fe), error_where, ..Default::default() }
             }
         });
+    }
+    // A sample over `sms.max_segments` stops the save: the message it
+    // stands for would cost more than the deployment allows.
+    if input.channel == "sms" {
+        found.blocking.extend(crate::planning::rule::sms_segment_problems(
+            &input.template,
+            &render_ctx,
+            state.sms_max_segments,
+        ));
     }
     Ok((Preview { condition, rendered }, found))
 }
@@ -737,6 +750,8 @@ pub async fn save(
         display_name: Some(input.display_name),
         description: Some(input.description),
         push: Some(input.push),
+        // The editor has no Slack conversation field: what is stored stays.
+        slack: None,
     };
     match update_rule(&state, &id, patch).await {
         Ok(changed) => {

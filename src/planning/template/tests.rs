@@ -519,3 +519,68 @@ fn each_channel_refuses_the_other_shape_by_field() {
     let fields: Vec<&str> = errs.iter().map(TemplateError::field).collect();
     assert_eq!(fields, ["template.locales.en.body", "template.locales.en.url"]);
 }
+
+#[test]
+fn sms_and_slack_locales_are_text_only_and_refuse_other_fields_by_name() {
+    let sms = set("en", &[("en", variant("", "Code {{ payload.n }}", None))]);
+    assert!(sms.validate().is_ok(), "{:?}", sms.validate());
+    assert!(sms.check_shape("sms").is_empty());
+    let r = sms.render(None, &ctx(json!({"n": 7}))).unwrap();
+    assert_eq!((r.subject.as_str(), r.text.as_str(), r.blocks), ("", "Code 7", None));
+    // A text-only variant on email still needs its subject, as before.
+    let errs = sms.check_shape("email");
+    assert_eq!(errs.iter().map(TemplateError::field).collect::<Vec<_>>(), ["template.locales.en.subject"]);
+    assert_eq!(errs[0].message(), "subject must not be empty");
+
+    let email = set("en", &[("en", variant("s", "t", Some("<p>h</p>")))]);
+    let errs = email.check_shape("sms");
+    let fields: Vec<&str> = errs.iter().map(TemplateError::field).collect();
+    assert_eq!(fields, ["template.locales.en.subject", "template.locales.en.html"]);
+    assert!(errs[0].message().contains("text messages have text only"), "{}", errs[0]);
+    let errs = push_set("t", None, None).check_shape("slack");
+    assert_eq!(errs.iter().map(TemplateError::field).collect::<Vec<_>>(), ["template.locales.en.title"]);
+    assert!(errs[0].message().contains("Slack messages have text and blocks"), "{}", errs[0]);
+    let missing = set("en", &[("en", LocaleTemplate { html: Some("<p>h</p>".into()), ..Default::default() })]);
+    let fields: Vec<String> = missing.check_shape("sms").iter().map(|e| e.field().to_owned()).collect();
+    assert_eq!(fields, ["template.locales.en.html"], "a foreign field is named, not the missing text");
+}
+
+fn slack_set(blocks: serde_json::Value) -> TemplateSet {
+    let variant = LocaleTemplate {
+        text: "Order {{ payload.id }}".into(),
+        blocks: Some(blocks.to_string()),
+        ..Default::default()
+    };
+    set("en", &[("en", variant)])
+}
+
+#[test]
+fn slack_blocks_render_each_string_and_are_checked_at_save() {
+    let s = slack_set(
+        json!([{"type": "section", "text": {"type": "mrkdwn", "text": "*{{ payload.id }}* by {{ payload.who }}"}}]),
+    );
+    assert!(s.validate().is_ok() && s.check_shape("slack").is_empty());
+    // A quote in a value stays inside its JSON string.
+    let r = s.render(None, &ctx(json!({"id": 42, "who": "A \"B\""}))).unwrap();
+    assert_eq!(r.blocks, Some(json!([{"type": "section", "text": {"type": "mrkdwn", "text": "*42* by A \"B\""}}])));
+    // Given as JSON, written back as JSON (not as a string).
+    let back = serde_json::to_value(&s).unwrap();
+    assert!(back["locales"]["en"]["blocks"].is_array(), "{back}");
+    let parsed: TemplateSet = serde_json::from_value(back).unwrap();
+    assert_eq!(parsed, s);
+
+    let too_many = slack_set(json!((0..51).map(|_| json!({"type": "divider"})).collect::<Vec<_>>()));
+    let errs = too_many.check_shape("slack");
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].field(), "template.locales.en.blocks");
+    assert!(errs[0].message().contains("51 blocks"), "{}", errs[0]);
+    let untyped = slack_set(json!([{"text": "x"}]));
+    assert!(untyped.check_shape("slack")[0].message().contains("block 0"), "{:?}", untyped.check_shape("slack"));
+    assert!(slack_set(json!({"type": "section"})).check_shape("slack")[0].message().contains("JSON array"));
+    // A template error in a block's string names the field it is in.
+    let broken = slack_set(json!([{"type": "section", "text": {"type": "mrkdwn", "text": "{{ payload.id "}}]));
+    let errs = broken.validate().unwrap_err();
+    assert_eq!(errs[0].field(), "template.locales.en.blocks.0");
+    // Blocks are Slack's: other channels refuse them.
+    assert_eq!(slack_set(json!([])).check_shape("sms")[0].field(), "template.locales.en.blocks");
+}

@@ -310,34 +310,12 @@ impl Channel for EmailChannel {
         };
         let h = Some(hash.clone());
         let now = self.clock.now();
-        // A failover must not turn into a five-minute retry: wait for the
-        // database (see `race::AWAY_WAIT`).
-        let suppression =
-            crate::store::race::retry_while_away("check suppressions", crate::store::race::AWAY_WAIT, || {
-                self.store.active_suppression(&hash, Some(&a.category), now)
-            })
-            .await;
-        match suppression {
+        match super::active_suppression(self.store.as_ref(), &hash, &a.category, now).await {
             Ok(Some(s)) => {
-                let scope = if s.category == ALL_CATEGORIES {
-                    "all categories".to_owned()
-                } else {
-                    format!("category {}", s.category)
-                };
-                let detail = match &s.detail {
-                    Some(why) => format!("address suppressed ({}, {scope}): {why}", s.reason),
-                    None => format!("address suppressed ({}, {scope})", s.reason),
-                };
-                return Outcome::Suppressed { detail, address_hash: h };
+                return Outcome::Suppressed { detail: super::suppressed_detail("address", &s), address_hash: h };
             }
             Ok(None) => {}
-            Err(e) => {
-                return Outcome::Retry {
-                    detail: format!("could not check the suppression list: {e}"),
-                    address_hash: h,
-                    after: None,
-                };
-            }
+            Err(retry) => return retry,
         }
         let to = match a.address.trim().parse::<lettre::Address>() {
             Ok(addr) => Mailbox::new(a.name.clone(), addr),
@@ -382,6 +360,7 @@ impl Channel for EmailChannel {
                 transport: self.url.describe(),
                 detail: reply.map(|r| format!("Message-ID {}; {r}", built.message_id)),
                 address_hash: h,
+                provider_id: Some(built.message_id.clone()),
             },
             Err(failure) => {
                 let c = failure.classify();

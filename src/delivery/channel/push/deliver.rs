@@ -286,13 +286,14 @@ impl PushChannel {
     async fn settle(&self, devices: &[PushDeviceRow], outcomes: &[DeviceOutcome], user_id: &str) -> Outcome {
         let parts = &self.inner.parts;
         let mut clauses = Vec::with_capacity(devices.len());
-        let mut accepted = Vec::new();
+        let (mut accepted, mut ids) = (Vec::new(), Vec::<String>::new());
         let (mut gone, mut retry, mut retry_after) = (0, 0, None::<Duration>);
         for (device, outcome) in devices.iter().zip(outcomes) {
             let provider = provider(&device.kind);
             let clause = match outcome {
                 DeviceOutcome::Accepted { message_id } => {
                     accepted.push(device.id.clone());
+                    ids.extend(message_id.clone());
                     parts.health.accepted(provider);
                     match message_id {
                         Some(id) => format!("accepted (id {id})"),
@@ -329,7 +330,10 @@ impl PushChannel {
             let count = accepted.len();
             self.inner.succeeded(accepted).await;
             let detail = if total == 1 { detail } else { format!("{count} of {total} devices accepted: {detail}") };
-            return Outcome::Sent { transport: "push".into(), detail: Some(detail), address_hash: None };
+            // Each accepting device's message id, when its service gives
+            // one (FCM's name, APNs' apns-id, a Web Push Location).
+            let provider_id = (!ids.is_empty()).then(|| ids.join(" "));
+            return Outcome::Sent { transport: "push".into(), detail: Some(detail), address_hash: None, provider_id };
         }
         if retry > 0 {
             return Outcome::Retry { detail, address_hash: None, after: retry_after };

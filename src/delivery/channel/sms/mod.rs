@@ -13,14 +13,19 @@
 //! - [`kannel`]: Kannel's `sendsms` interface, its answers, and the
 //!   delivery reports it sends back to a signed `dlr-url`.
 //! - [`keywords`]: STOP, START and HELP in an inbound message.
+//! - [`deliver`]: the channel itself, which turns answers into outcomes,
+//!   suppressions and `/readyz`.
+//! - [`rate`]: `sms.rate`, shared by every instance.
 //!
 //! Each transport answers an [`Answer`](super::answer::Answer); turning
 //! that into an outcome, a suppression or an invalid number is the
 //! channel's, which holds the store.
 
+pub mod deliver;
 pub mod kannel;
 pub mod keywords;
 pub mod phone;
+pub mod rate;
 pub mod segments;
 pub mod sender;
 pub mod transport;

@@ -27,6 +27,7 @@ fn record(i: usize) -> Record {
             detail: None,
             transport: None,
             address_hash: None,
+            provider_id: None,
         }),
         inbox: None,
     }

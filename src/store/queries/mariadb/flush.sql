@@ -77,10 +77,10 @@ SELECT o.id
 -- Appends send-log rows. The tuple before `/* each row */` is repeated once
 -- per row (src/store/values.rs): multi-row VALUES, because reading a JSON
 -- parameter with JSON_TABLE cost MariaDB three times the server time.
--- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+-- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, provider_id, created_at
 INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
-                              status, detail, attempts, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */;
+                              status, detail, attempts, provider_id, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */;
 
 -- name: append_events_values
 -- Appends events at positions the transaction reserved (reserve_positions),

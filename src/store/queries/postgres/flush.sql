@@ -68,9 +68,9 @@ RETURNING o.id;
 -- (src/store/sends.rs).
 -- binds: sends, now
 INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
-                              status, detail, attempts, created_at)
+                              status, detail, attempts, provider_id, created_at)
 SELECT s.id, s.outbox_id, s.rule_id, s.trigger_id, s.user_id, s.channel, s.transport, s.address_hash,
-       s.status, s.detail, s.attempts, $2
+       s.status, s.detail, s.attempts, s.provider_id, $2
   FROM (SELECT r ->> 0 AS id,
                r ->> 1 AS outbox_id,
                r ->> 2 AS rule_id,
@@ -81,7 +81,8 @@ SELECT s.id, s.outbox_id, s.rule_id, s.trigger_id, s.user_id, s.channel, s.trans
                r ->> 7 AS address_hash,
                r ->> 8 AS status,
                r ->> 9 AS detail,
-               CAST(r ->> 10 AS bigint) AS attempts
+               CAST(r ->> 10 AS bigint) AS attempts,
+               r ->> 11 AS provider_id
           FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS s;
 
 -- name: append_events

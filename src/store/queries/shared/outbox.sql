@@ -28,13 +28,13 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- name: sends_for_user
 -- "Did X get it": a user's send log, newest first.
 -- binds: user_id, limit
-SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at, provider_id
   FROM engagement_sends WHERE user_id = ? ORDER BY created_at DESC, id DESC LIMIT ?;
 
 -- name: sends_for_outbox
 -- One outbox row's send log, oldest first.
 -- binds: outbox_id
-SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at, provider_id
   FROM engagement_sends WHERE outbox_id = ? ORDER BY created_at, id;
 
 -- name: pending_for_user

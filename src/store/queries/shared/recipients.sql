@@ -29,7 +29,7 @@ SELECT address_hash, address_kind, category, reason, detail, created_at, expires
 -- The send log for one address hash, newest first (served by
 -- engagement_sends_address).
 -- binds: address_hash, limit
-SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+SELECT id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at, provider_id
   FROM engagement_sends WHERE address_hash = ? ORDER BY created_at DESC, id DESC LIMIT ?;
 
 -- name: insert_api_key

@@ -51,10 +51,10 @@ RETURNING id;
 -- per row (src/store/values.rs): multi-row VALUES, because reading a JSON
 -- parameter cost SQLite more than the writes. A run is padded to a fixed
 -- length with rows of NULLs, which the WHERE drops.
--- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, created_at
+-- binds: id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash, status, detail, attempts, provider_id, created_at
 INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, address_hash,
-                              status, detail, attempts, created_at)
-SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 IS NOT NULL;
+                              status, detail, attempts, provider_id, created_at)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) /* each row */) WHERE column1 IS NOT NULL;
 
 -- name: append_events_values
 -- Appends events at positions the transaction reserved (reserve_positions),

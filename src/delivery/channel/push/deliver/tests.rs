@@ -157,6 +157,7 @@ fn a_rules_ttl_and_urgency_reach_the_notification_with_the_grace_window_as_defau
         text: String::new(),
         html: None,
         url: Some("https://app.example/exports/7".into()),
+        blocks: None,
     };
     let row = OutboxRow { payload: r#"{"export": 7}"#.into(), ..crate::store::claimed_row("r-1", "t", 1) };
     let delivery = Delivery { row, rule: Some(Arc::new(rule.clone())), recipient: None, message: Some(rendered) };

@@ -1,0 +1,362 @@
+//! `/v1/sms/…`: what SMS providers call back with. No API key: each call
+//! proves itself instead, Twilio's by `X-Twilio-Signature` (HMAC-SHA1 of
+//! the URL Herald gave it and the sorted form, keyed with the auth token),
+//! Kannel's by a token Herald signed into the URL it gave Kannel. A call
+//! that does not prove itself is answered `403` and changes nothing.
+//!
+//! - `POST /v1/sms/status/twilio?outbox=ID`: a status callback.
+//! - `GET /v1/sms/status/kannel?token=…&type=%d…`: a delivery report.
+//! - `POST /v1/sms/inbound/twilio`: a text to Herald's number.
+//! - `GET /v1/sms/inbound/kannel?token=…&from=%p&text=%a`: Kannel's
+//!   `sms-service` `get-url`, the same for a Kannel number.
+//!
+//! # Delivery reports
+//! A report is history, not a new fate: the row stays `sent` (Herald handed
+//! it over) and the report is kept as evidence beside bounces
+//! (`GET /v1/bounces`, and "why not" by number). A report that the number
+//! can never take a text (Twilio's `undelivered`/`failed` with 30005 or
+//! 30006; Kannel's SMSC refusal is not proof of that) adds a `bounced` row
+//! to the send log and suppresses the number (`hard_bounce`), as a bounce
+//! does for a mailbox. The same report twice is recorded once.
+//!
+//! # STOP, START, HELP
+//! STOP (and its synonyms, see [`keywords`]) suppresses the number for
+//! every category with the reason `stop`, which the SMS channel applies to
+//! every message but a `transactional` one. START lifts that suppression
+//! and no other: a number an operator suppressed, or one marked invalid,
+//! stays suppressed, and a STOP does not replace such a suppression (so a
+//! START cannot lift it afterwards). HELP is answered with `sms.help_text`
+//! (TwiML for Twilio, the body for Kannel).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::Digest;
+
+use super::AppState;
+use super::problem::ApiError;
+use crate::address::AddressKind;
+use crate::delivery::channel::answer::excerpt;
+use crate::delivery::channel::sms::kannel::DeliveryReport;
+use crate::delivery::channel::sms::keywords::{self, Keyword};
+use crate::delivery::channel::sms::phone::PhoneNumber;
+use crate::delivery::channel::sms::transport::SmsTransport;
+use crate::delivery::channel::sms::twilio::{self, InboundMessage, StatusReport};
+use crate::store::{ALL_CATEGORIES, Lift, MatchedSend, NewBounce, SuppressionReason, SuppressionRow};
+
+/// The path of Kannel's `sms-service` `get-url`.
+pub const KANNEL_INBOUND_PATH: &str = "/v1/sms/inbound/kannel";
+/// What Kannel's inbound token signs: not a row, the inbound URL itself.
+const KANNEL_INBOUND_LABEL: &str = "sms-inbound:kannel";
+
+/// What the callbacks need from `[sms]` and `http.public_url`.
+#[derive(Debug, Clone)]
+pub struct SmsHooks {
+    pub transport: SmsTransport,
+    /// `http.public_url` without a trailing slash: the base of the URLs
+    /// Twilio signs.
+    pub public_url: Option<String>,
+    pub help_text: Option<String>,
+}
+
+impl SmsHooks {
+    /// From a configuration whose `[sms]` has a transport.
+    pub fn from_config(config: &crate::config::Config) -> Option<Arc<SmsHooks>> {
+        let checked = config.sms.check().ok()??;
+        let public_url = config.public_url().ok().flatten().map(str::to_owned);
+        Some(Arc::new(SmsHooks { transport: checked.transport, public_url, help_text: config.sms.help_text.clone() }))
+    }
+}
+
+/// The `get-url` to give Kannel's `sms-service` (Kannel replaces `%p` with
+/// the sender and `%a` with the text).
+pub fn kannel_inbound_url(public_url: &str, keys: &crate::address::AddressKeys) -> String {
+    format!(
+        "{}{KANNEL_INBOUND_PATH}?token={}&from=%p&text=%a",
+        public_url.trim_end_matches('/'),
+        keys.sign_delivery_report(KANNEL_INBOUND_LABEL)
+    )
+}
+
+fn forbidden(detail: impl Into<String>) -> ApiError {
+    let detail = detail.into();
+    tracing::warn!(%detail, "refused an SMS callback");
+    ApiError::Rejected { status: StatusCode::FORBIDDEN, detail }
+}
+
+/// Nothing can prove a call to a provider Herald does not use: refused
+/// like a forged one.
+fn not_configured(provider: &str) -> ApiError {
+    forbidden(format!("SMS through {provider} is not configured on this instance (sms.transport)"))
+}
+
+fn form(body: &[u8]) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(body).into_owned().collect()
+}
+
+fn pairs(query: Option<&str>) -> Vec<(String, String)> {
+    query.map(|q| form(q.as_bytes())).unwrap_or_default()
+}
+
+/// A call from Twilio, its signature checked: the URL Twilio signed is
+/// `http.public_url`, the path it called and the query Herald gave it
+/// (Herald serves from the root of `http.public_url`).
+pub struct TwilioCall {
+    pub query: Option<String>,
+    pub params: Vec<(String, String)>,
+    /// The form as it came, kept as evidence.
+    pub body: String,
+}
+
+impl axum::extract::FromRequest<AppState> for TwilioCall {
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &AppState) -> Result<TwilioCall, ApiError> {
+        let path = match req.extensions().get::<axum::extract::OriginalUri>() {
+            Some(original) => original.path().to_owned(),
+            None => req.uri().path().to_owned(),
+        };
+        let query = req.uri().query().map(str::to_owned);
+        let signature = req.headers().get("x-twilio-signature").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body = Bytes::from_request(req, state).await.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+        let hooks = state.sms.as_ref().ok_or_else(|| not_configured("Twilio"))?;
+        let SmsTransport::Twilio(endpoint) = &hooks.transport else { return Err(not_configured("Twilio")) };
+        let Some(base) = &hooks.public_url else {
+            return Err(forbidden("http.public_url is not set, so no Twilio signature can be checked"));
+        };
+        let url = match &query {
+            Some(q) => format!("{base}{path}?{q}"),
+            None => format!("{base}{path}"),
+        };
+        let params = form(&body);
+        twilio::verify_callback(endpoint, &url, &params, signature.as_deref()).map_err(|e| forbidden(e.to_string()))?;
+        Ok(TwilioCall { query, params, body: String::from_utf8_lossy(&body).into_owned() })
+    }
+}
+
+/// Twilio's status callback.
+#[utoipa::path(post, path = "/v1/sms/status/twilio", tag = "sms",
+    params(("outbox" = Option<String>, Query, description = "The row, as Herald put it in StatusCallback")),
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's status callback form"),
+    responses(
+        (status = 204, description = "Recorded (or already recorded)"),
+        (status = 400, description = "Signed, but without MessageSid or MessageStatus"),
+        (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
+    ))]
+pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> Result<StatusCode, ApiError> {
+    let TwilioCall { query, params, body } = call;
+    let report = StatusReport::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let outbox = pairs(query.as_deref()).into_iter().find(|(k, _)| k == "outbox").map(|(_, v)| v);
+    let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
+    let code = report.error_code.map(|c| format!(", error {c}")).unwrap_or_default();
+    let evidence = Report {
+        provider: "twilio",
+        outbox,
+        phone: to,
+        status: report.status.clone(),
+        code: report.error_code.map(i64::from),
+        detail: format!("Twilio delivery report: {}{code} ({})", report.status, report.message_sid),
+        raw: body,
+        number_invalid: report.number_invalid(),
+    };
+    record(&state, evidence).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Kannel's delivery report (its `dlr-url`).
+#[utoipa::path(get, path = "/v1/sms/status/kannel", tag = "sms",
+    params(("token" = String, Query, description = "Signed by Herald into the dlr-url"),
+           ("type" = String, Query, description = "Kannel's %d: 1, 2, 4, 8 or 16")),
+    responses(
+        (status = 204, description = "Recorded (or already recorded)"),
+        (status = 400, description = "Signed, but the type is not Kannel's"),
+        (status = 403, description = "No token, or one Herald did not sign: nothing changed"),
+    ))]
+pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<StatusCode, ApiError> {
+    let pairs = pairs(query.as_deref());
+    let report = DeliveryReport::parse(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), &state.keys).map_err(
+        |e| match e {
+            crate::delivery::channel::sms::kannel::BadReport::Forged => forbidden(e.to_string()),
+            other => ApiError::BadRequest(other.to_string()),
+        },
+    )?;
+    let row = state.store.get_outbox(&report.outbox_id).await?;
+    let phone = match &row {
+        Some(r) => recipient_phone(&state, &r.user_id).await?,
+        None => None,
+    };
+    let reply = report.smsc_reply.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+    let evidence = Report {
+        provider: "kannel",
+        outbox: Some(report.outbox_id.clone()),
+        phone,
+        status: report.state.as_str().to_owned(),
+        code: None,
+        detail: format!("Kannel delivery report: {}{reply}", report.state.as_str()),
+        raw: query.unwrap_or_default(),
+        number_invalid: false,
+    };
+    record(&state, evidence).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn recipient_phone(state: &AppState, user_id: &str) -> Result<Option<PhoneNumber>, ApiError> {
+    let Ok(user) = crate::domain::UserId::parse("user_id", user_id) else { return Ok(None) };
+    let recipient = state.store.get_recipient(&user).await?;
+    Ok(recipient.and_then(|r| r.phone).and_then(|p| PhoneNumber::parse("phone", &p).ok()))
+}
+
+/// One delivery report, as evidence.
+struct Report {
+    provider: &'static str,
+    outbox: Option<String>,
+    phone: Option<PhoneNumber>,
+    status: String,
+    code: Option<i64>,
+    detail: String,
+    raw: String,
+    number_invalid: bool,
+}
+
+async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
+    let now = state.clock.now();
+    let row = match &r.outbox {
+        Some(id) => state.store.get_outbox(id).await?,
+        None => None,
+    };
+    let address_hash = r.phone.as_ref().map(|p| state.keys.hash_phone(p));
+    let mut fp = sha2::Sha256::new();
+    for part in [r.provider, r.outbox.as_deref().unwrap_or(""), &r.detail] {
+        fp.update(part.as_bytes());
+        fp.update([0u8]);
+    }
+    let suppress = match (&address_hash, r.number_invalid) {
+        (Some(hash), true) => Some(SuppressionRow {
+            address_hash: hash.clone(),
+            address_kind: AddressKind::Phone,
+            category: ALL_CATEGORIES.into(),
+            reason: SuppressionReason::HardBounce,
+            detail: Some(format!("invalid number: {}", r.detail)),
+            created_at: now,
+            expires_at: None,
+        }),
+        _ => None,
+    };
+    let bounce = NewBounce {
+        fingerprint: hex::encode(fp.finalize()),
+        provider: r.provider.into(),
+        kind: "delivery_report".into(),
+        address_hash,
+        status: Some(r.status),
+        reply_code: r.code,
+        detail: r.detail,
+        raw_excerpt: crate::domain::storable_text(&excerpt(&r.raw)).into_owned(),
+        matched: row.as_ref().map(|row| MatchedSend {
+            outbox_id: row.id.clone(),
+            rule_id: row.rule_id.clone(),
+            trigger_id: row.trigger_id.clone(),
+            user_id: row.user_id.clone(),
+            channel: row.channel.clone(),
+            matched_by: "callback",
+        }),
+        send_status: r.number_invalid.then_some("bounced"),
+        suppress,
+    };
+    state.store.record_bounce(&bounce, now).await?;
+    Ok(())
+}
+
+/// A text to the number, from Twilio.
+#[utoipa::path(post, path = "/v1/sms/inbound/twilio", tag = "sms",
+    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's inbound message form"),
+    responses(
+        (status = 200, description = "TwiML: the HELP answer, or nothing", content_type = "text/xml"),
+        (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
+    ))]
+pub async fn twilio_inbound(State(state): State<AppState>, call: TwilioCall) -> Result<Response, ApiError> {
+    let message = InboundMessage::parse(&call.params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let answer = act(&state, &message.from, message.keyword, &message.body, "Twilio").await?;
+    let twiml = match answer {
+        Some(text) => format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Message>{}</Message></Response>",
+            xml_escape(&text)
+        ),
+        None => "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response/>".to_owned(),
+    };
+    Ok(([(header::CONTENT_TYPE, "text/xml; charset=utf-8")], twiml).into_response())
+}
+
+/// A text to the number, from Kannel's `sms-service`.
+#[utoipa::path(get, path = "/v1/sms/inbound/kannel", tag = "sms",
+    params(("token" = String, Query, description = "Herald's token for this URL (see docs/channels/sms.md)"),
+           ("from" = String, Query, description = "Kannel's %p"), ("text" = String, Query, description = "Kannel's %a")),
+    responses(
+        (status = 200, description = "The HELP answer, or an empty body (set omit-empty = true)", content_type = "text/plain"),
+        (status = 403, description = "No token, or one Herald did not sign: nothing changed"),
+    ))]
+pub async fn kannel_inbound(State(state): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, ApiError> {
+    let pairs = pairs(query.as_deref());
+    let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let signed = get("token").and_then(|t| state.keys.verify_delivery_report(t));
+    if signed.as_deref() != Some(KANNEL_INBOUND_LABEL) {
+        return Err(forbidden("the inbound URL's token is missing or not signed by this deployment"));
+    }
+    let from = get("from").and_then(|f| PhoneNumber::parse("from", f).ok());
+    let Some(from) = from else { return Err(ApiError::BadRequest("from is not a phone number".into())) };
+    let text = get("text").unwrap_or_default();
+    let answer = act(&state, &from, keywords::keyword(text), text, "Kannel").await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], answer.unwrap_or_default()).into_response())
+}
+
+/// Does what an inbound keyword asks; the text to answer with, if any.
+async fn act(
+    state: &AppState,
+    from: &PhoneNumber,
+    keyword: Option<Keyword>,
+    body: &str,
+    provider: &str,
+) -> Result<Option<String>, ApiError> {
+    let hash = state.keys.hash_phone(from);
+    let now = state.clock.now();
+    let word = excerpt(body);
+    match keyword {
+        Some(Keyword::Stop) => {
+            let existing = state.store.active_suppression(&hash, None, now).await?;
+            // Another reason in force (an operator's, an invalid number)
+            // stays: replacing it with `stop` would let a START lift it.
+            if existing.as_ref().is_none_or(|s| s.reason == SuppressionReason::Stop) {
+                state
+                    .store
+                    .suppress(&SuppressionRow {
+                        address_hash: hash,
+                        address_kind: AddressKind::Phone,
+                        category: ALL_CATEGORIES.into(),
+                        reason: SuppressionReason::Stop,
+                        detail: Some(format!("texted {word:?} via {provider} on {}", now.to_rfc3339())),
+                        created_at: now,
+                        expires_at: None,
+                    })
+                    .await?;
+            }
+            Ok(None)
+        }
+        Some(Keyword::Start) => {
+            let existing = state.store.active_suppression(&hash, None, now).await?;
+            if existing.is_some_and(|s| s.reason == SuppressionReason::Stop) {
+                let why = format!("texted {word:?} via {provider}");
+                let lift = Lift { reason: Some(&why), by: "the number's owner (SMS)", audit: false };
+                state.store.lift_suppression(&hash, Some(ALL_CATEGORIES), &lift, now).await?;
+            }
+            Ok(None)
+        }
+        Some(Keyword::Help) => Ok(state.sms.as_ref().and_then(|h| h.help_text.clone())),
+        None => Ok(None),
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&apos;")
+}

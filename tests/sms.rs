@@ -1,0 +1,298 @@
+//! The `sms` channel end to end on each database: a rule, a trigger, the
+//! serve instance's own worker, the Twilio double (`common::twilio`), the
+//! send log, and the callbacks Twilio makes (status reports, inbound
+//! STOP/START/HELP), signed as Twilio signs them or forged.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Backend;
+use common::app::App;
+use common::twilio::{Received, SID, TOKEN, double};
+use herald::delivery::channel::sms::twilio::signature;
+use serde_json::{Value, json};
+
+/// What Herald is told its public URL is: the base of every URL Twilio
+/// signs (the test calls the server directly, as a proxy would).
+const PUBLIC: &str = "https://herald.example";
+
+async fn start(backend: Backend, token: &str) -> (App, Received) {
+    let (addr, received) = double().await;
+    let transport = format!("twilio+http://{SID}:{token}@{addr}");
+    let app = App::start_on(backend, |c| {
+        c.worker.enabled = true;
+        c.worker.poll = Duration::from_millis(50);
+        c.sms.transport = Some(transport);
+        c.sms.from = Some("+14155550100".into());
+        c.sms.help_text = Some("Herald alerts. Reply STOP to stop.".into());
+        c.http.public_url = Some(PUBLIC.into());
+    })
+    .await;
+    (app, received)
+}
+
+async fn sms_rule(app: &App, category: &str) {
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({"name": format!("sms {category}"), "trigger_type": format!("{category}.happened"),
+                   "channel": "sms", "category": category, "enabled": true,
+                   "template": {"fallback_locale": "en", "locales": {"en": {"text": "Code {{ payload.n }}"}}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// A form posted to `path?query` as Twilio posts it: signed with `token`.
+async fn twilio_post(app: &App, path_and_query: &str, params: &[(&str, &str)], token: &str) -> reqwest::Response {
+    let owned: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let sig = signature(token, &format!("{PUBLIC}{path_and_query}"), &owned);
+    app.http.post(app.url(path_and_query)).header("x-twilio-signature", sig).form(&owned).send().await.unwrap()
+}
+
+async fn trigger(app: &App, category: &str, user_id: &str) {
+    app.trigger(json!({"type": format!("{category}.happened"), "user_id": user_id, "payload": {"n": 42}})).await;
+}
+
+async fn suppressions(app: &App) -> Vec<Value> {
+    let (_, body) = app.get("/v1/suppressions").await;
+    body["suppressions"].as_array().cloned().unwrap_or_default()
+}
+
+async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend: Backend) {
+    let (app, received) = start(backend, TOKEN).await;
+    sms_rule(&app, "news").await;
+    app.put_user("ada", json!({"phone": "+1 (415) 555-0101"})).await;
+    app.put_user("nophone", json!({"email": "n@example.com"})).await;
+
+    // Sent, with Twilio's SID, the documented fields and a signed-URL callback.
+    trigger(&app, "news", "ada").await;
+    let m = app.settled("ada", 1).await;
+    assert_eq!(m["status"], "sent", "{m}");
+    let detail = m["history"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("SM0123456789abcdef0123456789abcdef"), "{detail}");
+    assert_eq!(m["history"][0]["transport"], "sms: Twilio");
+    assert_eq!(m["history"][0]["provider_id"], "SM0123456789abcdef0123456789abcdef", "the sid, for Twilio's console");
+    let form = received.lock().unwrap().last().cloned().unwrap();
+    let field = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).unwrap();
+    assert_eq!(
+        (field("To"), field("From"), field("Body")),
+        ("+14155550101".into(), "+14155550100".into(), "Code 42".into())
+    );
+    let outbox = m["outbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(field("StatusCallback"), format!("{PUBLIC}/v1/sms/status/twilio?outbox={outbox}"));
+
+    // No phone: suppressed, nothing sent.
+    trigger(&app, "news", "nophone").await;
+    let m = app.settled("nophone", 1).await;
+    assert_eq!(
+        (m["status"].as_str(), m["detail"].as_str()),
+        (Some("suppressed"), Some("no phone number for this user"))
+    );
+    assert_eq!(received.lock().unwrap().len(), 1);
+
+    // A forged status callback: 403, nothing recorded.
+    let path = format!("/v1/sms/status/twilio?outbox={outbox}");
+    let report = [
+        ("AccountSid", SID),
+        ("MessageSid", "SM0123456789abcdef0123456789abcdef"),
+        ("MessageStatus", "delivered"),
+        ("To", "+14155550101"),
+    ];
+    assert_eq!(twilio_post(&app, &path, &report, "forged-token").await.status(), 403);
+    let (_, bounces) = app.get("/v1/bounces").await;
+    assert_eq!(bounces["bounces"].as_array().unwrap().len(), 0, "{bounces}");
+    // A signed one is kept as evidence; the row stays sent.
+    assert_eq!(twilio_post(&app, &path, &report, TOKEN).await.status(), 204);
+    assert_eq!(twilio_post(&app, &path, &report, TOKEN).await.status(), 204, "a repeat is harmless");
+    let (_, bounces) = app.get("/v1/bounces").await;
+    let kept = bounces["bounces"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{bounces}");
+    assert_eq!((kept[0]["status"].as_str(), kept[0]["outbox_id"].as_str()), (Some("delivered"), Some(outbox.as_str())));
+    assert_eq!(app.settled("ada", 1).await["status"], "sent");
+
+    // STOP, forged: nothing changes. Signed: the number is suppressed.
+    let stop = [("AccountSid", SID), ("From", "+14155550101"), ("To", "+14155550100"), ("Body", " stop ")];
+    assert_eq!(twilio_post(&app, "/v1/sms/inbound/twilio", &stop, "forged-token").await.status(), 403);
+    assert!(suppressions(&app).await.is_empty());
+    let resp = twilio_post(&app, "/v1/sms/inbound/twilio", &stop, TOKEN).await;
+    assert_eq!(resp.status(), 200);
+    assert!(resp.text().await.unwrap().contains("<Response/>"));
+    let s = suppressions(&app).await;
+    assert_eq!((s.len(), s[0]["reason"].as_str(), s[0]["address_kind"].as_str()), (1, Some("stop"), Some("phone")));
+
+    // The next trigger is suppressed naming the STOP, with no provider call.
+    trigger(&app, "news", "ada").await;
+    let m = app.settled("ada", 2).await;
+    assert_eq!(m["status"], "suppressed", "{m}");
+    let why = m["detail"].as_str().unwrap();
+    assert!(why.contains("stop") && why.contains("texted \"stop\""), "{why}");
+    assert_eq!(received.lock().unwrap().len(), 1, "no provider call for a STOPped number");
+
+    // HELP is answered in TwiML.
+    let help = [("AccountSid", SID), ("From", "+14155550101"), ("To", "+14155550100"), ("Body", "HELP")];
+    let body = twilio_post(&app, "/v1/sms/inbound/twilio", &help, TOKEN).await.text().await.unwrap();
+    assert!(body.contains("<Message>Herald alerts. Reply STOP to stop.</Message>"), "{body}");
+
+    // START lifts it; the next trigger is sent.
+    let start = [("AccountSid", SID), ("From", "+14155550101"), ("To", "+14155550100"), ("Body", "Start")];
+    assert_eq!(twilio_post(&app, "/v1/sms/inbound/twilio", &start, TOKEN).await.status(), 200);
+    assert!(suppressions(&app).await.is_empty());
+    trigger(&app, "news", "ada").await;
+    assert_eq!(app.settled("ada", 3).await["status"], "sent");
+    assert_eq!(received.lock().unwrap().len(), 2);
+
+    // An undelivered report with a permanent carrier code marks the number
+    // invalid and adds "bounced" to the send log; START does not lift it.
+    let m = app.settled("ada", 3).await;
+    let path = format!("/v1/sms/status/twilio?outbox={}", m["outbox_id"].as_str().unwrap());
+    let undelivered = [
+        ("AccountSid", SID),
+        ("MessageSid", "SM0123456789abcdef0123456789abcdef"),
+        ("MessageStatus", "undelivered"),
+        ("ErrorCode", "30005"),
+        ("To", "+14155550101"),
+    ];
+    assert_eq!(twilio_post(&app, &path, &undelivered, TOKEN).await.status(), 204);
+    let m = app.settled("ada", 3).await;
+    let statuses: Vec<&str> = m["history"].as_array().unwrap().iter().map(|h| h["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["sent", "bounced"], "{m}");
+    assert_eq!(suppressions(&app).await[0]["reason"], "hard_bounce");
+    assert_eq!(twilio_post(&app, "/v1/sms/inbound/twilio", &start, TOKEN).await.status(), 200);
+    assert_eq!(suppressions(&app).await.len(), 1, "START lifts only a STOP");
+    app.stop().await;
+}
+
+async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend) {
+    let (app, received) = start(backend, TOKEN).await;
+    sms_rule(&app, "news").await;
+    sms_rule(&app, "transactional").await;
+    app.put_user("optout", json!({"phone": "+14155550110"})).await;
+    app.put_user("invalid", json!({"phone": "+14155550111"})).await;
+    app.put_user("busy", json!({"phone": "+14155550112"})).await;
+
+    // 21610 at the provider: suppressed, and the number suppressed as a STOP.
+    trigger(&app, "news", "optout").await;
+    let m = app.settled("optout", 1).await;
+    assert_eq!(m["status"], "suppressed", "{m}");
+    assert!(m["detail"].as_str().unwrap().contains("21610"), "{m}");
+    assert_eq!(suppressions(&app).await[0]["reason"], "stop");
+    // A transactional text still goes to a STOPped number (Twilio refuses it again here).
+    trigger(&app, "transactional", "optout").await;
+    app.settled("optout", 2).await;
+    assert_eq!(received.lock().unwrap().len(), 2, "the transactional text was attempted");
+
+    // 21211: failed, the number marked invalid.
+    trigger(&app, "news", "invalid").await;
+    let m = app.settled("invalid", 1).await;
+    assert_eq!(m["status"], "failed", "{m}");
+    assert!(m["detail"].as_str().unwrap().contains("21211"), "{m}");
+    assert!(suppressions(&app).await.iter().any(|s| s["reason"] == "hard_bounce"));
+
+    // 429 with Retry-After: 3 is retried three seconds later, not after the flat five minutes.
+    let before = chrono::Utc::now();
+    trigger(&app, "news", "busy").await;
+    let m = app.settled("busy", 1).await;
+    App::assert_retried_after(&m, before, 2_000..=8_000);
+    app.stop().await;
+
+    // A refused auth token: failed, and /readyz names the provider.
+    let (app, _received) = start(backend, "not-the-token").await;
+    sms_rule(&app, "news").await;
+    app.put_user("ada", json!({"phone": "+14155550101"})).await;
+    assert_eq!(app.readyz().await.0, 200);
+    trigger(&app, "news", "ada").await;
+    let m = app.settled("ada", 1).await;
+    assert_eq!(m["status"], "failed", "{m}");
+    let (status, body) = app.readyz().await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("sms: Twilio") && body.contains("20003"), "{body}");
+    app.stop().await;
+}
+
+/// Without `[sms]` or `[slack]`, a rule on either can be saved off (with
+/// a warning naming the setting) but not turned on.
+async fn an_unconfigured_channel_keeps_its_rules_off() {
+    let app = App::start().await;
+    for (channel, setting, locale) in
+        [("sms", "sms.transport", json!({"text": "t"})), ("slack", "slack.bot_token", json!({"text": "t"}))]
+    {
+        let rule = |enabled: bool| {
+            json!({"name": channel, "trigger_type": "a.b", "channel": channel, "category": "news", "enabled": enabled,
+                   "template": {"fallback_locale": "en", "locales": {"en": locale.clone()}}})
+        };
+        let (status, body) = app.post("/v1/rules", rule(true)).await;
+        assert_eq!(status, 422, "{body}");
+        let e = &body["errors"][0];
+        assert_eq!(e["field"], "channel", "{body}");
+        assert!(e["message"].as_str().unwrap().contains(setting), "{body}");
+        let (status, body) = app.post("/v1/rules", rule(false)).await;
+        assert_eq!(status, 201, "{body}");
+        assert!(body["warnings"][0].as_str().unwrap().contains(setting), "{body}");
+    }
+    app.stop().await;
+}
+
+/// The SMS rule checks: a sample over `sms.max_segments` is refused at
+/// save, and the preview names the encoding and segments.
+async fn sms_rules_are_measured_in_segments(backend: Backend) {
+    let (app, _received) = start(backend, TOKEN).await;
+    // 250 × € is 500 septets (€ counts double in GSM-7): four segments of 153.
+    let long = "€".repeat(250);
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({"name": "long", "trigger_type": "a.b", "channel": "sms", "category": "news",
+                   "template": {"fallback_locale": "en", "locales": {"en": {"text": long}}}}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    let e = &body["errors"][0];
+    assert_eq!(e["field"], "template.locales.en.text", "{body}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("4 segments of GSM-7") && message.contains("sms.max_segments"), "{body}");
+    app.stop().await;
+}
+
+/// `sms.rate` is shared through the database: two instances at 2/s hand
+/// out two texts a second between them, and tell the third when to come
+/// back.
+async fn the_rate_is_shared_by_instances(backend: Backend) {
+    use herald::clock::Millis;
+    use herald::delivery::channel::sms::rate::SharedRate;
+    let db = common::TestDb::new(backend).await;
+    let other: std::sync::Arc<dyn herald::store::Store> = std::sync::Arc::new(db.another_instance().await);
+    let one = SharedRate::new(db.arc(), 2.0, "sms: Twilio");
+    let two = SharedRate::new(other, 2.0, "sms: Twilio");
+    let now = Millis(1_800_000_000_000);
+    assert_eq!(one.take("row-1", now).await.unwrap(), None);
+    assert_eq!(two.take("row-2", Millis(now.0 + 10)).await.unwrap(), None);
+    let wait = two.take("row-3", Millis(now.0 + 20)).await.unwrap().expect("the third waits");
+    // A slot is free once its last use is more than the window ago.
+    assert_eq!(wait, Duration::from_millis(981), "until the first slot frees, a second after it was taken");
+    assert_eq!(one.take("row-3", Millis(now.0 + 1_001)).await.unwrap(), None, "and then it goes");
+    db.cleanup().await;
+}
+
+/// `herald bench --channel sms|slack` drains through the channel to its
+/// in-process double: every row sent, every request answered.
+async fn the_bench_drains_through_both_channels() {
+    for channel in ["sms", "slack"] {
+        let opts = herald::tooling::bench::BenchOptions { rows: 200, channel: channel.into(), ..Default::default() };
+        let report = herald::tooling::bench::run(&opts).await.unwrap();
+        assert_eq!(report.sent, 200, "{channel}: {report:?}");
+        assert_eq!(report.messaging.unwrap().received, 200, "{channel}");
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let mut trials = per_backend_tests![
+        a_text_goes_through_twilio_and_stop_start_and_reports_come_back,
+        twilio_answers_become_outcomes_retry_after_and_readyz,
+        sms_rules_are_measured_in_segments,
+        the_rate_is_shared_by_instances,
+    ];
+    trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off, the_bench_drains_through_both_channels]);
+    common::harness::main(trials)
+}
