@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
+use super::responses::{BadRequest, Invalid, TooLarge, Unauthorized};
 use crate::feedback::ingest::{IngestError, IngestReport, ingest_mail};
 use crate::store::BounceRow;
 
@@ -20,9 +21,8 @@ pub const MAX_MAIL_BYTES: usize = crate::feedback::bounce::MAX_INPUT_BYTES;
     request_body(content = String, content_type = "application/octet-stream", description = "The raw message, as received on the return path (any content type is accepted; message/rfc822 is the usual one)"),
     responses(
         (status = 200, body = IngestReport),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 413, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Not a message Herald can read", body = Problem, content_type = "application/problem+json"),
+        Unauthorized, TooLarge,
     ),
     security(("api_key" = [])))]
 pub async fn mail(State(state): State<AppState>, body: Bytes) -> Result<ApiJson<IngestReport>, ApiError> {
@@ -49,12 +49,7 @@ pub struct BounceList {
 
 /// Recorded bounces and complaints, newest first.
 #[utoipa::path(get, path = "/v1/bounces", tag = "bounces", params(BounceQuery),
-    responses(
-        (status = 200, body = BounceList),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = BounceList), BadRequest, Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,

@@ -27,10 +27,11 @@ use utoipa::{Modify, OpenApi};
         super::push_subscriptions::inbox_create, super::push_subscriptions::inbox_index,
         super::push_subscriptions::inbox_delete,
     ),
-    // The push subscriptions' answers are named by `IntoResponses` enums
-    // (shared by the API-key and the inbox routes), which refer to their
-    // schemas without registering them.
+    // The push subscriptions' answers and the refusals of `super::responses`
+    // are `IntoResponses` types, which refer to their schemas without
+    // registering them.
     components(schemas(
+        super::problem::Problem,
         crate::store::InboxFilter,
         super::events::From,
         super::push_subscriptions::PushSubscriptionView,
