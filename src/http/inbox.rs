@@ -117,9 +117,7 @@ async fn mark(
 macro_rules! mark_route {
     ($name:ident, $path:literal, $mark:expr, $doc:literal) => {
         #[doc = $doc]
-        #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)),
-                                            responses((status = 200, body = InboxItem), Unauthorized, NotFound),
-                                            security(("user_token" = [])))]
+        #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)), responses((status = 200, body = InboxItem), Unauthorized, NotFound), security(("user_token" = [])))]
         pub async fn $name(
             State(state): State<AppState>,
             Extension(InboxUser(user)): Extension<InboxUser>,
