@@ -23,7 +23,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::AppState;
 use super::auth::Caller;
 use super::credential::Credential;
-use super::problem::{ApiError, ApiQuery, Problem};
+use super::problem::{ApiError, ApiQuery};
+use super::responses::{BadRequest, Unauthorized};
 use super::resume::{self, LastEventId, Resume};
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -62,8 +63,7 @@ const BACKSTOP: Duration = Duration::from_secs(2);
         description = "The `id` of the last event received: the stream resumes after it (`from` is then ignored); a position (digits) or an older version's event id, else `400`")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
+        BadRequest, Unauthorized,
     ),
     security(("api_key" = [])))]
 pub async fn stream(

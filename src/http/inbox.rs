@@ -14,7 +14,8 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::AppState;
 use super::credential::Credential;
-use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery};
+use super::responses::{BadRequest, Invalid, NotFound, Unauthorized};
 use super::resume::{self, LastEventId, Resume};
 use super::user_auth::{InboxUser, TokenExpiry};
 use crate::store::{InboxCounts, InboxFilter, InboxMark, InboxMessage};
@@ -73,12 +74,7 @@ pub struct InboxPage {
 
 /// The user's messages, newest first.
 #[utoipa::path(get, path = "/v1/inbox", tag = "inbox", params(InboxQuery),
-    responses(
-        (status = 200, body = InboxPage),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = InboxPage), BadRequest, Unauthorized, Invalid),
     security(("user_token" = [])))]
 pub async fn list(
     State(state): State<AppState>,
@@ -95,7 +91,7 @@ pub async fn list(
 
 /// Unseen (the badge) and unread counts.
 #[utoipa::path(get, path = "/v1/inbox/count", tag = "inbox",
-    responses((status = 200, body = InboxCounts), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = InboxCounts), Unauthorized),
     security(("user_token" = [])))]
 pub async fn count(
     State(state): State<AppState>,
@@ -121,13 +117,7 @@ async fn mark(
 macro_rules! mark_route {
     ($name:ident, $path:literal, $mark:expr, $doc:literal) => {
         #[doc = $doc]
-        #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)),
-                                    responses(
-                                        (status = 200, body = InboxItem),
-                                        (status = 401, body = Problem, content_type = "application/problem+json"),
-                                        (status = 404, body = Problem, content_type = "application/problem+json"),
-                                    ),
-                                    security(("user_token" = [])))]
+        #[utoipa::path(post, path = $path, tag = "inbox", params(("id" = String, Path)), responses((status = 200, body = InboxItem), Unauthorized, NotFound), security(("user_token" = [])))]
         pub async fn $name(
             State(state): State<AppState>,
             Extension(InboxUser(user)): Extension<InboxUser>,
@@ -150,7 +140,7 @@ pub struct ReadAll {
 
 /// Marks every unread message read.
 #[utoipa::path(post, path = "/v1/inbox/read-all", tag = "inbox",
-    responses((status = 200, body = ReadAll), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = ReadAll), Unauthorized),
     security(("user_token" = [])))]
 pub async fn read_all(
     State(state): State<AppState>,
@@ -176,8 +166,7 @@ const STREAM_BACKSTOP: Duration = Duration::from_secs(15);
         description = "The `id` of the last `message` event received: the stream resumes after it; a position (digits), else `400`")),
     responses(
         (status = 200, description = "An event stream", content_type = "text/event-stream"),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
+        BadRequest, Unauthorized,
     ),
     security(("user_token" = [])))]
 pub async fn stream(

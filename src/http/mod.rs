@@ -22,6 +22,7 @@ pub mod preferences;
 pub mod problem;
 pub mod push;
 pub mod push_subscriptions;
+pub mod responses;
 pub mod resume;
 pub mod rules;
 pub mod server;

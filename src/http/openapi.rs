@@ -28,10 +28,11 @@ use utoipa::{Modify, OpenApi};
         super::push_subscriptions::inbox_delete,
         super::sms::twilio_status, super::sms::kannel_status, super::sms::twilio_inbound, super::sms::kannel_inbound,
     ),
-    // The push subscriptions' answers are named by `IntoResponses` enums
-    // (shared by the API-key and the inbox routes), which refer to their
-    // schemas without registering them.
+    // The push subscriptions' answers and the refusals of `super::responses`
+    // are `IntoResponses` types, which refer to their schemas without
+    // registering them.
     components(schemas(
+        super::problem::Problem,
         crate::store::InboxFilter,
         super::events::From,
         super::push_subscriptions::PushSubscriptionView,

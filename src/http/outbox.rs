@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::auth::Caller;
-use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery};
+use super::responses::{BadRequest, Conflict, Invalid, NotFound, Unauthorized};
 use crate::domain::OutboxStatus;
 use crate::store::{OutboxFilter, OutboxRow, RowAction};
 
@@ -84,12 +85,7 @@ pub struct OutboxPage {
 
 /// Lists outbox rows, newest first, filtered and paginated.
 #[utoipa::path(get, path = "/v1/outbox", tag = "outbox", params(OutboxQuery),
-    responses(
-        (status = 200, body = OutboxPage),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = OutboxPage), BadRequest, Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,
@@ -131,12 +127,7 @@ pub fn answer(id: &str, action: RowAction, verb: &str) -> Result<ApiJson<OutboxI
 /// Schedules a row again, due now, attempts and expiry reset. Refused for
 /// `sent` and `sending` rows.
 #[utoipa::path(post, path = "/v1/outbox/{id}/retry", tag = "outbox", params(("id" = String, Path)),
-    responses(
-        (status = 200, body = OutboxItem),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = OutboxItem), Unauthorized, NotFound, Conflict),
     security(("api_key" = [])))]
 pub async fn retry(
     State(state): State<AppState>,
@@ -152,12 +143,7 @@ pub async fn retry(
 
 /// Cancels a scheduled row; the send log says who cancelled it.
 #[utoipa::path(post, path = "/v1/outbox/{id}/cancel", tag = "outbox", params(("id" = String, Path)),
-    responses(
-        (status = 200, body = OutboxItem),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = OutboxItem), Unauthorized, NotFound, Conflict),
     security(("api_key" = [])))]
 pub async fn cancel(
     State(state): State<AppState>,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::auth::Caller;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
+use super::responses::{BadRequest, Invalid, NotFound, NotJson, TooLarge, Unauthorized};
 use super::{AppState, audit_api};
 use crate::planning::planner::{self, RuleDecision};
 use crate::planning::rule::{RuleInput, RulePatch, RuleView};
@@ -38,11 +39,8 @@ pub async fn load(state: &AppState, id: &str) -> Result<RuleRow, ApiError> {
 #[utoipa::path(post, path = "/v1/rules", tag = "rules", request_body = RuleInput,
     responses(
         (status = 201, body = RuleView),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 413, body = Problem, content_type = "application/problem+json"),
-        (status = 415, body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "A field or template refused; template errors carry line and column", body = Problem, content_type = "application/problem+json"),
+        BadRequest, Unauthorized, TooLarge, NotJson,
     ),
     security(("api_key" = [])))]
 pub async fn create(
@@ -72,7 +70,7 @@ pub async fn create_rule(state: &AppState, input: RuleInput) -> Result<RuleRow, 
 }
 
 #[utoipa::path(get, path = "/v1/rules", tag = "rules",
-    responses((status = 200, body = RuleList), (status = 401, body = Problem, content_type = "application/problem+json")),
+    responses((status = 200, body = RuleList), Unauthorized),
     security(("api_key" = [])))]
 pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, ApiError> {
     let rules = state.store.list_rules().await?;
@@ -80,11 +78,7 @@ pub async fn list(State(state): State<AppState>) -> Result<ApiJson<RuleList>, Ap
 }
 
 #[utoipa::path(get, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
-    responses(
-        (status = 200, body = RuleView),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = RuleView), Unauthorized, NotFound),
     security(("api_key" = [])))]
 pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<ApiJson<RuleView>, ApiError> {
     Ok(ApiJson(RuleView::new(&load(&state, &id).await?, &state.channels)))
@@ -93,15 +87,7 @@ pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) ->
 /// Changes any subset of a rule's fields. Disabling it cancels its
 /// still-scheduled messages ("rule disabled").
 #[utoipa::path(patch, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)), request_body = RulePatch,
-    responses(
-        (status = 200, body = RuleChanged),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 413, body = Problem, content_type = "application/problem+json"),
-        (status = 415, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = RuleChanged), BadRequest, Unauthorized, NotFound, TooLarge, NotJson, Invalid),
     security(("api_key" = [])))]
 pub async fn update(
     State(state): State<AppState>,
@@ -208,11 +194,7 @@ fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {
 
 /// Deletes a rule and cancels its still-scheduled messages ("rule deleted").
 #[utoipa::path(delete, path = "/v1/rules/{id}", tag = "rules", params(("id" = String, Path)),
-    responses(
-        (status = 200, body = RuleDeleted),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = RuleDeleted), Unauthorized, NotFound),
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
@@ -276,13 +258,7 @@ pub struct Preview {
 /// A dry run: what this rule would plan for recent triggers, enabled or not.
 /// Plans nothing.
 #[utoipa::path(get, path = "/v1/rules/{id}/preview", tag = "rules", params(("id" = String, Path), PreviewQuery),
-    responses(
-        (status = 200, body = Preview),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = Preview), BadRequest, Unauthorized, NotFound, Invalid),
     security(("api_key" = [])))]
 pub async fn preview(
     State(state): State<AppState>,

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::AppState;
 use super::auth::Caller;
-use super::problem::{ApiError, ApiJson, ApiQuery, Problem};
+use super::problem::{ApiError, ApiJson, ApiQuery};
+use super::responses::{BadRequest, Invalid, NotFound, NotJson, Unauthorized};
 use crate::address::{AddressKeys, AddressKind};
 use crate::clock::Millis;
 use crate::delivery::channel::sms::phone::PhoneNumber;
@@ -231,12 +232,7 @@ fn check_category(field: &str, c: &str) -> Result<(), ApiError> {
 
 /// Lists suppressions, newest first, or those of one address.
 #[utoipa::path(get, path = "/v1/suppressions", tag = "suppressions", params(SuppressionListParams),
-    responses(
-        (status = 200, body = SuppressionList),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = SuppressionList), BadRequest, Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn list(
     State(state): State<AppState>,
@@ -261,10 +257,7 @@ pub async fn list(
     responses(
         (status = 201, description = "Created", body = SuppressionView),
         (status = 200, description = "Already suppressed; updated", body = SuppressionView),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 415, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
+        BadRequest, Unauthorized, NotJson, Invalid,
     ),
     security(("api_key" = [])))]
 pub async fn create(
@@ -297,13 +290,7 @@ pub async fn suppress(state: &AppState, input: SuppressionInput) -> Result<(bool
 
 /// Lifts the suppressions of one address (or one category of it).
 #[utoipa::path(delete, path = "/v1/suppressions", tag = "suppressions", params(SuppressionLiftParams),
-    responses(
-        (status = 200, body = Lifted),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = Lifted), BadRequest, Unauthorized, NotFound, Invalid),
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,

@@ -5,7 +5,8 @@ use axum::http::StatusCode;
 use serde::Serialize;
 
 use super::AppState;
-use super::problem::{ApiError, ApiJson, ApiPath, Problem};
+use super::problem::{ApiError, ApiJson, ApiPath};
+use super::responses::{BadRequest, Invalid, NotFound, NotJson, TooLarge, Unauthorized};
 use crate::domain::UserId;
 use crate::planning::recipient::{RecipientInput, RecipientView};
 use crate::store::{SendRecord, UserErasure};
@@ -21,11 +22,7 @@ pub(super) fn user(id: &str) -> Result<UserId, ApiError> {
     responses(
         (status = 200, description = "Replaced", body = RecipientView),
         (status = 201, description = "Created", body = RecipientView),
-        (status = 400, body = Problem, content_type = "application/problem+json"),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 413, body = Problem, content_type = "application/problem+json"),
-        (status = 415, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
+        BadRequest, Unauthorized, TooLarge, NotJson, Invalid,
     ),
     security(("api_key" = [])))]
 pub async fn put(
@@ -74,12 +71,7 @@ pub async fn put_recipient(
 }
 
 #[utoipa::path(get, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),
-    responses(
-        (status = 200, body = RecipientView),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = RecipientView), Unauthorized, NotFound, Invalid),
     security(("api_key" = [])))]
 pub async fn get(
     State(state): State<AppState>,
@@ -95,11 +87,7 @@ pub async fn get(
 /// still scheduled for them ("user deleted"). The send log keeps its rows,
 /// which hold only an address hash.
 #[utoipa::path(delete, path = "/v1/users/{user_id}", tag = "users", params(("user_id" = String, Path)),
-    responses(
-        (status = 200, body = UserErasure),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = UserErasure), Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
@@ -194,11 +182,7 @@ fn event(s: &SendRecord) -> SendEvent {
 /// Did the user get it, and if not, why: every message with its status and
 /// history, and the triggers that planned nothing.
 #[utoipa::path(get, path = "/v1/users/{user_id}/sends", tag = "users", params(("user_id" = String, Path)),
-    responses(
-        (status = 200, body = UserSends),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = UserSends), Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn sends(
     State(state): State<AppState>,
@@ -283,11 +267,7 @@ pub struct UserToken {
 /// inbox (from a browser or an app). Host backends can also compute it
 /// themselves with the shared secret (see the README).
 #[utoipa::path(post, path = "/v1/users/{user_id}/token", tag = "users", params(("user_id" = String, Path)),
-    responses(
-        (status = 200, body = UserToken),
-        (status = 401, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json"),
-    ),
+    responses((status = 200, body = UserToken), Unauthorized, Invalid),
     security(("api_key" = [])))]
 pub async fn token(
     State(state): State<AppState>,

@@ -1,14 +1,11 @@
 //! The audit log: every operator action, newest first, in pages; and the
 //! recent login attempts, refused ones included.
 
-use axum::Extension;
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::session::Operator;
-use super::{Page, UiError};
-use crate::http::AppState;
+use super::{Page, Ui, UiError};
 
 const PAGE_SIZE: u32 = 50;
 
@@ -19,11 +16,7 @@ pub struct AuditQuery {
     pub before: String,
 }
 
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Query(q): Query<AuditQuery>,
-) -> Result<Response, UiError> {
+pub async fn list(Ui { state, op }: Ui, Query(q): Query<AuditQuery>) -> Result<Response, UiError> {
     let before = Some(q.before.as_str()).filter(|b| !b.is_empty());
     let rows = state.store.audit_log(before, PAGE_SIZE).await?;
     let older = (rows.len() as u32 == PAGE_SIZE).then(|| rows.last().map(|r| r.id.clone())).flatten();

@@ -76,6 +76,29 @@ pub fn router(state: AppState) -> Router<AppState> {
         .layer(middleware::from_fn(security_headers))
 }
 
+/// What every signed-in page handler starts from: the state and the operator
+/// [`session::require_operator`] put in the request, taken as one argument
+/// (`Ui { state, op }: Ui`) rather than the same two extractors on each
+/// route behind the session layer. It extracts exactly what `State` and
+/// `Extension<Operator>` did, with the same rejection when the operator is
+/// missing (a route outside the session layer: a server bug, a 500).
+pub struct Ui {
+    pub state: AppState,
+    pub op: Operator,
+}
+
+impl axum::extract::FromRequestParts<AppState> for Ui {
+    type Rejection = <axum::Extension<Operator> as axum::extract::FromRequestParts<AppState>>::Rejection;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let axum::Extension(op) = axum::Extension::<Operator>::from_request_parts(parts, state).await?;
+        Ok(Ui { state: state.clone(), op })
+    }
+}
+
 /// Headers on every `/ui` response. The CSP allows nothing but this server
 /// (no inline script or style, no frames of or by others), so an injection
 /// that slipped past auto-escaping still could not run script or exfiltrate

@@ -5,13 +5,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::Extension;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::session::Operator;
-use super::{Page, UiError, ago, audit, describe, redirect_with};
+use super::{Page, Ui, UiError, ago, audit, describe, redirect_with};
 use crate::domain::OutboxStatus;
 use crate::http::AppState;
 use crate::http::outbox::OutboxItem;
@@ -49,11 +47,7 @@ async fn throughput(state: &AppState, span: &'static str, d: Duration) -> Result
     Ok(Throughput { span, total, per_minute: format!("{:.1}", total as f64 / minutes), by_status })
 }
 
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Query(q): Query<OutboxQuery>,
-) -> Result<Response, UiError> {
+pub async fn list(Ui { state, op }: Ui, Query(q): Query<OutboxQuery>) -> Result<Response, UiError> {
     let now = state.clock.now();
     let summary = state.store.status_summary(now).await?;
     let rules = state.store.list_rules().await?;
@@ -109,11 +103,7 @@ const BULK_LIMIT: u32 = 1000;
 /// Retries every row matching the list's filter (status, rule, user), up to
 /// [`BULK_LIMIT`]: after a relay outage, "retry the 300 failed email rows" is
 /// one click, not 300.
-pub async fn retry_matching(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    axum::Form(q): axum::Form<OutboxQuery>,
-) -> Result<Response, UiError> {
+pub async fn retry_matching(Ui { state, op }: Ui, axum::Form(q): axum::Form<OutboxQuery>) -> Result<Response, UiError> {
     let back = format!("/ui/outbox?status={}&rule={}&user={}", enc(&q.status), enc(&q.rule), enc(&q.user));
     let status = match q.status.parse::<OutboxStatus>() {
         Ok(s) if RETRYABLE.contains(&s) => s,
@@ -156,11 +146,7 @@ fn enc(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-pub async fn detail(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn detail(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let row =
         state.store.get_outbox(&id).await?.ok_or_else(|| UiError::NotFound(format!("no outbox row with id {id:?}")))?;
     let history = state.store.sends_for_outbox(&id).await?;
@@ -197,11 +183,7 @@ pub async fn detail(
         .into_response())
 }
 
-pub async fn retry(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn retry(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let action = state.store.retry_outbox(&id, state.clock.now()).await?;
     let to = format!("/ui/outbox/{id}");
     match crate::http::outbox::answer(&id, action, "retry") {
@@ -214,11 +196,7 @@ pub async fn retry(
     }
 }
 
-pub async fn cancel(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn cancel(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let detail = format!("cancelled from the operator screen by {}", op.email);
     let action = state.store.cancel_outbox(&id, &detail, state.clock.now()).await?;
     let to = format!("/ui/outbox/{id}");

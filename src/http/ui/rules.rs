@@ -10,15 +10,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use axum::extract::{Path, State};
+use axum::Form;
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Form};
 use serde::Serialize;
 
 use super::rule_workflow::WorkflowForm;
 use super::session::Operator;
-use super::{Page, UiError, audit, redirect_with};
+use super::{Page, Ui, UiError, audit, redirect_with};
 use crate::delivery::channel::push::{MAX_PAYLOAD, PushNotification, PushOptions, Urgency};
 use crate::domain::UserId;
 use crate::http::AppState;
@@ -32,7 +32,7 @@ const ACTIVE: &str = "/ui/rules";
 /// The urgencies a push rule may choose, in the editor's order.
 const URGENCIES: [Urgency; 4] = [Urgency::VeryLow, Urgency::Low, Urgency::Normal, Urgency::High];
 
-pub async fn list(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
+pub async fn list(Ui { state, op }: Ui) -> Result<Response, UiError> {
     let rules: Vec<RuleView> =
         state.store.list_rules().await?.iter().map(|r| RuleView::new(r, &state.channels)).collect();
     Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
@@ -637,7 +637,7 @@ async fn refused_by_preview(
     Ok((form, found.blocking))
 }
 
-pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Operator>) -> Result<Response, UiError> {
+pub async fn new_form(Ui { state, op }: Ui) -> Result<Response, UiError> {
     let form = RuleForm {
         channel: "inbox".into(),
         delay: "0".into(),
@@ -649,11 +649,7 @@ pub async fn new_form(State(state): State<AppState>, Extension(op): Extension<Op
     editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await
 }
 
-pub async fn edit_form(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn edit_form(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let rule = load(&state, &id).await.map_err(not_found)?;
     let input = RuleInput::from_row(&rule)
         .map_err(|e| UiError::BadRequest(format!("this rule's stored template is unreadable: {e}")))?;
@@ -667,11 +663,7 @@ fn not_found(e: ApiError) -> UiError {
     }
 }
 
-pub async fn create(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Form(fields): Form<HashMap<String, String>>,
-) -> Result<Response, UiError> {
+pub async fn create(Ui { state, op }: Ui, Form(fields): Form<HashMap<String, String>>) -> Result<Response, UiError> {
     let form = RuleForm::from_fields(&fields);
     if fields.get("action").map(String::as_str) != Some("save") {
         return editor(&state, &op, None, form, Vec::new(), StatusCode::OK).await;
@@ -711,8 +703,7 @@ pub async fn create(
 }
 
 pub async fn save(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
+    Ui { state, op }: Ui,
     Path(id): Path<String>,
     Form(fields): Form<HashMap<String, String>>,
 ) -> Result<Response, UiError> {
@@ -766,11 +757,7 @@ pub async fn save(
 }
 
 /// The dry run, with the button that turns the rule on.
-pub async fn confirm_enable(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn confirm_enable(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let rule = load(&state, &id).await.map_err(not_found)?;
     let preview = dry_run(&state, &rule, None, 50).await?;
     let workflow = preview.results.iter().any(|r| r.workflow != Default::default());
@@ -782,11 +769,7 @@ pub async fn confirm_enable(
 }
 
 /// What deleting would do, with the button that does it.
-pub async fn confirm_delete(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn confirm_delete(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let rule = load(&state, &id).await.map_err(not_found)?;
     let filter = crate::store::OutboxFilter {
         status: Some(crate::domain::OutboxStatus::Scheduled),
@@ -802,11 +785,7 @@ pub async fn confirm_delete(
 
 /// Deletes the rule and cancels what it still had scheduled ("rule
 /// deleted"); the send log keeps everything it already sent.
-pub async fn delete(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn delete(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     let (rule, cancelled) = delete_rule(&state, &id).await.map_err(not_found)?;
     let detail = format!("\"{}\" deleted; {cancelled} scheduled message(s) cancelled", rule.name);
     audit(&state, &op, "rule.delete", &id, Some(detail)).await;
@@ -817,19 +796,11 @@ pub async fn delete(
     ))
 }
 
-pub async fn enable(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn enable(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     switch(state, op, id, true).await
 }
 
-pub async fn disable(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(id): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn disable(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Response, UiError> {
     switch(state, op, id, false).await
 }
 

@@ -6,14 +6,12 @@
 //! their messages still held back or waiting, which the send log has no
 //! row for yet. A user's page lists their push devices, removed ones too.
 
-use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::Query;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::session::Operator;
-use super::{Page, UiError, redirect_with};
+use super::{Page, Ui, UiError, redirect_with};
 use crate::domain::UserId;
 use crate::http::AppState;
 use crate::http::users::timeline;
@@ -88,11 +86,7 @@ fn other_reading(q: &str, now: SearchBy) -> Option<serde_json::Value> {
     })
 }
 
-pub async fn search(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Query(query): Query<SendsQuery>,
-) -> Result<Response, UiError> {
+pub async fn search(Ui { state, op }: Ui, Query(query): Query<SendsQuery>) -> Result<Response, UiError> {
     let q = query.q.trim();
     let page = Page::new(&op, ACTIVE, "sends.html", "Send log");
     if q.is_empty() {
@@ -211,11 +205,7 @@ async fn held_for_phone(state: &AppState, hash: &str) -> Result<Vec<serde_json::
 /// `crate::http::preference_form` reads them; only the boxes the operator
 /// ticked or unticked change. Audited with the
 /// operator as who, on the user's send-log page like the user's own.
-pub async fn change_preferences(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    body: Bytes,
-) -> Result<Response, UiError> {
+pub async fn change_preferences(Ui { state, op }: Ui, body: Bytes) -> Result<Response, UiError> {
     let fields: Vec<(String, String)> = url::form_urlencoded::parse(&body).into_owned().collect();
     let user = fields.iter().find(|(k, _)| k == "user").map(|(_, v)| v.trim()).unwrap_or_default();
     let user = UserId::parse("user", user).map_err(|e| UiError::BadRequest(e.to_string()))?;

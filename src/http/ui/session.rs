@@ -618,10 +618,7 @@ async fn attempt_login(
 
 /// Ends the session in the database, so the cookie stops working on every
 /// instance at once, even if a copy of it survives somewhere.
-pub async fn logout(
-    State(state): State<AppState>,
-    axum::Extension(op): axum::Extension<Operator>,
-) -> Result<Response, UiError> {
+pub async fn logout(super::Ui { state, op }: super::Ui) -> Result<Response, UiError> {
     state.store.delete_session(&op.token_hash).await?;
     super::audit(&state, &op, "logout", &op.email, None).await;
     tracing::info!(operator = %op.email, "operator logged out");

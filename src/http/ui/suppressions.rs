@@ -2,14 +2,12 @@
 //! reason, kept with who lifted it), and the evidence behind an address:
 //! its bounces with what arrived, its send log, its earlier lifts.
 
-use axum::extract::{Path, Query, State};
+use axum::Form;
+use axum::extract::{Path, Query};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Form};
 use serde::Deserialize;
 
-use super::session::Operator;
-use super::{Page, UiError, audit, describe, redirect_with};
-use crate::http::AppState;
+use super::{Page, Ui, UiError, audit, describe, redirect_with};
 use crate::http::suppressions::{SuppressionInput, lift as lift_suppression, suppress};
 use crate::store::{ALL_CATEGORIES, SuppressionReason};
 
@@ -22,11 +20,7 @@ pub struct ListQuery {
     pub q: String,
 }
 
-pub async fn list(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Query(query): Query<ListQuery>,
-) -> Result<Response, UiError> {
+pub async fn list(Ui { state, op }: Ui, Query(query): Query<ListQuery>) -> Result<Response, UiError> {
     let q = query.q.trim();
     let (hash, error) = match q {
         "" => (None, None),
@@ -58,11 +52,7 @@ pub async fn list(
         .into_response())
 }
 
-pub async fn evidence(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Path(hash): Path<String>,
-) -> Result<Response, UiError> {
+pub async fn evidence(Ui { state, op }: Ui, Path(hash): Path<String>) -> Result<Response, UiError> {
     if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(UiError::NotFound(format!("{hash:?} is not an address hash (64 hexadecimal characters)")));
     }
@@ -100,11 +90,7 @@ pub struct AddForm {
     pub detail: String,
 }
 
-pub async fn add(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Form(f): Form<AddForm>,
-) -> Result<Response, UiError> {
+pub async fn add(Ui { state, op }: Ui, Form(f): Form<AddForm>) -> Result<Response, UiError> {
     let category =
         Some(f.category.trim().to_owned()).filter(|c| !c.is_empty()).unwrap_or_else(|| ALL_CATEGORIES.into());
     let reason = match f.reason.as_str() {
@@ -162,11 +148,7 @@ pub struct LiftForm {
 /// Lifting needs a reason on the screen (the API leaves it optional, for
 /// scripts that already record theirs): the next operator to look at this
 /// address should not have to guess why it is mailed again.
-pub async fn lift(
-    State(state): State<AppState>,
-    Extension(op): Extension<Operator>,
-    Form(f): Form<LiftForm>,
-) -> Result<Response, UiError> {
+pub async fn lift(Ui { state, op }: Ui, Form(f): Form<LiftForm>) -> Result<Response, UiError> {
     let hash = f.address_hash.trim().to_ascii_lowercase();
     let back = format!("/ui/suppressions/{hash}");
     if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
