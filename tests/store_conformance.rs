@@ -192,13 +192,7 @@ async fn concurrent_peeks_record_each_row_and_its_message_once(db: &TestDb) {
         if batch.is_empty() {
             return None;
         }
-        let sent = Finish {
-            status: SendStatus::Sent,
-            detail: None,
-            transport: Some("inbox".into()),
-            address_hash: None,
-            provider_id: None,
-        };
+        let sent = Finish::sent("inbox");
         let items: Vec<Record> = batch
             .iter()
             .map(|r| Record {
@@ -378,20 +372,8 @@ async fn finish_is_fenced_by_the_claim_token(db: &TestDb) {
     let fresh = db.store.claim_channel("inbox", later, 1, "token-fresh").await.unwrap().remove(0);
     assert_eq!(fresh.attempts, 2);
 
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
-    let failed = Finish {
-        status: SendStatus::Failed,
-        detail: Some("late".into()),
-        transport: None,
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
+    let failed = Finish::because(SendStatus::Failed, "late");
     assert!(!db.store.finish(&slow, "token-slow", &failed, later).await.unwrap(), "old token must lose");
     assert!(!db.store.reschedule(&slow, "token-slow", later, "x", later).await.unwrap());
     assert!(!db.store.release(&r.id, "token-slow", true, later).await.unwrap());
@@ -510,13 +492,7 @@ async fn an_inbox_message_is_written_once_with_its_outcome(db: &TestDb) {
     // before the first committed): the row changed since, so the fence
     // refuses it and no second message is written.
     use herald::store::{Record, RecordAction};
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
     let again = Record { row, token: None, action: RecordAction::Finish(sent), inbox: Some(msg.clone()) };
     assert_eq!(db.store.record_outcomes(&[again], T0).await.unwrap(), [false], "the second write loses");
     assert_eq!(db.store.sends_for_outbox(&msg.outbox_id).await.unwrap().len(), 1);
@@ -534,13 +510,7 @@ async fn send_log_reads_newest_first_and_pending_rows_separately(db: &TestDb) {
         let now = Millis(T0.0 + 10 + i as i64);
         let claimed = db.store.claim_channel("inbox", now, 1, &format!("t{i}")).await.unwrap().remove(0);
         assert_eq!(claimed.id, r.id);
-        let f = Finish {
-            status: SendStatus::Sent,
-            detail: None,
-            transport: Some("inbox".into()),
-            address_hash: None,
-            provider_id: None,
-        };
+        let f = Finish::sent("inbox");
         db.store.finish(&claimed, &format!("t{i}"), &f, now).await.unwrap();
     }
     let log = db.store.sends_for_user(&user("u1"), 10).await.unwrap();
@@ -573,13 +543,7 @@ async fn one_transaction_records_many_outcomes_each_fenced(db: &TestDb) {
     let rows: Vec<_> = (0..3).map(|_| row("u1", "inbox", T0)).collect();
     db.store.enqueue(&rows, T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, 3, "mine").await.unwrap();
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
     let items = vec![
         Record {
             row: claimed[0].clone(),
@@ -617,13 +581,7 @@ async fn a_flush_longer_than_one_statement_writes_every_row_once_in_order(db: &T
     db.store.enqueue(&rows, T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, N as u32, "mine").await.unwrap();
     assert_eq!(claimed.len(), N);
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
     let items: Vec<Record> = claimed
         .iter()
         .map(|r| Record {
@@ -890,13 +848,7 @@ async fn outcomes_and_cancellations_append_events_in_commit_order(db: &TestDb) {
     let b = row("u2", "inbox", T0.plus(Duration::from_secs(60)));
     db.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
     let claimed = db.store.claim_channel("inbox", T0, 1, "t").await.unwrap().remove(0);
-    let f = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let f = Finish::sent("inbox");
     db.store.finish(&claimed, "t", &f, T0).await.unwrap();
     signal.changed().await.unwrap();
     db.store.cancel_scheduled(CancelScope::User("u2"), "user deleted", T0).await.unwrap();
@@ -1128,20 +1080,8 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
     let rows = [row("u1", "inbox", T0), row("u1", "inbox", T0), row("u2", "inbox", T0)];
     s.enqueue(&rows, T0).await.unwrap();
     let claimed = s.claim_channel("inbox", T0, 10, "tok").await.unwrap();
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
-    let failed = Finish {
-        status: SendStatus::Failed,
-        detail: Some("no".into()),
-        transport: None,
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
+    let failed = Finish::because(SendStatus::Failed, "no");
     s.finish(&claimed[0], "tok", &sent, T0).await.unwrap();
     s.finish(&claimed[1], "tok", &sent, T0.plus(Duration::from_secs(60))).await.unwrap();
     s.finish(&claimed[2], "tok", &failed, T0.plus(Duration::from_secs(60))).await.unwrap();
@@ -1185,13 +1125,7 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
     let store = &db.store;
     let late = T0.plus(100 * DAY);
     let cutoff = T0.plus(50 * DAY);
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("inbox".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("inbox");
     // A row made at `made` (its id's time) and due at `due`.
     let made_at = |user: &str, made: Millis, due: Millis| {
         let mut r = row(user, "inbox", due);
@@ -1525,13 +1459,7 @@ async fn the_rows_of_an_instance_whose_lease_lapsed_are_taken_back_after_deliver
     assert_eq!(db.store.get_outbox(&rn.id).await.unwrap().unwrap().status, OutboxStatus::Sending);
 
     // A's late outcome is refused; the rescuer's attempt is the one recorded.
-    let sent = Finish {
-        status: SendStatus::Sent,
-        detail: None,
-        transport: Some("smtp".into()),
-        address_hash: None,
-        provider_id: None,
-    };
+    let sent = Finish::sent("smtp");
     assert!(!a.finish(&held_a[0], "token-a", &sent, t).await.unwrap(), "a late outcome loses to the rescue");
     let again = b.claim_channel("email", t, 10, "token-b2").await.unwrap();
     assert_eq!(again.len(), 1);

@@ -269,6 +269,17 @@ impl Finish {
     pub fn because(status: SendStatus, detail: impl Into<String>) -> Finish {
         Finish { status, detail: Some(detail.into()), transport: None, address_hash: None, provider_id: None }
     }
+
+    /// Delivered by `transport`, with nothing more to say.
+    pub fn sent(transport: impl Into<String>) -> Finish {
+        Finish {
+            status: SendStatus::Sent,
+            detail: None,
+            transport: Some(transport.into()),
+            address_hash: None,
+            provider_id: None,
+        }
+    }
 }
 
 /// What to write for one claimed row: its outcome, its retry, or its hold.

@@ -49,41 +49,42 @@ fn slack_id(field: &'static str, s: &str, prefixes: &[u8], expected: &'static st
     if ok { Ok(s.to_owned()) } else { Err(InvalidValue::new(field, s, expected)) }
 }
 
-/// A Slack user id: `U…`, or `W…` for an Enterprise Grid user.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SlackUserId(String);
+/// A Slack id type: a checked string whose first letter says what it names.
+macro_rules! slack_id_type {
+    ($(#[$doc:meta])* $name:ident, $prefixes:literal, $expected:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub struct $name(String);
 
-impl SlackUserId {
-    pub const EXPECTED: &'static str =
-        "a Slack user id: U or W then capital letters and digits (for example \"U024BE7LH\")";
+        impl $name {
+            pub const EXPECTED: &'static str = $expected;
 
-    pub fn parse(field: &'static str, s: &str) -> Result<SlackUserId, InvalidValue> {
-        slack_id(field, s, b"UW", Self::EXPECTED).map(SlackUserId)
-    }
+            pub fn parse(field: &'static str, s: &str) -> Result<$name, InvalidValue> {
+                slack_id(field, s, $prefixes, Self::EXPECTED).map($name)
+            }
 
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    };
 }
 
-/// A Slack conversation id a rule posts to: `C…` (a channel), `G…` (an
-/// older private channel) or `D…` (an existing direct-message or group
-/// DM conversation, say with an on-call team).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SlackChannelId(String);
+slack_id_type!(
+    /// A Slack user id: `U…`, or `W…` for an Enterprise Grid user.
+    SlackUserId,
+    b"UW",
+    "a Slack user id: U or W then capital letters and digits (for example \"U024BE7LH\")"
+);
 
-impl SlackChannelId {
-    pub const EXPECTED: &'static str =
-        "a Slack channel id: C, G or D then capital letters and digits (for example \"C024BE91L\")";
-
-    pub fn parse(field: &'static str, s: &str) -> Result<SlackChannelId, InvalidValue> {
-        slack_id(field, s, b"CGD", Self::EXPECTED).map(SlackChannelId)
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+slack_id_type!(
+    /// A Slack conversation id a rule posts to: `C…` (a channel), `G…` (an
+    /// older private channel) or `D…` (an existing direct-message or group
+    /// DM conversation, say with an on-call team).
+    SlackChannelId,
+    b"CGD",
+    "a Slack channel id: C, G or D then capital letters and digits (for example \"C024BE91L\")"
+);
 
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

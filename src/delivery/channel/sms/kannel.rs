@@ -58,10 +58,7 @@ pub struct KannelEndpoint {
 /// Never prints the password.
 impl fmt::Debug for KannelEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("KannelEndpoint")
-            .field("base", &self.base.as_str())
-            .field("username", &self.username)
-            .finish_non_exhaustive()
+        super::redacted(f, "KannelEndpoint", &self.base, ("username", &self.username))
     }
 }
 

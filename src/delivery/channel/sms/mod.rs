@@ -46,3 +46,9 @@ pub struct Text<'a> {
     /// a signed token where the provider does not sign.
     pub callback: Option<&'a url::Url>,
 }
+
+/// A transport's endpoint as a log shows it: its base URL and who it logs
+/// in as, never the password or token.
+fn redacted(f: &mut std::fmt::Formatter<'_>, name: &str, base: &url::Url, user: (&str, &str)) -> std::fmt::Result {
+    f.debug_struct(name).field("base", &base.as_str()).field(user.0, &user.1).finish_non_exhaustive()
+}

@@ -46,10 +46,7 @@ pub struct TwilioEndpoint {
 /// Never prints the token.
 impl fmt::Debug for TwilioEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TwilioEndpoint")
-            .field("base", &self.base.as_str())
-            .field("account_sid", &self.account_sid)
-            .finish_non_exhaustive()
+        super::redacted(f, "TwilioEndpoint", &self.base, ("account_sid", &self.account_sid))
     }
 }
 
