@@ -49,7 +49,7 @@ mod recipients;
 mod retention;
 mod rows;
 #[cfg(test)]
-pub(crate) use rows::{claimed_row, rule_row_for_tests};
+pub(crate) use rows::claimed_row;
 mod rules;
 mod sends;
 mod sql;

@@ -353,25 +353,3 @@ pub(crate) fn claimed_row(id: &str, token: &str, attempts: i64) -> OutboxRow {
         updated_at: Millis(0),
     }
 }
-
-/// A rule on `channel` with an empty template, for unit tests that need a
-/// rule's settings and not its text.
-#[cfg(test)]
-pub(crate) fn rule_row_for_tests(channel: &str) -> super::RuleRow {
-    super::RuleRow {
-        id: "rule-1".into(),
-        name: "test rule".into(),
-        trigger_type: "test.event".into(),
-        condition: None,
-        channel: channel.into(),
-        template: serde_json::json!({"fallback_locale": "en", "locales": {}}),
-        delay_seconds: 0,
-        grace_seconds: None,
-        category: "updates".into(),
-        enabled: true,
-        webhook_url: None,
-        workflow: None,
-        created_at: Millis(0),
-        updated_at: Millis(0),
-    }
-}

@@ -149,7 +149,12 @@ async fn a_user_without_a_device_is_suppressed_and_nothing_is_sent() {
 
 #[test]
 fn a_rules_ttl_and_urgency_reach_the_notification_with_the_grace_window_as_default() {
-    let mut rule = crate::store::rule_row_for_tests("push");
+    let template = serde_json::from_value(serde_json::json!(
+        {"fallback_locale": "en", "locales": {"en": {"title": "Export ready"}}}
+    ))
+    .unwrap();
+    let input = crate::planning::rule::RuleInput::new("r".into(), "t".into(), "push".into(), template, "c".into());
+    let mut rule = input.into_row(Millis(0), &Default::default()).unwrap();
     rule.grace_seconds = Some(3600);
     let rendered = crate::planning::template::Rendered {
         locale: "en".into(),
