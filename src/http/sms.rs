@@ -140,7 +140,7 @@ impl axum::extract::FromRequest<AppState> for TwilioCall {
 /// Twilio's status callback.
 #[utoipa::path(post, path = "/v1/sms/status/twilio", tag = "sms",
     params(("outbox" = Option<String>, Query, description = "The row, as Herald put it in StatusCallback")),
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's status callback form"),
+    request_body(content = TwilioStatusForm, content_type = "application/x-www-form-urlencoded", description = "Twilio's status callback form"),
     responses(
         (status = 204, description = "Recorded (or already recorded)"),
         (status = 400, description = "Signed, but without MessageSid or MessageStatus"),
@@ -269,9 +269,42 @@ async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// The fields of Twilio's inbound message form that Herald reads (Twilio
+/// sends more, all covered by its signature). For the OpenAPI document: the
+/// handler checks the signature over the raw form first.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct TwilioInboundForm {
+    /// The sender's number, E.164.
+    #[serde(rename = "From")]
+    from: String,
+    /// Herald's number it was sent to.
+    #[serde(rename = "To")]
+    to: Option<String>,
+    /// The text: STOP, START, HELP and their synonyms are acted on.
+    #[serde(rename = "Body")]
+    body: String,
+    #[serde(rename = "MessageSid")]
+    message_sid: Option<String>,
+}
+
+/// The fields of Twilio's status callback form that Herald reads.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[allow(dead_code)]
+pub struct TwilioStatusForm {
+    #[serde(rename = "MessageSid")]
+    message_sid: String,
+    /// `queued`, `sent`, `delivered`, `undelivered`, `failed`, …
+    #[serde(rename = "MessageStatus")]
+    message_status: String,
+    /// The carrier's error code with `undelivered` or `failed` (30005, 30006, …).
+    #[serde(rename = "ErrorCode")]
+    error_code: Option<String>,
+}
+
 /// A text to the number, from Twilio.
 #[utoipa::path(post, path = "/v1/sms/inbound/twilio", tag = "sms",
-    request_body(content = String, content_type = "application/x-www-form-urlencoded", description = "Twilio's inbound message form"),
+    request_body(content = TwilioInboundForm, content_type = "application/x-www-form-urlencoded", description = "Twilio's inbound message form"),
     responses(
         (status = 200, description = "TwiML: the HELP answer, or nothing", content_type = "text/xml"),
         (status = 403, description = "Not signed by Twilio for this account: nothing changed"),
