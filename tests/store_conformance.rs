@@ -23,6 +23,7 @@ backend_tests!(
     concurrent_accepts_record_one_trigger_per_idempotency_key,
     finish_is_fenced_by_the_claim_token,
     outcome_and_send_log_row_are_written_together,
+    a_sent_rows_provider_ids_are_kept_whole,
     reschedule_puts_the_row_back_with_its_error,
     release_can_refund_the_attempt,
     only_stale_claims_are_taken_back,
@@ -408,6 +409,23 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
     assert_eq!((s.status.as_str(), s.detail.as_deref()), ("bounced", Some("550 5.1.1 no such user")));
     assert_eq!((s.address_hash.as_deref(), s.attempts, s.user_id.as_str()), (Some("abc123"), 1, "u1"));
     assert_eq!(s.created_at, T0);
+}
+
+/// A push to several devices records every accepting service's message id
+/// (a Web Push `Location` URL is 100–200 characters): the send log keeps
+/// them whole on every database, where a short column would refuse the
+/// write and leave the row to be sent again.
+async fn a_sent_rows_provider_ids_are_kept_whole(db: &TestDb) {
+    let r = row("u1", "push", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let claimed = db.store.claim_channel("push", T0, 1, "t").await.unwrap().remove(0);
+    let ids: Vec<String> =
+        (0..4).map(|i| format!("https://push.example.net/message/{i}/{}", "a1b2c3d4".repeat(20))).collect();
+    let sent = Finish { provider_id: Some(ids.join(" ")), ..Finish::sent("push") };
+    assert!(db.store.finish(&claimed, "t", &sent, T0).await.unwrap());
+    let log = db.store.sends_for_outbox(&r.id).await.unwrap();
+    assert_eq!(log[0].provider_id.as_deref(), Some(ids.join(" ").as_str()));
+    assert!(log[0].provider_id.as_ref().unwrap().len() > 600);
 }
 
 async fn reschedule_puts_the_row_back_with_its_error(db: &TestDb) {
