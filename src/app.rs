@@ -116,24 +116,15 @@ pub fn registry_with_email(email: Option<Arc<EmailChannel>>) -> Registry {
     r
 }
 
-/// The channels that talk to a messaging provider, when configured:
-/// registered over [`registry_with_email`]'s "unavailable".
+/// The channels built from their configuration sections (each `None`
+/// when its section does not configure it): what [`configured_registry`]
+/// registers over [`registry_with_email`]'s "unavailable".
 #[derive(Default)]
-pub struct Messaging {
+pub struct ConfiguredChannels {
+    pub email: Option<Arc<EmailChannel>>,
+    pub push: Option<Arc<PushChannel>>,
     pub sms: Option<Arc<SmsChannel>>,
     pub slack: Option<Arc<SlackChannel>>,
-}
-
-impl Messaging {
-    /// Registers the configured ones into `r`.
-    pub fn register(self, r: &mut Registry) {
-        if let Some(sms) = self.sms {
-            r.register("sms", sms);
-        }
-        if let Some(slack) = self.slack {
-            r.register("slack", slack);
-        }
-    }
 }
 
 /// How long a provider (Twilio, Kannel, Slack) may take to answer one
@@ -203,16 +194,19 @@ pub fn slack_channel(
     Ok(Some(Arc::new(SlackChannel::new(client, health))))
 }
 
-/// The registry `serve` uses: the inbox, email when a transport is
-/// configured, webhooks when a signing secret is, push when a provider is.
-pub fn configured_registry(
-    config: &Config,
-    email: Option<Arc<EmailChannel>>,
-    push: Option<Arc<PushChannel>>,
-) -> Registry {
+/// The registry `serve` uses: the inbox, webhooks when a signing secret
+/// is configured, and every channel in `channels`.
+pub fn configured_registry(config: &Config, channels: ConfiguredChannels) -> Registry {
+    let ConfiguredChannels { email, push, sms, slack } = channels;
     let mut r = registry_with_email(email);
     if let Some(push) = push {
         r.register("push", push);
+    }
+    if let Some(sms) = sms {
+        r.register("sms", sms);
+    }
+    if let Some(slack) = slack {
+        r.register("slack", slack);
     }
     if let Some(secrets) = &config.webhook.signing_secret {
         // Validated at load; a failure here is a bug, not a configuration error.
@@ -425,19 +419,15 @@ pub async fn serve_with_clock(
         tracing::info!(instance = %who.id, host = %who.host, pid = who.pid, lease = ?config.worker.lease, "instance lease");
         let worker = Worker::new(WorkerParts {
             store: Arc::new(store.for_instance(&who.id)),
-            registry: {
-                let mut r = configured_registry(
-                    &config,
+            registry: configured_registry(
+                &config,
+                ConfiguredChannels {
                     email,
-                    push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
-                );
-                Messaging {
+                    push: push_channel(&config, dyn_store.clone(), clock.clone(), health.clone())?,
                     sms: sms_channel(&config, dyn_store.clone(), clock.clone(), keys.clone(), health.clone())?,
                     slack: slack_channel(&config, health.clone())?,
-                }
-                .register(&mut r);
-                r
-            },
+                },
+            ),
             clock: clock.clone(),
             config: config.worker.to_worker_config(),
             metrics: metrics.clone(),

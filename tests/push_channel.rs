@@ -96,7 +96,8 @@ impl Setup {
         let clock_arc: Arc<dyn Clock> = Arc::new(clock.clone());
         let push =
             herald::app::push_channel(&self.config, self.app.db.arc(), clock_arc, ChannelHealth::default()).unwrap();
-        let registry = herald::app::configured_registry(&self.config, None, push);
+        let channels = herald::app::ConfiguredChannels { push, ..Default::default() };
+        let registry = herald::app::configured_registry(&self.config, channels);
         common::worker(self.app.db.arc(), registry, clock, WorkerConfig::default())
     }
 

@@ -92,7 +92,7 @@ async fn during_a_rotation_either_secret_verifies_a_delivery() {
     config.webhook.signing_secret = Some(SecretList::Many(vec![NEW.into(), SECRET.into()]));
     config.webhook.allow_private_networks = true;
     config.validate().expect("a list of secrets is a valid configuration");
-    let registry = herald::app::configured_registry(&config, None, None);
+    let registry = herald::app::configured_registry(&config, Default::default());
     let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!("the webhook channel is configured") };
     let outcome = webhook.deliver(&webhook_delivery(&format!("{base}/ok"), ORDER)).await;
     assert!(matches!(outcome, Outcome::Sent { .. }), "{outcome:?}");
@@ -110,7 +110,7 @@ async fn during_a_rotation_either_secret_verifies_a_delivery() {
     // After the rotation the old secret is dropped from the list, and its
     // signature with it.
     config.webhook.signing_secret = Some(SecretList::Many(vec![NEW.into()]));
-    let registry = herald::app::configured_registry(&config, None, None);
+    let registry = herald::app::configured_registry(&config, Default::default());
     let Lookup::Ready(webhook) = registry.lookup("webhook") else { panic!() };
     assert!(matches!(webhook.deliver(&webhook_delivery(&format!("{base}/ok"), ORDER)).await, Outcome::Sent { .. }));
     let (headers, body) = seen.lock().unwrap().remove(0);
@@ -214,7 +214,7 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
     assert_eq!(planner.tick().await.unwrap(), 1);
     let worker = herald::delivery::worker::Worker::new(herald::delivery::worker::WorkerParts {
         store: store.clone(),
-        registry: herald::app::configured_registry(&config, None, None),
+        registry: herald::app::configured_registry(&config, Default::default()),
         clock,
         config: herald::delivery::worker::WorkerConfig::default(),
         metrics: herald::metrics::Metrics::new(),
