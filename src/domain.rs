@@ -295,6 +295,8 @@ pub enum HoldReason {
     /// An escalation follow-up waiting for its inbox message to be
     /// delivered, then read (or seen).
     Escalation,
+    /// A text waiting for a slot of `sms.rate`, shared by every instance.
+    SmsRate,
 }
 
 impl HoldReason {
@@ -303,6 +305,7 @@ impl HoldReason {
             HoldReason::SendWindow => "send_window",
             HoldReason::QuietHours => "quiet_hours",
             HoldReason::Escalation => "escalation",
+            HoldReason::SmsRate => "sms_rate",
         }
     }
 
@@ -314,6 +317,7 @@ impl HoldReason {
             HoldReason::SendWindow => "the rule's send window",
             HoldReason::QuietHours => "the recipient's quiet hours",
             HoldReason::Escalation => "the inbox message",
+            HoldReason::SmsRate => "sms.rate",
         }
     }
 
@@ -325,6 +329,8 @@ impl HoldReason {
             Some(HoldReason::SendWindow)
         } else if held_by(HoldReason::QuietHours) {
             Some(HoldReason::QuietHours)
+        } else if held_by(HoldReason::SmsRate) {
+            Some(HoldReason::SmsRate)
         } else if detail.starts_with("waiting ") && detail.contains(&format!(" {} ", HoldReason::Escalation.words())) {
             Some(HoldReason::Escalation)
         } else {

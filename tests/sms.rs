@@ -275,6 +275,50 @@ async fn the_rate_is_shared_by_instances(backend: Backend) {
     db.cleanup().await;
 }
 
+/// A burst longer than `worker.max_attempts` windows of `sms.rate` goes
+/// out at the rate, every text sent: a text waiting for a slot is held,
+/// which is not an attempt, rather than retried until it gives up.
+async fn a_burst_over_the_rate_is_held_not_failed(backend: Backend) {
+    use herald::clock::{Clock, ManualClock, SystemClock};
+    use herald::delivery::worker::WorkerConfig;
+    let db = common::TestDb::new(backend).await;
+    let (addr, received) = double().await;
+    let mut config = herald::config::Config::default();
+    config.sms.transport = Some(format!("twilio+http://{SID}:{TOKEN}@{addr}"));
+    config.sms.from = Some("+14155550100".into());
+    config.sms.rate = Some(1.0);
+    let clock = ManualClock::at(SystemClock.now());
+    let dyn_clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(clock.clone());
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let sms = herald::app::sms_channel(&config, db.arc(), dyn_clock, keys, Default::default()).unwrap();
+    let registry =
+        herald::app::configured_registry(&config, herald::app::ConfiguredChannels { sms, ..Default::default() });
+    let worker =
+        common::worker(db.arc(), registry, &clock, WorkerConfig { max_attempts: 2, ..WorkerConfig::default() });
+    let rows: Vec<_> = (0..4)
+        .map(|i| {
+            common::keyed_row(
+                "u",
+                "sms",
+                format!("burst:{i}"),
+                json!({"to": format!("+1415555010{i}"), "text": "x"}),
+                clock.now(),
+            )
+        })
+        .collect();
+    common::enqueue_all(&*db.arc(), &rows, clock.now()).await;
+    let (mut sent, mut held, mut failed) = (0, 0, 0);
+    for _ in 0..8 {
+        let report = worker.tick().await.unwrap();
+        (sent, held, failed) = (sent + report.sent, held + report.held, failed + report.failed);
+        clock.advance(Duration::from_millis(1_000));
+    }
+    assert_eq!((sent, failed), (4, 0), "held {held} times");
+    assert!(held >= 3, "the three behind the first waited: {held}");
+    assert_eq!(received.lock().unwrap().len(), 4);
+    db.cleanup().await;
+}
+
 /// `herald bench --channel sms|slack` drains through the channel to its
 /// in-process double: every row sent, every request answered.
 async fn the_bench_drains_through_both_channels() {
@@ -292,6 +336,7 @@ fn main() -> std::process::ExitCode {
         twilio_answers_become_outcomes_retry_after_and_readyz,
         sms_rules_are_measured_in_segments,
         the_rate_is_shared_by_instances,
+        a_burst_over_the_rate_is_held_not_failed,
     ];
     trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off, the_bench_drains_through_both_channels]);
     common::harness::main(trials)

@@ -76,10 +76,20 @@ struct Slot {
 
 #[async_trait]
 impl ThrottleStore for SqlStore {
+    /// One transaction, tried again when it loses a race: takers of one
+    /// bucket lock its slot rows, and concurrent ones (the deliveries of
+    /// an `sms.rate`, several instances' caps) deadlock on InnoDB now and
+    /// then; the loser's transaction did nothing.
     async fn take_throttle_slots(&self, requests: &[SlotRequest], now: Millis) -> Result<Vec<SlotAnswer>, StoreError> {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
+        super::race::retry_lost_race("take throttle slots", || self.take_slots_once(requests, now)).await
+    }
+}
+
+impl SqlStore {
+    async fn take_slots_once(&self, requests: &[SlotRequest], now: Millis) -> Result<Vec<SlotAnswer>, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
         if d == Dialect::Sqlite

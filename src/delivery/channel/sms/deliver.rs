@@ -54,6 +54,7 @@ use crate::delivery::channel::answer::Answer;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
 use crate::delivery::channel::{Channel, Delivery, Outcome, active_suppression, answered, suppressed_detail};
 use crate::delivery::health::ChannelHealth;
+use crate::domain::HoldReason;
 use crate::store::{ALL_CATEGORIES, Store, SuppressionReason, SuppressionRow};
 
 /// The reason a user without a phone number is not texted.
@@ -216,11 +217,20 @@ impl Channel for SmsChannel {
         if let Some(rate) = &p.rate {
             match rate.take(&d.row.id, now).await {
                 Ok(None) => {}
+                // Held, not retried: waiting for a slot is not an attempt,
+                // so a burst longer than max_attempts slots still goes out.
                 Ok(Some(wait)) => {
-                    return Outcome::Retry {
-                        detail: format!("held back by sms.rate ({}/s shared by every instance)", rate.per_second()),
-                        address_hash: h,
-                        after: Some(wait),
+                    let until = now.plus(wait);
+                    return Outcome::Held {
+                        until,
+                        expires_at: d.row.expires_at,
+                        reason: HoldReason::SmsRate,
+                        detail: format!(
+                            "held by {} ({}/s shared by every instance) until {}",
+                            HoldReason::SmsRate.words(),
+                            rate.per_second(),
+                            until.to_rfc3339()
+                        ),
                     };
                 }
                 Err(e) => return Outcome::Retry { detail: e, address_hash: h, after: None },

@@ -7,9 +7,13 @@
 //! slots a second and 0.5/s one slot every two seconds. The slots are
 //! taken in the database, so two instances share them and together stay
 //! within the rate. A text with no free slot is not sent and not failed:
-//! its row is retried when the oldest slot frees ([`crate::delivery::channel::Outcome::Retry`]
-//! with `after`), which is also when it would have gone through a local
-//! queue. Rejected: a limiter in each process (the email channel's), which
+//! its row is held until the oldest slot frees ([`crate::delivery::channel::Outcome::Held`],
+//! [`crate::domain::HoldReason::SmsRate`]), which gives back the attempt its
+//! claim counted, so a burst of any length goes out at the rate rather than
+//! failing after `worker.max_attempts` rounds. Every held row wakes at that
+//! moment and all but the rate's worth are held again: a long burst costs
+//! a transaction per waiting row per window (a local queue in front of the
+//! slots would avoid that; not built). Rejected: a limiter in each process (the email channel's), which
 //! lets N instances send N times the rate a carrier allows a long code;
 //! and a token-bucket row of its own, which would be a second mechanism
 //! doing what the slots already do on three databases.
