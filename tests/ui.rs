@@ -220,6 +220,7 @@ backend_tests!(
     an_operator_changes_a_users_preferences_and_the_audit_names_them,
     the_send_log_search_finds_a_phone_and_the_users_page_shows_it,
     the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size,
+    the_rule_editor_keeps_each_channels_fields,
     the_users_page_lists_their_push_devices_and_why_one_was_removed,
 );
 
@@ -1092,6 +1093,80 @@ async fn the_rule_editor_shows_template_errors_with_line_and_column(db: &TestDb)
 }
 
 /// The editor's fields of a push rule, as its page posts them.
+/// The editor shows each channel's own fields (a text message's text only,
+/// Slack's text and blocks) and a save keeps them: a Slack rule saved from
+/// the screen keeps its blocks and its channel, and a push follow-up typed
+/// without its delay is refused naming the delay.
+async fn the_rule_editor_keeps_each_channels_fields(db: &TestDb) {
+    let ui = Ui::start_with(db, |c| c.slack.bot_token = Some("xoxb-1-2".into())).await;
+    let s = ui.session().await;
+    let blocks = r#"[{"type": "section", "text": {"type": "mrkdwn", "text": "{{ payload.name }}"}}]"#;
+    let rule = serde_json::json!({
+        "name": "Deploys", "trigger_type": "deploy.done", "channel": "slack", "category": "ops",
+        "slack": {"channel": "C024BE91L"},
+        "template": {"fallback_locale": "en", "locales": {"en": {
+            "text": "Deploy {{ payload.name }}", "blocks": serde_json::from_str::<serde_json::Value>(blocks).unwrap()
+        }}}
+    });
+    let created = ui.send(ui.api(reqwest::Method::POST, "/v1/rules", Some(rule))).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let page = ui.get(&format!("/ui/rules/{id}"), Some(&s.cookie)).await;
+    assert!(page.body.contains("name=\"loc0_text\"") && page.body.contains("name=\"loc0_blocks\""), "{}", page.body);
+    assert!(!page.body.contains("name=\"loc0_subject\""), "no subject on a Slack rule: {}", page.body);
+
+    let form = [
+        ("name", "Deploys"),
+        ("trigger_type", "deploy.done"),
+        ("channel", "slack"),
+        ("category", "ops"),
+        ("delay", "0"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_text", "Deploy {{ payload.name }} done"),
+        ("loc0_blocks", blocks),
+        ("action", "save"),
+    ];
+    let saved = ui.action(&s, &format!("/ui/rules/{id}"), &form).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let stored = ui.store.list_rules().await.unwrap().pop().unwrap();
+    assert_eq!(
+        stored.template["locales"]["en"],
+        serde_json::json!({"text": "Deploy {{ payload.name }} done",
+            "blocks": serde_json::from_str::<serde_json::Value>(blocks).unwrap()})
+    );
+    assert_eq!(stored.workflow.as_ref().unwrap()["slack"], serde_json::json!({"channel": "C024BE91L"}));
+
+    // A text message's block has its text only.
+    let sms = ui.action(&s, "/ui/rules/new", &with(&form, &[("channel", "sms"), ("action", "preview")])).await;
+    assert!(sms.body.contains("name=\"loc0_text\""), "{}", sms.body);
+    for other in ["loc0_subject", "loc0_html", "loc0_blocks"] {
+        assert!(!sms.body.contains(&format!("name=\"{other}\"")), "{other}: {}", sms.body);
+    }
+
+    // A follow-up typed by push, without its delay.
+    let inbox = [
+        ("name", "Invoice"),
+        ("trigger_type", "invoice.due"),
+        ("channel", "inbox"),
+        ("category", "billing"),
+        ("delay", "0"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_subject", "Invoice due"),
+        ("loc0_text", "t"),
+        ("esc_channel", "push"),
+        ("esc_unless", "read"),
+        ("esc_fallback_locale", "en"),
+        ("esc0_tag", "en"),
+        ("esc0_title", "You have an unread invoice"),
+        ("action", "save"),
+    ];
+    let refused = ui.action(&s, "/ui/rules/new", &inbox).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("required for escalation (seconds)"), "{}", refused.body);
+}
+
 fn push_form() -> Vec<(&'static str, &'static str)> {
     vec![
         ("name", "Export ready"),

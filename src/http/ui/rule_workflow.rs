@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::rules::{LocaleForm, locale_blocks, locale_map};
+use super::rules::{LocaleForm, locale_blocks, locale_map, shape_of};
 use crate::planning::digest::DigestScheduleInput;
 use crate::planning::rule::{FieldError, RuleInput};
 use crate::planning::template::TemplateSet;
@@ -34,7 +34,7 @@ pub(super) struct WorkflowForm {
     throttle_scope: String,
     esc_after: String,
     esc_unless: String,
-    esc_channel: String,
+    pub(super) esc_channel: String,
     esc_fallback_locale: String,
     esc_locales: Vec<LocaleForm>,
     display_name: String,
@@ -118,7 +118,7 @@ impl WorkflowForm {
             esc_unless: get("esc_unless"),
             esc_channel: get("esc_channel"),
             esc_fallback_locale: get("esc_fallback_locale"),
-            esc_locales: locale_blocks(f, "esc", get("esc_channel") == "push"),
+            esc_locales: locale_blocks(f, "esc", shape_of(&get("esc_channel"))),
             display_name: get("display_name"),
             description: get("description"),
         }
@@ -198,11 +198,11 @@ impl WorkflowForm {
                 None
             }
         };
-        let esc_template_given = self.esc_locales.iter().any(|l| !l.subject.is_empty() || !l.text.is_empty());
+        let esc_template_given = self.esc_locales.iter().any(LocaleForm::has_content);
         input.escalate = match esc_after {
             Some(after) => {
-                let push = self.esc_channel == "push";
-                let locales = locale_map(&self.esc_locales, "escalate.template.locales", push, errors);
+                let locales =
+                    locale_map(&self.esc_locales, "escalate.template.locales", shape_of(&self.esc_channel), errors);
                 Some(EscalateInput {
                     after,
                     unless: self.esc_unless.clone(),

@@ -41,10 +41,11 @@ pub async fn list(Ui { state, op }: Ui) -> Result<Response, UiError> {
     Ok(Page::new(&op, ACTIVE, "rules.html", "Rules").with(serde_json::json!({ "rules": rules })).into_response())
 }
 
-/// One locale's variant as the form shows it, in either shape: `subject`,
-/// `text` and `html` for email, the inbox and webhooks, or `title`, `body`
-/// and `url` for a push notification (see [`LocaleTemplate`]). The page
-/// shows the fields of the rule's channel only ([`FIELDS`]).
+/// One locale's variant as the form shows it, in the shape of its
+/// channel: `subject`, `text` and `html` for email, the inbox and
+/// webhooks; `title`, `body` and `url` for a push notification; `text` for
+/// a text message; `text` and `blocks` for Slack (see [`LocaleTemplate`]).
+/// The page shows the fields of the rule's channel only ([`FIELDS`]).
 #[derive(Debug, Clone, Default, Serialize)]
 pub(super) struct LocaleForm {
     pub(super) tag: String,
@@ -54,21 +55,31 @@ pub(super) struct LocaleForm {
     pub(super) title: String,
     pub(super) body: String,
     pub(super) url: String,
+    pub(super) blocks: String,
 }
 
 /// A locale block's field as the page lays it out: name, label, and the
 /// rows of its textarea (0 for a one-line input).
 type Field = (&'static str, &'static str, u8);
 
-/// The fields of a locale block in each shape. One list for the
-/// template's blocks and the follow-up's, so the two cannot drift apart.
-const FIELDS: [(&str, [Field; 3]); 2] = [
-    ("message", [("subject", "Subject", 0), ("text", "Text", 5), ("html", "HTML (optional)", 3)]),
-    ("push", [("title", "Title", 0), ("body", "Body (optional)", 3), ("url", "URL a tap opens (optional)", 0)]),
+/// The fields of a locale block in each shape, keyed as [`shape_of`]
+/// names them. One list for the template's blocks and the follow-up's,
+/// so the two cannot drift apart; its names are the fields
+/// [`TemplateSet::check_shape`] allows each channel.
+const FIELDS: [(&str, &[Field]); 4] = [
+    ("message", &[("subject", "Subject", 0), ("text", "Text", 5), ("html", "HTML (optional)", 3)]),
+    ("push", &[("title", "Title", 0), ("body", "Body (optional)", 3), ("url", "URL a tap opens (optional)", 0)]),
+    ("sms", &[("text", "Text", 4)]),
+    ("slack", &[("text", "Text (mrkdwn)", 5), ("blocks", "Blocks (optional, a JSON array)", 5)]),
 ];
 
+/// The shape of a channel's locale blocks: a key of [`FIELDS`].
+pub(super) fn shape_of(channel: &str) -> &'static str {
+    FIELDS.iter().map(|(shape, _)| *shape).find(|shape| *shape == channel).unwrap_or("message")
+}
+
 /// [`FIELDS`] as the page reads them: `{"push": [{"name", "label",
-/// "rows"}, …], "message": […]}`.
+/// "rows"}, …], "message": […], …}`.
 fn fields_by_shape() -> serde_json::Value {
     FIELDS
         .iter()
@@ -94,67 +105,79 @@ impl LocaleForm {
             title: t.title.clone().unwrap_or_default(),
             body: t.body.clone().unwrap_or_default(),
             url: t.url.clone().unwrap_or_default(),
+            blocks: t.blocks.clone().unwrap_or_default(),
         }
     }
 
     /// Nothing typed in the block (its tag included).
     fn is_empty(&self) -> bool {
-        [&self.tag, &self.subject, &self.text, &self.html, &self.title, &self.body, &self.url]
-            .iter()
-            .all(|f| f.is_empty())
+        self.tag.is_empty() && !self.has_content()
     }
 
-    /// The block in the shape of its channel: after the channel was changed
-    /// (the page then still posts the other shape's fields), the one-line
-    /// field and the body carry over (subject to title, text to body, and
-    /// back), so what was typed is not lost; `html` and `url` have no
-    /// counterpart and are dropped. The other shape's fields are cleared, so
-    /// the template holds one shape only, as [`TemplateSet::check_shape`]
-    /// asks.
-    fn in_shape(mut self, push: bool) -> LocaleForm {
-        if push {
+    /// Something typed in any of the block's fields, its tag aside.
+    pub(super) fn has_content(&self) -> bool {
+        [&self.subject, &self.text, &self.html, &self.title, &self.body, &self.url, &self.blocks]
+            .iter()
+            .any(|f| !f.is_empty())
+    }
+
+    /// The block in `shape` ([`shape_of`]): after the channel was changed
+    /// (the page then still posts the other shape's fields), the body
+    /// carries over (text to body and back) and so does the one-line field
+    /// between email and push, so what was typed is not lost; a field the
+    /// new shape has no place for is dropped, so the template holds one
+    /// shape only, as [`TemplateSet::check_shape`] asks.
+    fn in_shape(mut self, shape: &str) -> LocaleForm {
+        if shape == "push" {
             if self.title.is_empty() && self.body.is_empty() {
                 self.title = std::mem::take(&mut self.subject);
                 self.body = std::mem::take(&mut self.text);
             }
-            (self.subject, self.text, self.html) = Default::default();
-        } else {
-            if self.subject.is_empty() && self.text.is_empty() {
-                self.subject = std::mem::take(&mut self.title);
-                self.text = std::mem::take(&mut self.body);
+        } else if self.subject.is_empty() && self.text.is_empty() {
+            self.subject = std::mem::take(&mut self.title);
+            self.text = std::mem::take(&mut self.body);
+        }
+        let keep = FIELDS.iter().find(|(s, _)| *s == shape).map_or(&[][..], |(_, f)| f);
+        let kept = |name: &str| keep.iter().any(|(n, _, _)| *n == name);
+        for (name, field) in [
+            ("subject", &mut self.subject),
+            ("text", &mut self.text),
+            ("html", &mut self.html),
+            ("title", &mut self.title),
+            ("body", &mut self.body),
+            ("url", &mut self.url),
+            ("blocks", &mut self.blocks),
+        ] {
+            if !kept(name) {
+                field.clear();
             }
-            (self.title, self.body, self.url) = Default::default();
         }
         self
     }
 
-    /// The stored variant: a field left empty is none (`html`, `body`,
-    /// `url`), except a push block's `title`, which a push rule requires
-    /// and whose absence its check names.
-    fn template(&self, push: bool) -> LocaleTemplate {
+    /// The stored variant: an optional field left empty is none (`html`,
+    /// `body`, `url`, `blocks`), except a push block's `title`, which a
+    /// push rule requires and whose absence its check names. A block is in
+    /// one shape ([`in_shape`](Self::in_shape)), so the others' fields are
+    /// empty here and stay out.
+    fn template(&self, shape: &str) -> LocaleTemplate {
         let some = |s: &str| Some(s.to_owned()).filter(|s| !s.trim().is_empty());
-        if push {
-            LocaleTemplate {
-                title: Some(self.title.clone()),
-                body: some(&self.body),
-                url: some(&self.url),
-                ..Default::default()
-            }
-        } else {
-            LocaleTemplate {
-                subject: self.subject.clone(),
-                text: self.text.clone(),
-                html: some(&self.html),
-                ..Default::default()
-            }
+        LocaleTemplate {
+            subject: self.subject.clone(),
+            text: self.text.clone(),
+            html: some(&self.html),
+            title: if shape == "push" { Some(self.title.clone()) } else { None },
+            body: some(&self.body),
+            url: some(&self.url),
+            blocks: some(&self.blocks),
         }
     }
 }
 
-/// The locale blocks `{prefix}{N}_tag` etc. of a posted form, in the shape
-/// of their channel (`push` or not), the empty ones dropped and one empty
-/// block added (where a locale is added).
-pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str, push: bool) -> Vec<LocaleForm> {
+/// The locale blocks `{prefix}{N}_tag` etc. of a posted form, in `shape`
+/// ([`shape_of`]), the empty ones dropped and one empty block added (where
+/// a locale is added).
+pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str, shape: &str) -> Vec<LocaleForm> {
     let get = |k: &str| f.get(k).cloned().unwrap_or_default();
     let mut locales = Vec::new();
     for i in 0..50 {
@@ -170,20 +193,21 @@ pub(super) fn locale_blocks(f: &HashMap<String, String>, prefix: &str, push: boo
             title: get(&key("title")),
             body: get(&key("body")),
             url: get(&key("url")),
+            blocks: get(&key("blocks")),
         };
-        locales.push(block.in_shape(push));
+        locales.push(block.in_shape(shape));
     }
     locales.retain(|l| !l.is_empty());
     locales.push(LocaleForm::default());
     locales
 }
 
-/// The template's locales from the form's blocks (in the shape of a push
-/// notification when `push`); a block without a tag is an error on `field`.
+/// The template's locales from the form's blocks, in `shape`; a block
+/// without a tag is an error on `field`.
 pub(super) fn locale_map(
     blocks: &[LocaleForm],
     field: &str,
-    push: bool,
+    shape: &str,
     errors: &mut Vec<FieldError>,
 ) -> BTreeMap<String, LocaleTemplate> {
     let mut locales = BTreeMap::new();
@@ -192,7 +216,7 @@ pub(super) fn locale_map(
             errors.push(FieldError::new(field, "every variant needs a locale tag such as en or de"));
             continue;
         }
-        locales.insert(l.tag.clone(), l.template(push));
+        locales.insert(l.tag.clone(), l.template(shape));
     }
     locales
 }
@@ -250,7 +274,7 @@ impl RuleForm {
     fn from_fields(f: &HashMap<String, String>) -> RuleForm {
         let get = |k: &str| f.get(k).cloned().unwrap_or_default();
         let channel = get("channel");
-        let locales = locale_blocks(f, "loc", channel == "push");
+        let locales = locale_blocks(f, "loc", shape_of(&channel));
         RuleForm {
             name: get("name"),
             trigger_type: get("trigger_type").trim().to_owned(),
@@ -286,7 +310,7 @@ impl RuleForm {
         let delay = seconds("delay", &self.delay, &mut errors).unwrap_or(0);
         let grace = seconds("grace", &self.grace, &mut errors);
         let push = self.channel == "push";
-        let locales = locale_map(&self.locales, "template.locales", push, &mut errors);
+        let locales = locale_map(&self.locales, "template.locales", shape_of(&self.channel), &mut errors);
         let opt = |s: &str| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
         let template = TemplateSet { fallback_locale: self.fallback_locale.clone(), locales };
         let (name, category) = (self.name.trim().to_owned(), self.category.clone());
@@ -393,6 +417,7 @@ async fn editor(
             "field_errors": field_errors, "preview": preview, "dry_run": dry,
             "weekdays": crate::planning::workflow::WEEKDAYS,
             "fields": fields_by_shape(), "payload_limit": MAX_PAYLOAD,
+            "shape": shape_of(&form.channel), "esc_shape": shape_of(&form.wf.esc_channel),
             "channels": crate::delivery::channel::catalog::KNOWN,
             "urgencies": URGENCIES.map(Urgency::as_str),
         }))

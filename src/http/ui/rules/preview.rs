@@ -56,6 +56,9 @@ pub(super) async fn preview(
     if let Err(template_errors) = input.template.validate() {
         found.blocking.extend(template_errors.iter().map(FieldError::from));
     }
+    // The fields the channel uses, as a save checks them (an email's empty
+    // subject is found here, not by `validate`, which knows no channel).
+    found.blocking.extend(input.template.check_shape(&input.channel).iter().map(FieldError::from));
     if let Some(c) = &input.condition
         && let Err(e) = Condition::compile(c)
     {
