@@ -1143,6 +1143,13 @@ async fn the_rule_editor_keeps_each_channels_fields(db: &TestDb) {
     for other in ["loc0_subject", "loc0_html", "loc0_blocks"] {
         assert!(!sms.body.contains(&format!("name=\"{other}\"")), "{other}: {}", sms.body);
     }
+    // Measured with the sample, and said so.
+    let long = "{{ payload.name }} ".repeat(3) + &"a".repeat(480);
+    let long: &'static str = Box::leak(long.into_boxed_str());
+    let sample =
+        [("channel", "sms"), ("action", "preview"), ("loc0_text", long), ("sample_payload", "{\"name\": \"x\"}")];
+    let over = ui.action(&s, "/ui/rules/new", &with(&form, &sample)).await;
+    assert!(over.body.contains("set by sms.max_segments; with the sample"), "{}", over.body);
 
     // A follow-up typed by push, without its delay.
     let inbox = [

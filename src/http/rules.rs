@@ -171,6 +171,7 @@ fn refuse_long_texts(state: &AppState, input: &crate::planning::rule::RuleInput)
         &input.template,
         &crate::planning::rule::empty_context(&input.trigger_type),
         state.sms_max_segments,
+        "with an empty payload already",
     );
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Invalid(errors)) }
 }

@@ -524,14 +524,21 @@ impl From<&RuleRow> for RuleView {
 /// that does not render with this payload is not measured: its render
 /// error is the preview's to show, and an empty payload is only a lower
 /// bound on what a real one renders.
-pub fn sms_segment_problems(template: &TemplateSet, ctx: &serde_json::Value, max: usize) -> Vec<FieldError> {
+/// `rendered_with` says with what, in the message ("with an empty payload
+/// already", "with the sample").
+pub fn sms_segment_problems(
+    template: &TemplateSet,
+    ctx: &serde_json::Value,
+    max: usize,
+    rendered_with: &str,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
     for tag in template.locales.keys() {
         let Ok(rendered) = template.render(Some(tag), ctx) else { continue };
         if let Err(e) = crate::delivery::channel::sms::segments::within(&rendered.text, max) {
             errors.push(FieldError::new(
                 format!("template.locales.{tag}.text"),
-                format!("{e}, set by sms.max_segments; with an empty payload already"),
+                format!("{e}, set by sms.max_segments; {rendered_with}"),
             ));
         }
     }

@@ -163,6 +163,7 @@ pub(super) async fn preview(
             &input.template,
             &render_ctx,
             state.sms_max_segments,
+            "with the sample",
         ));
     }
     Ok((Preview { condition, rendered }, found))
