@@ -40,6 +40,18 @@ impl Delivery {
     pub fn bare(row: OutboxRow) -> Delivery {
         Delivery { row, rule: None, recipient: None, message: None }
     }
+
+    /// The rule's options for one channel (`"push": {…}`, `"slack": {…}`,
+    /// stored with its workflow fields), or their defaults: without a rule,
+    /// or when they do not read (the rule check refused such at save).
+    pub fn rule_options<T: serde::de::DeserializeOwned + Default>(&self, key: &str) -> T {
+        self.rule
+            .as_ref()
+            .and_then(|r| r.workflow.as_ref())
+            .and_then(|w| w.get(key))
+            .and_then(|v| T::deserialize(v).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// What a delivery attempt came to. An enum rather than flags, so that a

@@ -72,13 +72,8 @@ fn message(d: &Delivery) -> Result<Option<Message>, String> {
             .map(SlackTarget::User)
             .map_err(|e| format!("the recipient's slack_user_id {:?} is not usable; expected {}", e.value, e.expected))
     };
-    if let (Some(rule), Some(m)) = (&d.rule, &d.message) {
-        let options: SlackOptions = rule
-            .workflow
-            .as_ref()
-            .and_then(|w| w.get("slack"))
-            .and_then(|p| serde_json::from_value(p.clone()).ok())
-            .unwrap_or_default();
+    if let (Some(_), Some(m)) = (&d.rule, &d.message) {
+        let options: SlackOptions = d.rule_options("slack");
         let target = match (options.target(), user()) {
             (Some(t), _) => t,
             (None, Some(id)) => dm(id)?,

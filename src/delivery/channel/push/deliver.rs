@@ -161,8 +161,9 @@ fn provider(kind: &str) -> &'static str {
 fn name(device: &PushDeviceRow) -> String {
     match &device.label {
         Some(label) => format!("{} ({label})", device.kind),
+        // Herald's ids are UUIDs (ASCII); any other falls back to whole.
         None => {
-            let tail: String = device.id.chars().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail = device.id.get(device.id.len().saturating_sub(6)..).unwrap_or(&device.id);
             format!("{} …{tail}", device.kind)
         }
     }
@@ -190,33 +191,24 @@ fn parse(device: &PushDeviceRow, policy: EndpointPolicy) -> Result<PushDevice, S
 /// enqueued by hand its payload `{"title", "body", "url", "data"}`.
 fn notification(delivery: &Delivery) -> Result<PushNotification, String> {
     let row = &delivery.row;
-    let options: PushOptions = delivery
-        .rule
-        .as_ref()
-        .and_then(|r| r.workflow.as_ref())
-        .and_then(|w| w.get("push"))
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
-        .unwrap_or_default();
+    let options: PushOptions = delivery.rule_options("push");
     let grace = delivery.rule.as_ref().and_then(|r| r.grace_seconds);
     let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
-    let (title, body, url, data) = match &delivery.message {
-        Some(m) => (m.subject.clone(), Some(m.text.clone()).filter(|t| !t.is_empty()), m.url.clone(), payload),
-        None => {
-            let p: crate::delivery::channel::inbox::InboxPayload = serde_json::from_value(payload).map_err(|e| {
-                format!(
-                    "push payload is not usable: {e}; expected a JSON object with \"title\" (string) and \
-                     optional \"body\", \"url\", \"data\""
-                )
-            })?;
-            (p.title, p.body, p.url, p.data.unwrap_or(serde_json::Value::Null))
-        }
-    };
+    if let Some(m) = &delivery.message {
+        return Ok(PushNotification::from_rendered(row.id.clone(), m, payload, options, grace));
+    }
+    let p: crate::delivery::channel::inbox::InboxPayload = serde_json::from_value(payload).map_err(|e| {
+        format!(
+            "push payload is not usable: {e}; expected a JSON object with \"title\" (string) and optional \"body\", \
+             \"url\", \"data\""
+        )
+    })?;
     Ok(PushNotification {
         id: row.id.clone(),
-        title,
-        body,
-        url,
-        data,
+        title: p.title,
+        body: p.body,
+        url: p.url,
+        data: p.data.unwrap_or(serde_json::Value::Null),
         ttl: options.ttl(grace),
         urgency: options.urgency.unwrap_or_default(),
     })

@@ -177,6 +177,28 @@ pub struct PushNotification {
 }
 
 impl PushNotification {
+    /// The notification a rendered push template makes for the row `id`:
+    /// its title (the renderer's one-line field), its body unless empty,
+    /// its url, and the trigger's payload as `data`. The channel sends
+    /// this; the rule editor measures it.
+    pub fn from_rendered(
+        id: String,
+        r: &crate::planning::template::Rendered,
+        data: serde_json::Value,
+        options: PushOptions,
+        grace_seconds: Option<i64>,
+    ) -> PushNotification {
+        PushNotification {
+            id,
+            title: r.subject.clone(),
+            body: Some(r.text.clone()).filter(|t| !t.is_empty()),
+            url: r.url.clone(),
+            data,
+            ttl: options.ttl(grace_seconds),
+            urgency: options.urgency.unwrap_or_default(),
+        }
+    }
+
     /// The payload as JSON, refused before anything is sent when it is over
     /// [`MAX_PAYLOAD`]: a provider would refuse it anyway, after a round
     /// trip and with less helpful words.

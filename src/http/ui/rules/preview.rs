@@ -175,15 +175,7 @@ pub(super) async fn preview(
 /// [`PushNotification::payload`] refuses it and the row fails without
 /// anything sent, so the editor refuses to save a rule whose sample is over.
 pub(super) fn payload_bytes(r: &crate::planning::template::Rendered, payload: &serde_json::Value) -> usize {
-    let note = PushNotification {
-        id: crate::store::new_id(),
-        title: r.subject.clone(),
-        body: Some(r.text.clone()).filter(|t| !t.is_empty()),
-        url: r.url.clone(),
-        data: payload.clone(),
-        ttl: Default::default(),
-        urgency: Default::default(),
-    };
+    let note = PushNotification::from_rendered(crate::store::new_id(), r, payload.clone(), Default::default(), None);
     serde_json::to_vec(&note).map_or(0, |json| json.len())
 }
 
