@@ -376,6 +376,14 @@ async fn herald_texts_through_kannel_and_hears_back() {
     }
     let (_, sends) = app.get("/v1/users/ada/sends").await;
     assert_eq!(sends["messages"][0]["status"], "sent", "{sends}");
+    // The report is filed under the number the text went to: the send
+    // log's hash of it.
+    let (_, bounces) = app.get("/v1/bounces").await;
+    let report = bounces["bounces"].as_array().unwrap().iter().find(|b| b["status"] == "delivered").unwrap();
+    let outbox = report["outbox_id"].as_str().unwrap();
+    let sent = herald::store::Store::sends_for_outbox(&app.db.store, outbox).await.unwrap();
+    assert_eq!(report["address_hash"].as_str(), sent[0].address_hash.as_deref(), "{report}");
+    assert!(report["address_hash"].is_string(), "{report}");
     // A report or an inbound text without Herald's token changes nothing.
     let forged = app.http.get(app.url("/v1/sms/status/kannel?token=x.y&type=16")).send().await.unwrap();
     assert_eq!(forged.status(), 403);

@@ -150,12 +150,17 @@ pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> R
     let TwilioCall { query, params, body } = call;
     let report = StatusReport::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let outbox = pairs(query.as_deref()).into_iter().find(|(k, _)| k == "outbox").map(|(_, v)| v);
+    let row = match &outbox {
+        Some(id) => state.store.get_outbox(id).await?,
+        None => None,
+    };
     let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
     let code = report.error_code.map(|c| format!(", error {c}")).unwrap_or_default();
     let evidence = Report {
         provider: "twilio",
         outbox,
-        phone: to,
+        row,
+        address_hash: to.map(|p| state.keys.hash_phone(&p)),
         status: report.status.clone(),
         code: report.error_code.map(i64::from),
         detail: format!("Twilio delivery report: {}{code} ({})", report.status, report.message_sid),
@@ -184,15 +189,19 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
         },
     )?;
     let row = state.store.get_outbox(&report.outbox_id).await?;
-    let phone = match &row {
-        Some(r) => recipient_phone(&state, &r.user_id).await?,
+    // The number the text went to, as its send-log row hashed it (the
+    // user's phone may have changed since, or a hand-enqueued row named
+    // its own `to`).
+    let address_hash = match &row {
+        Some(r) => state.store.sends_for_outbox(&r.id).await?.into_iter().find_map(|s| s.address_hash),
         None => None,
     };
     let reply = report.smsc_reply.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
     let evidence = Report {
         provider: "kannel",
         outbox: Some(report.outbox_id.clone()),
-        phone,
+        row,
+        address_hash,
         status: report.state.as_str().to_owned(),
         code: None,
         detail: format!("Kannel delivery report: {}{reply}", report.state.as_str()),
@@ -203,17 +212,14 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn recipient_phone(state: &AppState, user_id: &str) -> Result<Option<PhoneNumber>, ApiError> {
-    let Ok(user) = crate::domain::UserId::parse("user_id", user_id) else { return Ok(None) };
-    let recipient = state.store.get_recipient(&user).await?;
-    Ok(recipient.and_then(|r| r.phone).and_then(|p| PhoneNumber::parse("phone", &p).ok()))
-}
-
 /// One delivery report, as evidence.
 struct Report {
     provider: &'static str,
     outbox: Option<String>,
-    phone: Option<PhoneNumber>,
+    /// The row `outbox` names, read once by the caller.
+    row: Option<crate::store::OutboxRow>,
+    /// The texted number's hash.
+    address_hash: Option<String>,
     status: String,
     code: Option<i64>,
     detail: String,
@@ -223,11 +229,7 @@ struct Report {
 
 async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
     let now = state.clock.now();
-    let row = match &r.outbox {
-        Some(id) => state.store.get_outbox(id).await?,
-        None => None,
-    };
-    let address_hash = r.phone.as_ref().map(|p| state.keys.hash_phone(p));
+    let (row, address_hash) = (r.row, r.address_hash);
     let mut fp = sha2::Sha256::new();
     for part in [r.provider, r.outbox.as_deref().unwrap_or(""), &r.detail] {
         fp.update(part.as_bytes());
