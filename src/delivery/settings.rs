@@ -231,15 +231,12 @@ pub struct SettingError {
     pub expected: String,
 }
 
-/// The `[push]` section's errors, named before `[sms]` and `[slack]` shared them.
-pub type PushSettingError = SettingError;
-
 fn refused(key: &'static str, value: impl Into<String>, expected: impl Into<String>) -> SettingError {
     SettingError { key, value: value.into(), expected: expected.into() }
 }
 
 /// `endpoint` as an http(s) URL; `http://` is for a local test server.
-fn endpoint_url(key: &'static str, endpoint: &str) -> Result<(), PushSettingError> {
+fn endpoint_url(key: &'static str, endpoint: &str) -> Result<(), SettingError> {
     match url::Url::parse(endpoint) {
         Ok(u) if matches!(u.scheme(), "https" | "http") && u.host().is_some() => Ok(()),
         _ => Err(refused(key, format!("{endpoint:?}"), "an https:// URL (http:// for a local test server)")),
@@ -260,7 +257,7 @@ impl PushSettings {
     }
 
     /// The VAPID identity, or `None` when Web Push is off.
-    pub fn vapid_key(&self) -> Result<Option<VapidKey>, PushSettingError> {
+    pub fn vapid_key(&self) -> Result<Option<VapidKey>, SettingError> {
         let (key, subject) = match (&self.vapid_private_key, &self.vapid_subject) {
             (None, None) => return Ok(None),
             (Some(_), None) => {
@@ -303,12 +300,12 @@ impl PushSettings {
 
     /// The transports this section configures, each `None` when its
     /// credential is unset: what the push channel delivers with.
-    pub fn transports(&self) -> Result<Transports, PushSettingError> {
+    pub fn transports(&self) -> Result<Transports, SettingError> {
         let web = self.vapid_key()?.map(|k| WebPush::new(Arc::new(k), self.policy(), self.timeout));
         Ok(Transports { web, fcm: self.fcm()?, apns: self.apns()? })
     }
 
-    fn fcm(&self) -> Result<Option<Fcm>, PushSettingError> {
+    fn fcm(&self) -> Result<Option<Fcm>, SettingError> {
         endpoint_url("push.fcm.endpoint", &self.fcm.endpoint)?;
         let Some(path) = &self.fcm.service_account_file else { return Ok(None) };
         Fcm::from_file(path, &self.fcm.endpoint, self.timeout).map(Some).map_err(|e| {
@@ -321,7 +318,7 @@ impl PushSettings {
         })
     }
 
-    fn apns(&self) -> Result<Option<Apns>, PushSettingError> {
+    fn apns(&self) -> Result<Option<Apns>, SettingError> {
         let a = &self.apns;
         endpoint_url("push.apns.endpoint", &a.endpoint)?;
         let set = [

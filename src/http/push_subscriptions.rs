@@ -33,7 +33,7 @@ use super::AppState;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
 use super::users::user;
-use crate::delivery::channel::public_address::{Target, check_resolved_host};
+use crate::delivery::channel::public_address::check_resolved_host;
 use crate::delivery::channel::push::webpush::{EndpointPolicy, WebSubscription};
 use crate::delivery::channel::push::{PushDevice, PushError};
 use crate::domain::UserId;
@@ -254,13 +254,7 @@ async fn register(
     let device = validate(&input, policy).map_err(ApiError::Invalid)?;
     if device.kind == "web" {
         let url = reqwest::Url::parse(&device.address).map_err(|e| ApiError::field("endpoint", e.to_string()))?;
-        let target = Target {
-            what: "Web Push endpoints",
-            setting: "push.allow_private_networks",
-            allow_http: false,
-            allow_private_networks: policy.allow_private_networks,
-        };
-        check_resolved_host(&url, target).await.map_err(|why| ApiError::field("endpoint", why))?;
+        check_resolved_host(&url, policy.target()).await.map_err(|why| ApiError::field("endpoint", why))?;
     }
     let now = state.clock.now();
     match state.store.register_push_device(user.as_str(), &device, now).await? {

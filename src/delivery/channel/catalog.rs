@@ -202,7 +202,7 @@ impl Channels {
 
     /// With the push channel as `[push]` configures it: live when any
     /// provider is, naming which.
-    pub fn with_push(mut self, push: &PushSettings) -> Channels {
+    pub fn with_push(self, push: &PushSettings) -> Channels {
         let providers: Vec<&str> = [
             (push.vapid_private_key.is_some(), "Web Push"),
             (push.fcm.service_account_file.is_some(), "FCM"),
@@ -211,17 +211,10 @@ impl Channels {
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
         .collect();
-        if let Some(state) = self.states.iter_mut().find(|s| s.name == "push")
-            && !providers.is_empty()
-        {
-            *state = ChannelState {
-                name: "push",
-                live: true,
-                detail: format!("sends through {}", providers.join(", ")),
-                setting: None,
-            };
+        if providers.is_empty() {
+            return self;
         }
-        self
+        self.live("push", format!("sends through {}", providers.join(", ")))
     }
 
     pub fn all(&self) -> &[ChannelState] {

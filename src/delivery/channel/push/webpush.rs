@@ -38,7 +38,7 @@ pub struct EndpointPolicy {
 }
 
 impl EndpointPolicy {
-    fn target(self) -> Target<'static> {
+    pub(crate) fn target(self) -> Target<'static> {
         Target {
             what: "Web Push endpoints",
             setting: "push.allow_private_networks",

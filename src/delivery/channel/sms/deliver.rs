@@ -157,11 +157,6 @@ impl SmsChannel {
     pub fn new(parts: SmsParts) -> SmsChannel {
         SmsChannel { parts }
     }
-
-    /// The provider, for logs and `/readyz`.
-    pub fn provider(&self) -> &SmsProvider {
-        &self.parts.provider
-    }
 }
 
 /// The number, category and text of one delivery.
