@@ -128,13 +128,18 @@ pub struct ConfiguredChannels {
 }
 
 /// How long a provider (Twilio, Kannel, Slack) may take to answer one
-/// message: well within `worker.deliver_timeout`'s default, so a slow
-/// provider is a retry, not a stuck row.
+/// message: 10 s, or three quarters of `worker.deliver_timeout` when that
+/// is shorter, so a slow provider is the provider's timeout (a retry
+/// naming it), never the worker cutting the whole delivery off.
 pub const MESSAGING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-fn messaging_http() -> reqwest::Client {
+fn messaging_timeout(deliver_timeout: std::time::Duration) -> std::time::Duration {
+    MESSAGING_TIMEOUT.min(deliver_timeout * 3 / 4)
+}
+
+fn messaging_http(config: &Config) -> reqwest::Client {
     reqwest::Client::builder()
-        .timeout(MESSAGING_TIMEOUT)
+        .timeout(messaging_timeout(config.worker.deliver_timeout))
         .user_agent(concat!("Herald/", env!("CARGO_PKG_VERSION")))
         .build()
         .expect("a client with a timeout builds")
@@ -149,7 +154,7 @@ pub fn sms_channel(
     health: crate::delivery::health::ChannelHealth,
 ) -> anyhow::Result<Option<Arc<SmsChannel>>> {
     let Some(checked) = config.sms.check().map_err(|e| anyhow::anyhow!("{e}"))? else { return Ok(None) };
-    let provider = SmsProvider::new(messaging_http(), &checked.transport);
+    let provider = SmsProvider::new(messaging_http(config), &checked.transport);
     let public_url = match config.public_url()? {
         Some(u) => Some(url::Url::parse(u).map_err(|e| anyhow::anyhow!("http.public_url: {e}"))?),
         None => {
@@ -189,7 +194,7 @@ pub fn slack_channel(
 ) -> anyhow::Result<Option<Arc<SlackChannel>>> {
     let Some(checked) = config.slack.check().map_err(|e| anyhow::anyhow!("{e}"))? else { return Ok(None) };
     let client =
-        crate::delivery::channel::slack::SlackClient::new(messaging_http(), checked.api_url, checked.bot_token);
+        crate::delivery::channel::slack::SlackClient::new(messaging_http(config), checked.api_url, checked.bot_token);
     tracing::info!(api = %config.slack.api_url, "slack channel ready");
     Ok(Some(Arc::new(SlackChannel::new(client, health))))
 }
@@ -541,4 +546,15 @@ async fn shutdown_on_signal(shutdown: CancellationToken) {
         let _ = ctrl_c.await;
     }
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn a_providers_timeout_stays_inside_the_delivery_timeout() {
+        assert_eq!(super::messaging_timeout(Duration::from_secs(60)), Duration::from_secs(10));
+        assert_eq!(super::messaging_timeout(Duration::from_secs(8)), Duration::from_secs(6));
+    }
 }
