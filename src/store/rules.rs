@@ -11,6 +11,7 @@ use super::queries::Query;
 use super::rows::{Fetch, Run};
 use super::rows::{opt_text, text};
 use super::sends::NewSend;
+use super::values::AnyQuery;
 use super::{SqlStore, Store, StoreError};
 use crate::clock::Millis;
 use crate::domain::SendStatus;
@@ -112,22 +113,26 @@ fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
     rows.iter().map(RuleRow::from_any).collect()
 }
 
+/// Binds a rule's editable fields, name to workflow, in the order both
+/// `InsertRule` (after the id) and `UpdateRule` name them.
+fn bind_fields<'q>(q: AnyQuery<'q>, r: &RuleRow) -> AnyQuery<'q> {
+    q.bind(r.name.clone())
+        .bind(r.trigger_type.clone())
+        .bind(r.condition.clone())
+        .bind(r.channel.clone())
+        .bind(r.template.to_string())
+        .bind(r.delay_seconds)
+        .bind(r.grace_seconds)
+        .bind(r.category.clone())
+        .bind(i64::from(r.enabled))
+        .bind(r.webhook_url.clone())
+        .bind(r.workflow.as_ref().map(|w| w.to_string()))
+}
+
 #[async_trait]
 impl RuleStore for SqlStore {
     async fn insert_rule(&self, r: &RuleRow) -> Result<(), StoreError> {
-        sqlx::query(self.sql(Query::InsertRule))
-            .bind(r.id.clone())
-            .bind(r.name.clone())
-            .bind(r.trigger_type.clone())
-            .bind(r.condition.clone())
-            .bind(r.channel.clone())
-            .bind(r.template.to_string())
-            .bind(r.delay_seconds)
-            .bind(r.grace_seconds)
-            .bind(r.category.clone())
-            .bind(i64::from(r.enabled))
-            .bind(r.webhook_url.clone())
-            .bind(r.workflow.as_ref().map(|w| w.to_string()))
+        bind_fields(sqlx::query(self.sql(Query::InsertRule)).bind(r.id.clone()), r)
             .bind(r.created_at.0)
             .bind(r.updated_at.0)
             .run(self.writer(), "insert rule")
@@ -146,18 +151,7 @@ impl RuleStore for SqlStore {
     }
 
     async fn update_rule(&self, r: &RuleRow) -> Result<bool, StoreError> {
-        let n = sqlx::query(self.sql(Query::UpdateRule))
-            .bind(r.name.clone())
-            .bind(r.trigger_type.clone())
-            .bind(r.condition.clone())
-            .bind(r.channel.clone())
-            .bind(r.template.to_string())
-            .bind(r.delay_seconds)
-            .bind(r.grace_seconds)
-            .bind(r.category.clone())
-            .bind(i64::from(r.enabled))
-            .bind(r.webhook_url.clone())
-            .bind(r.workflow.as_ref().map(|w| w.to_string()))
+        let n = bind_fields(sqlx::query(self.sql(Query::UpdateRule)), r)
             .bind(r.updated_at.0)
             .bind(r.id.clone())
             .run(self.writer(), "update rule")
