@@ -237,8 +237,9 @@ async fn an_unconfigured_channel_keeps_its_rules_off() {
     app.stop().await;
 }
 
-/// The SMS rule checks: a sample over `sms.max_segments` is refused at
-/// save, and the preview names the encoding and segments.
+/// The SMS rule checks: a text over `sms.max_segments` with an empty
+/// payload is refused at save, and the API's dry run names each text's
+/// encoding and segments.
 async fn sms_rules_are_measured_in_segments(backend: Backend) {
     let (app, _received) = start(backend, TOKEN).await;
     // 250 × € is 500 septets (€ counts double in GSM-7): four segments of 153.
@@ -255,6 +256,30 @@ async fn sms_rules_are_measured_in_segments(backend: Backend) {
     assert_eq!(e["field"], "template.locales.en.text", "{body}");
     let message = e["message"].as_str().unwrap();
     assert!(message.contains("4 segments of GSM-7") && message.contains("sms.max_segments"), "{body}");
+
+    // The API's dry run measures each text as the worker would render it.
+    let (status, rule) = app
+        .post(
+            "/v1/rules",
+            json!({"name": "hello", "trigger_type": "greet.happened", "channel": "sms", "category": "news",
+                   "template": {"fallback_locale": "en", "locales": {"en": {"text": "Hi {{ payload.name }}"}}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{rule}");
+    // An emoji is two UTF-16 units and forces UCS-2: 3 + 2 + 70 = 75 units,
+    // over 70, so two segments of 67.
+    let wide = format!("😀{}", "a".repeat(70));
+    for (user, name) in [("plain", "Ada"), ("wide", wide.as_str())] {
+        app.trigger(json!({"type": "greet.happened", "user_id": user, "payload": {"name": name}})).await;
+    }
+    let (status, preview) = app.get(&format!("/v1/rules/{}/preview", rule["id"].as_str().unwrap())).await;
+    assert_eq!(status, 200, "{preview}");
+    let cost = |user: &str| {
+        let item = preview["results"].as_array().unwrap().iter().find(|r| r["user_id"] == user).cloned();
+        item.unwrap_or_else(|| panic!("no preview for {user}: {preview}"))["sms"].clone()
+    };
+    assert_eq!(cost("plain"), json!({"encoding": "GSM-7", "segments": 1, "units": 6, "within_max_segments": true}));
+    assert_eq!(cost("wide"), json!({"encoding": "UCS-2", "segments": 2, "units": 75, "within_max_segments": true}));
     app.stop().await;
 }
 

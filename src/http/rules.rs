@@ -243,6 +243,49 @@ pub struct PreviewItem {
     /// recipient's quiet hours), digest and frequency cap would do with it.
     #[serde(flatten)]
     pub workflow: crate::planning::dry_run::WorkflowNotes,
+    /// For a message an SMS rule would plan: what its text would cost,
+    /// rendered with this trigger and recipient as the worker would.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sms: Option<SmsCost>,
+}
+
+/// What one text costs as SMS.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct SmsCost {
+    /// `GSM-7`, or `UCS-2` when a character GSM-7 cannot carry forces it.
+    pub encoding: String,
+    /// Segments the carrier bills.
+    pub segments: usize,
+    /// Septets (GSM-7) or UTF-16 code units (UCS-2).
+    pub units: usize,
+    /// Whether the text stays within `sms.max_segments`; the worker sends
+    /// a longer one, but the rule's save refuses a template whose text is
+    /// longer with an empty payload already.
+    pub within_max_segments: bool,
+}
+
+/// The SMS cost of `rule`'s text for trigger `t`: `None` for another
+/// channel, or a text that does not render (the worker would record that
+/// as the message's failure).
+fn sms_cost(
+    rule: &RuleRow,
+    template: Option<&crate::planning::template::TemplateSet>,
+    t: &crate::store::TriggerRow,
+    recipient: Option<&crate::store::RecipientRow>,
+    max_segments: usize,
+) -> Option<SmsCost> {
+    if rule.channel != "sms" {
+        return None;
+    }
+    let ctx = planner::context(t, recipient);
+    let rendered = template?.render(recipient.and_then(|r| r.locale.as_deref()), &ctx).ok()?;
+    let m = crate::delivery::channel::sms::segments::measure(&rendered.text);
+    Some(SmsCost {
+        encoding: m.encoding.to_string(),
+        segments: m.segments,
+        units: m.units,
+        within_max_segments: m.segments <= max_segments,
+    })
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -289,16 +332,24 @@ pub async fn dry_run(
         state.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
     let mut results = Vec::with_capacity(recent.len());
     let mut plans = Vec::with_capacity(recent.len());
+    let template = (rule.channel == "sms")
+        .then(|| serde_json::from_value::<crate::planning::template::TemplateSet>(rule.template.clone()).ok())
+        .flatten();
     for t in &recent {
         let recipient = recipients.get(&t.user_id);
         let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient, state.default_timezone);
         if let Some(decision) = plan.decisions.first().cloned() {
+            let sms = decision
+                .planned
+                .then(|| sms_cost(rule, template.as_ref(), t, recipient, state.sms_max_segments))
+                .flatten();
             results.push(PreviewItem {
                 trigger_id: t.id.clone(),
                 user_id: t.user_id.clone(),
                 occurred_at: t.occurred_at.to_rfc3339(),
                 decision,
                 workflow: Default::default(),
+                sms,
             });
             plans.push((t, plan));
         }
