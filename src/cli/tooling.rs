@@ -40,7 +40,7 @@ pub struct BenchArgs {
     pub http1: bool,
     /// Drain with N `herald serve` processes (this binary) sharing the
     /// database, and report latency too, instead of one worker in this
-    /// process (inbox channel only)
+    /// process (--channel inbox or sms)
     #[arg(long, value_name = "N", conflicts_with_all = ["smtp_url", "no_pool"])]
     pub instances: Option<usize>,
     /// Measure the whole path instead of the drain: the service in this
@@ -61,6 +61,11 @@ pub struct BenchArgs {
     /// recipients with time zones and quiet hours (not on)
     #[arg(long, requires = "pipeline")]
     pub workflows: bool,
+    /// With --instances and --channel sms: `sms.rate` for every instance
+    /// (texts per second, shared); the provider's double reports the rate
+    /// it saw
+    #[arg(long, value_name = "PER_SECOND", requires = "instances")]
+    pub sms_rate: Option<f64>,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -195,8 +200,11 @@ fn print_header(
 }
 
 async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<()> {
-    if args.channel != "inbox" {
-        anyhow::bail!("--instances: only --channel inbox is measured with several instances");
+    if !["inbox", "sms"].contains(&args.channel.as_str()) {
+        anyhow::bail!("--instances: --channel {:?} is not accepted; expected inbox or sms", args.channel);
+    }
+    if args.sms_rate.is_some() && args.channel != "sms" {
+        anyhow::bail!("--sms-rate: only with --channel sms");
     }
     let opts = crate::tooling::bench_instances::InstancesOptions {
         rows: args.rows,
@@ -206,12 +214,17 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
         concurrency: args.concurrency,
         binary: None,
         timeout: std::time::Duration::from_secs(1800),
+        channel: args.channel.clone(),
+        sms_rate: args.sms_rate,
     };
     let r = crate::tooling::bench_instances::run(&opts).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        let setup = format!("{} instance(s)", r.instances);
+        let setup = match args.sms_rate {
+            Some(rate) => format!("{} instance(s), channel sms, sms.rate {rate}/s", r.instances),
+            None => format!("{} instance(s), channel {}", r.instances, args.channel),
+        };
         print_header(r.rows, &r.database, r.cores, &setup, r.batch, r.concurrency);
         println!(
             "  drain:   {:>10.0} rows/s ({:.2}s, {} sent, {} not sent)",
@@ -221,6 +234,12 @@ async fn bench_instances(args: &BenchArgs, instances: usize) -> anyhow::Result<(
             "  latency: p50 {} ms, p99 {} ms, max {} ms (outcome commit minus due time)",
             r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms
         );
+        if let Some(p) = &r.provider {
+            println!(
+                "  provider: {} texts at {:.1}/s from the first to the last, at most {} in any one second",
+                p.requests, p.per_second, p.max_in_any_second
+            );
+        }
     }
     Ok(())
 }

@@ -41,6 +41,11 @@ pub struct InstancesOptions {
     pub binary: Option<PathBuf>,
     /// Longest the drain may take before the bench gives up.
     pub timeout: Duration,
+    /// `inbox`, or `sms` through an in-process double of Twilio's API
+    /// (one number per row).
+    pub channel: String,
+    /// With `sms`: `sms.rate` for every instance, the rate they share.
+    pub sms_rate: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +66,41 @@ pub struct InstancesReport {
     /// Rows that did not end `sent` (should be 0).
     pub not_sent: i64,
     pub cores: usize,
+    /// With `sms`: what the provider's double saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderRate>,
+}
+
+/// Texts per second as the provider saw them arrive: what `sms.rate`
+/// promises the carrier, measured on its side of the wire.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderRate {
+    pub requests: usize,
+    /// Requests after the first, over the time from the first to the last.
+    pub per_second: f64,
+    /// The most requests in any one second (a sliding window over the
+    /// arrivals): a shared rate of `r` allows at most `r`.
+    pub max_in_any_second: usize,
+}
+
+impl ProviderRate {
+    fn of(arrivals: &[std::time::Instant]) -> Option<ProviderRate> {
+        let (first, last) = (arrivals.first()?, arrivals.last()?);
+        let span = last.duration_since(*first).as_secs_f64();
+        let mut max = 0;
+        let mut start = 0;
+        for (end, t) in arrivals.iter().enumerate() {
+            while t.duration_since(arrivals[start]) >= Duration::from_secs(1) {
+                start += 1;
+            }
+            max = max.max(end - start + 1);
+        }
+        Some(ProviderRate {
+            requests: arrivals.len(),
+            per_second: if span > 0.0 { (arrivals.len() - 1) as f64 / span } else { 0.0 },
+            max_in_any_second: max,
+        })
+    }
 }
 
 pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
@@ -79,7 +119,12 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
         Some(b) => b.clone(),
         None => std::env::current_exe()?,
     };
-    let env = [
+    let sms = match opts.channel.as_str() {
+        "inbox" => None,
+        "sms" => Some(super::bench_messaging::ProviderDouble::start().await?),
+        other => anyhow::bail!("--instances: --channel {other:?} is not accepted; expected inbox or sms"),
+    };
+    let mut env = vec![
         ("HERALD_WORKER__BATCH", opts.batch.to_string()),
         ("HERALD_WORKER__DEFAULT_CONCURRENCY", opts.concurrency.to_string()),
         // Idle instances look for due rows this often; the UPDATE that makes
@@ -88,6 +133,13 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
         ("HERALD_PLANNER__ENABLED", "false".into()),
         ("HERALD_EMAIL__ADDRESS_SECRET", "herald bench secret, not for production".into()),
     ];
+    if let Some(double) = &sms {
+        env.push(("HERALD_SMS__TRANSPORT", double.twilio_url()));
+        env.push(("HERALD_SMS__FROM", "+14155550100".into()));
+        if let Some(rate) = opts.sms_rate {
+            env.push(("HERALD_SMS__RATE", rate.to_string()));
+        }
+    }
     let mut cluster = Cluster::start(ClusterOptions {
         binary,
         database_url: url.clone(),
@@ -102,7 +154,7 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
     let run_id = new_id();
     let prefix = format!("bench:{run_id}:");
     let user = UserId::parse("bench", "bench-user")?;
-    let channel = ChannelName::parse("channel", "inbox")?;
+    let channel = ChannelName::parse("channel", &opts.channel)?;
     let later = clock.now().plus(Duration::from_secs(86_400));
     let rows: Vec<NewOutboxRow> = (0..opts.rows)
         .map(|i| NewOutboxRow {
@@ -112,7 +164,10 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
             trigger_id: None,
             user_id: user.clone(),
             channel: channel.clone(),
-            payload: serde_json::json!({ "title": format!("bench message {i}") }),
+            payload: match sms {
+                Some(_) => super::bench_messaging::payload("sms", i),
+                None => serde_json::json!({ "title": format!("bench message {i}") }),
+            },
             due_at: later,
             expires_at: None,
             follow_up_at: None,
@@ -190,6 +245,7 @@ pub async fn run(opts: &InstancesOptions) -> anyhow::Result<InstancesReport> {
         sent: latencies.len(),
         not_sent,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        provider: sms.and_then(|double| ProviderRate::of(&double.arrivals())),
     })
 }
 
@@ -209,4 +265,22 @@ async fn run_latencies(store: &SqlStore, like: &str) -> Result<Vec<i64>, StoreEr
         .map_err(StoreError::db("bench: latencies"))?;
     v.sort_unstable();
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_provider_rate_counts_the_busiest_second() {
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // Three in the first 900 ms, then one every second.
+        let arrivals = [at(0), at(400), at(900), at(1900), at(2900)];
+        let r = ProviderRate::of(&arrivals).expect("arrivals");
+        assert_eq!(r.requests, 5);
+        assert_eq!(r.max_in_any_second, 3);
+        assert!((r.per_second - 4.0 / 2.9).abs() < 1e-9, "{}", r.per_second);
+        assert!(ProviderRate::of(&[]).is_none());
+    }
 }

@@ -34,7 +34,7 @@ pub struct MessagingFigures {
 
 /// The double and the registry with the channel on it.
 pub struct MessagingBench {
-    received: Arc<AtomicU64>,
+    double: ProviderDouble,
     registry: Registry,
 }
 
@@ -48,16 +48,32 @@ pub fn payload(channel: &str, i: usize) -> serde_json::Value {
     }
 }
 
-impl MessagingBench {
-    /// Starts the double and builds the `channel` ("sms" or "slack") to it.
-    pub async fn start(channel: &str, store: &Arc<dyn Store>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+/// An in-process double of Twilio's Messages API and Slack's
+/// `chat.postMessage`, answering as they do, counting requests and keeping
+/// when each arrived (for a rate measured at the provider's side).
+pub struct ProviderDouble {
+    pub addr: std::net::SocketAddr,
+    received: Arc<AtomicU64>,
+    arrivals: Arc<std::sync::Mutex<Vec<std::time::Instant>>>,
+}
+
+impl ProviderDouble {
+    pub async fn start() -> anyhow::Result<ProviderDouble> {
         let received = Arc::new(AtomicU64::new(0));
-        let (twilio, slack) = (received.clone(), received.clone());
+        let arrivals = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let arrived = {
+            let (received, arrivals) = (received.clone(), arrivals.clone());
+            move || {
+                arrivals.lock().expect("arrivals").push(std::time::Instant::now());
+                received.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+        let slack = arrived.clone();
         let app = Router::new()
             .route(
                 "/2010-04-01/Accounts/{sid}/Messages.json",
                 post(move || {
-                    let n = twilio.fetch_add(1, Ordering::Relaxed);
+                    let n = arrived();
                     async move {
                         let body = serde_json::json!({"sid": format!("SM{n:032x}"), "status": "queued"});
                         (axum::http::StatusCode::CREATED, axum::Json(body))
@@ -67,7 +83,7 @@ impl MessagingBench {
             .route(
                 "/api/chat.postMessage",
                 post(move || {
-                    let n = slack.fetch_add(1, Ordering::Relaxed);
+                    let n = slack();
                     async move {
                         axum::Json(serde_json::json!({"ok": true, "channel": "C0BENCH01", "ts": format!("{n}.000100")}))
                     }
@@ -76,13 +92,37 @@ impl MessagingBench {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tokio::spawn(async move { axum::serve(listener, app).await });
+        Ok(ProviderDouble { addr, received, arrivals })
+    }
+
+    /// `sms.transport` pointing at this double.
+    pub fn twilio_url(&self) -> String {
+        format!("twilio+http://AC{}:bench-token@{}", "0".repeat(32), self.addr)
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// When each request arrived, in order.
+    pub fn arrivals(&self) -> Vec<std::time::Instant> {
+        let mut v = self.arrivals.lock().expect("arrivals").clone();
+        v.sort_unstable();
+        v
+    }
+}
+
+impl MessagingBench {
+    /// Starts the double and builds the `channel` ("sms" or "slack") to it.
+    pub async fn start(channel: &str, store: &Arc<dyn Store>, clock: Arc<dyn Clock>) -> anyhow::Result<Self> {
+        let double = ProviderDouble::start().await?;
+        let addr = double.addr;
         let http = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
         let health = crate::delivery::health::ChannelHealth::default();
         let mut registry = crate::app::registry();
         match channel {
             "sms" => {
-                let url = format!("twilio+http://AC{}:bench-token@{addr}", "0".repeat(32));
-                let transport = SmsTransport::parse(&url).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let transport = SmsTransport::parse(&double.twilio_url()).map_err(|e| anyhow::anyhow!("{e}"))?;
                 let sms = SmsChannel::new(SmsParts {
                     store: store.clone(),
                     keys: AddressKeys::from_secret(b"herald bench secret, not for production"),
@@ -101,7 +141,7 @@ impl MessagingBench {
                 registry.register("slack", Arc::new(SlackChannel::new(SlackClient::new(http, api, token), health)));
             }
         }
-        Ok(MessagingBench { received, registry })
+        Ok(MessagingBench { double, registry })
     }
 
     pub fn registry(&self) -> Registry {
@@ -109,6 +149,6 @@ impl MessagingBench {
     }
 
     pub fn finish(&self) -> MessagingFigures {
-        MessagingFigures { received: self.received.load(Ordering::Relaxed) }
+        MessagingFigures { received: self.double.received() }
     }
 }
