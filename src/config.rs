@@ -523,7 +523,7 @@ impl figment::Provider for EnvSnapshot {
         let mut dict = figment::value::Dict::new();
         for (k, v) in &self.vars {
             let key = k["HERALD_".len()..].to_ascii_lowercase();
-            let value: figment::value::Value = v.parse().expect("figment parses any string");
+            let value = env_value(v);
             let mut path: Vec<&str> = key.split("__").collect();
             let last = path.pop().unwrap_or_default().to_owned();
             let mut cursor = &mut dict;
@@ -545,6 +545,41 @@ impl figment::Provider for EnvSnapshot {
         }
         Ok(figment::Profile::Default.collect(dict))
     }
+}
+
+/// A variable's value as figment reads it (`100` a number, `true` a
+/// boolean, `[a, b]` a list), unless reading it so would change its text:
+/// `HERALD_SMS__FROM=+14155550100` read as the number 14155550100 lost its
+/// `+` and was refused for a string setting, and `007` would become 7.
+/// Those stay the text they were given.
+fn env_value(text: &str) -> figment::value::Value {
+    use figment::value::{Num, Value};
+    let value: Value = text.parse().expect("figment parses any string");
+    let same = match &value {
+        Value::Num(_, Num::F32(_) | Num::F64(_)) => !text.starts_with('+'),
+        Value::Num(_, n) => {
+            let whole = n.to_u128().map(|u| u.to_string()).or_else(|| n.to_i128().map(|i| i.to_string()));
+            whole.is_some_and(|w| w == text)
+        }
+        _ => true,
+    };
+    if same { value } else { Value::from(text.to_owned()) }
+}
+
+/// For a text setting whose value may be all digits (`sms.from` as a short
+/// code, `HERALD_SMS__FROM=12345`): figment reads such a variable as a
+/// number, which a `String` setting would refuse.
+pub(crate) fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Text {
+        Text(String),
+        Whole(u64),
+    }
+    Ok(Option::<Text>::deserialize(d)?.map(|t| match t {
+        Text::Text(s) => s,
+        Text::Whole(n) => n.to_string(),
+    }))
 }
 
 #[cfg(test)]

@@ -481,3 +481,16 @@ fn http_public_url_is_the_base_and_email_public_url_its_older_name() {
     let (key, _) = refused_key(&[("HERALD_EMAIL__PUBLIC_URL", "h.example")]);
     assert_eq!(key, "email.public_url");
 }
+
+/// A number with its `+`, a short code and a count, each as an operator
+/// would set them in the environment.
+#[test]
+fn environment_values_keep_their_text_where_a_setting_wants_text() {
+    let load = |pairs: &[(&str, &str)]| Config::load(None, env(pairs), &FlagOverrides::default()).unwrap();
+    let c = load(&[("HERALD_SMS__FROM", "+14155550100"), ("HERALD_SMS__RATE", "50"), ("HERALD_WORKER__BATCH", "250")]);
+    assert_eq!(c.sms.from.as_deref(), Some("+14155550100"));
+    assert_eq!((c.sms.rate, c.worker.batch), (Some(50.0), 250));
+    assert_eq!(load(&[("HERALD_SMS__FROM", "12345")]).sms.from.as_deref(), Some("12345"));
+    assert_eq!(load(&[("HERALD_SMS__RATE", "0.5")]).sms.rate, Some(0.5));
+    assert_eq!(load(&[("HERALD_SMS__FROM", "Herald")]).sms.from.as_deref(), Some("Herald"));
+}

@@ -397,6 +397,7 @@ pub struct SmsSettings {
     /// 11 letters, digits and spaces (`Herald`; one-way, and refused in the
     /// US and Canada), a short code (`12345`), or with Twilio
     /// `messaging_service_sid=MG…`.
+    #[serde(deserialize_with = "crate::config::text_or_number")]
     pub from: Option<String>,
     /// Most segments one text may cost (1 to 10): a rule whose sample
     /// renders longer is refused at save. Default 3.
