@@ -42,7 +42,10 @@ struct Throughput {
 
 async fn throughput(state: &AppState, span: &'static str, d: Duration) -> Result<Throughput, UiError> {
     let by_status = state.store.send_counts_since(ago(state, d)).await?;
-    let total: i64 = by_status.iter().map(|(_, n)| n).sum();
+    // Outcomes only: a delivery report is a second row for a message
+    // already counted as sent. It is still shown by status.
+    let report = |s: &str| s.parse::<crate::domain::SendStatus>().is_ok_and(|s| s.is_report());
+    let total: i64 = by_status.iter().filter(|(s, _)| !report(s)).map(|(_, n)| n).sum();
     let minutes = d.as_secs_f64() / 60.0;
     Ok(Throughput { span, total, per_minute: format!("{:.1}", total as f64 / minutes), by_status })
 }
