@@ -34,7 +34,7 @@
 //! because a text that stays at "accepted by the SMSC" and never reports
 //! again is worth seeing by number; the alternative, dropping them, saves a
 //! row per text in a table retention already prunes.
-
+//!
 //! # STOP, START, HELP
 //! STOP (and its synonyms, see [`keywords`]) suppresses the number for
 //! every category with the reason `stop`, which the SMS channel applies to
