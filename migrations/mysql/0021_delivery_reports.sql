@@ -10,7 +10,10 @@
 -- keeps its type (VARCHAR(16) holds 'undelivered') and NOT NULL, so
 -- MariaDB changes it without copying the table (10.11 accepts this very
 -- statement with ALGORITHM=NOCOPY; it is left to choose, so a server that
--- cannot do that copies instead of refusing).
+-- cannot do that copies instead of refusing). Oracle MySQL 8 names a
+-- column check as a table constraint (engagement_sends_chk_1) and would keep
+-- it beside the new one; Herald is built and tested on MariaDB, and this
+-- file follows it (not tried on MySQL 8).
 ALTER TABLE engagement_sends MODIFY COLUMN status VARCHAR(16) NOT NULL
     CHECK (status IN ('sent','failed','suppressed','bounced','expired','cancelled','complained',
                       'delivered','undelivered'));
