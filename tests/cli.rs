@@ -278,7 +278,7 @@ fn demo_walks_a_trigger_to_the_send_log() {
     // `herald sends` answers like the API: each message with its subject,
     // and the triggers that planned nothing, with why.
     let text = stdout(&herald(dir.path(), &["sends", "--user-id", "demo-user"]));
-    assert!(text.contains("sent       inbox    \"Dein Export invoices-2026 ist fertig\" outbox "), "{text}");
+    assert!(text.contains("sent        inbox    \"Dein Export invoices-2026 ist fertig\" outbox "), "{text}");
     assert!(text.contains("triggers that planned nothing, newest first (2):"), "{text}");
     assert!(text.contains("demo.unconfigured"), "{text}");
     assert!(text.contains("condition `payload.rows > 0` is false"), "{text}");

@@ -60,7 +60,33 @@ async fn audit_names_each_broken_invariant(db: &TestDb) {
     );
 }
 
-backend_tests!(audit_names_each_broken_invariant);
+/// A text's delivery reports are later send-log rows for a `sent` row, not
+/// a second outcome: the audit passes them, and still names a second `sent`.
+async fn delivery_reports_are_not_extra_outcomes(db: &TestDb) {
+    use herald::store::Finish;
+    let store = &db.store;
+    let r = row("u-1", "sms", T0);
+    store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let claimed = store.claim_channel("sms", T0, 1, "t").await.unwrap().remove(0);
+    assert!(store.finish(&claimed, "t", &Finish::sent("sms"), T0).await.unwrap());
+    let log = |status: &'static str| {
+        let sql = store.dialect().sql(
+            "INSERT INTO engagement_sends (id, outbox_id, user_id, channel, status, attempts, created_at) \
+             VALUES (?, ?, 'u-1', 'sms', ?, 0, ?)",
+        );
+        let id = r.id.clone();
+        async move { sqlx::query(&sql).bind(new_id()).bind(id).bind(status).bind(T0.0).execute(store.pool()).await }
+    };
+    log("delivered").await.unwrap();
+    log("undelivered").await.unwrap();
+    let clean = audit(store.pool()).await.unwrap();
+    assert!(clean.violations().is_empty(), "{clean:?}");
+    log("sent").await.unwrap();
+    let broken = audit(store.pool()).await.unwrap();
+    assert_eq!((broken.extra_outcomes, broken.mismatched_outcome), (1, 0), "{broken:?}");
+}
+
+backend_tests!(audit_names_each_broken_invariant, delivery_reports_are_not_extra_outcomes);
 
 fn bench_with_instances_drains_with_real_processes_and_reports_latency() {
     let dir = tempfile::tempdir().unwrap();

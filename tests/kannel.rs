@@ -325,7 +325,8 @@ async fn an_inbound_stop_reaches_the_get_url_as_a_keyword() {
 
 /// Herald itself: a rule, a trigger, the serve instance's worker, Kannel
 /// and the fake SMSC, the delivery report back at
-/// `/v1/sms/status/kannel` (kept as evidence for the row), and an inbound
+/// `/v1/sms/status/kannel` (kept as evidence for the row, and a row in its
+/// send log), and an inbound
 /// STOP at `/v1/sms/inbound/kannel` suppressing the number it came from.
 async fn herald_texts_through_kannel_and_hears_back() {
     use common::app::App;
@@ -384,6 +385,33 @@ async fn herald_texts_through_kannel_and_hears_back() {
     let sent = herald::store::Store::sends_for_outbox(&app.db.store, outbox).await.unwrap();
     assert_eq!(report["address_hash"].as_str(), sent[0].address_hash.as_deref(), "{report}");
     assert!(report["address_hash"].is_string(), "{report}");
+    // Kannel's report is a `delivered` row in the message's send log; the
+    // message stays `sent`. (With the fake SMSC the report can come back
+    // before the worker has recorded `sent`; each row is written when it
+    // arrives, so the two may read in either order.)
+    let history = |sends: &serde_json::Value| -> Vec<(String, String)> {
+        let h = sends["messages"][0]["history"].as_array().unwrap();
+        h.iter().map(|e| (e["status"].as_str().unwrap().into(), e["detail"].as_str().unwrap_or("").into())).collect()
+    };
+    let mut h = history(&sends);
+    h.sort();
+    assert_eq!((h.len(), h[0].0.as_str(), h[1].0.as_str()), (2, "delivered", "sent"), "{sends}");
+    assert!(h[0].1.starts_with("Kannel: delivered"), "{sends}");
+    // A refusal (16) signed for the row, as bearerbox would fetch it, twice:
+    // one `undelivered` row naming Kannel's word and the SMSC's reply.
+    let failed = format!(
+        "/v1/sms/status/kannel?token={}&type=16&reply=id%3A7%20stat%3AREJECTD%20err%3A00B&smsc_id=7",
+        keys.sign_delivery_report(outbox)
+    );
+    for _ in 0..2 {
+        assert_eq!(app.http.get(app.url(&failed)).send().await.unwrap().status(), 204);
+    }
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    let h = history(&sends);
+    assert_eq!(h.len(), 3, "{sends}");
+    assert_eq!((h[2].0.as_str(), h[2].1.as_str()), ("undelivered", "Kannel: failed (id:7 stat:REJECTD err:00B)"));
+    assert_eq!(sends["messages"][0]["history"][2]["provider_id"], "7", "the SMSC's id");
+    assert_eq!(sends["messages"][0]["status"], "sent", "{sends}");
     // A report or an inbound text without Herald's token changes nothing.
     let forged = app.http.get(app.url("/v1/sms/status/kannel?token=x.y&type=16")).send().await.unwrap();
     assert_eq!(forged.status(), 403);
@@ -391,6 +419,8 @@ async fn herald_texts_through_kannel_and_hears_back() {
     assert_eq!(forged.status(), 403);
     let (_, suppressions) = app.get("/v1/suppressions").await;
     assert_eq!(suppressions["suppressions"].as_array().unwrap().len(), 1, "{suppressions}");
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    assert_eq!(history(&sends).len(), 3, "a forged report adds no row: {sends}");
     drop(kannel);
     app.stop().await;
 }

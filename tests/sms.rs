@@ -167,6 +167,96 @@ async fn a_text_goes_through_twilio_and_stop_start_and_reports_come_back(backend
     app.stop().await;
 }
 
+/// The statuses of `user_id`'s one message's send log, oldest first, and
+/// the message itself.
+async fn history(app: &App, user_id: &str) -> (Vec<String>, Value) {
+    let m = app.settled(user_id, 1).await;
+    let statuses = m["history"].as_array().unwrap().iter().map(|h| h["status"].as_str().unwrap().to_owned()).collect();
+    (statuses, m)
+}
+
+/// Twilio's status callbacks become send-log rows for the message (issue
+/// 30), while the message stays `sent`: `delivered`; `undelivered` for
+/// Twilio's `undelivered` and `failed` with the carrier code in words; a
+/// permanent code `bounced` alone, with the number suppressed. Intermediate
+/// states add nothing; a callback posted twice adds one row; a forged one
+/// none.
+async fn delivery_reports_are_rows_in_the_send_log(backend: Backend) {
+    let (app, _received) = start(backend, TOKEN).await;
+    sms_rule(&app, "news").await;
+    let users = [("ada", "+14155550101"), ("bob", "+14155550102"), ("cy", "+14155550103"), ("dee", "+14155550104")];
+    for (user, phone) in users {
+        app.put_user(user, json!({"phone": phone})).await;
+        trigger(&app, "news", user).await;
+    }
+    let mut outbox = std::collections::HashMap::new();
+    for (user, _) in users {
+        let (statuses, m) = history(&app, user).await;
+        assert_eq!(statuses, ["sent"], "{m}");
+        outbox.insert(user, m["outbox_id"].as_str().unwrap().to_owned());
+    }
+    const SM: &str = "SM0123456789abcdef0123456789abcdef";
+    let report = |user: &str, status: &'static str, code: Option<&'static str>| {
+        let phone = users.iter().find(|(u, _)| *u == user).unwrap().1;
+        let mut form = vec![("AccountSid", SID), ("MessageSid", SM), ("MessageStatus", status), ("To", phone)];
+        form.extend(code.map(|c| ("ErrorCode", c)));
+        (format!("/v1/sms/status/twilio?outbox={}", outbox[user]), form)
+    };
+
+    // Delivered: forged, nothing; signed twice, one row; the message stays sent.
+    let (path, form) = report("ada", "delivered", None);
+    assert_eq!(twilio_post(&app, &path, &form, "forged-token").await.status(), 403);
+    assert_eq!(history(&app, "ada").await.0, ["sent"], "a forged report adds nothing");
+    // An intermediate state is evidence only.
+    let (path, sent) = report("ada", "sent", None);
+    assert_eq!(twilio_post(&app, &path, &sent, TOKEN).await.status(), 204);
+    assert_eq!(history(&app, "ada").await.0, ["sent"], "Twilio's `sent` says nothing of the handset");
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204);
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204, "Twilio retrying its callback");
+    let (statuses, m) = history(&app, "ada").await;
+    assert_eq!(statuses, ["sent", "delivered"], "{m}");
+    assert_eq!(m["status"], "sent", "the message's own status does not change: {m}");
+    let delivered = &m["history"][1];
+    assert_eq!(
+        (delivered["detail"].as_str(), delivered["provider_id"].as_str()),
+        (Some("Twilio: delivered"), Some(SM))
+    );
+    assert_eq!(delivered["transport"], "twilio");
+
+    // Undelivered with a passing carrier code: the code in words, the number left alone.
+    let (path, form) = report("bob", "undelivered", Some("30003"));
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204);
+    let (statuses, m) = history(&app, "bob").await;
+    assert_eq!((statuses, m["status"].as_str()), (vec!["sent".to_owned(), "undelivered".into()], Some("sent")), "{m}");
+    assert_eq!(m["history"][1]["detail"], "Twilio: undelivered (30003 unreachable handset)");
+
+    // Twilio's `failed` is undelivered too, in its own word.
+    let (path, form) = report("cy", "failed", Some("30008"));
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204);
+    let (statuses, m) = history(&app, "cy").await;
+    assert_eq!(statuses, ["sent", "undelivered"], "{m}");
+    assert_eq!(m["history"][1]["detail"], "Twilio: failed (30008 unknown error)");
+    assert!(suppressions(&app).await.is_empty(), "neither code says the number is invalid");
+
+    // A permanent code: `bounced` and nothing else, once, and the number suppressed.
+    let (path, form) = report("dee", "undelivered", Some("30005"));
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204);
+    assert_eq!(twilio_post(&app, &path, &form, TOKEN).await.status(), 204);
+    let (statuses, m) = history(&app, "dee").await;
+    assert_eq!((statuses, m["status"].as_str()), (vec!["sent".to_owned(), "bounced".into()], Some("sent")), "{m}");
+    assert_eq!(m["history"][1]["detail"], "Twilio: undelivered (30005 unknown destination handset)");
+    let s = suppressions(&app).await;
+    assert_eq!(
+        (s.len(), s[0]["reason"].as_str(), s[0]["address_kind"].as_str()),
+        (1, Some("hard_bounce"), Some("phone"))
+    );
+
+    // Every report, the intermediate one too, is kept as evidence once.
+    let (_, bounces) = app.get("/v1/bounces").await;
+    assert_eq!(bounces["bounces"].as_array().unwrap().len(), 5, "{bounces}");
+    app.stop().await;
+}
+
 async fn twilio_answers_become_outcomes_retry_after_and_readyz(backend: Backend) {
     let (app, received) = start(backend, TOKEN).await;
     sms_rule(&app, "news").await;
@@ -361,6 +451,7 @@ async fn the_bench_drains_through_both_channels() {
 fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
         a_text_goes_through_twilio_and_stop_start_and_reports_come_back,
+        delivery_reports_are_rows_in_the_send_log,
         twilio_answers_become_outcomes_retry_after_and_readyz,
         sms_rules_are_measured_in_segments,
         the_rate_is_shared_by_instances,

@@ -24,6 +24,7 @@ backend_tests!(
     finish_is_fenced_by_the_claim_token,
     outcome_and_send_log_row_are_written_together,
     a_sent_rows_provider_ids_are_kept_whole,
+    an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports,
     reschedule_puts_the_row_back_with_its_error,
     release_can_refund_the_attempt,
     only_stale_claims_are_taken_back,
@@ -409,6 +410,97 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
     assert_eq!((s.status.as_str(), s.detail.as_deref()), ("bounced", Some("550 5.1.1 no such user")));
     assert_eq!((s.address_hash.as_deref(), s.attempts, s.user_id.as_str()), (Some("abc123"), 1, "u1"));
     assert_eq!(s.created_at, T0);
+}
+
+/// Migration 0021 widens the send log's status CHECK (a table rebuild on
+/// SQLite, the constraint or column redefined elsewhere): a database at
+/// 0020 holding send-log rows keeps every one of them, field for field, and
+/// its indexes; it refused a `delivered` row before and takes one after,
+/// and still refuses a status that is not one.
+async fn an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports(db: &TestDb) {
+    use herald::store::{BounceStore, MatchedSend, NewBounce};
+    let old = TestDb::unmigrated(db.backend()).await;
+    old.store.migrate_through(20).await.unwrap();
+    let (a, b) = (row("u1", "sms", T0), row("u2", "email", T0));
+    old.store.enqueue(&[a.clone(), b.clone()], T0).await.unwrap();
+    for (r, finish) in [
+        (&a, Finish { provider_id: Some("SM0123".into()), address_hash: Some("h1".into()), ..Finish::sent("sms") }),
+        (
+            &b,
+            Finish {
+                status: SendStatus::Bounced,
+                detail: Some("550 5.1.1 no such user".into()),
+                transport: Some("smtp".into()),
+                address_hash: Some("h2".into()),
+                provider_id: None,
+            },
+        ),
+    ] {
+        let claimed = old.store.claim_channel(r.channel.as_str(), T0, 1, "t").await.unwrap().remove(0);
+        assert!(old.store.finish(&claimed, "t", &finish, T0).await.unwrap());
+    }
+    let report = |fingerprint: &str, status: &'static str| NewBounce {
+        fingerprint: fingerprint.repeat(64),
+        provider: "twilio".into(),
+        kind: "delivery_report".into(),
+        address_hash: Some("h1".into()),
+        status: Some(status.into()),
+        reply_code: None,
+        detail: format!("Twilio: {status}"),
+        raw_excerpt: String::new(),
+        matched: Some(MatchedSend {
+            outbox_id: a.id.clone(),
+            rule_id: None,
+            trigger_id: None,
+            user_id: "u1".into(),
+            channel: "sms".into(),
+            matched_by: "callback",
+        }),
+        send_status: Some(status),
+        provider_id: Some("SM0123".into()),
+        suppress: None,
+    };
+    assert!(old.store.record_bounce(&report("a", "delivered"), T0).await.is_err(), "0020's CHECK refuses it");
+    let log = |store: &herald::store::SqlStore| {
+        let store = store.clone();
+        let (a, b) = (a.id.clone(), b.id.clone());
+        async move {
+            let mut all = store.sends_for_outbox(&a).await.unwrap();
+            all.extend(store.sends_for_outbox(&b).await.unwrap());
+            serde_json::to_value(all).unwrap()
+        }
+    };
+    let before = log(&old.store).await;
+    assert_eq!(before.as_array().unwrap().len(), 2, "{before}");
+
+    let applied = old.store.migrate().await.unwrap();
+    assert_eq!(applied.iter().map(|m| m.version).collect::<Vec<_>>(), [21]);
+    assert_eq!(log(&old.store).await, before, "every send-log row kept as it was");
+    if old.backend() == common::Backend::Sqlite {
+        let indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'engagement_sends' \
+             AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
+        )
+        .fetch_all(old.store.pool())
+        .await
+        .unwrap();
+        assert_eq!(indexes, ["engagement_sends_address", "engagement_sends_outbox", "engagement_sends_user"]);
+    }
+
+    let (t1, t2) = (T0.plus(Duration::from_secs(1)), T0.plus(Duration::from_secs(2)));
+    assert!(old.store.record_bounce(&report("a", "delivered"), t1).await.unwrap());
+    assert!(old.store.record_bounce(&report("b", "undelivered"), t2).await.unwrap());
+    let after = old.store.sends_for_outbox(&a.id).await.unwrap();
+    let statuses: Vec<&str> = after.iter().map(|s| s.status.as_str()).collect();
+    assert_eq!(statuses, ["sent", "delivered", "undelivered"]);
+    assert!(after.iter().all(|s| s.provider_id.as_deref() == Some("SM0123")), "{after:?}");
+    let bogus = old.store.dialect().sql(
+        "INSERT INTO engagement_sends (id, outbox_id, user_id, channel, status, attempts, created_at) \
+         VALUES (?, ?, 'u1', 'sms', 'read', 0, 0)",
+    );
+    let refused = sqlx::query(&bogus).bind(new_id()).bind(a.id.clone()).execute(old.store.pool()).await;
+    assert!(refused.is_err(), "the CHECK still refuses a status that is not one");
+    old.cleanup().await;
 }
 
 /// A push to several devices records every accepting service's message id
@@ -908,6 +1000,7 @@ async fn a_bounce_is_recorded_once_with_its_send_log_row_and_suppression(db: &Te
             matched_by: "verp",
         }),
         send_status: Some("bounced"),
+        provider_id: None,
         suppress: Some(SuppressionRow {
             address_hash: "h".repeat(64),
             address_kind: herald::address::AddressKind::Email,
@@ -1120,6 +1213,7 @@ async fn send_counts_and_bounce_evidence_are_read_back(db: &TestDb) {
         raw_excerpt: "Final-Recipient: rfc822; x@example.com".into(),
         matched: None,
         send_status: None,
+        provider_id: None,
         suppress: None,
     };
     s.record_bounce(&bounce("f1"), T0).await.unwrap();
@@ -1230,6 +1324,7 @@ async fn retention_prunes_only_old_finished_rows_in_bounded_batches(db: &TestDb)
         raw_excerpt: "Subject: Undelivered".into(),
         matched: None,
         send_status: None,
+        provider_id: None,
         suppress: Some(SuppressionRow {
             address_hash: hash.clone(),
             address_kind: herald::address::AddressKind::Email,

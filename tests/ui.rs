@@ -222,7 +222,67 @@ backend_tests!(
     the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size,
     the_rule_editor_keeps_each_channels_fields,
     the_users_page_lists_their_push_devices_and_why_one_was_removed,
+    the_send_log_page_shows_delivery_reports_in_their_colours,
 );
+
+/// A text's delivery reports on the user's send-log page: the message
+/// `sent`, its history `delivered` and `undelivered` with their words, each
+/// badge in the stylesheet with the colour of its meaning (delivered as sent,
+/// undelivered as failed).
+async fn the_send_log_page_shows_delivery_reports_in_their_colours(db: &TestDb) {
+    use herald::store::{BounceStore, Finish, MatchedSend, NewBounce};
+    let ui = Ui::start(db).await;
+    let r = row("u1", "sms", T0);
+    db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
+    let claimed = db.store.claim_channel("sms", T0, 1, "t").await.unwrap().remove(0);
+    assert!(db.store.finish(&claimed, "t", &Finish::sent("sms: Twilio"), T0).await.unwrap());
+    for (i, (status, detail)) in
+        [("delivered", "Twilio: delivered"), ("undelivered", "Twilio: undelivered (30003 unreachable handset)")]
+            .into_iter()
+            .enumerate()
+    {
+        let report = NewBounce {
+            fingerprint: format!("{i}").repeat(64),
+            provider: "twilio".into(),
+            kind: "delivery_report".into(),
+            address_hash: None,
+            status: Some(status.into()),
+            reply_code: None,
+            detail: detail.into(),
+            raw_excerpt: String::new(),
+            matched: Some(MatchedSend {
+                outbox_id: r.id.clone(),
+                rule_id: None,
+                trigger_id: None,
+                user_id: "u1".into(),
+                channel: "sms".into(),
+                matched_by: "callback",
+            }),
+            send_status: Some(status),
+            provider_id: Some("SM0123".into()),
+            suppress: None,
+        };
+        let at = T0.plus(Duration::from_secs(1 + i as u64));
+        assert!(db.store.record_bounce(&report, at).await.unwrap());
+    }
+    let s = ui.session().await;
+    let page = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<span class=\"st st-sent\">sent</span>\n    <strong>sms</strong>"), "{}", page.body);
+    assert!(page.body.contains("<span class=\"st st-delivered\">delivered</span>"), "{}", page.body);
+    assert!(page.body.contains("<span class=\"st st-undelivered\">undelivered</span>"), "{}", page.body);
+    assert!(page.body.contains("Twilio: undelivered (30003 unreachable handset)"), "{}", page.body);
+    let css = ui.get("/ui/static/herald.css", Some(&s.cookie)).await.body;
+    // The colour of the first rule naming `class` ("" when none does).
+    let colour = |class: &str| {
+        let r = css.split('}').find(|r| r.contains(class)).unwrap_or_default();
+        r.split("color:").last().unwrap_or_default().trim().to_owned()
+    };
+    assert_eq!(colour(".st-sent"), "var(--ok);", "{css}");
+    assert_eq!(colour(".st-delivered"), colour(".st-sent"));
+    assert_eq!(colour(".st-undelivered"), colour(".st-failed"));
+    ui.stop().await;
+}
 
 /// A phone number typed into the send log's search is hashed and finds the
 /// user who has it, with what still waits for them; the user's page shows

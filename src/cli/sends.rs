@@ -158,7 +158,7 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8}{} outbox {}{}",
+            "  {}  {:<11} {:<8}{} outbox {}{}",
             s.created_at,
             s.status,
             s.channel,
@@ -376,7 +376,7 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
     for s in &log {
         writeln!(
             out,
-            "  {}  {:<10} {:<8}{} user {}  outbox {}{}",
+            "  {}  {:<11} {:<8}{} user {}  outbox {}{}",
             s.created_at,
             s.status,
             s.channel,

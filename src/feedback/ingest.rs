@@ -227,6 +227,7 @@ pub async fn record(
                 matched_by: how,
             }),
             send_status,
+            provider_id: None,
             suppress: suppress.clone(),
         };
         let new = store.record_bounce(&bounce, now).await?;

@@ -13,11 +13,27 @@
 //! # Delivery reports
 //! A report is history, not a new fate: the row stays `sent` (Herald handed
 //! it over) and the report is kept as evidence beside bounces
-//! (`GET /v1/bounces`, and "why not" by number). A report that the number
-//! can never take a text (Twilio's `undelivered`/`failed` with 30005 or
-//! 30006; Kannel's SMSC refusal is not proof of that) adds a `bounced` row
-//! to the send log and suppresses the number (`hard_bounce`), as a bounce
-//! does for a mailbox. The same report twice is recorded once.
+//! (`GET /v1/bounces`, and "why not" by number). What the carrier says
+//! became of the text adds a row to the message's send log, in the same
+//! transaction as the evidence and only when the evidence is new (the same
+//! report twice, a provider retrying its callback, is recorded once):
+//!
+//! - `delivered` when the handset got it (Twilio `delivered`, Kannel 1);
+//! - `undelivered` when it did not (Twilio `undelivered` or `failed`,
+//!   Kannel 2 and 16), its detail naming the provider, its word and the
+//!   carrier's code (`Twilio: undelivered (30003 unreachable handset)`);
+//! - `bounced` instead of `undelivered` when the code says the number can
+//!   never take a text (Twilio's 30005 or 30006; Kannel's SMSC refusal is
+//!   not proof of that), with the number suppressed (`hard_bounce`), as a
+//!   bounce does for a mailbox. One row per report, never both: `bounced`
+//!   says all `undelivered` would, and more (the number is now refused).
+//!
+//! Intermediate states (Twilio's `queued`, `sending`, `sent`, `accepted`;
+//! Kannel's buffered and accepted by the SMSC) add no send-log row: they say
+//! nothing about the handset. They are still kept as evidence, as before,
+//! because a text that stays at "accepted by the SMSC" and never reports
+//! again is worth seeing by number; the alternative, dropping them, saves a
+//! row per text in a table retention already prunes.
 //!
 //! # STOP, START, HELP
 //! STOP (and its synonyms, see [`keywords`]) suppresses the number for
@@ -40,11 +56,12 @@ use super::AppState;
 use super::problem::ApiError;
 use crate::address::AddressKind;
 use crate::delivery::channel::answer::excerpt;
-use crate::delivery::channel::sms::kannel::DeliveryReport;
+use crate::delivery::channel::sms::kannel::{DeliveryReport, DlrState};
 use crate::delivery::channel::sms::keywords::{self, Keyword};
 use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::delivery::channel::sms::transport::SmsTransport;
 use crate::delivery::channel::sms::twilio::{self, InboundMessage, StatusReport};
+use crate::domain::SendStatus;
 use crate::store::{ALL_CATEGORIES, Lift, MatchedSend, NewBounce, SuppressionReason, SuppressionRow};
 
 /// The path of Kannel's `sms-service` `get-url`.
@@ -155,7 +172,15 @@ pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> R
         None => None,
     };
     let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
-    let code = report.error_code.map(|c| format!(", error {c}")).unwrap_or_default();
+    let send_status = if report.number_invalid() {
+        Some(SendStatus::Bounced)
+    } else if report.not_delivered() {
+        Some(SendStatus::Undelivered)
+    } else if report.status == "delivered" {
+        Some(SendStatus::Delivered)
+    } else {
+        None
+    };
     let evidence = Report {
         provider: "twilio",
         outbox,
@@ -163,9 +188,10 @@ pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> R
         address_hash: to.map(|p| state.keys.hash_phone(&p)),
         status: report.status.clone(),
         code: report.error_code.map(i64::from),
-        detail: format!("Twilio delivery report: {}{code} ({})", report.status, report.message_sid),
+        detail: report.describe(),
+        provider_id: Some(report.message_sid.clone()),
         raw: body,
-        number_invalid: report.number_invalid(),
+        send_status,
     };
     record(&state, evidence).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -196,7 +222,14 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
         Some(r) => state.store.sends_for_outbox(&r.id).await?.into_iter().find_map(|s| s.address_hash),
         None => None,
     };
-    let reply = report.smsc_reply.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
+    let reply = report.smsc_reply.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
+    // Kannel's reports carry no code Herald can read as "the number is
+    // invalid" (an SMSC's `err:` is its own), so none is ever `bounced`.
+    let send_status = match report.state {
+        DlrState::Delivered => Some(SendStatus::Delivered),
+        DlrState::Undelivered | DlrState::Failed => Some(SendStatus::Undelivered),
+        DlrState::Buffered | DlrState::SmscAccepted => None,
+    };
     let evidence = Report {
         provider: "kannel",
         outbox: Some(report.outbox_id.clone()),
@@ -204,9 +237,10 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
         address_hash,
         status: report.state.as_str().to_owned(),
         code: None,
-        detail: format!("Kannel delivery report: {}{reply}", report.state.as_str()),
+        detail: format!("Kannel: {}{reply}", report.state.as_str()),
+        provider_id: report.smsc_id.clone(),
         raw: query.unwrap_or_default(),
-        number_invalid: false,
+        send_status,
     };
     record(&state, evidence).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -220,22 +254,29 @@ struct Report {
     row: Option<crate::store::OutboxRow>,
     /// The texted number's hash.
     address_hash: Option<String>,
+    /// The provider's own word for the state.
     status: String,
     code: Option<i64>,
+    /// The send log's words: provider, state, carrier code.
     detail: String,
+    /// Twilio's SM… sid, or the SMSC's id Kannel passed on.
+    provider_id: Option<String>,
     raw: String,
-    number_invalid: bool,
+    /// The row the send log gains (see the module doc); `Bounced` also
+    /// marks the number invalid.
+    send_status: Option<SendStatus>,
 }
 
 async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
     let now = state.clock.now();
     let (row, address_hash) = (r.row, r.address_hash);
+    let number_invalid = r.send_status == Some(SendStatus::Bounced);
     let mut fp = sha2::Sha256::new();
-    for part in [r.provider, r.outbox.as_deref().unwrap_or(""), &r.detail] {
+    for part in [r.provider, r.outbox.as_deref().unwrap_or(""), r.provider_id.as_deref().unwrap_or(""), &r.detail] {
         fp.update(part.as_bytes());
         fp.update([0u8]);
     }
-    let suppress = match (&address_hash, r.number_invalid) {
+    let suppress = match (&address_hash, number_invalid) {
         (Some(hash), true) => Some(SuppressionRow {
             address_hash: hash.clone(),
             address_kind: AddressKind::Phone,
@@ -264,7 +305,8 @@ async fn record(state: &AppState, r: Report) -> Result<(), ApiError> {
             channel: row.channel.clone(),
             matched_by: "callback",
         }),
-        send_status: r.number_invalid.then_some("bounced"),
+        send_status: r.send_status.map(SendStatus::as_str),
+        provider_id: r.provider_id,
         suppress,
     };
     state.store.record_bounce(&bounce, now).await?;

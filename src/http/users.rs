@@ -101,7 +101,10 @@ pub async fn delete(
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SendEvent {
-    /// sent, failed, suppressed, bounced, expired, cancelled, complained
+    /// sent, failed, suppressed, bounced, expired, cancelled, complained;
+    /// and for a text, what the carrier reported after Herald handed it
+    /// over: delivered, or undelivered (the message's own status stays
+    /// sent)
     pub status: String,
     pub detail: Option<String>,
     pub transport: Option<String>,

@@ -40,8 +40,15 @@ pub struct NewBounce {
     pub raw_excerpt: String,
     pub matched: Option<MatchedSend>,
     /// The send-log status to append for the matched message: `bounced` or
-    /// `complained`; `None` for kinds that are not a failure.
+    /// `complained`, or for an SMS delivery report `delivered` or
+    /// `undelivered`; `None` for kinds that change nothing in the send log.
+    /// The row is written in the evidence's transaction, after its
+    /// fingerprint is found new, so a report the provider retries adds no
+    /// second row.
     pub send_status: Option<&'static str>,
+    /// The provider's id for the message (Twilio's SM… sid), kept on the
+    /// send-log row; `None` where the report does not carry one.
+    pub provider_id: Option<String>,
     pub suppress: Option<SuppressionRow>,
 }
 
@@ -119,7 +126,8 @@ impl BounceStore for SqlStore {
         if let (Some(m), Some(status)) = (&b.matched, b.send_status) {
             let insert_send = d.sql(
                 "INSERT INTO engagement_sends (id, outbox_id, rule_id, trigger_id, user_id, channel, transport, \
-                 address_hash, status, detail, attempts, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                 address_hash, status, detail, attempts, created_at, provider_id) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
             );
             sqlx::query(&insert_send)
                 .bind(super::new_id_at(now))
@@ -133,13 +141,17 @@ impl BounceStore for SqlStore {
                 .bind(status)
                 .bind(b.detail.clone())
                 .bind(now.0)
+                .bind(b.provider_id.clone())
                 .run(&mut *tx, "record bounce: send log")
                 .await?;
-            let event = serde_json::json!({
+            let mut event = serde_json::json!({
                 "outbox_id": m.outbox_id, "user_id": m.user_id, "rule_id": m.rule_id, "trigger_id": m.trigger_id,
                 "channel": m.channel, "status": status, "detail": b.detail, "address_hash": b.address_hash,
                 "matched_by": m.matched_by, "at": now.to_rfc3339(),
             });
+            if let Some(id) = &b.provider_id {
+                event["provider_id"] = id.as_str().into();
+            }
             events.push(NewEvent {
                 kind: "outcome",
                 user_id: Some(m.user_id.clone()),

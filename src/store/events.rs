@@ -28,7 +28,8 @@ pub struct EventRow {
     /// Where the event stands in commit order; what a follower resumes from.
     pub position: i64,
     /// `outcome` (a send-log row: sent, failed, suppressed, bounced,
-    /// expired, cancelled, complained), `held` (a message put back until
+    /// expired, cancelled, complained, and an SMS delivery report's
+    /// delivered or undelivered), `held` (a message put back until
     /// a send window opens, quiet hours end or an escalation's wait is
     /// over; not an outcome), `suppression` or `suppression_lifted`.
     pub kind: String,

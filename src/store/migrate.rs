@@ -55,6 +55,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(18, "push_devices", "0018_push_devices.sql"),
     migration!(19, "recipient_phone_slack", "0019_recipient_phone_slack.sql"),
     migration!(20, "provider_ids", "0020_provider_ids.sql"),
+    migration!(21, "delivery_reports", "0021_delivery_reports.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -100,11 +101,13 @@ impl Migration {
 const BOOKKEEPING: &str = "CREATE TABLE IF NOT EXISTS engagement_schema_migrations (\
      version BIGINT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at BIGINT NOT NULL)";
 
-/// Applies every missing migration; returns the ones it applied.
+/// Applies every missing migration up to `through` (every one with
+/// `None`); returns the ones it applied.
 pub(super) async fn run(
     conn: &mut AnyConnection,
     dialect: Dialect,
     now: Millis,
+    through: Option<i64>,
 ) -> Result<Vec<AppliedMigration>, StoreError> {
     // Each dialect's lock: (take, release). SQLite's DDL is transactional and
     // its write lock is the whole database, so one IMMEDIATE transaction is
@@ -120,7 +123,7 @@ pub(super) async fn run(
         Dialect::MySql => ("SELECT GET_LOCK('herald_migrate', 300)", "SELECT RELEASE_LOCK('herald_migrate')"),
     };
     sqlx::query(lock).run(&mut *conn, "migrate: lock").await?;
-    let result = apply_pending(conn, dialect, now).await;
+    let result = apply_pending(conn, dialect, now, through).await;
     let unlock = if dialect == Dialect::Sqlite && result.is_err() { "ROLLBACK" } else { unlock };
     sqlx::query(unlock).run(&mut *conn, "migrate: unlock").await?;
     result
@@ -130,6 +133,7 @@ async fn apply_pending(
     conn: &mut AnyConnection,
     dialect: Dialect,
     now: Millis,
+    through: Option<i64>,
 ) -> Result<Vec<AppliedMigration>, StoreError> {
     sqlx::query(BOOKKEEPING).run(&mut *conn, "migrate: create engagement_schema_migrations").await?;
     let rows = sqlx::query("SELECT version FROM engagement_schema_migrations")
@@ -145,7 +149,8 @@ async fn apply_pending(
     }
 
     let mut done = Vec::new();
-    for m in MIGRATIONS.iter().filter(|m| !applied.contains(&m.version)) {
+    let wanted = |m: &&Migration| !applied.contains(&m.version) && through.is_none_or(|t| m.version <= t);
+    for m in MIGRATIONS.iter().filter(wanted) {
         let failed = |source| StoreError::Migration { version: m.version, name: m.name, source };
         let record =
             dialect.sql("INSERT INTO engagement_schema_migrations (version, name, applied_at) VALUES (?, ?, ?)");

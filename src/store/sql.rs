@@ -87,6 +87,17 @@ struct ClaimSlice {
 const SLICE_REFRESH: Duration = Duration::from_secs(5);
 
 impl SqlStore {
+    /// Applies the missing migrations up to and including `version`, and
+    /// none after it: the database as an older Herald left it, for the
+    /// tests that upgrade one holding rows (a later
+    /// [`Store::migrate`] applies the rest). Not for production: a Herald
+    /// runs against the newest schema it knows.
+    pub async fn migrate_through(&self, version: i64) -> Result<Vec<AppliedMigration>, StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(StoreError::db("migrate: connect"))?;
+        let now = crate::clock::Clock::now(&crate::clock::SystemClock);
+        migrate::run(&mut conn, self.dialect, now, Some(version)).await
+    }
+
     /// Opens a pool for `url`. A SQLite file is created if missing and put in
     /// WAL mode, so the worker's writes do not block readers such as
     /// `herald status`.
@@ -461,7 +472,7 @@ impl Store for SqlStore {
 
     async fn migrate(&self) -> Result<Vec<AppliedMigration>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(StoreError::db("migrate: connect"))?;
-        migrate::run(&mut conn, self.dialect, crate::clock::Clock::now(&crate::clock::SystemClock)).await
+        migrate::run(&mut conn, self.dialect, crate::clock::Clock::now(&crate::clock::SystemClock), None).await
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -323,10 +323,12 @@ pub struct Audit {
     /// Violation: terminal rows with no send-log row.
     pub without_outcome: i64,
     /// Violation: rows with more than one send-log row (a second terminal
-    /// outcome means a fence failed).
+    /// outcome means a fence failed). A delivery report (`delivered`,
+    /// `undelivered`) is a later row, not an outcome, and is not counted.
     pub extra_outcomes: i64,
     /// Violation: send-log rows whose status disagrees with their outbox
-    /// row's (`bounced` may end a `failed` row).
+    /// row's (`bounced` may end a `failed` row; a delivery report is about a
+    /// `sent` one).
     pub mismatched_outcome: i64,
     /// Violation: send-log rows for outbox rows that do not exist.
     pub orphan_outcomes: i64,
@@ -391,13 +393,15 @@ pub async fn audit(pool: &AnyPool) -> Result<Audit, StoreError> {
     .await?;
     a.extra_outcomes = count(
         pool,
-        "SELECT COUNT(*) FROM (SELECT outbox_id FROM engagement_sends GROUP BY outbox_id HAVING COUNT(*) > 1) t",
+        "SELECT COUNT(*) FROM (SELECT outbox_id FROM engagement_sends WHERE status NOT IN ('delivered', 'undelivered') \
+         GROUP BY outbox_id HAVING COUNT(*) > 1) t",
     )
     .await?;
     a.mismatched_outcome = count(
         pool,
         "SELECT COUNT(*) FROM engagement_sends s JOIN engagement_outbox o ON o.id = s.outbox_id \
-         WHERE s.status <> o.status AND NOT (o.status = 'failed' AND s.status = 'bounced')",
+         WHERE s.status <> o.status AND NOT (o.status = 'failed' AND s.status = 'bounced') \
+         AND NOT (o.status = 'sent' AND s.status IN ('delivered', 'undelivered'))",
     )
     .await?;
     a.orphan_outcomes = count(

@@ -40,9 +40,18 @@ struct Throughput {
     by_status: Vec<(String, i64)>,
 }
 
+/// How many of the send-log rows counted by status are outcomes: a
+/// delivery report (`delivered`, `undelivered`) is a later row for a message
+/// already counted as `sent`, so it is left out of the total (and of the
+/// rate), though still shown by status.
+fn outcomes(by_status: &[(String, i64)]) -> i64 {
+    let report = |s: &str| s.parse::<crate::domain::SendStatus>().is_ok_and(|s| s.is_report());
+    by_status.iter().filter(|(s, _)| !report(s)).map(|(_, n)| n).sum()
+}
+
 async fn throughput(state: &AppState, span: &'static str, d: Duration) -> Result<Throughput, UiError> {
     let by_status = state.store.send_counts_since(ago(state, d)).await?;
-    let total: i64 = by_status.iter().map(|(_, n)| n).sum();
+    let total = outcomes(&by_status);
     let minutes = d.as_secs_f64() / 60.0;
     Ok(Throughput { span, total, per_minute: format!("{:.1}", total as f64 / minutes), by_status })
 }
@@ -206,5 +215,16 @@ pub async fn cancel(Ui { state, op }: Ui, Path(id): Path<String>) -> Result<Resp
             Ok(redirect_with(&state, &to, "Cancelled."))
         }
         Err(e) => Ok(redirect_with(&state, &to, format!("Not cancelled: {}", describe(&e)))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn delivery_reports_are_not_counted_as_outcomes() {
+        let counts = |pairs: &[(&str, i64)]| pairs.iter().map(|(s, n)| (s.to_string(), *n)).collect::<Vec<_>>();
+        let by_status = counts(&[("bounced", 1), ("delivered", 7), ("sent", 10), ("undelivered", 2)]);
+        assert_eq!(super::outcomes(&by_status), 11);
+        assert_eq!(super::outcomes(&counts(&[("sent", 3), ("failed", 1)])), 4);
     }
 }

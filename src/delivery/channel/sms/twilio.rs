@@ -241,6 +241,27 @@ pub fn verify_callback(
 /// this message or this moment, so the number is left alone.
 pub const PERMANENT_CARRIER_CODES: [u32; 2] = [30005, 30006];
 
+/// What a carrier error code in a status callback means, in Twilio's words
+/// shortened (<https://www.twilio.com/docs/api/errors>): the send log's
+/// detail names the code and this, so an operator need not look it up.
+/// `None` for a code not listed here; the detail then gives the number
+/// alone.
+pub fn carrier_code_description(code: u32) -> Option<&'static str> {
+    Some(match code {
+        30001 => "queue overflow",
+        30002 => "account suspended",
+        30003 => "unreachable handset",
+        30004 => "message blocked",
+        30005 => "unknown destination handset",
+        30006 => "landline or unreachable carrier",
+        30007 => "filtered by the carrier",
+        30008 => "unknown error",
+        30009 => "missing segment",
+        30010 => "price exceeds the max price",
+        _ => return None,
+    })
+}
+
 /// A status callback (`StatusCallback`): what became of a message after
 /// Twilio took it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,11 +287,28 @@ impl StatusReport {
         })
     }
 
+    /// Whether the carrier reports the handset did not get it (Twilio's
+    /// `undelivered`, or `failed`: either way it is not on the handset).
+    pub fn not_delivered(&self) -> bool {
+        matches!(self.status.as_str(), "undelivered" | "failed")
+    }
+
+    /// The send log's words for the report: `Twilio: undelivered (30003
+    /// unreachable handset)`, or `Twilio: delivered`.
+    pub fn describe(&self) -> String {
+        match self.error_code {
+            Some(code) => match carrier_code_description(code) {
+                Some(what) => format!("Twilio: {} ({code} {what})", self.status),
+                None => format!("Twilio: {} (error {code})", self.status),
+            },
+            None => format!("Twilio: {}", self.status),
+        }
+    }
+
     /// Whether the report says the number can never take a text, so it is
     /// to be marked invalid.
     pub fn number_invalid(&self) -> bool {
-        matches!(self.status.as_str(), "undelivered" | "failed")
-            && self.error_code.is_some_and(|c| PERMANENT_CARRIER_CODES.contains(&c))
+        self.not_delivered() && self.error_code.is_some_and(|c| PERMANENT_CARRIER_CODES.contains(&c))
     }
 }
 
@@ -371,6 +409,10 @@ mod tests {
         assert!(!report("undelivered", Some("30003")).number_invalid());
         assert!(!report("delivered", None).number_invalid());
         assert!(!report("delivered", Some("30005")).number_invalid());
+        assert_eq!(report("undelivered", Some("30003")).describe(), "Twilio: undelivered (30003 unreachable handset)");
+        assert_eq!(report("failed", Some("39999")).describe(), "Twilio: failed (error 39999)");
+        assert_eq!(report("delivered", None).describe(), "Twilio: delivered");
+        assert!(report("failed", None).not_delivered() && !report("sent", None).not_delivered());
         assert_eq!(StatusReport::parse(&p(&[("MessageSid", "SM9")])), Err(BadCallback::Missing("MessageStatus")));
     }
 
