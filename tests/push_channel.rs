@@ -390,6 +390,13 @@ async fn an_unread_inbox_message_escalates_to_push_then_email(backend: Backend) 
     let (inbox, push, email) = timeline("cat").await;
     read_detail(&push, &inbox, "push");
     read_detail(&email, &inbox, "email");
+
+    // The dry run names every step, in order, and what cancels them.
+    let (_, preview) = s.app.get(&format!("/v1/rules/{}/preview", body["id"].as_str().unwrap())).await;
+    let reason = preview["results"][0]["reason"].as_str().unwrap();
+    let (push_at, email_at) = (reason.find("then push at the earliest "), reason.find(", then email at the earliest "));
+    assert!(push_at.is_some_and(|p| email_at.is_some_and(|e| p < e)), "{reason}");
+    assert!(reason.starts_with("inbox due ") && reason.ends_with(" unless read"), "{reason}");
     s.app.stop().await;
 }
 
