@@ -34,6 +34,7 @@ backend_tests!(
     a_window_opens_at_local_time_across_a_dst_change_in_two_zones,
     escalation_is_cancelled_when_read_in_time_and_emailed_otherwise,
     a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances,
+    a_chain_step_the_rule_no_longer_has_is_cancelled_saying_so,
     a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the_window_waits,
 );
 
@@ -600,6 +601,43 @@ async fn a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances(db:
     assert_eq!(chain[1].1, "2026-03-04T10:25:00.000Z", "step 2 due its own after on: {chain:?}");
     let _ = tokio::join!(a.tick(), b.tick());
     assert_eq!((follow_ups("u1").await.len(), follow_ups("u2").await.len()), (1, 2), "and never a second");
+}
+
+/// A chain's steps are planned together; a rule edited back to one
+/// follow-up before the second step's time cancels that step, saying why,
+/// instead of sending it (or the inbox template on email, as a follow-up
+/// the rule no longer had once was).
+async fn a_chain_step_the_rule_no_longer_has_is_cancelled_saying_so(db: &TestDb) {
+    let clock = ManualClock::at(at("2026-03-04T10:00:00Z"));
+    let email = json!({"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}});
+    let first = json!({"after": 600, "unless": "read", "channel": "email", "template": email});
+    let mut rule = add_rule(
+        db,
+        clock.now(),
+        "invoice",
+        json!({"escalate": [first, {"after": 1200, "channel": "email", "template": email}]}),
+    )
+    .await;
+    trigger(db, &clock, "invoice", "u1").await;
+    let mut registry = Registry::new();
+    registry.register("inbox", Arc::new(herald::delivery::channel::inbox::InboxChannel::new()));
+    registry.register("email", ScriptedChannel::new(|_| Outcome::sent("scripted")));
+    let w = worker(db.arc(), registry, &clock, WorkerConfig::default());
+    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
+    clock.advance(Duration::from_secs(600));
+    assert_eq!(w.tick().await.unwrap().sent, 1, "step 1, step 2 planned with it");
+    clock.advance(Duration::from_secs(1));
+    rule.workflow = Some(json!({"escalate": first}));
+    rule.updated_at = clock.now();
+    assert!(db.store.update_rule(&rule).await.unwrap());
+    clock.set(at("2026-03-04T10:20:00Z"));
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.cancelled, 1, "{report:?}");
+    let t = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
+    let step2 = t.messages.iter().find(|m| m.follow_up_step == Some(2)).unwrap();
+    assert_eq!(step2.status, "cancelled");
+    let why = step2.history[0].detail.clone().unwrap();
+    assert!(why.contains("no longer has an escalation step 2 on email"), "{why}");
 }
 
 /// `herald sends` tells a hold from an error and prints the digest and
