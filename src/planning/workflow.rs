@@ -345,7 +345,8 @@ fn validate_escalation(
                 ),
             ));
         }
-        previous_after = Some(step.after);
+        // An `after` refused for its range is not compared again.
+        previous_after = (1..=MAX_PERIOD).contains(&step.after).then_some(step.after);
         match (i, step.unless.as_deref()) {
             (0, None) => errors.push(FieldError::new(
                 format!("{field}.unless"),
