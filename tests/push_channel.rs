@@ -23,7 +23,7 @@ use herald::clock::{Clock, ManualClock, Millis, SystemClock};
 use herald::delivery::channel::push::vapid::generate_key_pair;
 use herald::delivery::health::ChannelHealth;
 use herald::delivery::worker::WorkerConfig;
-use herald::store::{HistoryStore, OperatorStore, PushDeviceStore, RuleStore};
+use herald::store::{HistoryStore, InboxStore, OperatorStore, PushDeviceStore, RuleStore, Store};
 use herald::tooling::push_receiver::{BenchDevice, PushReceiver};
 use serde_json::json;
 
@@ -74,6 +74,12 @@ struct Setup {
 }
 
 async fn setup(backend: Backend, worker_in_serve: bool) -> Setup {
+    setup_with(backend, worker_in_serve, |_| {}).await
+}
+
+/// [`setup`] with more configuration (an SMTP relay, for a chain that
+/// escalates to email after push).
+async fn setup_with(backend: Backend, worker_in_serve: bool, more: impl Fn(&mut herald::config::Config)) -> Setup {
     let (private, public) = generate_key_pair();
     let (receiver, devices) = PushReceiver::start(3, &public).await.unwrap();
     let (others, limited) = other_answers().await;
@@ -83,6 +89,7 @@ async fn setup(backend: Backend, worker_in_serve: bool) -> Setup {
         c.push.allow_private_networks = true;
         c.worker.enabled = worker_in_serve;
         c.worker.poll = Duration::from_millis(50);
+        more(c);
     };
     let app = App::start_on(backend, configure).await;
     let mut config = common::app::test_config(&app.db);
@@ -91,12 +98,23 @@ async fn setup(backend: Backend, worker_in_serve: bool) -> Setup {
 }
 
 impl Setup {
-    /// A worker with the configured push channel, on `clock`.
+    /// A worker with the configured push channel (and email, when the
+    /// configuration has a relay), on `clock`.
     fn worker(&self, clock: &ManualClock) -> herald::delivery::worker::Worker {
         let clock_arc: Arc<dyn Clock> = Arc::new(clock.clone());
         let push =
-            herald::app::push_channel(&self.config, self.app.db.arc(), clock_arc, ChannelHealth::default()).unwrap();
-        let channels = herald::app::ConfiguredChannels { push, ..Default::default() };
+            herald::app::push_channel(&self.config, self.app.db.arc(), clock_arc.clone(), ChannelHealth::default())
+                .unwrap();
+        let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+        let email = herald::app::email_channel(
+            &self.config,
+            self.app.db.arc(),
+            clock_arc,
+            keys,
+            herald::metrics::Metrics::new(),
+        )
+        .unwrap();
+        let channels = herald::app::ConfiguredChannels { push, email, ..Default::default() };
         let registry = herald::app::configured_registry(&self.config, channels);
         common::worker(self.app.db.arc(), registry, clock, WorkerConfig::default())
     }
@@ -264,6 +282,124 @@ async fn preferences_and_escalation_treat_push_as_a_channel(backend: Backend) {
     s.app.stop().await;
 }
 
+/// A chain "in the inbox; if unread after a minute, push; if still unread
+/// after five, email", for three users: one who never reads gets the push
+/// at one minute and the email at five; one who reads between the steps
+/// gets the push and not the email; one who reads at once gets neither.
+/// Every step is in the send log, a cancelled one naming the message read.
+async fn an_unread_inbox_message_escalates_to_push_then_email(backend: Backend) {
+    let sink = common::smtp::SmtpSink::start().await;
+    let url = sink.url();
+    let s = setup_with(backend, false, |c| {
+        c.email.transport = Some(url.clone());
+        c.email.from = Some("Herald Tests <news@herald.test>".into());
+        c.email.address_secret = Some("a test secret of sufficient length".into());
+        c.email.public_url = Some("https://herald.test".into());
+    })
+    .await;
+    let rule = json!({
+        "name": "Invoice", "trigger_type": "invoice.due", "channel": "inbox", "category": "billing", "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Invoice due", "text": "t"}}},
+        "escalate": [
+            {"after": 60, "unless": "read", "channel": "push", "template":
+                {"fallback_locale": "en", "locales": {"en": {"title": "You have an unread invoice"}}}},
+            {"after": 300, "channel": "email", "template":
+                {"fallback_locale": "en", "locales": {"en": {"subject": "Still unread: your invoice", "text": "See the app."}}}}
+        ]
+    });
+    let (status, body) = s.app.post("/v1/rules", rule).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["escalate"][1]["channel"], "email", "the chain reads back as given: {body}");
+    for (i, u) in ["ann", "ben", "cat"].into_iter().enumerate() {
+        let (status, _) = s
+            .app
+            .call(reqwest::Method::PUT, &format!("/v1/users/{u}"), Some(json!({"email": format!("{u}@example.com")})))
+            .await;
+        assert_eq!(status, 201);
+        s.register(u, &s.devices[i].endpoint, &s.devices[i], None).await;
+        let (status, _) = s.app.post("/v1/triggers", json!({"type": "invoice.due", "user_id": u})).await;
+        assert_eq!(status, 202);
+    }
+    let clock = ManualClock::at(after_triggers());
+    let worker = s.worker(&clock);
+    assert_eq!(worker.tick().await.unwrap().sent, 3, "the inbox messages");
+    let delivered = clock.now();
+    let read = |u: &'static str| {
+        let (store, at) = (s.app.db.store.clone(), clock.now());
+        async move {
+            let user = common::user(u);
+            let msg = store.inbox_for_user(&user, 10).await.unwrap().remove(0);
+            store.inbox_mark(&user, &msg.id, herald::store::InboxMark::Read, at).await.unwrap();
+        }
+    };
+    read("cat").await;
+    // The triggers are dated by the database's clock, a little before
+    // `delivered`: a step's row may be claimed (and a read one cancelled)
+    // a moment before its time, but nothing goes before its `after`.
+    clock.advance(Duration::from_secs(59));
+    let early = worker.tick().await.unwrap();
+    assert_eq!(early.sent, 0, "nothing before the first step: {early:?}");
+    clock.advance(Duration::from_secs(1));
+    let report = worker.tick().await.unwrap();
+    assert_eq!(report.sent, 2, "push to ann and ben: {report:?}");
+    assert_eq!(early.cancelled + report.cancelled, 1, "not to cat: {early:?} {report:?}");
+    assert_eq!(s.receiver.received().len(), 2);
+    read("ben").await;
+    clock.set(delivered.plus(Duration::from_secs(299)));
+    let early = worker.tick().await.unwrap();
+    assert_eq!(early.sent, 0, "{early:?}");
+    assert!(sink.messages().is_empty(), "no email before the second step");
+    clock.advance(Duration::from_secs(1));
+    let report = worker.tick().await.unwrap();
+    assert_eq!(report.sent, 1, "ann's email: {report:?}");
+    assert_eq!(early.cancelled + report.cancelled, 2, "ben's and cat's emails: {early:?} {report:?}");
+
+    // "Did they get it": each follow-up says which step of which message.
+    let app = &s.app;
+    let timeline = |u: &'static str| async move {
+        let (_, sends) = app.get(&format!("/v1/users/{u}/sends")).await;
+        let messages = sends["messages"].as_array().unwrap().clone();
+        let by_channel = |c: &str| messages.iter().find(|m| m["channel"] == c).unwrap().clone();
+        (by_channel("inbox"), by_channel("push"), by_channel("email"))
+    };
+    let (inbox, push, email) = timeline("ann").await;
+    assert_eq!(inbox["follow_ups"], json!([push["outbox_id"], email["outbox_id"]]), "{inbox}");
+    assert_eq!(inbox["follow_up"], push["outbox_id"], "the old field: the first step");
+    for (m, step) in [(&push, 1), (&email, 2)] {
+        assert_eq!(
+            (&m["follow_up_of"], &m["follow_up_step"], &m["status"]),
+            (&inbox["outbox_id"], &json!(step), &json!("sent")),
+            "{m}"
+        );
+    }
+    let arrived = sink.messages_per_outbox_id();
+    assert_eq!(arrived.get(email["outbox_id"].as_str().unwrap()), Some(&1), "{arrived:?}");
+    assert_eq!(arrived.len(), 1, "one email in all");
+
+    let read_detail = |m: &serde_json::Value, inbox: &serde_json::Value, channel: &str| {
+        assert_eq!(m["status"], "cancelled", "{m}");
+        let detail = m["history"][0]["detail"].as_str().unwrap();
+        assert!(detail.starts_with("read in the inbox at "), "{detail}");
+        let names =
+            format!("no {channel} needed (follow-up of inbox message {})", inbox["outbox_id"].as_str().unwrap());
+        assert!(detail.ends_with(&names), "{detail}");
+    };
+    let (inbox, push, email) = timeline("ben").await;
+    assert_eq!(push["status"], "sent", "{push}");
+    read_detail(&email, &inbox, "email");
+    let (inbox, push, email) = timeline("cat").await;
+    read_detail(&push, &inbox, "push");
+    read_detail(&email, &inbox, "email");
+
+    // The dry run names every step, in order, and what cancels them.
+    let (_, preview) = s.app.get(&format!("/v1/rules/{}/preview", body["id"].as_str().unwrap())).await;
+    let reason = preview["results"][0]["reason"].as_str().unwrap();
+    let (push_at, email_at) = (reason.find("then push at the earliest "), reason.find(", then email at the earliest "));
+    assert!(push_at.is_some_and(|p| email_at.is_some_and(|e| p < e)), "{reason}");
+    assert!(reason.starts_with("inbox due ") && reason.ends_with(" unless read"), "{reason}");
+    s.app.stop().await;
+}
+
 /// A refused VAPID key makes `/readyz` say so in the push service's words
 /// (the worker runs inside `serve`, which shares what it learns);
 /// `?only=database` still answers ready.
@@ -337,6 +473,7 @@ fn main() -> std::process::ExitCode {
         a_notification_reaches_each_live_device_and_a_gone_one_is_removed,
         no_device_is_the_reason_and_a_429_waits_for_its_retry_after,
         preferences_and_escalation_treat_push_as_a_channel,
+        an_unread_inbox_message_escalates_to_push_then_email,
     ];
     trials.extend(named_tests![
         a_refused_credential_makes_readyz_name_the_provider,

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 backend_tests!(
     a_follow_up_held_by_quiet_hours_and_retried_keeps_its_inbox_message,
     an_archived_unread_message_stays_while_its_follow_up_is_pending,
+    a_chains_later_step_keeps_the_message_after_the_first_is_done,
     a_digest_still_open_keeps_the_triggers_that_joined_it,
 );
 
@@ -173,6 +174,39 @@ async fn an_archived_unread_message_stays_while_its_follow_up_is_pending(db: &Te
     let pruned = prune(db, &clock).await;
     let gone = [Prunable::ArchivedInbox, Prunable::Outbox, Prunable::Triggers].map(|t| pruned.of(t));
     assert_eq!(gone, [1, 2, 1], "{pruned:?}");
+}
+
+/// A chain plans every step when the first falls due; once the first is
+/// done, only the later step's row (`escalate:<id>:2`) is pending, and it
+/// alone must keep the (archived, unread) message it asks about.
+async fn a_chains_later_step_keeps_the_message_after_the_first_is_done(db: &TestDb) {
+    let clock = ManualClock::at(at("2030-03-04T10:00:00Z"));
+    let template = json!({"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}});
+    let chain = json!({"escalate": [
+        {"after": 1800, "unless": "read", "channel": "email", "template": template},
+        {"after": 12_600, "channel": "email", "template": template},
+    ]});
+    add_rule(db, clock.now(), "invoice", chain).await;
+    let mut registry = Registry::new();
+    registry.register("inbox", Arc::new(InboxChannel::new()));
+    registry.register("email", ScriptedChannel::new(|_| Outcome::sent("test")));
+    let w = tick_worker(db, &clock, registry);
+    trigger(db, &clock, "invoice", None, 1).await;
+    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
+    clock.set(at("2030-03-04T10:10:00Z"));
+    let message = db.store.inbox_for_user(&user("u1"), 10).await.unwrap().remove(0);
+    db.store.inbox_mark(&user("u1"), &message.id, InboxMark::Archive, clock.now()).await.unwrap();
+    clock.set(at("2030-03-04T10:30:00Z"));
+    assert_eq!(w.tick().await.unwrap().sent, 1, "step 1");
+
+    clock.set(at("2030-03-04T13:00:00Z"));
+    let pruned = prune(db, &clock).await;
+    let counts = [Prunable::Outbox, Prunable::ArchivedInbox, Prunable::Triggers].map(|t| pruned.of(t));
+    assert_eq!(counts, [1, 0, 0], "only step 1's own row goes; step 2 is pending: {pruned:?}");
+
+    clock.set(at("2030-03-04T13:30:00Z"));
+    let report = w.tick().await.unwrap();
+    assert_eq!((report.sent, report.cancelled), (1, 0), "step 2 finds its message: {report:?}");
 }
 
 /// The triggers that joined an open digest have no message of their own

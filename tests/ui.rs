@@ -221,6 +221,7 @@ backend_tests!(
     the_send_log_search_finds_a_phone_and_the_users_page_shows_it,
     the_rule_editor_writes_a_push_rule_with_its_options_and_payload_size,
     the_rule_editor_keeps_each_channels_fields,
+    the_rule_editor_keeps_a_chains_later_steps_on_save,
     the_users_page_lists_their_push_devices_and_why_one_was_removed,
     the_send_log_page_shows_delivery_reports_in_their_colours,
 );
@@ -1232,6 +1233,86 @@ async fn the_rule_editor_keeps_each_channels_fields(db: &TestDb) {
     let refused = ui.action(&s, "/ui/rules/new", &inbox).await;
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body.contains("required for escalation (seconds)"), "{}", refused.body);
+}
+
+/// A hidden field's value on `html`, unescaped as a browser reads it.
+fn hidden_value(html: &str, name: &str) -> String {
+    let start = format!("name=\"{name}\" value=\"");
+    let from = html.find(&start).unwrap_or_else(|| panic!("no {name} field: {html}")) + start.len();
+    let raw = &html[from..from + html[from..].find('"').unwrap()];
+    [("&quot;", "\""), ("&#x27;", "'"), ("&#x2f;", "/"), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")]
+        .iter()
+        .fold(raw.to_owned(), |v, (escaped, plain)| v.replace(escaped, plain))
+}
+
+/// A chain's steps after the first are shown read-only and kept on save:
+/// the first step edited from the screen, the second read back through the
+/// API exactly as it was (a Slack rule once lost its blocks on a save).
+async fn the_rule_editor_keeps_a_chains_later_steps_on_save(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    let s = ui.session().await;
+    let push_step = serde_json::json!({"after": 3600, "channel": "push", "template": {"fallback_locale": "en",
+        "locales": {"en": {"title": "Still unread: \"{{ payload.name }}\"", "body": "<b>It's</b> waiting"}}}});
+    let rule = serde_json::json!({
+        "name": "Invoice", "trigger_type": "invoice.due", "channel": "inbox", "category": "billing",
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Invoice due", "text": "t"}}},
+        "escalate": [
+            {"after": 600, "unless": "read", "channel": "email", "template": {"fallback_locale": "en",
+                "locales": {"en": {"subject": "Unread invoice", "text": "See the app"}}}},
+            push_step,
+        ]
+    });
+    let created = ui.send(ui.api(reqwest::Method::POST, "/v1/rules", Some(rule))).await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let id = serde_json::from_str::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let path = format!("/ui/rules/{id}");
+    let page = ui.get(&path, Some(&s.cookie)).await;
+    assert!(page.body.contains("Follow-up step 2 (read-only here"), "{}", page.body);
+    assert!(page.body.contains("push after 3600 seconds"), "{}", page.body);
+    assert!(page.body.contains("name=\"esc_after\" value=\"600\""), "the first step is edited: {}", page.body);
+    let more = hidden_value(&page.body, "esc_more");
+    let more: &'static str = Box::leak(more.into_boxed_str());
+
+    let form = vec![
+        ("name", "Invoice"),
+        ("trigger_type", "invoice.due"),
+        ("channel", "inbox"),
+        ("category", "billing"),
+        ("delay", "0"),
+        ("fallback_locale", "en"),
+        ("loc0_tag", "en"),
+        ("loc0_subject", "Invoice due"),
+        ("loc0_text", "t"),
+        ("esc_after", "900"),
+        ("esc_unless", "read"),
+        ("esc_channel", "email"),
+        ("esc_fallback_locale", "en"),
+        ("esc0_tag", "en"),
+        ("esc0_subject", "Your invoice is unread"),
+        ("esc0_text", "See the app"),
+        ("esc_more", more),
+        ("action", "save"),
+    ];
+    // A first step not before the second is refused naming the step.
+    let refused = ui.action(&s, &path, &with(&form, &[("esc_after", "3600")])).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("<code>escalate[1].after</code>"), "{}", refused.body);
+    assert!(refused.body.contains("greater than escalate[0].after (3600)"), "{}", refused.body);
+    // The first step's delay left out while later steps remain.
+    let refused = ui.action(&s, &path, &with(&form, &[("esc_after", "")])).await;
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("has later steps"), "{}", refused.body);
+
+    let saved = ui.action(&s, &path, &form).await;
+    assert_eq!(saved.status, 303, "{}", saved.body);
+    let got = ui.send(ui.api(reqwest::Method::GET, &format!("/v1/rules/{id}"), None)).await;
+    let got: serde_json::Value = serde_json::from_str(&got.body).unwrap();
+    let steps = got["escalate"].as_array().unwrap_or_else(|| panic!("still a chain: {got}"));
+    assert_eq!(steps.len(), 2, "{got}");
+    assert_eq!((&steps[0]["after"], &steps[0]["channel"]), (&serde_json::json!(900), &serde_json::json!("email")));
+    assert_eq!(steps[0]["template"]["locales"]["en"]["subject"], "Your invoice is unread");
+    assert_eq!(steps[1], push_step, "the second step as it was");
+    ui.stop().await;
 }
 
 fn push_form() -> Vec<(&'static str, &'static str)> {

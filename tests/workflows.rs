@@ -34,6 +34,7 @@ backend_tests!(
     a_window_opens_at_local_time_across_a_dst_change_in_two_zones,
     escalation_is_cancelled_when_read_in_time_and_emailed_otherwise,
     a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances,
+    a_chain_step_the_rule_no_longer_has_is_cancelled_saying_so,
     a_hold_on_a_claimed_lane_gives_back_its_attempt_and_a_retry_outside_the_window_waits,
 );
 
@@ -549,34 +550,94 @@ async fn escalation_is_cancelled_when_read_in_time_and_emailed_otherwise(db: &Te
 }
 
 /// The follow-up is no outbox row until it falls due; then two instances
-/// looking at once plan it once.
+/// looking at once plan it once. A chain's steps are planned together,
+/// once each, the later one due its own `after` on.
 async fn a_follow_up_is_planned_once_when_it_falls_due_even_by_two_instances(db: &TestDb) {
     let clock = ManualClock::at(at("2026-03-04T10:00:00Z"));
+    let email = json!({"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}});
     add_rule(
         db,
         clock.now(),
         "invoice",
-        json!({"escalate": {"after": 600, "unless": "read", "channel": "email", "template":
-            {"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}}}}),
+        json!({"escalate": {"after": 600, "unless": "read", "channel": "email", "template": email}}),
+    )
+    .await;
+    add_rule(
+        db,
+        clock.now(),
+        "reminder",
+        json!({"escalate": [
+            {"after": 600, "unless": "read", "channel": "email", "template": email},
+            {"after": 1500, "channel": "email", "template": email},
+        ]}),
     )
     .await;
     trigger(db, &clock, "invoice", "u1").await;
+    trigger(db, &clock, "reminder", "u2").await;
     let a = worker(Arc::new(db.another_instance().await), herald::app::registry(), &clock, WorkerConfig::default());
     let b = worker(Arc::new(db.another_instance().await), herald::app::registry(), &clock, WorkerConfig::default());
-    assert_eq!(a.tick().await.unwrap().sent, 1, "the inbox message");
-    let follow_ups = || async {
-        let t = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
-        t.messages.into_iter().filter(|m| m.follow_up_of.is_some()).count()
+    assert_eq!(a.tick().await.unwrap().sent, 2, "the inbox messages");
+    let follow_ups = |u: &'static str| async move {
+        let t = herald::http::users::user_timeline(&db.store, &user(u), 50).await.unwrap();
+        let mut steps: Vec<(usize, String)> = t
+            .messages
+            .into_iter()
+            .filter(|m| m.follow_up_of.is_some())
+            .map(|m| (m.follow_up_step.unwrap(), m.due_at))
+            .collect();
+        steps.sort();
+        steps
     };
     clock.advance(Duration::from_secs(599));
     let _ = tokio::join!(a.tick(), b.tick());
-    assert_eq!(follow_ups().await, 0, "nothing planned before it falls due");
+    assert_eq!((follow_ups("u1").await.len(), follow_ups("u2").await.len()), (0, 0), "nothing before it falls due");
     clock.advance(Duration::from_secs(1));
     let (ra, rb) = tokio::join!(a.tick(), b.tick());
     let (_, _) = (ra.unwrap(), rb.unwrap());
-    assert_eq!(follow_ups().await, 1, "one follow-up, whoever planned it");
+    assert_eq!(follow_ups("u1").await.len(), 1, "one follow-up, whoever planned it");
+    let chain = follow_ups("u2").await;
+    let steps: Vec<usize> = chain.iter().map(|(n, _)| *n).collect();
+    assert_eq!(steps, [1, 2], "each step once: {chain:?}");
+    assert_eq!(chain[1].1, "2026-03-04T10:25:00.000Z", "step 2 due its own after on: {chain:?}");
     let _ = tokio::join!(a.tick(), b.tick());
-    assert_eq!(follow_ups().await, 1, "and never a second");
+    assert_eq!((follow_ups("u1").await.len(), follow_ups("u2").await.len()), (1, 2), "and never a second");
+}
+
+/// A chain's steps are planned together; a rule edited back to one
+/// follow-up before the second step's time cancels that step, saying why,
+/// instead of sending it (or the inbox template on email, as a follow-up
+/// the rule no longer had once was).
+async fn a_chain_step_the_rule_no_longer_has_is_cancelled_saying_so(db: &TestDb) {
+    let clock = ManualClock::at(at("2026-03-04T10:00:00Z"));
+    let email = json!({"fallback_locale": "en", "locales": {"en": {"subject": "Unread", "text": "t"}}});
+    let first = json!({"after": 600, "unless": "read", "channel": "email", "template": email});
+    let mut rule = add_rule(
+        db,
+        clock.now(),
+        "invoice",
+        json!({"escalate": [first, {"after": 1200, "channel": "email", "template": email}]}),
+    )
+    .await;
+    trigger(db, &clock, "invoice", "u1").await;
+    let mut registry = Registry::new();
+    registry.register("inbox", Arc::new(herald::delivery::channel::inbox::InboxChannel::new()));
+    registry.register("email", ScriptedChannel::new(|_| Outcome::sent("scripted")));
+    let w = worker(db.arc(), registry, &clock, WorkerConfig::default());
+    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
+    clock.advance(Duration::from_secs(600));
+    assert_eq!(w.tick().await.unwrap().sent, 1, "step 1, step 2 planned with it");
+    clock.advance(Duration::from_secs(1));
+    rule.workflow = Some(json!({"escalate": first}));
+    rule.updated_at = clock.now();
+    assert!(db.store.update_rule(&rule).await.unwrap());
+    clock.set(at("2026-03-04T10:20:00Z"));
+    let report = w.tick().await.unwrap();
+    assert_eq!(report.cancelled, 1, "{report:?}");
+    let t = herald::http::users::user_timeline(&db.store, &user("u1"), 50).await.unwrap();
+    let step2 = t.messages.iter().find(|m| m.follow_up_step == Some(2)).unwrap();
+    assert_eq!(step2.status, "cancelled");
+    let why = step2.history[0].detail.clone().unwrap();
+    assert!(why.contains("no longer has an escalation step 2 on email"), "{why}");
 }
 
 /// `herald sends` tells a hold from an error and prints the digest and
@@ -701,6 +762,46 @@ async fn api_refuses_each_bad_workflow_field_by_name() {
     assert_eq!((status, p["errors"][0]["field"].as_str()), (422, Some("escalate.channel")), "{p}");
     unconfigured["enabled"] = json!(false);
     assert_eq!(app.post("/v1/rules", unconfigured).await.0, 201);
+    // A chain: each step later than the one before, at most three, none
+    // on webhook; each refusal names the step.
+    let push_template = json!({"fallback_locale": "en", "locales": {"en": {"title": "Unread"}}});
+    let step = |after: i64, channel: &str| {
+        let template = if channel == "push" { push_template.clone() } else { email_template.clone() };
+        json!({"after": after, "channel": channel, "template": template})
+    };
+    let mut first = step(1800, "push");
+    first["unless"] = json!("read");
+    let chains: Vec<(Value, &str, &str)> = vec![
+        (json!([first, step(1800, "email")]), "escalate[1].after", "greater than escalate[0].after (1800)"),
+        (json!([first, step(900, "email")]), "escalate[1].after", "every step counts from the inbox delivery"),
+        (
+            json!([first, step(3600, "email"), step(7200, "email"), step(9000, "email")]),
+            "escalate",
+            "1 to 3 steps, not 4",
+        ),
+        (json!([first, step(3600, "webhook")]), "escalate[1].channel", "no webhook URL"),
+        (json!([step(60, "push"), step(120, "email")]), "escalate[0].unless", "seen or read"),
+    ];
+    for (chain, field, says) in chains {
+        let mut body = base.clone();
+        body["escalate"] = chain;
+        let (status, p) = app.post("/v1/rules", body.clone()).await;
+        assert_eq!(status, 422, "{body}: {p}");
+        let hit = p["errors"].as_array().unwrap().iter().find(|e| e["field"] == field);
+        assert!(hit.is_some_and(|e| e["message"].as_str().unwrap().contains(says)), "{field} / {says}: {p}");
+    }
+    // Turned on without the providers of its steps (this instance has no
+    // email and no push): refused naming every step; saved off.
+    let mut chain = base.clone();
+    chain["escalate"] = json!([first, step(7200, "email")]);
+    chain["enabled"] = json!(true);
+    let (status, p) = app.post("/v1/rules", chain.clone()).await;
+    let fields: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!((status, fields), (422, vec!["escalate[0].channel", "escalate[1].channel"]), "{p}");
+    chain["enabled"] = json!(false);
+    let (status, saved) = app.post("/v1/rules", chain.clone()).await;
+    assert_eq!(status, 201, "{saved}");
+    assert_eq!(saved["escalate"], chain["escalate"], "the chain reads back as given");
     // Escalation only on an inbox rule, and not with a digest.
     let mut on_email = base.clone();
     on_email["channel"] = json!("webhook");

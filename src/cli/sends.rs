@@ -97,8 +97,14 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
                 if let Some(o) = &m.follow_up_of {
                     v["follow_up_of"] = o.as_str().into();
                 }
+                if let Some(n) = m.follow_up_step {
+                    v["follow_up_step"] = n.into();
+                }
                 if let Some(f) = &m.follow_up {
                     v["follow_up"] = f.as_str().into();
+                }
+                if m.follow_ups.len() > 1 {
+                    v["follow_ups"] = serde_json::json!(m.follow_ups);
                 }
             }
             v
@@ -131,11 +137,15 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
             };
             writeln!(out, "      digest of {} trigger(s){when}: {}", t.len(), t.join(", "))?;
         }
-        if let Some(o) = &m.follow_up_of {
-            writeln!(out, "      follow-up of inbox message {o}")?;
+        match (&m.follow_up_of, m.follow_up_step) {
+            (Some(o), Some(n)) if n > 1 => writeln!(out, "      follow-up (step {n}) of inbox message {o}")?,
+            (Some(o), _) => writeln!(out, "      follow-up of inbox message {o}")?,
+            _ => {}
         }
-        if let Some(f) = &m.follow_up {
-            writeln!(out, "      followed up by {f}")?;
+        match m.follow_ups.as_slice() {
+            [] => {}
+            [f] => writeln!(out, "      followed up by {f}")?,
+            steps => writeln!(out, "      followed up by {}", steps.join(", then "))?,
         }
         Ok(())
     };

@@ -71,8 +71,9 @@ struct CachedRule {
     templates: Result<Arc<CompiledTemplateSet>, String>,
     /// The send window and cap, parsed; `Err` as for `templates`.
     workflow: Result<RuleWorkflow, String>,
-    /// The escalation follow-up's templates, for a rule that escalates.
-    follow_up: Option<Result<Arc<CompiledTemplateSet>, String>>,
+    /// Each escalation step's templates, in order (none for a rule that
+    /// does not escalate).
+    follow_ups: Vec<Result<Arc<CompiledTemplateSet>, String>>,
 }
 
 /// Composes batches of claimed rows. One per worker; cheap to share.
@@ -168,12 +169,22 @@ impl Composer {
                     .map_err(|e| format!("rule {} has an unreadable template: {e}", rule.id));
                 let workflow = RuleWorkflow::from_stored(rule.workflow.as_ref())
                     .map_err(|e| format!("rule {} has an unreadable workflow: {e}", rule.id));
-                let follow_up = workflow.as_ref().ok().and_then(|w| w.escalate.as_ref()).map(|e| {
-                    e.template.compile().map(Arc::new).map_err(|errors| {
-                        format!("rule {} has an escalation template that does not compile: {errors:?}", rule.id)
+                let steps = workflow.as_ref().ok().and_then(|w| w.escalate.as_ref()).map(|e| e.steps.as_slice());
+                let follow_ups = steps
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, step)| {
+                        step.template.compile().map(Arc::new).map_err(|errors| {
+                            format!(
+                                "rule {} has an escalation template (step {}) that does not compile: {errors:?}",
+                                rule.id,
+                                i + 1
+                            )
+                        })
                     })
-                });
-                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow, follow_up });
+                    .collect();
+                let cached = Arc::new(CachedRule { rule: Arc::new(rule), templates, workflow, follow_ups });
                 cache.insert(cached.rule.id.clone(), cached.clone());
                 rules.insert(cached.rule.id.clone(), cached);
             }
@@ -307,13 +318,41 @@ impl Composer {
             Err(detail) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
         // An escalation follow-up goes only if its inbox message was
-        // delivered `after` ago and is still unseen (unread).
-        let follow_up = match (&workflow.escalate, crate::planning::workflow::follow_up_of(&row.dedupe_key)) {
-            (Some(esc), Some(original)) if esc.channel == row.channel => Some((esc, original.to_owned())),
-            _ => None,
+        // delivered its step's `after` ago and is still unseen (unread).
+        // A step the rule no longer has (edited since the chain was
+        // planned) is cancelled: rendered with the rule's own template it
+        // would send the inbox text on another channel.
+        let follow_up = match crate::planning::workflow::follow_up_step(&row.dedupe_key) {
+            None => None,
+            Some((original, n)) => {
+                match workflow
+                    .escalate
+                    .as_ref()
+                    .and_then(|e| Some((e, e.step(n)?)))
+                    .filter(|(_, s)| s.channel == row.channel)
+                {
+                    Some((esc, step)) => Some((esc, step, n, original.to_owned())),
+                    None => {
+                        let detail = format!(
+                            "rule {rule_id} no longer has an escalation step {n} on {}: no follow-up of inbox \
+                             message {original}",
+                            row.channel
+                        );
+                        return skip(row, Outcome::Cancelled { detail, address_hash });
+                    }
+                }
+            }
         };
-        if let Some((esc, original)) = &follow_up {
-            match follow_up_decision(esc, original, loaded.originals.get(original), &row.channel, now) {
+        if let Some((esc, step, _, original)) = &follow_up {
+            let decision = follow_up_decision(
+                step.after_seconds,
+                esc.unless_read,
+                original,
+                loaded.originals.get(original),
+                &row.channel,
+                now,
+            );
+            match decision {
                 FollowUp::Go => {}
                 FollowUp::Wait(until, detail) => {
                     let reason = HoldReason::Escalation;
@@ -340,13 +379,18 @@ impl Composer {
         } else if let Some(spec) = crate::delivery::worker::policy::expired(&row, now) {
             return skip(row, Outcome::Expired { detail: spec.detail.unwrap_or_default(), address_hash });
         }
-        let templates = match (&follow_up, &cached.templates, &cached.follow_up) {
-            (Some(_), _, Some(Ok(t))) => t,
-            (Some(_), _, Some(Err(detail))) => {
+        let step_templates = follow_up.as_ref().map(|(_, _, n, _)| cached.follow_ups.get(n - 1));
+        let templates = match (step_templates, &cached.templates) {
+            (Some(Some(Ok(t))), _) => t,
+            (Some(Some(Err(detail))), _) => {
                 return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash });
             }
-            (_, Ok(t), _) => t,
-            (_, Err(detail), _) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
+            (Some(None), _) => {
+                let detail = "the escalation step's template was not compiled".to_owned();
+                return skip(row, Outcome::Terminal { detail, address_hash });
+            }
+            (None, Ok(t)) => t,
+            (None, Err(detail)) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
         let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
         let occurred_at = row.trigger_id.as_ref().and_then(|t| loaded.occurred.get(t)).map(|t| t.to_rfc3339());
@@ -381,14 +425,17 @@ enum FollowUp {
     Cancel(String),
 }
 
+/// The same for every step of a chain: `after_seconds` is the step's own,
+/// counted from the inbox delivery, and `unless_read` the chain's.
 fn follow_up_decision(
-    esc: &crate::planning::workflow::Escalate,
+    after_seconds: i64,
+    unless_read: bool,
     original_id: &str,
     original: Option<&OriginalState>,
     channel: &str,
     now: Millis,
 ) -> FollowUp {
-    let after = std::time::Duration::from_secs(esc.after_seconds.max(0) as u64);
+    let after = std::time::Duration::from_secs(after_seconds.max(0) as u64);
     let Some(original) = original else {
         return FollowUp::Cancel(format!("the inbox message {original_id} no longer exists: no {channel} needed"));
     };
@@ -398,15 +445,12 @@ fn follow_up_decision(
             format!(
                 "waiting for {} {original_id} to be delivered, then {}s more",
                 HoldReason::Escalation.words(),
-                esc.after_seconds
+                after_seconds
             ),
         ),
         (OutboxStatus::Sent, Some(delivered)) => {
-            let (what, at) = if esc.unless_read {
-                ("read", original.read_at)
-            } else {
-                ("seen", original.seen_at.or(original.read_at))
-            };
+            let (what, at) =
+                if unless_read { ("read", original.read_at) } else { ("seen", original.seen_at.or(original.read_at)) };
             if let Some(at) = at.filter(|at| *at <= now) {
                 return FollowUp::Cancel(format!(
                     "{what} in the inbox at {at}: no {channel} needed (follow-up of inbox message {original_id})"
@@ -442,15 +486,6 @@ mod tests {
     /// `last_error`); read back, both of its forms say it is a hold.
     #[test]
     fn an_escalation_wait_reads_back_as_a_hold() {
-        let esc = crate::planning::workflow::Escalate {
-            after_seconds: 3_600,
-            unless_read: true,
-            channel: "email".into(),
-            template: crate::planning::template::TemplateSet {
-                fallback_locale: "en".into(),
-                locales: Default::default(),
-            },
-        };
         let state = |status, delivered_at| OriginalState {
             outbox_id: "o1".into(),
             status,
@@ -460,7 +495,7 @@ mod tests {
         };
         let now = Millis(1_000);
         for original in [state(OutboxStatus::Scheduled, None), state(OutboxStatus::Sent, Some(Millis(500)))] {
-            let FollowUp::Wait(_, detail) = follow_up_decision(&esc, "o1", Some(&original), "email", now) else {
+            let FollowUp::Wait(_, detail) = follow_up_decision(3_600, true, "o1", Some(&original), "email", now) else {
                 panic!("{original:?} should wait");
             };
             assert_eq!(HoldReason::of_stored(&detail), Some(HoldReason::Escalation), "{detail}");

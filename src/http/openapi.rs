@@ -482,6 +482,10 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
         ("/components/schemas/ThrottleInput/properties/per", json!({ "minimum": 1, "maximum": 366 * 24 * 3600 })),
         ("/components/schemas/ThrottleInput/properties/scope", json!({ "enum": ["rule", "category"] })),
         ("/components/schemas/EscalateInput/properties/after", json!({ "minimum": 1, "maximum": 366 * 24 * 3600 })),
+        (
+            "/components/schemas/EscalationInput/oneOf/1",
+            json!({ "minItems": 1, "maxItems": crate::planning::workflow::MAX_ESCALATION_STEPS }),
+        ),
         ("/components/schemas/TriggerInput/properties/type", trigger_type),
         ("/components/schemas/TriggerInput/properties/occurred_at", date_time.clone()),
         (

@@ -86,11 +86,11 @@ struct Offered {
 /// The categories and channels the enabled rules offer.
 async fn offered(state: &AppState) -> Result<BTreeMap<String, Offered>, ApiError> {
     let book = state.planner.rules().current().await?;
-    Ok(offered_by(book.all().map(|rule| (&rule.row, rule.follow_up_channel()))))
+    Ok(offered_by(book.all().map(|rule| (&rule.row, rule.follow_up_channels().collect()))))
 }
 
 /// [`offered`] read from the store, for the command line (no rule cache):
-/// the enabled rules, each with its escalation's channel.
+/// the enabled rules, each with its escalation's channels.
 async fn offered_in_store(store: &dyn crate::store::Store) -> Result<BTreeMap<String, Offered>, ApiError> {
     let rules: Vec<crate::planning::planner::PlanRule> = store
         .list_rules()
@@ -99,12 +99,10 @@ async fn offered_in_store(store: &dyn crate::store::Store) -> Result<BTreeMap<St
         .filter(|r| r.enabled)
         .map(crate::planning::planner::PlanRule::new)
         .collect();
-    Ok(offered_by(rules.iter().map(|rule| (&rule.row, rule.follow_up_channel()))))
+    Ok(offered_by(rules.iter().map(|rule| (&rule.row, rule.follow_up_channels().collect()))))
 }
 
-fn offered_by<'a>(
-    rules: impl Iterator<Item = (&'a crate::store::RuleRow, Option<&'a str>)>,
-) -> BTreeMap<String, Offered> {
+fn offered_by<'a>(rules: impl Iterator<Item = (&'a crate::store::RuleRow, Vec<&'a str>)>) -> BTreeMap<String, Offered> {
     let mut out: BTreeMap<String, Offered> = BTreeMap::new();
     for (row, follow_up) in rules {
         let w: crate::planning::workflow::WorkflowInput =

@@ -9,7 +9,7 @@ use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery, Problem};
 use super::responses::{BadRequest, Invalid, NotFound, NotJson, TooLarge, Unauthorized};
 use super::{AppState, audit_api};
 use crate::planning::planner::{self, RuleDecision};
-use crate::planning::rule::{RuleInput, RulePatch, RuleView};
+use crate::planning::rule::{FieldError, RuleInput, RulePatch, RuleView};
 use crate::store::{CancelScope, RuleRow};
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -176,17 +176,29 @@ fn refuse_long_texts(state: &AppState, input: &crate::planning::rule::RuleInput)
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Invalid(errors)) }
 }
 
-/// Likewise for an escalation's follow-up channel: every follow-up would
-/// end `failed`.
+/// Likewise for an escalation's follow-up channels, every step's: every
+/// follow-up on a channel this instance cannot deliver on would end
+/// `failed`. The first such step is named (`escalate.channel`, or
+/// `escalate[i].channel` in a chain).
 fn refuse_unconfigured_follow_up(state: &AppState, row: &RuleRow) -> Result<(), ApiError> {
-    let follow_up =
-        crate::planning::workflow::RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.escalate);
-    match follow_up.and_then(|e| state.channels.not_live(&e.channel)) {
-        Some(why) => {
-            Err(ApiError::field("escalate.channel", format!("{why}; until then the rule can only be saved off")))
-        }
-        None => Ok(()),
-    }
+    let Some(escalate) =
+        crate::planning::workflow::RuleWorkflow::from_stored(row.workflow.as_ref()).ok().and_then(|w| w.escalate)
+    else {
+        return Ok(());
+    };
+    let errors: Vec<FieldError> = escalate
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(i, step)| {
+            let why = state.channels.not_live(&step.channel)?;
+            Some(FieldError::new(
+                format!("{}.channel", escalate.field(i + 1)),
+                format!("{why}; until then the rule can only be saved off"),
+            ))
+        })
+        .collect();
+    if errors.is_empty() { Ok(()) } else { Err(ApiError::Invalid(errors)) }
 }
 
 fn stored_template(id: &str, e: serde_json::Error) -> crate::store::StoreError {

@@ -146,9 +146,20 @@ pub struct MessageHistory {
     /// follows up.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub follow_up_of: Option<String>,
-    /// For an inbox message of an escalating rule: its follow-up's outbox id.
+    /// For an escalation follow-up: which step of its rule's escalation it
+    /// is, from 1 (a single follow-up is step 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up_step: Option<usize>,
+    /// For an inbox message of an escalating rule: its FIRST follow-up's
+    /// outbox id (the only one, before chains). `follow_ups` lists every
+    /// step's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub follow_up: Option<String>,
+    /// For an inbox message of an escalating rule: every planned
+    /// follow-up's outbox id, in step order (a chain plans them all when
+    /// its first step falls due).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub follow_ups: Vec<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -216,14 +227,21 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
     for item in store.digest_items(&ids).await? {
         digests.entry(item.outbox_id).or_default().push(item.trigger_id);
     }
-    let mut follow_ups: std::collections::HashMap<String, String> = rows
-        .iter()
-        .filter_map(|r| crate::planning::workflow::follow_up_of(&r.dedupe_key).map(|o| (o.to_owned(), r.id.clone())))
-        .collect();
+    // Original -> its follow-ups as (step, outbox id), in step order.
+    let mut follow_ups: std::collections::HashMap<String, Vec<(usize, String)>> = std::collections::HashMap::new();
+    for r in &rows {
+        if let Some((original, step)) = crate::planning::workflow::follow_up_step(&r.dedupe_key) {
+            follow_ups.entry(original.to_owned()).or_default().push((step, r.id.clone()));
+        }
+    }
+    for steps in follow_ups.values_mut() {
+        steps.sort();
+    }
     let mut messages = Vec::with_capacity(rows.len());
     for r in &rows {
         let mut history: Vec<SendEvent> = log.iter().filter(|s| s.outbox_id == r.id).map(event).collect();
         history.reverse(); // the log reads newest first; a history reads oldest first
+        let steps = follow_ups.remove(&r.id).unwrap_or_default();
         messages.push(MessageHistory {
             outbox_id: r.id.clone(),
             rule_id: r.rule_id.clone(),
@@ -239,7 +257,9 @@ pub async fn user_timeline(store: &dyn crate::store::Store, user: &UserId, limit
             history,
             digest_triggers: digests.remove(&r.id),
             follow_up_of: crate::planning::workflow::follow_up_of(&r.dedupe_key).map(str::to_owned),
-            follow_up: follow_ups.remove(&r.id),
+            follow_up_step: crate::planning::workflow::follow_up_step(&r.dedupe_key).map(|(_, n)| n),
+            follow_up: steps.iter().find(|(n, _)| *n == 1).map(|(_, id)| id.clone()),
+            follow_ups: steps.into_iter().map(|(_, id)| id).collect(),
         });
     }
     let quiet = triggers

@@ -132,15 +132,15 @@ pub struct PlanRule {
     condition: Option<Result<Condition, TemplateError>>,
     /// The rule's digest and its key expression, compiled once.
     digest: Option<(Digest, Option<Result<Condition, TemplateError>>)>,
-    /// For an inbox rule that escalates: the follow-up's channel, delay,
-    /// and what cancels it, in words.
-    escalate: Option<(String, i64, &'static str)>,
+    /// For an inbox rule that escalates: each follow-up's channel and
+    /// delay, in order, and what cancels them, in words.
+    escalate: Option<(Vec<(String, i64)>, &'static str)>,
 }
 
 impl PlanRule {
-    /// The channel of an escalating rule's follow-up.
-    pub fn follow_up_channel(&self) -> Option<&str> {
-        self.escalate.as_ref().map(|(c, _, _)| c.as_str())
+    /// The channels of an escalating rule's follow-ups, in order.
+    pub fn follow_up_channels(&self) -> impl Iterator<Item = &str> {
+        self.escalate.iter().flat_map(|(steps, _)| steps.iter().map(|(c, _)| c.as_str()))
     }
 
     pub fn new(row: RuleRow) -> PlanRule {
@@ -152,7 +152,7 @@ impl PlanRule {
         });
         let escalate = workflow.escalate.map(|e| {
             let by = e.cancelled_by();
-            (e.channel, e.after_seconds, by)
+            (e.steps.into_iter().map(|s| (s.channel, s.after_seconds)).collect(), by)
         });
         PlanRule { row, condition, digest, escalate }
     }
@@ -251,17 +251,21 @@ pub fn evaluate_rules<'a>(
         // inbox delivery, and cancels it if the message was read (or, for
         // `unless: seen`, seen or read) by then. Planned with the message
         // instead, every trigger cost a second outbox row at intake, for a
-        // follow-up that is most often cancelled.
-        let follow_up = escalate.as_ref().and_then(|(ch, after, by)| {
-            let channel = ChannelName::parse("escalate.channel", ch).ok()?;
-            Some((channel, due_at.plus(Duration::from_secs((*after).max(0) as u64)), *by))
-        });
-        match &follow_up {
-            Some((channel, at, by)) => decisions.push(decide(
-                true,
-                format!("{} due {due_at}, then {channel} at the earliest {at} unless {by}", rule.channel),
-            )),
-            None => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
+        // follow-up that is most often cancelled. A chain's message carries
+        // its first step's time; the worker plans every step then.
+        let follow_ups: Vec<(&str, Millis)> = escalate
+            .iter()
+            .flat_map(|(steps, _)| steps.iter())
+            .map(|(ch, after)| (ch.as_str(), due_at.plus(Duration::from_secs((*after).max(0) as u64))))
+            .collect();
+        let follow_up_at = follow_ups.first().map(|(_, at)| *at);
+        match escalate {
+            Some((_, by)) if !follow_ups.is_empty() => {
+                let steps: Vec<String> =
+                    follow_ups.iter().map(|(channel, at)| format!("then {channel} at the earliest {at}")).collect();
+                decisions.push(decide(true, format!("{} due {due_at}, {} unless {by}", rule.channel, steps.join(", "))))
+            }
+            _ => decisions.push(decide(true, format!("{} due {due_at}", rule.channel))),
         }
         rows.push(NewOutboxRow {
             id,
@@ -273,7 +277,7 @@ pub fn evaluate_rules<'a>(
             payload: trigger.payload.clone(),
             due_at,
             expires_at,
-            follow_up_at: follow_up.map(|(_, at, _)| at),
+            follow_up_at,
         });
     }
     Plan { rows, digests, decisions, note: None }

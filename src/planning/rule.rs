@@ -9,7 +9,7 @@ use crate::delivery::channel::slack::SlackOptions;
 use crate::delivery::channel::webhook::WebhookPolicy;
 use crate::domain::{InvalidValue, NUL_REFUSED, TriggerType};
 use crate::planning::template::{Condition, TemplateError, TemplateSet};
-use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput, WorkflowInput};
+use crate::planning::workflow::{DigestInput, EscalationInput, SendWindowInput, ThrottleInput, WorkflowInput};
 use crate::store::{RuleRow, new_id};
 
 /// The body of `POST /v1/rules`.
@@ -60,10 +60,13 @@ pub struct RuleInput {
     /// delivery; the rest end `suppressed`, naming the cap.
     #[serde(default)]
     pub throttle: Option<ThrottleInput>,
-    /// On an inbox rule, a follow-up by email unless the inbox message was
-    /// read (`unless: read`), or seen or read (`unless: seen`), in time.
+    /// On an inbox rule, a follow-up (by email, push, SMS or Slack) unless
+    /// the inbox message was read (`unless: read`), or seen or read
+    /// (`unless: seen`), in time: one object, or a list of up to 3 steps,
+    /// each `after` counted from the inbox delivery and greater than the
+    /// last, the chain's `unless` on its first step.
     #[serde(default)]
-    pub escalate: Option<EscalateInput>,
+    pub escalate: Option<EscalationInput>,
     /// The category's name in the end user's preference center.
     #[serde(default)]
     pub display_name: Option<String>,
@@ -139,8 +142,8 @@ pub struct RulePatch {
     #[schema(value_type = Option<ThrottleInput>)]
     pub throttle: Option<Option<ThrottleInput>>,
     #[serde(default, deserialize_with = "double_option")]
-    #[schema(value_type = Option<EscalateInput>)]
-    pub escalate: Option<Option<EscalateInput>>,
+    #[schema(value_type = Option<EscalationInput>)]
+    pub escalate: Option<Option<EscalationInput>>,
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>)]
     pub display_name: Option<Option<String>>,
@@ -319,10 +322,14 @@ impl RuleInput {
     fn kept_from(&self, before: &RuleInput, error: &FieldError) -> bool {
         match error.field.as_str() {
             "trigger_type" => self.trigger_type == before.trigger_type,
-            "escalate.channel" => {
+            f if f.starts_with("escalate") && f.ends_with(".channel") => {
+                let step = match f.strip_prefix("escalate[").and_then(|r| r.strip_suffix("].channel")) {
+                    Some(i) => i.parse::<usize>().ok(),
+                    None => (f == "escalate.channel").then_some(0),
+                };
                 !self.enabled
                     && self.escalate == before.escalate
-                    && self.escalate.as_ref().is_some_and(|e| e.channel == "webhook")
+                    && step.and_then(|i| self.escalate.as_ref()?.steps().get(i)).is_some_and(|s| s.channel == "webhook")
             }
             _ => false,
         }
@@ -454,7 +461,7 @@ pub struct RuleView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throttle: Option<ThrottleInput>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub escalate: Option<EscalateInput>,
+    pub escalate: Option<EscalationInput>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub display_name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

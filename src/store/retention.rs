@@ -220,14 +220,22 @@ mod tests {
     use super::*;
     use crate::store::Dialect;
 
-    /// The deletes name an inbox message's follow-up by its dedupe key,
-    /// written out in their text: the prefix the planner gives it.
+    /// The deletes name an inbox message's follow-ups by their dedupe
+    /// keys, written out in their text: the prefix the planner gives them,
+    /// and the suffix of every later step a chain may have.
     #[test]
     fn the_deletes_find_follow_ups_by_the_planners_prefix() {
-        let prefix = format!("'{}'", crate::planning::workflow::FOLLOW_UP_PREFIX);
+        use crate::planning::workflow::{FOLLOW_UP_PREFIX, MAX_ESCALATION_STEPS, follow_up_key};
+        let prefix = format!("'{FOLLOW_UP_PREFIX}'");
         for d in [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql] {
             for q in [Query::PruneOutboxSent, Query::PruneOutboxOthers, Query::PruneArchivedInbox] {
-                assert!(q.sql(d).contains(&prefix), "{d}: {} names follow-ups by {prefix}", q.name());
+                let sql = q.sql(d);
+                assert!(sql.contains(&prefix), "{d}: {} names follow-ups by {prefix}", q.name());
+                for step in 2..=MAX_ESCALATION_STEPS {
+                    let suffix = follow_up_key("", step).replacen(FOLLOW_UP_PREFIX, "", 1);
+                    assert!(sql.contains(&format!("'{suffix}'")), "{d}: {} names step {step}'s follow-ups", q.name());
+                }
+                assert!(!sql.contains(&format!("':{}'", MAX_ESCALATION_STEPS + 1)), "{d}: no step past the last");
             }
         }
     }

@@ -16,6 +16,25 @@
 //! log shows the follow-up only from when it fell due (the trigger's
 //! decision says when it will), and a rule deleted or no longer escalating
 //! by then plans none.
+//!
+//! A chain ("push after 30 min, then email after 2 h") is planned whole
+//! when its FIRST step falls due: one row per step in the same transaction,
+//! step `n` due `after_n - after_1` later than the first, its dedupe key
+//! naming the original and the step (`escalate:<id>` for step 1, the key a
+//! single follow-up always had; `escalate:<id>:2`, `escalate:<id>:3`).
+//! Each row is then decided on its own when it falls due, exactly as a
+//! single follow-up: held until its own `after` past the inbox delivery,
+//! cancelled once the message is read (seen). Still nothing at intake.
+//! The alternative, planning each step when it falls due, writes no fewer
+//! rows (a step whose message was read by then must still be planned, to
+//! be recorded as cancelled in the send log), but needs the original to
+//! remember which step is next (a column and a migration on three
+//! databases, and a planning pass per step); planning the chain at once
+//! also lets "did user X get it" show the later steps, held and saying
+//! until when, from the moment the first is due. Its price: a rule edited
+//! between the steps has the later rows already planned; composing one
+//! checks the rule's current steps and cancels a step the rule no longer
+//! has (see `compose`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Worker;
 use crate::domain::{ChannelName, UserId};
-use crate::planning::workflow::{FOLLOW_UP_PREFIX, RuleWorkflow};
+use crate::planning::workflow::{RuleWorkflow, follow_up_key};
 use crate::store::{NewOutboxRow, StoreError, new_id};
 
 /// How often each instance looks for follow-ups that fell due: one
@@ -40,8 +59,8 @@ impl Worker {
         if due.is_empty() {
             return Ok(0);
         }
-        // Each rule's follow-up channel as the rule says now.
-        let mut channels: HashMap<String, Option<ChannelName>> = HashMap::new();
+        // Each rule's follow-ups (channel, seconds after) as the rule says now.
+        let mut channels: HashMap<String, Option<Vec<(ChannelName, i64)>>> = HashMap::new();
         for (row, _) in &due {
             let Some(id) = &row.rule_id else { continue };
             if channels.contains_key(id) {
@@ -49,13 +68,18 @@ impl Worker {
             }
             let channel = inner.store.get_rule(id).await?.and_then(|rule| {
                 let escalate = RuleWorkflow::from_stored(rule.workflow.as_ref()).ok()?.escalate?;
-                ChannelName::parse("escalate.channel", &escalate.channel).ok()
+                let steps: Vec<(ChannelName, i64)> = escalate
+                    .steps
+                    .iter()
+                    .map(|s| ChannelName::parse("escalate.channel", &s.channel).ok().map(|c| (c, s.after_seconds)))
+                    .collect::<Option<_>>()?;
+                Some(steps).filter(|s| !s.is_empty())
             });
             channels.insert(id.clone(), channel);
         }
         let mut rows = Vec::with_capacity(due.len());
         for (row, at) in &due {
-            let Some(channel) = row.rule_id.as_ref().and_then(|id| channels.get(id).cloned().flatten()) else {
+            let Some(steps) = row.rule_id.as_ref().and_then(|id| channels.get(id).and_then(Option::as_ref)) else {
                 tracing::info!(outbox = %row.id, "the rule was deleted or no longer escalates: no follow-up");
                 continue;
             };
@@ -63,18 +87,23 @@ impl Worker {
                 tracing::warn!(outbox = %row.id, user = %row.user_id, "a stored user id is not valid: no follow-up");
                 continue;
             };
-            rows.push(NewOutboxRow {
-                id: new_id(),
-                dedupe_key: format!("{FOLLOW_UP_PREFIX}{}", row.id),
-                rule_id: row.rule_id.clone(),
-                trigger_id: row.trigger_id.clone(),
-                user_id,
-                channel,
-                payload: serde_json::from_str(&row.payload).unwrap_or(serde_json::Value::Null),
-                due_at: *at,
-                expires_at: None,
-                follow_up_at: None,
-            });
+            let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or(serde_json::Value::Null);
+            let first_after = steps[0].1;
+            for (i, (channel, after)) in steps.iter().enumerate() {
+                let later = Duration::from_secs((after - first_after).max(0) as u64);
+                rows.push(NewOutboxRow {
+                    id: new_id(),
+                    dedupe_key: follow_up_key(&row.id, i + 1),
+                    rule_id: row.rule_id.clone(),
+                    trigger_id: row.trigger_id.clone(),
+                    user_id: user_id.clone(),
+                    channel: channel.clone(),
+                    payload: payload.clone(),
+                    due_at: at.plus(later),
+                    expires_at: None,
+                    follow_up_at: None,
+                });
+            }
         }
         let originals: Vec<&str> = due.iter().map(|(row, _)| row.id.as_str()).collect();
         // Two instances planning the same follow-ups is a race one loses

@@ -11,7 +11,7 @@ use super::rules::{LocaleForm, locale_blocks, locale_map, shape_of};
 use crate::planning::digest::DigestScheduleInput;
 use crate::planning::rule::{FieldError, RuleInput};
 use crate::planning::template::TemplateSet;
-use crate::planning::workflow::{DigestInput, EscalateInput, SendWindowInput, ThrottleInput};
+use crate::planning::workflow::{DigestInput, EscalateInput, EscalationInput, SendWindowInput, ThrottleInput};
 
 /// The workflow fields of the editor, as typed. A group left empty is no
 /// such field on the rule (saving removes it); the days of a send window
@@ -37,8 +37,44 @@ pub(super) struct WorkflowForm {
     pub(super) esc_channel: String,
     esc_fallback_locale: String,
     esc_locales: Vec<LocaleForm>,
+    /// A chain's steps after the first, as the API's JSON list, carried in
+    /// a hidden field: the editor edits the first step and shows these
+    /// read-only ([`WorkflowForm::esc_later`]), and a save keeps them as
+    /// they were. Editing every step would need a block of fields per step
+    /// and its template; dropping them on save is how a Slack rule once
+    /// lost its blocks.
+    esc_more: String,
+    /// [`WorkflowForm::esc_more`] read, for the page to show.
+    esc_later: Vec<LaterStep>,
     display_name: String,
     description: String,
+}
+
+/// A chain's step after the first, as the editor shows it (read-only).
+#[derive(Debug, Clone, Default, Serialize)]
+pub(super) struct LaterStep {
+    /// From 1, as the send log counts steps.
+    step: usize,
+    after: i64,
+    channel: String,
+    /// The step's template, as JSON.
+    template: String,
+}
+
+/// The steps in `more` (a JSON list of steps 2, 3, …), for the page; none
+/// when it does not read (the save says so, naming the field).
+fn later_steps(more: &str) -> Vec<LaterStep> {
+    let steps: Vec<EscalateInput> = serde_json::from_str(more).unwrap_or_default();
+    steps
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| LaterStep {
+            step: i + 2,
+            after: s.after,
+            channel: s.channel,
+            template: serde_json::to_string_pretty(&s.template).unwrap_or_default(),
+        })
+        .collect()
 }
 
 impl WorkflowForm {
@@ -56,7 +92,13 @@ impl WorkflowForm {
     }
 
     pub(super) fn from_input(input: &RuleInput) -> WorkflowForm {
-        let (sw, d, t, e) = (&input.send_window, &input.digest, &input.throttle, &input.escalate);
+        let (sw, d, t) = (&input.send_window, &input.digest, &input.throttle);
+        let steps = input.escalate.as_ref().map(EscalationInput::steps).unwrap_or_default();
+        let e = steps.first();
+        let esc_more = match steps.get(1..) {
+            Some(later) if !later.is_empty() => serde_json::to_string(later).unwrap_or_default(),
+            _ => String::new(),
+        };
         let num = |n: Option<i64>| n.map(|n| n.to_string()).unwrap_or_default();
         let mut esc_locales: Vec<LocaleForm> =
             e.iter().flat_map(|e| e.template.locales.iter()).map(LocaleForm::of).collect();
@@ -82,11 +124,13 @@ impl WorkflowForm {
             throttle_limit: num(t.as_ref().map(|t| t.limit)),
             throttle_per: num(t.as_ref().map(|t| t.per)),
             throttle_scope: t.as_ref().map_or_else(|| "rule".to_owned(), |t| t.scope.clone()),
-            esc_after: num(e.as_ref().map(|e| e.after)),
-            esc_unless: e.as_ref().map_or_else(|| "read".to_owned(), |e| e.unless.clone()),
-            esc_channel: e.as_ref().map_or_else(|| "email".to_owned(), |e| e.channel.clone()),
-            esc_fallback_locale: e.as_ref().map_or_else(|| "en".to_owned(), |e| e.template.fallback_locale.clone()),
+            esc_after: num(e.map(|e| e.after)),
+            esc_unless: e.and_then(|e| e.unless.clone()).unwrap_or_else(|| "read".to_owned()),
+            esc_channel: e.map_or_else(|| "email".to_owned(), |e| e.channel.clone()),
+            esc_fallback_locale: e.map_or_else(|| "en".to_owned(), |e| e.template.fallback_locale.clone()),
             esc_locales,
+            esc_later: later_steps(&esc_more),
+            esc_more,
             display_name: input.display_name.clone().unwrap_or_default(),
             description: input.description.clone().unwrap_or_default(),
         }
@@ -119,6 +163,8 @@ impl WorkflowForm {
             esc_channel: get("esc_channel"),
             esc_fallback_locale: get("esc_fallback_locale"),
             esc_locales: locale_blocks(f, "esc", shape_of(&get("esc_channel"))),
+            esc_more: get("esc_more"),
+            esc_later: later_steps(&get("esc_more")),
             display_name: get("display_name"),
             description: get("description"),
         }
@@ -199,16 +245,41 @@ impl WorkflowForm {
             }
         };
         let esc_template_given = self.esc_locales.iter().any(LocaleForm::has_content);
+        let later: Vec<EscalateInput> = match self.esc_more.as_str() {
+            "" => Vec::new(),
+            more => serde_json::from_str(more).unwrap_or_else(|e| {
+                errors.push(FieldError::new(
+                    "escalate",
+                    format!(
+                        "the escalation's later steps (a hidden field of this page) do not read: {e}; reload the rule"
+                    ),
+                ));
+                Vec::new()
+            }),
+        };
         input.escalate = match esc_after {
             Some(after) => {
                 let locales =
                     locale_map(&self.esc_locales, "escalate.template.locales", shape_of(&self.esc_channel), errors);
-                Some(EscalateInput {
+                let first = EscalateInput {
                     after,
-                    unless: self.esc_unless.clone(),
+                    unless: Some(self.esc_unless.clone()),
                     channel: self.esc_channel.clone(),
                     template: TemplateSet { fallback_locale: self.esc_fallback_locale.clone(), locales },
-                })
+                };
+                if later.is_empty() {
+                    Some(EscalationInput::One(first))
+                } else {
+                    Some(EscalationInput::Chain(std::iter::once(first).chain(later).collect()))
+                }
+            }
+            None if self.esc_after.is_empty() && !later.is_empty() => {
+                errors.push(FieldError::new(
+                    "escalate.after",
+                    "required: this rule's escalation has later steps (shown below), which follow the first; remove \
+                     the chain through the API (PATCH escalate) to have none",
+                ));
+                None
             }
             None if self.esc_after.is_empty() && esc_template_given => {
                 errors.push(FieldError::new("escalate.after", "required for escalation (seconds)"));

@@ -397,7 +397,12 @@ async fn editor(
     };
     let field_errors: HashMap<String, Vec<String>> =
         errors.iter().chain(&sample_errors).fold(HashMap::new(), |mut m, e| {
-            m.entry(e.field.clone()).or_default().push(position(e));
+            // A chain's first step is the one the editor's fields edit.
+            let field = match e.field.strip_prefix("escalate[0]") {
+                Some(rest) => format!("escalate{rest}"),
+                None => e.field.clone(),
+            };
+            m.entry(field).or_default().push(position(e));
             m
         });
     let title = match id {

@@ -11,14 +11,16 @@
 -- (`first_id` is the smallest id made at the cutoff). An inbox message
 -- whose escalation follow-up is pending stays: not yet planned
 -- (`follow_up_at`), or planned and still scheduled or sending (a row whose
--- dedupe key is `escalate:` and its id, looked up on the unique index). The
+-- dedupe key is `escalate:` and its id, or that and `:2` or `:3` for a
+-- chain's later steps, looked up on the unique index). The
 -- batch is a derived table (a delete may not otherwise read its own table),
 -- tested again on the row deleted.
 -- binds: status, first_id, cutoff, limit, status, cutoff
 DELETE gone FROM (SELECT o.id FROM engagement_outbox o
                    WHERE o.status = ? AND o.id < ? AND o.updated_at < ? AND o.follow_up_at IS NULL
                      AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                           WHERE f.dedupe_key = CONCAT('escalate:', o.id) AND f.status IN ('scheduled', 'sending')) IS NULL)
+                           WHERE f.dedupe_key IN (CONCAT('escalate:', o.id), CONCAT('escalate:', o.id, ':2'),
+                                            CONCAT('escalate:', o.id, ':3')) AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                    ORDER BY o.id LIMIT ?) AS chosen
   STRAIGHT_JOIN engagement_outbox gone ON gone.id = chosen.id
  WHERE gone.status = ? AND gone.updated_at < ? AND gone.follow_up_at IS NULL;
@@ -30,7 +32,8 @@ DELETE gone FROM (SELECT o.id FROM engagement_outbox o
 DELETE gone FROM (SELECT o.id FROM engagement_outbox o
                    WHERE o.status = ? AND o.status <> 'sent' AND o.id < ? AND o.updated_at < ?
                      AND o.follow_up_at IS NULL AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                           WHERE f.dedupe_key = CONCAT('escalate:', o.id) AND f.status IN ('scheduled', 'sending')) IS NULL)
+                           WHERE f.dedupe_key IN (CONCAT('escalate:', o.id), CONCAT('escalate:', o.id, ':2'),
+                                            CONCAT('escalate:', o.id, ':3')) AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                    ORDER BY o.id LIMIT ?) AS chosen
   STRAIGHT_JOIN engagement_outbox gone ON gone.id = chosen.id
  WHERE gone.status = ? AND gone.updated_at < ? AND gone.follow_up_at IS NULL;
@@ -49,8 +52,9 @@ DELETE FROM engagement_sends WHERE id < ? ORDER BY id LIMIT ?;
 DELETE FROM engagement_inbox
  WHERE archived_at IS NOT NULL AND archived_at < ?
    AND (SELECT o.follow_up_at FROM engagement_outbox o WHERE o.id = engagement_inbox.outbox_id) IS NULL
-   AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key = CONCAT('escalate:', engagement_inbox.outbox_id)
-          AND f.status IN ('scheduled', 'sending')) IS NULL
+   AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key IN (CONCAT('escalate:', engagement_inbox.outbox_id), CONCAT('escalate:', engagement_inbox.outbox_id, ':2'),
+                                            CONCAT('escalate:', engagement_inbox.outbox_id, ':3'))
+          AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL
  ORDER BY archived_at LIMIT ?;
 
 -- name: prune_bounces

@@ -12,7 +12,8 @@
 -- (`first_id` is the smallest id made at the cutoff). An inbox message
 -- whose escalation follow-up is pending stays: not yet planned
 -- (`follow_up_at`), or planned and still scheduled or sending (a row whose
--- dedupe key is `escalate:` and its id, looked up on the unique index as a
+-- dedupe key is `escalate:` and its id, or that and `:2` or `:3` for a
+-- chain's later steps, looked up on the unique index as a
 -- scalar subquery: as `NOT EXISTS` PostgreSQL hashed every pending row of
 -- the outbox for each batch).
 -- binds: status, first_id, cutoff, limit, status, cutoff
@@ -20,7 +21,8 @@ DELETE FROM engagement_outbox
  WHERE id = ANY(ARRAY(SELECT o.id FROM engagement_outbox o
                        WHERE o.status = $1 AND o.id < $2 AND o.updated_at < $3 AND o.follow_up_at IS NULL
                          AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                               WHERE f.dedupe_key = 'escalate:' || o.id AND f.status IN ('scheduled', 'sending')) IS NULL)
+                               WHERE f.dedupe_key IN ('escalate:' || o.id, 'escalate:' || o.id || ':2',
+                                                      'escalate:' || o.id || ':3') AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                        ORDER BY o.id LIMIT $4))
    AND status = $5 AND updated_at < $6 AND follow_up_at IS NULL;
 
@@ -33,7 +35,8 @@ DELETE FROM engagement_outbox
  WHERE id = ANY(ARRAY(SELECT o.id FROM engagement_outbox o
                        WHERE o.status = $1 AND o.status <> 'sent' AND o.id < $2 AND o.updated_at < $3
                          AND o.follow_up_at IS NULL AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                               WHERE f.dedupe_key = 'escalate:' || o.id AND f.status IN ('scheduled', 'sending')) IS NULL)
+                               WHERE f.dedupe_key IN ('escalate:' || o.id, 'escalate:' || o.id || ':2',
+                                                      'escalate:' || o.id || ':3') AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                        ORDER BY o.id LIMIT $4))
    AND status = $5 AND updated_at < $6 AND follow_up_at IS NULL;
 
@@ -52,8 +55,9 @@ DELETE FROM engagement_inbox
  WHERE id = ANY(ARRAY(SELECT id FROM engagement_inbox
                        WHERE archived_at IS NOT NULL AND archived_at < $1
                          AND (SELECT o.follow_up_at FROM engagement_outbox o WHERE o.id = engagement_inbox.outbox_id) IS NULL
-                         AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key = 'escalate:' || engagement_inbox.outbox_id
-                                AND f.status IN ('scheduled', 'sending')) IS NULL
+                         AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key IN ('escalate:' || engagement_inbox.outbox_id, 'escalate:' || engagement_inbox.outbox_id || ':2',
+                                                                                       'escalate:' || engagement_inbox.outbox_id || ':3')
+                                AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL
                        ORDER BY archived_at LIMIT $2));
 
 -- name: prune_bounces

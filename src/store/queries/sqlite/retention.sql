@@ -11,13 +11,15 @@
 -- (`first_id` is the smallest id made at the cutoff). An inbox message
 -- whose escalation follow-up is pending stays: not yet planned
 -- (`follow_up_at`), or planned and still scheduled or sending (a row whose
--- dedupe key is `escalate:` and its id, looked up on the unique index).
+-- dedupe key is `escalate:` and its id, or that and `:2` or `:3` for a
+-- chain's later steps, looked up on the unique index).
 -- binds: status, first_id, cutoff, limit, status, cutoff
 DELETE FROM engagement_outbox
  WHERE id IN (SELECT o.id FROM engagement_outbox o
                WHERE o.status = ? AND o.id < ? AND o.updated_at < ? AND o.follow_up_at IS NULL
                  AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                       WHERE f.dedupe_key = 'escalate:' || o.id AND f.status IN ('scheduled', 'sending')) IS NULL)
+                       WHERE f.dedupe_key IN ('escalate:' || o.id, 'escalate:' || o.id || ':2',
+                                              'escalate:' || o.id || ':3') AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                ORDER BY o.id LIMIT ?)
    AND status = ? AND updated_at < ? AND follow_up_at IS NULL;
 
@@ -30,7 +32,8 @@ DELETE FROM engagement_outbox
  WHERE id IN (SELECT o.id FROM engagement_outbox o
                WHERE o.status = ? AND o.status <> 'sent' AND o.id < ? AND o.updated_at < ?
                  AND o.follow_up_at IS NULL AND (o.channel <> 'inbox' OR (SELECT 1 FROM engagement_outbox f
-                       WHERE f.dedupe_key = 'escalate:' || o.id AND f.status IN ('scheduled', 'sending')) IS NULL)
+                       WHERE f.dedupe_key IN ('escalate:' || o.id, 'escalate:' || o.id || ':2',
+                                              'escalate:' || o.id || ':3') AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL)
                ORDER BY o.id LIMIT ?)
    AND status = ? AND updated_at < ? AND follow_up_at IS NULL;
 
@@ -49,8 +52,9 @@ DELETE FROM engagement_inbox
  WHERE id IN (SELECT id FROM engagement_inbox
                WHERE archived_at IS NOT NULL AND archived_at < ?
                  AND (SELECT o.follow_up_at FROM engagement_outbox o WHERE o.id = engagement_inbox.outbox_id) IS NULL
-                 AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key = 'escalate:' || engagement_inbox.outbox_id
-                        AND f.status IN ('scheduled', 'sending')) IS NULL
+                 AND (SELECT 1 FROM engagement_outbox f WHERE f.dedupe_key IN ('escalate:' || engagement_inbox.outbox_id, 'escalate:' || engagement_inbox.outbox_id || ':2',
+                                                                               'escalate:' || engagement_inbox.outbox_id || ':3')
+                        AND f.status IN ('scheduled', 'sending') LIMIT 1) IS NULL
                ORDER BY archived_at LIMIT ?);
 
 -- name: prune_bounces
