@@ -210,6 +210,10 @@ impl Channel for SmsChannel {
             return Outcome::Terminal { detail: "the text is empty".into(), address_hash: h };
         }
         if let Some(rate) = &p.rate {
+            // The slot is stamped with the time it is taken, not the time
+            // the delivery began: the suppression check's round trip
+            // before it would otherwise let texts bunch past the rate.
+            let now = p.clock.now();
             match rate.take(&d.row.id, now).await {
                 Ok(None) => {}
                 // Held, not retried: waiting for a slot is not an attempt,
