@@ -168,7 +168,7 @@ pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> R
     let report = StatusReport::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let outbox = pairs(query.as_deref()).into_iter().find(|(k, _)| k == "outbox").map(|(_, v)| v);
     let row = match &outbox {
-        Some(id) => state.store.get_outbox(id).await?,
+        Some(id) => settled_row(&state, id).await?,
         None => None,
     };
     let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
@@ -214,7 +214,7 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
             other => ApiError::BadRequest(other.to_string()),
         },
     )?;
-    let row = state.store.get_outbox(&report.outbox_id).await?;
+    let row = settled_row(&state, &report.outbox_id).await?;
     // The number the text went to, as its send-log row hashed it (the
     // user's phone may have changed since, or a hand-enqueued row named
     // its own `to`).
@@ -244,6 +244,33 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
     };
     record(&state, evidence).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Longest a delivery report waits for the outcome it reports on.
+const REPORT_WAITS_FOR_OUTCOME: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The outbox row `id`, once its outcome is recorded. A report can overtake
+/// it: an SMSC (Kannel's fake one always) reports within milliseconds of
+/// accepting the text, while the worker's outcome waits for its flush.
+/// Filed then, the report found no send-log row to take the number's hash
+/// from, and its `delivered` row stood before `sent` in the message's
+/// history (a test failed on it one run in six). So a report for a row
+/// still `sending` waits, up to [`REPORT_WAITS_FOR_OUTCOME`], for the
+/// outcome; a row still `sending` after that (its instance died mid-send)
+/// is filed as it is. Rejected: answering 503 to be called again, which
+/// needs the gateway to retry its callback (Kannel's smsbox does not) and
+/// loses the report when it does not.
+async fn settled_row(state: &AppState, id: &str) -> Result<Option<crate::store::OutboxRow>, ApiError> {
+    let deadline = std::time::Instant::now() + REPORT_WAITS_FOR_OUTCOME;
+    loop {
+        let row = state.store.get_outbox(id).await?;
+        match &row {
+            Some(r) if r.status == crate::domain::OutboxStatus::Sending && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            _ => return Ok(row),
+        }
+    }
 }
 
 /// One delivery report, as evidence.
