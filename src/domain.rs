@@ -48,6 +48,32 @@ pub fn storable_text(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains('\0') { std::borrow::Cow::Owned(s.replace('\0', "\u{FFFD}")) } else { std::borrow::Cow::Borrowed(s) }
 }
 
+/// What a text checked by its `parse` needs to cross serde and `format!`:
+/// read from a `String` through `parse` (errors naming `$field`), written
+/// back as its text, displayed as it is.
+macro_rules! checked_text {
+    ($name:ident, $field:literal) => {
+        impl TryFrom<String> for $name {
+            type Error = InvalidValue;
+            fn try_from(s: String) -> Result<Self, InvalidValue> {
+                $name::parse($field, &s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
 /// The host application's identifier for a user: opaque to Herald.
 ///
 /// Bounded because it is an indexed column in three dialects (MySQL's index
@@ -73,24 +99,7 @@ impl UserId {
     }
 }
 
-impl TryFrom<String> for UserId {
-    type Error = InvalidValue;
-    fn try_from(s: String) -> Result<Self, InvalidValue> {
-        UserId::parse("user_id", &s)
-    }
-}
-
-impl From<UserId> for String {
-    fn from(u: UserId) -> String {
-        u.0
-    }
-}
-
-impl fmt::Display for UserId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+checked_text!(UserId, "user_id");
 
 /// What happened, as a trigger names it and a rule matches it
 /// (`export.ready`). One definition for both: a rule saved with a type
@@ -143,23 +152,28 @@ impl ChannelName {
     }
 }
 
-impl TryFrom<String> for ChannelName {
-    type Error = InvalidValue;
-    fn try_from(s: String) -> Result<Self, InvalidValue> {
-        ChannelName::parse("channel", &s)
-    }
-}
+checked_text!(ChannelName, "channel");
 
-impl From<ChannelName> for String {
-    fn from(c: ChannelName) -> String {
-        c.0
-    }
-}
+/// A status read from its word (one of `ALL`'s `as_str`, else an error
+/// naming `status` and the words `$expected` lists) and shown as it.
+macro_rules! status_words {
+    ($name:ident, $expected:literal) => {
+        impl FromStr for $name {
+            type Err = InvalidValue;
+            fn from_str(s: &str) -> Result<Self, InvalidValue> {
+                $name::ALL
+                    .into_iter()
+                    .find(|st| st.as_str() == s)
+                    .ok_or_else(|| InvalidValue::new("status", s, $expected))
+            }
+        }
 
-impl fmt::Display for ChannelName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
 }
 
 /// `engagement_outbox.status`: the row's lifecycle.
@@ -208,20 +222,7 @@ impl OutboxStatus {
     }
 }
 
-impl FromStr for OutboxStatus {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, InvalidValue> {
-        OutboxStatus::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
-            InvalidValue::new("status", s, "scheduled, sending, sent, failed, suppressed, expired or cancelled")
-        })
-    }
-}
-
-impl fmt::Display for OutboxStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+status_words!(OutboxStatus, "scheduled, sending, sent, failed, suppressed, expired or cancelled");
 
 /// `engagement_sends.status`: what happened to the message.
 ///
@@ -306,24 +307,10 @@ impl SendStatus {
     }
 }
 
-impl FromStr for SendStatus {
-    type Err = InvalidValue;
-    fn from_str(s: &str) -> Result<Self, InvalidValue> {
-        SendStatus::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| {
-            InvalidValue::new(
-                "status",
-                s,
-                "sent, failed, suppressed, bounced, expired, cancelled, complained, delivered or undelivered",
-            )
-        })
-    }
-}
-
-impl fmt::Display for SendStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+status_words!(
+    SendStatus,
+    "sent, failed, suppressed, bounced, expired, cancelled, complained, delivered or undelivered"
+);
 
 /// Why a row waits without an attempt counted: a hold, not a retry.
 ///
@@ -399,6 +386,22 @@ impl fmt::Display for HoldReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each status reads back from its word, and a refusal lists every word.
+    #[test]
+    fn statuses_read_their_words_and_a_refusal_lists_them_all() {
+        let expected = |e: InvalidValue| e.expected;
+        let outbox = expected("nope".parse::<OutboxStatus>().unwrap_err());
+        for st in OutboxStatus::ALL {
+            assert_eq!(st.as_str().parse::<OutboxStatus>().unwrap(), st);
+            assert!(outbox.contains(st.as_str()), "{outbox} lacks {st}");
+        }
+        let sends = expected("nope".parse::<SendStatus>().unwrap_err());
+        for st in SendStatus::ALL {
+            assert_eq!(st.to_string().parse::<SendStatus>().unwrap(), st);
+            assert!(sends.contains(st.as_str()), "{sends} lacks {st}");
+        }
+    }
 
     #[test]
     fn user_id_refuses_empty_long_and_control_characters() {
