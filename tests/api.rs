@@ -6,28 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::app::App;
+use common::app::inbox_rule as rule;
 use common::sse::Events;
 use herald::clock::{Clock, SystemClock};
 use herald::store::{BounceStore, RecipientStore, Store, SuppressionStore};
 use serde_json::{Value, json};
-
-fn rule(trigger_type: &str, enabled: bool) -> Value {
-    json!({
-        "name": format!("rule for {trigger_type}"),
-        "trigger_type": trigger_type,
-        "channel": "inbox",
-        "category": "exports",
-        "delay": 0,
-        "enabled": enabled,
-        "template": {
-            "fallback_locale": "en",
-            "locales": {
-                "en": { "subject": "Export {{ payload.name }} ready", "text": "Hi {{ user.name or user.id }}" },
-                "de": { "subject": "Export {{ payload.name }} fertig", "text": "Hallo" }
-            }
-        }
-    })
-}
 
 async fn assert_problem(resp: reqwest::Response, status: u16) -> Value {
     assert_eq!(resp.status().as_u16(), status);

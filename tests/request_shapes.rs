@@ -11,15 +11,7 @@ use common::app::App;
 use serde_json::{Value, json};
 
 fn rule(trigger_type: &str) -> Value {
-    json!({
-        "name": format!("rule for {trigger_type}"),
-        "trigger_type": trigger_type,
-        "channel": "inbox",
-        "category": "exports",
-        "delay": 0,
-        "enabled": false,
-        "template": { "fallback_locale": "en", "locales": { "en": { "subject": "Ready", "text": "Hi" } } }
-    })
+    common::app::inbox_rule(trigger_type, false)
 }
 
 /// A response's status, content type and body.

@@ -140,6 +140,16 @@ async fn a_follow_up_held_by_quiet_hours_and_retried_keeps_its_inbox_message(db:
     assert_eq!(prune(db, &clock).await.of(Prunable::Outbox), 2);
 }
 
+/// An `invoice` trigger at 10:00 delivered to u1's inbox, and the message
+/// archived unread at 10:10.
+async fn deliver_and_archive(db: &TestDb, clock: &ManualClock, w: &Worker) {
+    trigger(db, clock, "invoice", None, 1).await;
+    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
+    clock.set(at("2030-03-04T10:10:00Z"));
+    let message = db.store.inbox_for_user(&user("u1"), 10).await.unwrap().remove(0);
+    db.store.inbox_mark(&user("u1"), &message.id, InboxMark::Archive, clock.now()).await.unwrap();
+}
+
 /// Archiving sees a message but does not read it: an `unless: read`
 /// follow-up must still go, so the archived inbox row it reads stays while
 /// the follow-up is not yet planned, and while it is planned but retried.
@@ -148,11 +158,7 @@ async fn an_archived_unread_message_stays_while_its_follow_up_is_pending(db: &Te
     add_rule(db, clock.now(), "invoice", escalating(86_400)).await;
     let (registry, email_calls) = registry_with_flaky_email();
     let w = tick_worker(db, &clock, registry);
-    trigger(db, &clock, "invoice", None, 1).await;
-    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
-    clock.set(at("2030-03-04T10:10:00Z"));
-    let message = db.store.inbox_for_user(&user("u1"), 10).await.unwrap().remove(0);
-    db.store.inbox_mark(&user("u1"), &message.id, InboxMark::Archive, clock.now()).await.unwrap();
+    deliver_and_archive(db, &clock, &w).await;
 
     clock.set(at("2030-03-04T12:00:00Z"));
     let pruned = prune(db, &clock).await;
@@ -191,11 +197,7 @@ async fn a_chains_later_step_keeps_the_message_after_the_first_is_done(db: &Test
     registry.register("inbox", Arc::new(InboxChannel::new()));
     registry.register("email", ScriptedChannel::new(|_| Outcome::sent("test")));
     let w = tick_worker(db, &clock, registry);
-    trigger(db, &clock, "invoice", None, 1).await;
-    assert_eq!(w.tick().await.unwrap().sent, 1, "the inbox message");
-    clock.set(at("2030-03-04T10:10:00Z"));
-    let message = db.store.inbox_for_user(&user("u1"), 10).await.unwrap().remove(0);
-    db.store.inbox_mark(&user("u1"), &message.id, InboxMark::Archive, clock.now()).await.unwrap();
+    deliver_and_archive(db, &clock, &w).await;
     clock.set(at("2030-03-04T10:30:00Z"));
     assert_eq!(w.tick().await.unwrap().sent, 1, "step 1");
 

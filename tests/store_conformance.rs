@@ -418,7 +418,7 @@ async fn outcome_and_send_log_row_are_written_together(db: &TestDb) {
 /// its indexes; it refused a `delivered` row before and takes one after,
 /// and still refuses a status that is not one.
 async fn an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports(db: &TestDb) {
-    use herald::store::{BounceStore, MatchedSend, NewBounce};
+    use herald::store::BounceStore;
     let old = TestDb::unmigrated(db.backend()).await;
     old.store.migrate_through(20).await.unwrap();
     let (a, b) = (row("u1", "sms", T0), row("u2", "email", T0));
@@ -439,26 +439,8 @@ async fn an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports(db: 
         let claimed = old.store.claim_channel(r.channel.as_str(), T0, 1, "t").await.unwrap().remove(0);
         assert!(old.store.finish(&claimed, "t", &finish, T0).await.unwrap());
     }
-    let report = |fingerprint: &str, status: &'static str| NewBounce {
-        fingerprint: fingerprint.repeat(64),
-        provider: "twilio".into(),
-        kind: "delivery_report".into(),
-        address_hash: Some("h1".into()),
-        status: Some(status.into()),
-        reply_code: None,
-        detail: format!("Twilio: {status}"),
-        raw_excerpt: String::new(),
-        matched: Some(MatchedSend {
-            outbox_id: a.id.clone(),
-            rule_id: None,
-            trigger_id: None,
-            user_id: "u1".into(),
-            channel: "sms".into(),
-            matched_by: "callback",
-        }),
-        send_status: Some(status),
-        provider_id: Some("SM0123".into()),
-        suppress: None,
+    let report = |fingerprint: &str, status: &'static str| {
+        common::twilio::delivery_report(&a.id, fingerprint, status, &format!("Twilio: {status}"), Some("h1"))
     };
     assert!(old.store.record_bounce(&report("a", "delivered"), T0).await.is_err(), "0020's CHECK refuses it");
     let log = |store: &herald::store::SqlStore| {

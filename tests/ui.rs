@@ -231,7 +231,7 @@ backend_tests!(
 /// badge in the stylesheet with the colour of its meaning (delivered as sent,
 /// undelivered as failed).
 async fn the_send_log_page_shows_delivery_reports_in_their_colours(db: &TestDb) {
-    use herald::store::{BounceStore, Finish, MatchedSend, NewBounce};
+    use herald::store::{BounceStore, Finish};
     let ui = Ui::start(db).await;
     let r = row("u1", "sms", T0);
     db.store.enqueue(std::slice::from_ref(&r), T0).await.unwrap();
@@ -242,27 +242,7 @@ async fn the_send_log_page_shows_delivery_reports_in_their_colours(db: &TestDb) 
             .into_iter()
             .enumerate()
     {
-        let report = NewBounce {
-            fingerprint: format!("{i}").repeat(64),
-            provider: "twilio".into(),
-            kind: "delivery_report".into(),
-            address_hash: None,
-            status: Some(status.into()),
-            reply_code: None,
-            detail: detail.into(),
-            raw_excerpt: String::new(),
-            matched: Some(MatchedSend {
-                outbox_id: r.id.clone(),
-                rule_id: None,
-                trigger_id: None,
-                user_id: "u1".into(),
-                channel: "sms".into(),
-                matched_by: "callback",
-            }),
-            send_status: Some(status),
-            provider_id: Some("SM0123".into()),
-            suppress: None,
-        };
+        let report = common::twilio::delivery_report(&r.id, &i.to_string(), status, detail, None);
         let at = T0.plus(Duration::from_secs(1 + i as u64));
         assert!(db.store.record_bounce(&report, at).await.unwrap());
     }
@@ -1214,26 +1194,35 @@ async fn the_rule_editor_keeps_each_channels_fields(db: &TestDb) {
 
     // A follow-up typed by push, without its delay.
     let inbox = [
-        ("name", "Invoice"),
-        ("trigger_type", "invoice.due"),
-        ("channel", "inbox"),
-        ("category", "billing"),
-        ("delay", "0"),
-        ("fallback_locale", "en"),
-        ("loc0_tag", "en"),
-        ("loc0_subject", "Invoice due"),
-        ("loc0_text", "t"),
-        ("esc_channel", "push"),
-        ("esc_unless", "read"),
-        ("esc_fallback_locale", "en"),
-        ("esc0_tag", "en"),
-        ("esc0_title", "You have an unread invoice"),
-        ("action", "save"),
-    ];
+        INVOICE_RULE.as_slice(),
+        &[
+            ("esc_channel", "push"),
+            ("esc_unless", "read"),
+            ("esc_fallback_locale", "en"),
+            ("esc0_tag", "en"),
+            ("esc0_title", "You have an unread invoice"),
+            ("action", "save"),
+        ],
+    ]
+    .concat();
     let refused = ui.action(&s, "/ui/rules/new", &inbox).await;
     assert_eq!(refused.status, 422, "{}", refused.body);
     assert!(refused.body.contains("required for escalation (seconds)"), "{}", refused.body);
 }
+
+/// The rule editor's fields for an inbox rule "Invoice" on `invoice.due`,
+/// before its escalation fields.
+const INVOICE_RULE: [(&str, &str); 9] = [
+    ("name", "Invoice"),
+    ("trigger_type", "invoice.due"),
+    ("channel", "inbox"),
+    ("category", "billing"),
+    ("delay", "0"),
+    ("fallback_locale", "en"),
+    ("loc0_tag", "en"),
+    ("loc0_subject", "Invoice due"),
+    ("loc0_text", "t"),
+];
 
 /// A hidden field's value on `html`, unescaped as a browser reads it.
 fn hidden_value(html: &str, name: &str) -> String {
@@ -1273,26 +1262,21 @@ async fn the_rule_editor_keeps_a_chains_later_steps_on_save(db: &TestDb) {
     let more = hidden_value(&page.body, "esc_more");
     let more: &'static str = Box::leak(more.into_boxed_str());
 
-    let form = vec![
-        ("name", "Invoice"),
-        ("trigger_type", "invoice.due"),
-        ("channel", "inbox"),
-        ("category", "billing"),
-        ("delay", "0"),
-        ("fallback_locale", "en"),
-        ("loc0_tag", "en"),
-        ("loc0_subject", "Invoice due"),
-        ("loc0_text", "t"),
-        ("esc_after", "900"),
-        ("esc_unless", "read"),
-        ("esc_channel", "email"),
-        ("esc_fallback_locale", "en"),
-        ("esc0_tag", "en"),
-        ("esc0_subject", "Your invoice is unread"),
-        ("esc0_text", "See the app"),
-        ("esc_more", more),
-        ("action", "save"),
-    ];
+    let form = [
+        INVOICE_RULE.as_slice(),
+        &[
+            ("esc_after", "900"),
+            ("esc_unless", "read"),
+            ("esc_channel", "email"),
+            ("esc_fallback_locale", "en"),
+            ("esc0_tag", "en"),
+            ("esc0_subject", "Your invoice is unread"),
+            ("esc0_text", "See the app"),
+            ("esc_more", more),
+            ("action", "save"),
+        ],
+    ]
+    .concat();
     // A first step not before the second is refused naming the step.
     let refused = ui.action(&s, &path, &with(&form, &[("esc_after", "3600")])).await;
     assert_eq!(refused.status, 422, "{}", refused.body);

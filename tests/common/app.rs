@@ -9,7 +9,7 @@ use std::sync::Arc;
 use herald::clock::{Clock, Millis, SystemClock};
 use herald::config::Config;
 use herald::store::{OperatorRow, OperatorStore, RecipientStore};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Backend, TestDb};
@@ -235,4 +235,24 @@ pub async fn one_click(http: &reqwest::Client, url: &str) -> reqwest::Response {
         .send()
         .await
         .unwrap()
+}
+
+/// An inbox rule on `trigger_type` in category `exports`, with an English
+/// and a German variant that read the payload and the user.
+pub fn inbox_rule(trigger_type: &str, enabled: bool) -> Value {
+    json!({
+        "name": format!("rule for {trigger_type}"),
+        "trigger_type": trigger_type,
+        "channel": "inbox",
+        "category": "exports",
+        "delay": 0,
+        "enabled": enabled,
+        "template": {
+            "fallback_locale": "en",
+            "locales": {
+                "en": { "subject": "Export {{ payload.name }} ready", "text": "Hi {{ user.name or user.id }}" },
+                "de": { "subject": "Export {{ payload.name }} fertig", "text": "Hallo" }
+            }
+        }
+    })
 }

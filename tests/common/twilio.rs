@@ -88,3 +88,36 @@ pub async fn double() -> (String, Received) {
     tokio::spawn(async move { axum::serve(listener, app).await });
     (addr.to_string(), received)
 }
+
+/// A Twilio delivery report for outbox row `outbox_id` (user `u1`, SMS) as
+/// the status callback records it: evidence whose `fingerprint` is the
+/// character repeated, `status` also the send-log row it adds.
+pub fn delivery_report(
+    outbox_id: &str,
+    fingerprint: &str,
+    status: &'static str,
+    detail: &str,
+    address_hash: Option<&str>,
+) -> herald::store::NewBounce {
+    herald::store::NewBounce {
+        fingerprint: fingerprint.repeat(64),
+        provider: "twilio".into(),
+        kind: "delivery_report".into(),
+        address_hash: address_hash.map(str::to_owned),
+        status: Some(status.into()),
+        reply_code: None,
+        detail: detail.into(),
+        raw_excerpt: String::new(),
+        matched: Some(herald::store::MatchedSend {
+            outbox_id: outbox_id.into(),
+            rule_id: None,
+            trigger_id: None,
+            user_id: "u1".into(),
+            channel: "sms".into(),
+            matched_by: "callback",
+        }),
+        send_status: Some(status),
+        provider_id: Some("SM0123".into()),
+        suppress: None,
+    }
+}
