@@ -8,7 +8,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::delivery::channel::sms::phone::PhoneNumber;
 use crate::domain::UserId;
-use crate::store::{RecipientStore, Store, SuppressionStore};
+use crate::store::{RecipientStore, SendRecord, Store, SuppressionStore};
 
 use super::{PreferencesArgs, SendsArgs, ready_store};
 
@@ -166,16 +166,7 @@ pub(super) async fn sends(config: &Config, args: SendsArgs) -> anyhow::Result<()
         writeln!(out, "send log for user {user}, newest first ({}):", log.len())?;
     }
     for s in &log {
-        writeln!(
-            out,
-            "  {}  {:<11} {:<8}{} outbox {}{}",
-            s.created_at,
-            s.status,
-            s.channel,
-            subject(&s.outbox_id),
-            s.outbox_id,
-            s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
-        )?;
+        log_line(&mut out, s, &subject(&s.outbox_id), "")?;
         links(&mut out, &s.outbox_id)?;
     }
     if !quiet.is_empty() {
@@ -384,17 +375,16 @@ async fn sends_by_address(config: &Config, args: &SendsArgs) -> anyhow::Result<(
     }
     writeln!(out, "send log for address hash {hash}, newest first ({}):", log.len())?;
     for s in &log {
-        writeln!(
-            out,
-            "  {}  {:<11} {:<8}{} user {}  outbox {}{}",
-            s.created_at,
-            s.status,
-            s.channel,
-            subjects.get(&s.outbox_id).map(|t| format!(" \"{t}\"")).unwrap_or_default(),
-            s.user_id,
-            s.outbox_id,
-            s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default()
-        )?;
+        let subject = subjects.get(&s.outbox_id).map(|t| format!(" \"{t}\"")).unwrap_or_default();
+        log_line(&mut out, s, &subject, &format!(" user {} ", s.user_id))?;
     }
     Ok(())
+}
+
+/// One send-log row as both listings print it: when, status, channel, the
+/// message's subject, `user` (the address listing's " user U "), the
+/// outbox id and the detail.
+fn log_line(out: &mut impl Write, s: &SendRecord, subject: &str, user: &str) -> std::io::Result<()> {
+    let detail = s.detail.as_deref().map(|d| format!("  {d}")).unwrap_or_default();
+    writeln!(out, "  {}  {:<11} {:<8}{subject}{user} outbox {}{detail}", s.created_at, s.status, s.channel, s.outbox_id)
 }

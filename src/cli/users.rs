@@ -137,23 +137,18 @@ async fn set(config: &Config, args: UsersSetArgs) -> anyhow::Result<()> {
         None => RecipientInput::default(),
     };
     let text = |v: &Option<String>| v.as_ref().map(|s| Some(s.clone()).filter(|s| !s.trim().is_empty()));
-    if let Some(v) = text(&args.email) {
-        input.email = v;
-    }
-    if let Some(v) = text(&args.name) {
-        input.name = v;
-    }
-    if let Some(v) = text(&args.locale) {
-        input.locale = v;
-    }
-    if let Some(v) = text(&args.timezone) {
-        input.timezone = v;
-    }
-    if let Some(v) = text(&args.phone) {
-        input.phone = v;
-    }
-    if let Some(v) = text(&args.slack_user_id) {
-        input.slack_user_id = v;
+    let fields = [
+        (&args.email, &mut input.email),
+        (&args.name, &mut input.name),
+        (&args.locale, &mut input.locale),
+        (&args.timezone, &mut input.timezone),
+        (&args.phone, &mut input.phone),
+        (&args.slack_user_id, &mut input.slack_user_id),
+    ];
+    for (given, field) in fields {
+        if let Some(v) = text(given) {
+            *field = v;
+        }
     }
     if let Some(q) = quiet_hours {
         input.quiet_hours = q;

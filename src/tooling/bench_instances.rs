@@ -258,13 +258,7 @@ async fn run_latencies(store: &SqlStore, like: &str) -> Result<Vec<i64>, StoreEr
     .fetch_all(store.pool())
     .await
     .map_err(StoreError::db("bench: latencies"))?;
-    let mut v = rows
-        .iter()
-        .map(|r| r.try_get::<i64, _>(0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::db("bench: latencies"))?;
-    v.sort_unstable();
-    Ok(v)
+    crate::tooling::cluster::sorted_first_column(&rows, "bench: latencies")
 }
 
 #[cfg(test)]

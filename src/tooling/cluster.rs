@@ -467,11 +467,14 @@ pub async fn delivery_latencies_ms(pool: &AnyPool) -> Result<Vec<i64>, StoreErro
     .fetch_all(pool)
     .await
     .map_err(StoreError::db("latencies"))?;
-    let mut v = rows
-        .iter()
-        .map(|r| r.try_get::<i64, _>(0))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(StoreError::db("latencies"))?;
+    sorted_first_column(&rows, "latencies")
+}
+
+/// The first column of `rows` as whole numbers, smallest first: latencies
+/// ready for [`percentile`].
+pub fn sorted_first_column(rows: &[sqlx::any::AnyRow], what: &'static str) -> Result<Vec<i64>, StoreError> {
+    let mut v =
+        rows.iter().map(|r| r.try_get::<i64, _>(0)).collect::<Result<Vec<_>, _>>().map_err(StoreError::db(what))?;
     v.sort_unstable();
     Ok(v)
 }

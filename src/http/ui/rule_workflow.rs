@@ -138,20 +138,17 @@ impl WorkflowForm {
 
     pub(super) fn from_fields(f: &HashMap<String, String>) -> WorkflowForm {
         let get = |k: &str| f.get(k).map(|v| v.trim().to_owned()).unwrap_or_default();
+        // The weekdays whose box `{prefix}{day}` is ticked.
+        let days = |prefix: &str| -> Vec<String> {
+            let ticked = crate::planning::workflow::WEEKDAYS.iter().filter(|d| f.contains_key(&format!("{prefix}{d}")));
+            ticked.map(|d| (*d).to_owned()).collect()
+        };
         WorkflowForm {
-            sw_days: crate::planning::workflow::WEEKDAYS
-                .iter()
-                .filter(|d| f.contains_key(&format!("sw_day_{d}")))
-                .map(|d| (*d).to_owned())
-                .collect(),
+            sw_days: days("sw_day_"),
             sw_from: get("sw_from"),
             sw_until: get("sw_until"),
             digest_window: get("digest_window"),
-            ds_days: crate::planning::workflow::WEEKDAYS
-                .iter()
-                .filter(|d| f.contains_key(&format!("ds_day_{d}")))
-                .map(|d| (*d).to_owned())
-                .collect(),
+            ds_days: days("ds_day_"),
             ds_at: get("ds_at"),
             digest_key: get("digest_key"),
             digest_max_items: get("digest_max_items"),

@@ -146,12 +146,21 @@ mod tests {
     }
 
     #[test]
-    fn transient_replies_retry() {
-        assert_eq!(classify_reply(451, "4.3.0 try again later"), Class::Retry);
-        assert_eq!(classify_reply(421, "4.3.2 service shutting down"), Class::Retry);
-        assert_eq!(classify_reply(452, "insufficient storage"), Class::Retry);
-        // A 4xx is a deferral whatever the enhanced code claims.
-        assert_eq!(classify_reply(450, "5.1.1 odd server"), Class::Retry);
+    fn transient_policy_and_other_permanent_replies() {
+        let cases = [
+            (451, "4.3.0 try again later", Class::Retry),
+            (421, "4.3.2 service shutting down", Class::Retry),
+            (452, "insufficient storage", Class::Retry),
+            // A 4xx is a deferral whatever the enhanced code claims.
+            (450, "5.1.1 odd server", Class::Retry),
+            (554, "5.7.1 rejected by policy", Class::Policy),
+            (550, "5.7.26 DMARC", Class::Policy),
+            (552, "5.3.4 message too big", Class::Terminal),
+            (550, "mailbox unavailable", Class::Terminal),
+        ];
+        for (code, text, class) in cases {
+            assert_eq!(classify_reply(code, text), class, "{code} {text}");
+        }
     }
 
     #[test]
@@ -161,13 +170,5 @@ mod tests {
         }
         // Other 5.1.x (e.g. 5.1.3 bad syntax) are terminal, not bounces.
         assert_eq!(classify_reply(553, "5.1.3 bad address syntax"), Class::Terminal);
-    }
-
-    #[test]
-    fn policy_and_other_permanent_failures() {
-        assert_eq!(classify_reply(554, "5.7.1 rejected by policy"), Class::Policy);
-        assert_eq!(classify_reply(550, "5.7.26 DMARC"), Class::Policy);
-        assert_eq!(classify_reply(552, "5.3.4 message too big"), Class::Terminal);
-        assert_eq!(classify_reply(550, "mailbox unavailable"), Class::Terminal);
     }
 }
