@@ -468,12 +468,60 @@ async fn a_push_rule_cannot_be_turned_on_without_a_provider() {
     app.stop().await;
 }
 
+/// Quiet hours and a frequency cap apply to push as to any channel: a
+/// notification in the recipient's quiet hours waits for them to end,
+/// with no call to the push service, and one over the cap ends
+/// `suppressed` naming it.
+async fn quiet_hours_and_a_cap_apply_to_push(backend: Backend) {
+    let s = setup(backend, false).await;
+    let rule = json!({
+        "name": "Export ready", "trigger_type": "export.ready", "channel": "push", "category": "exports",
+        "enabled": true, "throttle": {"limit": 1, "per": 86400},
+        "template": {"fallback_locale": "en", "locales": {"en": {"title": "Export {{ payload.name }} ready"}}}
+    });
+    let (status, body) = s.app.post("/v1/rules", rule).await;
+    assert_eq!(status, 201, "{body}");
+    s.register("ada", &s.devices[0].endpoint, &s.devices[0], None).await;
+    // Quiet from an hour before now until an hour after, in UTC.
+    let now = after_triggers();
+    let hhmm = |m: Millis| chrono::DateTime::from_timestamp_millis(m.0).unwrap().format("%H:%M").to_string();
+    let hour = Duration::from_secs(3600);
+    let quiet = json!({"timezone": "UTC",
+        "quiet_hours": {"from": hhmm(Millis(now.0 - 3_600_000)), "until": hhmm(now.plus(hour))}});
+    let (status, body) = s.app.call(reqwest::Method::PUT, "/v1/users/ada", Some(quiet)).await;
+    assert!(status < 300, "{body}");
+    s.trigger("ada").await;
+    s.trigger("ada").await;
+
+    let clock = ManualClock::at(now);
+    let worker = s.worker(&clock);
+    let report = worker.tick().await.unwrap();
+    assert_eq!((report.held, report.sent), (2, 0), "{report:?}");
+    assert!(s.receiver.received().is_empty(), "nothing pushed in quiet hours");
+    let (_, sends) = s.app.get("/v1/users/ada/sends").await;
+    for m in sends["messages"].as_array().unwrap() {
+        assert_eq!(m["status"], "scheduled", "{sends}");
+        assert!(m["detail"].as_str().unwrap().contains("quiet hours"), "{sends}");
+        assert!(m["held_until"].is_string(), "{sends}");
+    }
+
+    clock.set(now.plus(hour).plus(Duration::from_secs(61)));
+    let report = worker.tick().await.unwrap();
+    assert_eq!((report.sent, report.suppressed), (1, 1), "{report:?}");
+    assert_eq!(s.receiver.received().len(), 1, "one notification, the cap's one");
+    let (_, sends) = s.app.get("/v1/users/ada/sends").await;
+    let capped = sends["messages"].as_array().unwrap().iter().find(|m| m["status"] == "suppressed").cloned();
+    let capped = capped.unwrap_or_else(|| panic!("one suppressed: {sends}"));
+    assert!(capped["history"][0]["detail"].as_str().unwrap().contains("frequency cap"), "{capped}");
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
         a_notification_reaches_each_live_device_and_a_gone_one_is_removed,
         no_device_is_the_reason_and_a_429_waits_for_its_retry_after,
         preferences_and_escalation_treat_push_as_a_channel,
         an_unread_inbox_message_escalates_to_push_then_email,
+        quiet_hours_and_a_cap_apply_to_push,
     ];
     trials.extend(named_tests![
         a_refused_credential_makes_readyz_name_the_provider,

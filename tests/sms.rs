@@ -437,6 +437,69 @@ async fn a_burst_over_the_rate_is_held_not_failed(backend: Backend) {
     db.cleanup().await;
 }
 
+/// Quiet hours and a frequency cap apply to SMS as to any channel (a text
+/// at night is what quiet hours are for): a text in the recipient's quiet
+/// hours waits for them to end, with no call to the provider, and one over
+/// the cap ends `suppressed` naming it.
+async fn quiet_hours_and_a_cap_apply_to_texts(backend: Backend) {
+    use herald::clock::{Clock, ManualClock, Millis, SystemClock};
+    let (addr, received) = double().await;
+    let transport = format!("twilio+http://{SID}:{TOKEN}@{addr}");
+    let configure = |c: &mut herald::config::Config| {
+        c.sms.transport = Some(transport.clone());
+        c.sms.from = Some("+14155550100".into());
+    };
+    let app = App::start_on(backend, configure).await;
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({"name": "news", "trigger_type": "news.happened", "channel": "sms", "category": "news",
+                   "enabled": true, "throttle": {"limit": 1, "per": 86400},
+                   "template": {"fallback_locale": "en", "locales": {"en": {"text": "News {{ payload.n }}"}}}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    // Quiet from an hour before now until an hour after, in UTC (a moment
+    // ahead of this process: `serve` dates triggers by the database's clock).
+    let now = Millis(SystemClock.now().0 + 2_000);
+    let hhmm = |m: Millis| chrono::DateTime::from_timestamp_millis(m.0).unwrap().format("%H:%M").to_string();
+    let hour = Duration::from_secs(3600);
+    let ada = json!({"phone": "+14155550101", "timezone": "UTC",
+        "quiet_hours": {"from": hhmm(Millis(now.0 - 3_600_000)), "until": hhmm(now.plus(hour))}});
+    let (status, body) = app.call(reqwest::Method::PUT, "/v1/users/ada", Some(ada)).await;
+    assert!(status < 300, "{body}");
+    trigger(&app, "news", "ada").await;
+    trigger(&app, "news", "ada").await;
+
+    let clock = ManualClock::at(now);
+    let mut config = common::app::test_config(&app.db);
+    configure(&mut config);
+    let dyn_clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(clock.clone());
+    let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");
+    let sms = herald::app::sms_channel(&config, app.db.arc(), dyn_clock, keys, Default::default()).unwrap();
+    let registry =
+        herald::app::configured_registry(&config, herald::app::ConfiguredChannels { sms, ..Default::default() });
+    let worker = common::worker(app.db.arc(), registry, &clock, herald::delivery::worker::WorkerConfig::default());
+    let report = worker.tick().await.unwrap();
+    assert_eq!((report.held, report.sent), (2, 0), "{report:?}");
+    assert!(received.lock().unwrap().is_empty(), "nothing texted in quiet hours");
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    for m in sends["messages"].as_array().unwrap() {
+        assert_eq!(m["status"], "scheduled", "{sends}");
+        assert!(m["detail"].as_str().unwrap().contains("quiet hours"), "{sends}");
+    }
+
+    clock.set(now.plus(hour).plus(Duration::from_secs(61)));
+    let report = worker.tick().await.unwrap();
+    assert_eq!((report.sent, report.suppressed), (1, 1), "{report:?}");
+    assert_eq!(received.lock().unwrap().len(), 1, "one text, the cap's one");
+    let (_, sends) = app.get("/v1/users/ada/sends").await;
+    let capped = sends["messages"].as_array().unwrap().iter().find(|m| m["status"] == "suppressed").cloned();
+    let capped = capped.unwrap_or_else(|| panic!("one suppressed: {sends}"));
+    assert!(capped["history"][0]["detail"].as_str().unwrap().contains("frequency cap"), "{capped}");
+    app.stop().await;
+}
+
 /// `herald bench --channel sms|slack` drains through the channel to its
 /// in-process double: every row sent, every request answered.
 async fn the_bench_drains_through_both_channels() {
@@ -454,6 +517,7 @@ fn main() -> std::process::ExitCode {
         delivery_reports_are_rows_in_the_send_log,
         twilio_answers_become_outcomes_retry_after_and_readyz,
         sms_rules_are_measured_in_segments,
+        quiet_hours_and_a_cap_apply_to_texts,
         the_rate_is_shared_by_instances,
         a_burst_over_the_rate_is_held_not_failed,
     ];
