@@ -500,6 +500,24 @@ async fn quiet_hours_and_a_cap_apply_to_texts(backend: Backend) {
     app.stop().await;
 }
 
+/// `http.public_url` written with capitals and the default port: Twilio
+/// signs the URL Herald gave it (`https://herald.example/…`, as a parsed
+/// URL prints), and Herald checks the signature against the same, not
+/// against the setting as written (which refused every callback).
+async fn a_public_url_written_unusually_still_checks_twilios_signature() {
+    let (addr, _received) = double().await;
+    let app = App::start_on(Backend::Sqlite, |c| {
+        c.sms.transport = Some(format!("twilio+http://{SID}:{TOKEN}@{addr}"));
+        c.sms.from = Some("+14155550100".into());
+        c.http.public_url = Some("https://HERALD.Example:443/".into());
+    })
+    .await;
+    let stop = [("AccountSid", SID), ("From", "+14155550101"), ("To", "+14155550100"), ("Body", "STOP")];
+    assert_eq!(twilio_post(&app, "/v1/sms/inbound/twilio", &stop, TOKEN).await.status(), 200);
+    assert_eq!(suppressions(&app).await.len(), 1);
+    app.stop().await;
+}
+
 /// `herald bench --channel sms|slack` drains through the channel to its
 /// in-process double: every row sent, every request answered.
 async fn the_bench_drains_through_both_channels() {
@@ -521,6 +539,10 @@ fn main() -> std::process::ExitCode {
         the_rate_is_shared_by_instances,
         a_burst_over_the_rate_is_held_not_failed,
     ];
-    trials.extend(named_tests![an_unconfigured_channel_keeps_its_rules_off, the_bench_drains_through_both_channels]);
+    trials.extend(named_tests![
+        a_public_url_written_unusually_still_checks_twilios_signature,
+        an_unconfigured_channel_keeps_its_rules_off,
+        the_bench_drains_through_both_channels
+    ]);
     common::harness::main(trials)
 }

@@ -83,7 +83,13 @@ impl SmsHooks {
     /// From a configuration whose `[sms]` has a transport.
     pub fn from_config(config: &crate::config::Config) -> Option<Arc<SmsHooks>> {
         let checked = config.sms.check().ok()??;
-        let public_url = config.public_url().ok().flatten().map(str::to_owned);
+        // As the channel builds its callback URLs (a parsed `Url`: host in
+        // lower case, no default port), or Twilio signs one URL and Herald
+        // checks another: `https://Herald.Example:443` refused every call.
+        let public_url = config.public_url().ok().flatten().map(|u| match url::Url::parse(u) {
+            Ok(parsed) => parsed.as_str().trim_end_matches('/').to_owned(),
+            Err(_) => u.to_owned(),
+        });
         Some(Arc::new(SmsHooks { transport: checked.transport, public_url, help_text: config.sms.help_text.clone() }))
     }
 }
