@@ -468,6 +468,32 @@ async fn a_push_rule_cannot_be_turned_on_without_a_provider() {
     app.stop().await;
 }
 
+/// A digest on a push rule folds a burst into one notification, its title
+/// rendered from the digest, as for any channel.
+async fn a_digest_folds_a_burst_into_one_notification(backend: Backend) {
+    let s = setup(backend, false).await;
+    let rule = json!({
+        "name": "Exports", "trigger_type": "export.ready", "channel": "push", "category": "exports",
+        "enabled": true, "digest": {"window": 3600},
+        "template": {"fallback_locale": "en", "locales": {"en": {"title": "{{ digest.count }} exports ready"}}}
+    });
+    let (status, body) = s.app.post("/v1/rules", rule).await;
+    assert_eq!(status, 201, "{body}");
+    s.register("ada", &s.devices[0].endpoint, &s.devices[0], None).await;
+    for _ in 0..3 {
+        s.trigger("ada").await;
+    }
+    let clock = ManualClock::at(after_triggers());
+    let worker = s.worker(&clock);
+    assert_eq!(worker.tick().await.unwrap().sent, 0, "the digest waits for its window");
+    clock.advance(Duration::from_secs(3601));
+    let report = worker.tick().await.unwrap();
+    assert_eq!(report.sent, 1, "{report:?}");
+    let received = s.receiver.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].payload["title"], "3 exports ready", "{:?}", received[0].payload);
+}
+
 /// Quiet hours and a frequency cap apply to push as to any channel: a
 /// notification in the recipient's quiet hours waits for them to end,
 /// with no call to the push service, and one over the cap ends
@@ -522,6 +548,7 @@ fn main() -> std::process::ExitCode {
         preferences_and_escalation_treat_push_as_a_channel,
         an_unread_inbox_message_escalates_to_push_then_email,
         quiet_hours_and_a_cap_apply_to_push,
+        a_digest_folds_a_burst_into_one_notification,
     ];
     trials.extend(named_tests![
         a_refused_credential_makes_readyz_name_the_provider,
