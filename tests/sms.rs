@@ -346,6 +346,18 @@ async fn sms_rules_are_measured_in_segments(backend: Backend) {
     assert_eq!(e["field"], "template.locales.en.text", "{body}");
     let message = e["message"].as_str().unwrap();
     assert!(message.contains("4 segments of GSM-7") && message.contains("sms.max_segments"), "{body}");
+    // So is an inbox rule's SMS follow-up, named by its step.
+    let (status, body) = app
+        .post(
+            "/v1/rules",
+            json!({"name": "long follow-up", "trigger_type": "a.b", "channel": "inbox", "category": "news",
+                   "template": {"fallback_locale": "en", "locales": {"en": {"subject": "s", "text": "t"}}},
+                   "escalate": [{"after": 60, "unless": "read", "channel": "sms",
+                                 "template": {"fallback_locale": "en", "locales": {"en": {"text": long}}}}]}),
+        )
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["errors"][0]["field"], "escalate[0].template.locales.en.text", "{body}");
 
     // The API's dry run measures each text as the worker would render it.
     let (status, rule) = app

@@ -163,16 +163,28 @@ fn refuse_unconfigured_channel(state: &AppState, channel: &str) -> Result<(), Ap
 /// empty payload: every message it planned would be at least that long.
 /// (The API has no sample payload; the screen's preview measures its
 /// sample, see `crate::planning::rule::sms_measure`.)
+///
+/// An SMS follow-up step of an escalation is measured the same way, its
+/// errors named by the step (`escalate[1].template.locales.en.text`).
 fn refuse_long_texts(state: &AppState, input: &crate::planning::rule::RuleInput) -> Result<(), ApiError> {
-    if input.channel != "sms" {
-        return Ok(());
+    let ctx = crate::planning::rule::empty_context(&input.trigger_type);
+    let measure = |template| {
+        crate::planning::rule::sms_segment_problems(
+            template,
+            &ctx,
+            state.sms_max_segments,
+            "with an empty payload already",
+        )
+    };
+    let mut errors = if input.channel == "sms" { measure(&input.template) } else { Vec::new() };
+    if let Some(escalate) = &input.escalate {
+        for (i, step) in escalate.steps().iter().enumerate().filter(|(_, s)| s.channel == "sms") {
+            errors.extend(measure(&step.template).into_iter().map(|mut e| {
+                e.field = format!("{}.{}", escalate.field(i), e.field);
+                e
+            }));
+        }
     }
-    let errors = crate::planning::rule::sms_segment_problems(
-        &input.template,
-        &crate::planning::rule::empty_context(&input.trigger_type),
-        state.sms_max_segments,
-        "with an empty payload already",
-    );
     if errors.is_empty() { Ok(()) } else { Err(ApiError::Invalid(errors)) }
 }
 
