@@ -25,7 +25,9 @@
 //!   templates and rule conditions), `planning::workflow` (send windows,
 //!   quiet hours, caps, digests, escalation, read in the recipient's zone),
 //!   `planning::digest` (when a digest closes, after a window or on a
-//!   calendar schedule, and the `digest` its template sees).
+//!   calendar schedule, and the `digest` its template sees),
+//!   `planning::escalation` (a follow-up or a chain of them after an unread
+//!   inbox message, and their dedupe keys).
 //! - [`delivery`]: from a due row to a recorded outcome:
 //!   `delivery::worker` (a lane per channel; `worker::policy` decides retry,
 //!   give-up and expiry; `worker::lease` is this instance's lease),

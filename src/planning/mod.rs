@@ -15,6 +15,7 @@
 pub mod category;
 pub mod digest;
 pub mod dry_run;
+pub mod escalation;
 pub mod intake;
 pub mod planner;
 pub mod recipient;
