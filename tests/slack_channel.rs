@@ -133,10 +133,35 @@ async fn rules_check_the_slack_shape_and_options(backend: Backend) {
     app.stop().await;
 }
 
+/// An unread inbox message escalates to Slack as to any channel: a DM to
+/// the user's Slack id, the follow-up linked to its inbox message.
+async fn an_unread_inbox_message_escalates_to_slack(backend: Backend) {
+    let (app, received) = start(backend, TOKEN).await;
+    let rule = json!({"name": "invoice", "trigger_type": "invoice.due", "channel": "inbox", "category": "billing",
+        "enabled": true,
+        "template": {"fallback_locale": "en", "locales": {"en": {"subject": "Invoice {{ payload.order }}", "text": "t"}}},
+        "escalate": {"after": 1, "unless": "read", "channel": "slack",
+            "template": {"fallback_locale": "en", "locales": {"en": {"text": "Invoice {{ payload.order }} is unread"}}}}});
+    let (status, body) = app.post("/v1/rules", rule).await;
+    assert_eq!(status, 201, "{body}");
+    app.put_user("ada", json!({"slack_user_id": "U024BE7LH"})).await;
+    trigger(&app, "invoice.due", "ada").await;
+    let follow_up = app.settled("ada", 2).await;
+    assert_eq!((follow_up["channel"].as_str(), follow_up["status"].as_str()), (Some("slack"), Some("sent")));
+    assert!(follow_up["follow_up_of"].is_string(), "{follow_up}");
+    let sent = received.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(sent, json!({"channel": "U024BE7LH", "text": "Invoice 42\" is unread"}));
+    app.stop().await;
+}
+
 async fn trigger(app: &App, trigger_type: &str, user_id: &str) {
     app.trigger(json!({"type": trigger_type, "user_id": user_id, "payload": {"order": "42\""}})).await;
 }
 
 fn main() -> std::process::ExitCode {
-    common::harness::main(per_backend_tests![dms_channels_and_slacks_answers, rules_check_the_slack_shape_and_options])
+    common::harness::main(per_backend_tests![
+        dms_channels_and_slacks_answers,
+        rules_check_the_slack_shape_and_options,
+        an_unread_inbox_message_escalates_to_slack
+    ])
 }
