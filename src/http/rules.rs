@@ -288,21 +288,17 @@ pub struct SmsCost {
     pub within_max_segments: bool,
 }
 
-/// The SMS cost of `rule`'s text for trigger `t`: `None` for another
-/// channel, or a text that does not render (the worker would record that
-/// as the message's failure).
+/// The SMS cost of an SMS rule's `template` for trigger `t`: `None` for a
+/// text that does not render (the worker would record that as the
+/// message's failure).
 fn sms_cost(
-    rule: &RuleRow,
-    template: Option<&crate::planning::template::TemplateSet>,
+    template: &crate::planning::template::TemplateSet,
     t: &crate::store::TriggerRow,
     recipient: Option<&crate::store::RecipientRow>,
     max_segments: usize,
 ) -> Option<SmsCost> {
-    if rule.channel != "sms" {
-        return None;
-    }
     let ctx = planner::context(t, recipient);
-    let rendered = template?.render(recipient.and_then(|r| r.locale.as_deref()), &ctx).ok()?;
+    let rendered = template.render(recipient.and_then(|r| r.locale.as_deref()), &ctx).ok()?;
     let m = crate::delivery::channel::sms::segments::measure(&rendered.text);
     Some(SmsCost {
         encoding: m.encoding.to_string(),
@@ -356,6 +352,7 @@ pub async fn dry_run(
         state.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
     let mut results = Vec::with_capacity(recent.len());
     let mut plans = Vec::with_capacity(recent.len());
+    // An SMS rule's template, to measure its texts; none for other channels.
     let template = (rule.channel == "sms")
         .then(|| serde_json::from_value::<crate::planning::template::TemplateSet>(rule.template.clone()).ok())
         .flatten();
@@ -363,10 +360,10 @@ pub async fn dry_run(
         let recipient = recipients.get(&t.user_id);
         let plan = planner::evaluate(t, std::slice::from_ref(rule), recipient, state.default_timezone);
         if let Some(decision) = plan.decisions.first().cloned() {
-            let sms = decision
-                .planned
-                .then(|| sms_cost(rule, template.as_ref(), t, recipient, state.sms_max_segments))
-                .flatten();
+            let sms = template
+                .as_ref()
+                .filter(|_| decision.planned)
+                .and_then(|template| sms_cost(template, t, recipient, state.sms_max_segments));
             results.push(PreviewItem {
                 trigger_id: t.id.clone(),
                 user_id: t.user_id.clone(),

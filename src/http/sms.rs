@@ -173,20 +173,12 @@ pub async fn twilio_status(State(state): State<AppState>, call: TwilioCall) -> R
     let TwilioCall { query, params, body } = call;
     let report = StatusReport::parse(&params).map_err(|e| ApiError::BadRequest(e.to_string()))?;
     let outbox = pairs(query.as_deref()).into_iter().find(|(k, _)| k == "outbox").map(|(_, v)| v);
+    let send_status = report.send_log_status();
     let row = match &outbox {
-        Some(id) => settled_row(&state, id).await?,
+        Some(id) => report_row(&state, id, send_status).await?,
         None => None,
     };
     let to = params.iter().find(|(k, _)| k == "To").and_then(|(_, v)| PhoneNumber::parse("To", v).ok());
-    let send_status = if report.number_invalid() {
-        Some(SendStatus::Bounced)
-    } else if report.not_delivered() {
-        Some(SendStatus::Undelivered)
-    } else if report.status == "delivered" {
-        Some(SendStatus::Delivered)
-    } else {
-        None
-    };
     let evidence = Report {
         provider: "twilio",
         outbox,
@@ -220,7 +212,14 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
             other => ApiError::BadRequest(other.to_string()),
         },
     )?;
-    let row = settled_row(&state, &report.outbox_id).await?;
+    // Kannel's reports carry no code Herald can read as "the number is
+    // invalid" (an SMSC's `err:` is its own), so none is ever `bounced`.
+    let send_status = match report.state {
+        DlrState::Delivered => Some(SendStatus::Delivered),
+        DlrState::Undelivered | DlrState::Failed => Some(SendStatus::Undelivered),
+        DlrState::Buffered | DlrState::SmscAccepted => None,
+    };
+    let row = report_row(&state, &report.outbox_id, send_status).await?;
     // The number the text went to, as its send-log row hashed it (the
     // user's phone may have changed since, or a hand-enqueued row named
     // its own `to`).
@@ -229,13 +228,6 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
         None => None,
     };
     let reply = report.smsc_reply.as_deref().map(|r| format!(" ({r})")).unwrap_or_default();
-    // Kannel's reports carry no code Herald can read as "the number is
-    // invalid" (an SMSC's `err:` is its own), so none is ever `bounced`.
-    let send_status = match report.state {
-        DlrState::Delivered => Some(SendStatus::Delivered),
-        DlrState::Undelivered | DlrState::Failed => Some(SendStatus::Undelivered),
-        DlrState::Buffered | DlrState::SmscAccepted => None,
-    };
     let evidence = Report {
         provider: "kannel",
         outbox: Some(report.outbox_id.clone()),
@@ -255,23 +247,35 @@ pub async fn kannel_status(State(state): State<AppState>, RawQuery(query): RawQu
 /// Longest a delivery report waits for the outcome it reports on.
 const REPORT_WAITS_FOR_OUTCOME: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// The outbox row `id`, once its outcome is recorded. A report can overtake
-/// it: an SMSC (Kannel's fake one always) reports within milliseconds of
-/// accepting the text, while the worker's outcome waits for its flush.
+/// The outbox row `id` a report is about. A report that adds a send-log
+/// row (`send_status`) waits for the row's outcome first: it can overtake
+/// it, since an SMSC (Kannel's fake one always) reports within milliseconds
+/// of accepting the text while the worker's outcome waits for its flush.
 /// Filed then, the report found no send-log row to take the number's hash
 /// from, and its `delivered` row stood before `sent` in the message's
-/// history (a test failed on it one run in six). So a report for a row
-/// still `sending` waits, up to [`REPORT_WAITS_FOR_OUTCOME`], for the
+/// history (a test failed on it one run in six). So such a report for a
+/// row still `sending` waits, up to [`REPORT_WAITS_FOR_OUTCOME`], for the
 /// outcome; a row still `sending` after that (its instance died mid-send)
-/// is filed as it is. Rejected: answering 503 to be called again, which
-/// needs the gateway to retry its callback (Kannel's smsbox does not) and
-/// loses the report when it does not.
-async fn settled_row(state: &AppState, id: &str) -> Result<Option<crate::store::OutboxRow>, ApiError> {
+/// is filed as it is. A state that adds no row (Twilio's `queued` and
+/// `sent`, which come as the text is handed over) does not wait: it would
+/// hold the callback and poll the database for nothing. Rejected:
+/// answering 503 to be called again, which needs the gateway to retry its
+/// callback (Kannel's smsbox does not) and loses the report when it does
+/// not.
+async fn report_row(
+    state: &AppState,
+    id: &str,
+    send_status: Option<SendStatus>,
+) -> Result<Option<crate::store::OutboxRow>, ApiError> {
     let deadline = std::time::Instant::now() + REPORT_WAITS_FOR_OUTCOME;
     loop {
         let row = state.store.get_outbox(id).await?;
         match &row {
-            Some(r) if r.status == crate::domain::OutboxStatus::Sending && std::time::Instant::now() < deadline => {
+            Some(r)
+                if send_status.is_some()
+                    && r.status == crate::domain::OutboxStatus::Sending
+                    && std::time::Instant::now() < deadline =>
+            {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
             _ => return Ok(row),

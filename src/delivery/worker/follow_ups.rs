@@ -60,13 +60,13 @@ impl Worker {
             return Ok(0);
         }
         // Each rule's follow-ups (channel, seconds after) as the rule says now.
-        let mut channels: HashMap<String, Option<Vec<(ChannelName, i64)>>> = HashMap::new();
+        let mut steps_of: HashMap<String, Option<Vec<(ChannelName, i64)>>> = HashMap::new();
         for (row, _) in &due {
             let Some(id) = &row.rule_id else { continue };
-            if channels.contains_key(id) {
+            if steps_of.contains_key(id) {
                 continue;
             }
-            let channel = inner.store.get_rule(id).await?.and_then(|rule| {
+            let steps = inner.store.get_rule(id).await?.and_then(|rule| {
                 let escalate = RuleWorkflow::from_stored(rule.workflow.as_ref()).ok()?.escalate?;
                 let steps: Vec<(ChannelName, i64)> = escalate
                     .steps
@@ -75,11 +75,11 @@ impl Worker {
                     .collect::<Option<_>>()?;
                 Some(steps).filter(|s| !s.is_empty())
             });
-            channels.insert(id.clone(), channel);
+            steps_of.insert(id.clone(), steps);
         }
         let mut rows = Vec::with_capacity(due.len());
         for (row, at) in &due {
-            let Some(steps) = row.rule_id.as_ref().and_then(|id| channels.get(id).and_then(Option::as_ref)) else {
+            let Some(steps) = row.rule_id.as_ref().and_then(|id| steps_of.get(id).and_then(Option::as_ref)) else {
                 tracing::info!(outbox = %row.id, "the rule was deleted or no longer escalates: no follow-up");
                 continue;
             };

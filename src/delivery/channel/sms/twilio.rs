@@ -305,6 +305,21 @@ impl StatusReport {
         }
     }
 
+    /// The send-log row the report adds: `delivered`, `undelivered`, or
+    /// `bounced` when the number can never take a text (it is then marked
+    /// invalid); `None` for a state that says nothing about the handset
+    /// (`queued`, `sent`, …).
+    pub fn send_log_status(&self) -> Option<crate::domain::SendStatus> {
+        use crate::domain::SendStatus;
+        if self.number_invalid() {
+            Some(SendStatus::Bounced)
+        } else if self.not_delivered() {
+            Some(SendStatus::Undelivered)
+        } else {
+            (self.status == "delivered").then_some(SendStatus::Delivered)
+        }
+    }
+
     /// Whether the report says the number can never take a text, so it is
     /// to be marked invalid.
     pub fn number_invalid(&self) -> bool {
@@ -413,6 +428,11 @@ mod tests {
         assert_eq!(report("failed", Some("39999")).describe(), "Twilio: failed (error 39999)");
         assert_eq!(report("delivered", None).describe(), "Twilio: delivered");
         assert!(report("failed", None).not_delivered() && !report("sent", None).not_delivered());
+        use crate::domain::SendStatus::{Bounced, Delivered, Undelivered};
+        assert_eq!(report("delivered", None).send_log_status(), Some(Delivered));
+        assert_eq!(report("failed", Some("30008")).send_log_status(), Some(Undelivered));
+        assert_eq!(report("undelivered", Some("30005")).send_log_status(), Some(Bounced));
+        assert_eq!(report("sent", None).send_log_status(), None);
         assert_eq!(StatusReport::parse(&p(&[("MessageSid", "SM9")])), Err(BadCallback::Missing("MessageStatus")));
     }
 
