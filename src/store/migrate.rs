@@ -56,6 +56,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(19, "recipient_phone_slack", "0019_recipient_phone_slack.sql"),
     migration!(20, "provider_ids", "0020_provider_ids.sql"),
     migration!(21, "delivery_reports", "0021_delivery_reports.sql"),
+    migration!(22, "topics_and_fan_out", "0022_topics_and_fan_out.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]
