@@ -457,10 +457,16 @@ pub async fn serve_with_clock(
     );
     let planner =
         Planner::with_rules(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll, config.planner.batch);
+    let expander =
+        crate::planning::fan_out::Expander::new(dyn_store.clone(), clock.clone(), rules.clone(), config.planner.poll)
+            .with_chunk(config.planner.fan_out_chunk)
+            .with_lease(config.planner.fan_out_lease);
     let intake = crate::planning::intake::Intake::new(dyn_store.clone(), clock.clone(), rules);
     if config.planner.enabled {
         let (planner, token) = (planner.clone(), shutdown.clone());
         tasks.spawn(async move { planner.run(token).await });
+        let (expander, token) = (expander.clone(), shutdown.clone());
+        tasks.spawn(async move { expander.run(token).await });
     }
     let user_tokens = match &config.inbox.token_secret {
         Some(secret) => TokenKey::new(secret.as_bytes()),
@@ -477,6 +483,7 @@ pub async fn serve_with_clock(
         metrics,
         clock,
         planner,
+        expander,
         intake,
         api_keys: Default::default(),
         keys,

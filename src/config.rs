@@ -207,6 +207,9 @@ impl Config {
         if !(1..=10_000).contains(&self.planner.batch) {
             return Err(invalid("planner.batch", self.planner.batch, "1 to 10000"));
         }
+        if !(100..=100_000).contains(&self.planner.fan_out_chunk) {
+            return Err(invalid("planner.fan_out_chunk", self.planner.fan_out_chunk, "100 to 100000"));
+        }
         if self.planner.poll < Duration::from_millis(10) {
             return Err(invalid("planner.poll", humantime::format_duration(self.planner.poll), "at least 10ms"));
         }

@@ -130,6 +130,31 @@ impl TriggerType {
     }
 }
 
+/// A topic's key, chosen by the host (`doc:42`): what a trigger to many
+/// names and what users subscribe to. The characters are those a URL path
+/// segment carries as they are, so `/v1/topics/doc:42` needs no escaping.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TopicKey(String);
+
+impl TopicKey {
+    pub const MAX_LEN: usize = 200;
+    pub const EXPECTED: &'static str = "1 to 200 characters from letters, digits and . _ : - (for example \"doc:42\")";
+
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if !ok {
+            return Err(InvalidValue::new(field, s, Self::EXPECTED));
+        }
+        Ok(TopicKey(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The name a channel is registered under (`inbox`, `email`, `webhook`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]

@@ -59,6 +59,8 @@ async fn host_trigger(
         idempotency_key: None,
         request_hash: None,
         occurred_at,
+        send_at: None,
+        actor_id: None,
     };
     db.store.insert_trigger(&t, clock.now()).await.unwrap();
     planner_on(db, clock).tick().await.unwrap();

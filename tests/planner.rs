@@ -79,6 +79,8 @@ async fn concurrent_planners_plan_each_trigger_once(db: &TestDb) {
             idempotency_key: None,
             request_hash: None,
             occurred_at: SystemClock.now(),
+            send_at: None,
+            actor_id: None,
         };
         db.store.insert_trigger(&t, SystemClock.now()).await.unwrap();
     }
@@ -179,6 +181,8 @@ async fn a_rule_read_in_flight_when_it_was_disabled_is_not_kept(db: &TestDb) {
         idempotency_key: None,
         request_hash: None,
         occurred_at: SystemClock.now(),
+        send_at: None,
+        actor_id: None,
     };
     db.store.insert_trigger(&trigger, SystemClock.now()).await.unwrap();
     assert_eq!(planner.tick().await.unwrap(), 1);

@@ -52,6 +52,8 @@ async fn trigger(db: &TestDb, clock: &ManualClock, trigger_type: &str, key: Opti
         idempotency_key: key.map(str::to_owned),
         request_hash: None,
         occurred_at: clock.now(),
+        send_at: None,
+        actor_id: None,
     };
     db.store.insert_trigger(&t, clock.now()).await.unwrap();
     Planner::new(db.arc(), Arc::new(clock.clone()), Duration::from_secs(1), 100).tick().await.unwrap();
@@ -237,6 +239,8 @@ async fn a_digest_still_open_keeps_the_triggers_that_joined_it(db: &TestDb) {
         idempotency_key: Some("comment-1".into()),
         request_hash: None,
         occurred_at: clock.now(),
+        send_at: None,
+        actor_id: None,
     };
     let replay = db.store.insert_trigger(&retry, clock.now()).await.unwrap();
     assert!(matches!(&replay, TriggerInsert::Existing(t) if t.id == ids[1]), "a replay: {replay:?}");

@@ -325,6 +325,8 @@ fn trigger(id: &str, key: Option<&str>) -> herald::store::NewTrigger {
         idempotency_key: key.map(str::to_owned),
         request_hash: key.map(|_| "h".to_owned()),
         occurred_at: T0,
+        send_at: None,
+        actor_id: None,
     }
 }
 
@@ -873,6 +875,8 @@ async fn an_idempotency_key_returns_the_first_trigger(db: &TestDb) {
         idempotency_key: Some("k-1".into()),
         request_hash: Some("h".into()),
         occurred_at: T0,
+        send_at: None,
+        actor_id: None,
     };
     assert!(matches!(db.store.insert_trigger(&t("first"), T0).await.unwrap(), TriggerInsert::Created));
     let TriggerInsert::Existing(first) = db.store.insert_trigger(&t("second"), T0).await.unwrap() else { panic!() };
@@ -1371,6 +1375,8 @@ async fn retention_prunes_closed_digests_their_items_with_their_message_and_slot
                 idempotency_key: None,
                 request_hash: None,
                 occurred_at: at,
+                send_at: None,
+                actor_id: None,
             };
             store.insert_trigger(&t, at).await.unwrap();
             let item = NewDigestItem {

@@ -357,6 +357,8 @@ async fn the_send_log_page_shows_a_users_preference_changes_and_who_made_them(db
         idempotency_key: None,
         request_hash: None,
         occurred_at: ui.clock.now(),
+        send_at: None,
+        actor_id: None,
     };
     ui.store.insert_trigger(&trigger, ui.clock.now()).await.unwrap();
     let (store, clock): (Arc<dyn Store>, Arc<dyn Clock>) = (Arc::new(ui.store.clone()), Arc::new(ui.clock.clone()));
@@ -571,6 +573,8 @@ async fn the_dry_run_says_what_the_window_digest_and_cap_would_do(db: &TestDb) {
             idempotency_key: None,
             request_hash: None,
             occurred_at: at(t),
+            send_at: None,
+            actor_id: None,
         };
         ui.store.insert_trigger(&trigger, at(t)).await.unwrap();
     }

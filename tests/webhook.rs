@@ -208,6 +208,8 @@ async fn a_trigger_reaches_the_receiver_through_rule_planner_and_worker() {
         idempotency_key: None,
         request_hash: None,
         occurred_at: clock.now(),
+        send_at: None,
+        actor_id: None,
     };
     store.insert_trigger(&trigger, clock.now()).await.unwrap();
     let planner = herald::planning::planner::Planner::new(store.clone(), clock.clone(), Duration::from_secs(1), 10);

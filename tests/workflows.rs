@@ -85,6 +85,8 @@ async fn trigger(db: &TestDb, clock: &ManualClock, trigger_type: &str, user_id: 
         idempotency_key: None,
         request_hash: None,
         occurred_at: now,
+        send_at: None,
+        actor_id: None,
     };
     db.store.insert_trigger(&t, now).await.unwrap();
     let planner = Planner::new(db.arc(), Arc::new(clock.clone()), Duration::from_secs(1), 100);
@@ -296,6 +298,8 @@ async fn insert_unplanned(
         idempotency_key: None,
         request_hash: None,
         occurred_at: clock.now(),
+        send_at: None,
+        actor_id: None,
     };
     db.store.insert_trigger(&t, clock.now()).await.unwrap();
     t.id

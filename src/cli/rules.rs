@@ -126,6 +126,10 @@ pub(super) fn offline_state(
         config.planner.poll,
         config.planner.batch,
     );
+    let expander =
+        crate::planning::fan_out::Expander::new(store.clone(), clock.clone(), rules.clone(), config.planner.poll)
+            .with_chunk(config.planner.fan_out_chunk)
+            .with_lease(config.planner.fan_out_lease);
     let intake = crate::planning::intake::Intake::new(store.clone(), clock.clone(), rules);
     let throwaway: [u8; 32] = rand::random();
     Ok(AppState::new(crate::http::AppParts {
@@ -133,6 +137,7 @@ pub(super) fn offline_state(
         metrics: crate::metrics::Metrics::new(),
         clock,
         planner,
+        expander,
         intake,
         api_keys: Default::default(),
         keys: keys.unwrap_or_else(|| crate::address::AddressKeys::from_secret(&throwaway)),

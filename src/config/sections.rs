@@ -233,11 +233,26 @@ pub struct PlannerSettings {
     pub poll: Duration,
     /// Most triggers planned per sweep (1 to 10000). Default 100.
     pub batch: u32,
+    /// How long an instance expanding a trigger to many may go without
+    /// finishing a chunk before another instance takes the expansion over
+    /// (it resumes after the last chunk committed). Default "30s"; a chunk
+    /// takes well under a second.
+    #[serde(with = "humantime_serde")]
+    pub fan_out_lease: Duration,
+    /// Recipients of a trigger to many planned per transaction (100 to
+    /// 100000). Default 10000.
+    pub fan_out_chunk: u32,
 }
 
 impl Default for PlannerSettings {
     fn default() -> Self {
-        PlannerSettings { enabled: true, poll: Duration::from_secs(1), batch: 100 }
+        PlannerSettings {
+            enabled: true,
+            poll: Duration::from_secs(1),
+            batch: 100,
+            fan_out_lease: crate::planning::fan_out::LEASE,
+            fan_out_chunk: crate::planning::fan_out::CHUNK,
+        }
     }
 }
 

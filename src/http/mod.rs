@@ -28,6 +28,7 @@ pub mod rules;
 pub mod server;
 pub mod sms;
 pub mod suppressions;
+pub mod trigger_report;
 pub mod triggers;
 pub mod ui;
 pub mod unsubscribe;
@@ -76,6 +77,8 @@ pub struct AppParts {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub planner: Planner,
+    /// Expands triggers to many (woken when one is recorded here).
+    pub expander: crate::planning::fan_out::Expander,
     /// Records and plans `POST /v1/triggers` in shared transactions.
     pub intake: crate::planning::intake::Intake,
     /// API keys looked up recently.
@@ -155,6 +158,8 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .layer(layers::cors(cors));
     let v1 = Router::new()
         .route("/triggers", post(triggers::create))
+        .route("/triggers/{id}", get(trigger_report::get))
+        .route("/triggers/{id}/cancel", post(trigger_report::cancel))
         .route("/rules", post(rules::create).get(rules::list))
         .route("/rules/{id}", get(rules::get).patch(rules::update).delete(rules::delete))
         .route("/rules/{id}/preview", get(rules::preview))

@@ -8,7 +8,7 @@ use utoipa::{Modify, OpenApi};
 #[openapi(
     info(title = "Herald", description = "An engagement outbox: triggers in, messages out, and the answer to \"did user X get it, and if not, why\"."),
     paths(
-        super::triggers::create,
+        super::triggers::create, super::trigger_report::get, super::trigger_report::cancel,
         super::rules::create, super::rules::list, super::rules::get, super::rules::update, super::rules::delete,
         super::rules::preview,
         super::users::put, super::users::get, super::users::delete, super::users::sends,

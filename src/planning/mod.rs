@@ -16,6 +16,7 @@ pub mod category;
 pub mod digest;
 pub mod dry_run;
 pub mod escalation;
+pub mod fan_out;
 pub mod intake;
 pub mod planner;
 pub mod recipient;

@@ -113,7 +113,14 @@ pub fn context(trigger: &TriggerRow, recipient: Option<&RecipientRow>) -> serde_
         "payload": trigger.payload,
         "trigger": { "id": trigger.id, "type": trigger.trigger_type, "occurred_at": trigger.occurred_at.to_rfc3339() },
         "user": user_context(&trigger.user_id, recipient),
+        "actor": trigger.actor_id.as_deref().map(|a| user_context(a, None)),
     })
+}
+
+/// When a trigger's messages may go at the earliest, before each rule's
+/// delay: when it occurred, or its `send_at` if that is later.
+pub fn due_base(trigger: &TriggerRow) -> Millis {
+    trigger.send_at.map_or(trigger.occurred_at, |at| at.max(trigger.occurred_at))
 }
 
 pub fn user_context(user_id: &str, recipient: Option<&RecipientRow>) -> serde_json::Value {
@@ -141,6 +148,13 @@ impl PlanRule {
     /// The channels of an escalating rule's follow-ups, in order.
     pub fn follow_up_channels(&self) -> impl Iterator<Item = &str> {
         self.escalate.iter().flat_map(|(steps, _)| steps.iter().map(|(c, _)| c.as_str()))
+    }
+
+    /// Whether the rule plans the same row for every recipient of a
+    /// trigger (no condition, no digest): a fan-out plans such rules for a
+    /// whole chunk in one statement (`planning::fan_out`).
+    pub fn is_uniform(&self) -> bool {
+        self.condition.is_none() && self.digest.is_none()
     }
 
     pub fn new(row: RuleRow) -> PlanRule {
@@ -177,6 +191,20 @@ pub fn evaluate_rules<'a>(
     let mut rows = Vec::new();
     let mut decisions = Vec::new();
     let mut digests = Vec::new();
+    if trigger.actor_id.as_deref() == Some(trigger.user_id.as_str()) {
+        let decisions = rules
+            .into_iter()
+            .map(|r| RuleDecision {
+                rule_id: r.row.id.clone(),
+                rule_name: r.row.name.clone(),
+                planned: false,
+                reason: "the user is the trigger's actor, who is left out of its audience".into(),
+            })
+            .collect();
+        return Plan { rows, digests, decisions, note: None };
+    }
+    let base = due_base(trigger);
+    let held_ms = base.0.saturating_sub(trigger.occurred_at.0);
     for PlanRule { row: rule, condition, digest, escalate } in rules {
         let decide = |planned, reason: String| RuleDecision {
             rule_id: rule.id.clone(),
@@ -237,12 +265,12 @@ pub fn evaluate_rules<'a>(
                 occurred_at: trigger.occurred_at,
                 close,
                 max_items: spec.max_items,
-                delay_ms: rule.delay_seconds.max(0).saturating_mul(1000),
+                delay_ms: rule.delay_seconds.max(0).saturating_mul(1000).saturating_add(held_ms),
                 grace_ms: rule.grace_seconds.map(|g| g.max(0).saturating_mul(1000)),
             });
             continue;
         }
-        let due_at = trigger.occurred_at.plus(Duration::from_secs(rule.delay_seconds.max(0) as u64));
+        let due_at = base.plus(Duration::from_secs(rule.delay_seconds.max(0) as u64));
         let expires_at = rule.grace_seconds.map(|g| due_at.plus(Duration::from_secs(g.max(0) as u64)));
         let id = new_id();
         // An escalating inbox rule's message carries when its follow-up
@@ -323,6 +351,11 @@ impl Book {
     /// Every enabled rule.
     pub fn all(&self) -> impl Iterator<Item = &PlanRule> {
         self.by_type.values().flatten()
+    }
+
+    /// The zone of recipients without one.
+    pub fn zone(&self) -> Tz {
+        self.default_tz
     }
 
     pub fn rules_for(&self, trigger_type: &str) -> &[PlanRule] {

@@ -32,6 +32,7 @@ mod dialect;
 mod digests;
 mod escalation;
 pub mod events;
+mod fan_out;
 mod history;
 mod inbox;
 mod instances;
@@ -88,6 +89,7 @@ pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
+pub use fan_out::{Audience, CANCEL_CHUNK, ChunkRule, FanOutRow, FanOutStore, NewFanOut, OutcomeCount, PlanChunk};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -388,6 +390,7 @@ pub fn first_id_at(t: Millis) -> String {
 #[async_trait]
 pub trait Store:
     TriggerStore
+    + FanOutStore
     + RuleStore
     + RecipientStore
     + SuppressionStore

@@ -85,6 +85,10 @@ pub enum CancelScope<'a> {
     Rule(&'a str),
     User(&'a str),
     Row(&'a str),
+    /// Up to [`super::fan_out::CANCEL_CHUNK`] of a trigger's rows: a
+    /// trigger to a million is cancelled a chunk per transaction, the
+    /// caller calling again until none is left.
+    Trigger(&'a str),
 }
 
 #[async_trait]
@@ -107,6 +111,11 @@ pub trait RuleStore: Send + Sync {
     /// carrying `detail`, in one transaction. Rows already claimed are left
     /// to finish. Returns how many were cancelled.
     async fn cancel_scheduled(&self, scope: CancelScope<'_>, detail: &str, now: Millis) -> Result<u64, StoreError>;
+}
+
+/// Binds a chunked cancel's limit (see [`CancelScope::Trigger`]).
+fn bind_limit(chunked: bool, q: AnyQuery<'_>) -> AnyQuery<'_> {
+    if chunked { q.bind(super::fan_out::CANCEL_CHUNK) } else { q }
 }
 
 fn rules(rows: &[AnyRow]) -> Result<Vec<RuleRow>, StoreError> {
@@ -189,17 +198,19 @@ impl RuleStore for SqlStore {
             CancelScope::Rule(id) => (Query::CancelScheduledRule, Query::LockScheduledRule, id),
             CancelScope::User(id) => (Query::CancelScheduledUser, Query::LockScheduledUser, id),
             CancelScope::Row(id) => (Query::CancelScheduledRow, Query::LockScheduledRow, id),
+            CancelScope::Trigger(id) => (Query::CancelScheduledTrigger, Query::LockScheduledTrigger, id),
         };
+        let chunked = matches!(scope, CancelScope::Trigger(_));
         let mut tx = self.begin_write().await.map_err(db("cancel: begin"))?;
         // One compare-and-set for the whole scope: a row a worker claimed
         // meanwhile is no longer 'scheduled' and is the worker's to finish.
-        let update = sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned());
+        let update = bind_limit(chunked, sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned()));
         let cancelled = if d.has_update_returning() {
             update.all(&mut *tx, "cancel: update").await?
         } else {
             // No RETURNING: lock the rows first, so the update changes
             // exactly the rows read.
-            let rows = sqlx::query(lock.sql(d)).bind(value.to_owned()).all(&mut *tx, "cancel: select").await?;
+            let rows = bind_limit(chunked, sqlx::query(lock.sql(d)).bind(value.to_owned())).all(&mut *tx, "cancel: select").await?;
             update.run(&mut *tx, "cancel: update").await?;
             rows
         };

@@ -29,6 +29,10 @@ pub struct NewTrigger {
     /// body can be told apart from a replay.
     pub request_hash: Option<String>,
     pub occurred_at: Millis,
+    /// Nothing of it is due before this (on top of each rule's delay).
+    pub send_at: Option<Millis>,
+    /// Who caused it: left out of the audience, `actor` in templates.
+    pub actor_id: Option<UserId>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -48,10 +52,14 @@ pub struct TriggerRow {
     pub planned_count: Option<i64>,
     /// Why it planned what it did, in words ("no enabled rule matches …").
     pub plan_detail: Option<String>,
+    /// Nothing of it is due before this (on top of each rule's delay).
+    pub send_at: Option<Millis>,
+    /// Who caused it: left out of the audience, `actor` in templates.
+    pub actor_id: Option<String>,
 }
 
 from_columns!(TriggerRow: id, trigger_type = "type", user_id, payload, idempotency_key, request_hash, occurred_at,
-    created_at, planned_at, planned_count, plan_detail);
+    created_at, planned_at, planned_count, plan_detail, send_at, actor_id);
 
 impl NewTrigger {
     /// The row as stored once inserted, before any planner has seen it.
@@ -68,6 +76,8 @@ impl NewTrigger {
             planned_at: None,
             planned_count: None,
             plan_detail: None,
+            send_at: self.send_at,
+            actor_id: self.actor_id.as_ref().map(|a| a.as_str().to_owned()),
         }
     }
 }
@@ -159,6 +169,10 @@ row_as_array! {
         planned_count: i64,
         /// What the planner made of it, in words.
         plan_detail: &'a str,
+        /// Nothing of it due before this.
+        send_at: Option<i64>,
+        /// Who caused it.
+        actor_id: Option<&'a str>,
     }
 }
 
@@ -234,6 +248,8 @@ impl TriggerStore for SqlStore {
                     occurred_at: t.occurred_at.0,
                     planned_count: (p.rows.len() + p.digests.len()) as i64,
                     plan_detail: &p.detail,
+                    send_at: t.send_at.map(|s| s.0),
+                    actor_id: t.actor_id.as_ref().map(UserId::as_str),
                 }
             })
             .collect();

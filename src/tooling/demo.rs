@@ -106,6 +106,8 @@ pub async fn run(store: &SqlStore, out: &mut impl Write) -> anyhow::Result<()> {
             idempotency_key: None,
             request_hash: None,
             occurred_at: clock.now(),
+            send_at: None,
+            actor_id: None,
         };
         let TriggerInsert::Created = store.insert_trigger(&trigger, clock.now()).await? else { continue };
         let row = store.get_trigger(&trigger.id).await?.expect("just inserted");

@@ -237,11 +237,24 @@ fn from_body<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Option<T> {
 
 fn trigger_body(body: &[u8]) {
     let Some(input) = from_body::<crate::http::triggers::TriggerInput>(body) else { return };
-    let Ok(trigger) = crate::http::triggers::validate(&input, NOW) else { return };
+    use crate::http::triggers::Validated;
+    let Ok(validated) = crate::http::triggers::validate(&input, NOW) else { return };
     // The same request again hashes the same: that is what tells an
     // idempotent replay from a reused key.
     let again = crate::http::triggers::validate(&input, NOW).expect("validation is deterministic");
-    assert_eq!(trigger.request_hash, again.request_hash);
+    assert_eq!(validated.request_hash(), again.request_hash());
+    let trigger = match validated {
+        Validated::One(trigger) => trigger,
+        Validated::Many(many) => {
+            assert!(many.payload.is_object());
+            check_column("type", &many.trigger_type, 128);
+            if let crate::store::Audience::Users(ids) = &many.audience {
+                assert!((1..=crate::http::triggers::MAX_USER_IDS).contains(&ids.len()));
+                ids.iter().for_each(|id| check_column("user_ids[]", id.as_str(), 255));
+            }
+            return;
+        }
+    };
     assert!(trigger.payload.is_object());
     check_column("type", &trigger.trigger_type, 128);
     check_column("user_id", trigger.user_id.as_str(), 255);

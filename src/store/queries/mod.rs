@@ -116,6 +116,44 @@ named_queries! {
     LockScheduledUser = "lock_scheduled_user" only MySql,
     /// MariaDB: locks one row's scheduled rows for [`Query::CancelScheduledRow`].
     LockScheduledRow = "lock_scheduled_row" only MySql,
+    /// Records a trigger to many, unplanned.
+    InsertFanOutTrigger = "insert_fan_out_trigger",
+    /// The users a 'users' trigger names.
+    InsertTriggerUsers = "insert_trigger_users",
+    /// Triggers to many waiting for an expander.
+    FanOutsToExpand = "fan_outs_to_expand",
+    /// Takes a trigger's expansion (a lease, by compare-and-set).
+    TakeFanOut = "take_fan_out",
+    /// Locks a trigger for one chunk, if this instance still holds it.
+    HoldFanOut = "hold_fan_out",
+    /// A trigger with its audience and expansion.
+    FanOutState = "fan_out_state",
+    /// A topic trigger's audience, counted.
+    CountTopicAudience = "count_topic_audience",
+    /// A 'users' trigger's audience, counted.
+    CountUsersAudience = "count_users_audience",
+    /// Stores the audience's size.
+    SetAudienceSize = "set_audience_size",
+    /// The next chunk of a topic trigger's audience.
+    TopicChunk = "topic_chunk",
+    /// The next chunk of a 'users' trigger's audience.
+    UsersChunk = "users_chunk",
+    /// Plans a chunk of a topic trigger in one statement.
+    PlanTopicChunk = "plan_topic_chunk",
+    /// Plans a chunk of a 'users' trigger in one statement.
+    PlanUsersChunk = "plan_users_chunk",
+    /// Moves an expansion's cursor past a chunk.
+    AdvanceFanOut = "advance_fan_out",
+    /// Marks an expansion done.
+    FinishFanOut = "finish_fan_out",
+    /// Marks a trigger cancelled.
+    CancelTrigger = "cancel_trigger",
+    /// Cancels a chunk of a trigger's scheduled rows.
+    CancelScheduledTrigger = "cancel_scheduled_trigger",
+    /// MariaDB: locks a chunk of a trigger's scheduled rows for [`Query::CancelScheduledTrigger`].
+    LockScheduledTrigger = "lock_scheduled_trigger" only MySql,
+    /// A trigger's messages counted by status, channel and why not.
+    TriggerOutcomes = "trigger_outcomes",
     /// Outbox rows by status.
     CountByStatus = "count_by_status",
     /// The oldest row that is due and waiting.
@@ -461,16 +499,16 @@ macro_rules! sql_files {
 pub type SqlFile = (&'static str, &'static str);
 
 const SQLITE: &[SqlFile] = sql_files!("sqlite":
-    "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients", "operators",
-    "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients",
+    "operators", "push_devices", "retention");
 const MARIADB: &[SqlFile] = sql_files!("mariadb":
-    "outbox", "flush", "triggers", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
 /// The statements SQLite and MariaDB run in the same text, written once.
 const SHARED: &[SqlFile] = sql_files!("shared":
-    "outbox", "flush", "triggers", "events", "inbox", "instances", "workflows", "rules", "recipients", "operators",
-    "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "events", "inbox", "instances", "workflows", "rules", "recipients",
+    "operators", "push_devices", "retention");
 
 /// One dialect's files. Split by area so that none grows past what a reader
 /// scrolls through; the rejected alternative, one file per dialect, passed

@@ -21,9 +21,9 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 -- holders of the keys back (triggers_by_idempotency_keys).
 -- binds: now, now, triggers
 INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at,
-                                 created_at, planned_at, planned_count, plan_detail)
+                                 created_at, planned_at, planned_count, plan_detail, send_at, actor_id)
 SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
-       t.planned_count, t.plan_detail
+       t.planned_count, t.plan_detail, t.send_at, t.actor_id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
          id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
          type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[1]',
@@ -33,14 +33,16 @@ SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.
          request_hash VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[5]',
          occurred_at BIGINT PATH '$[6]',
          planned_count BIGINT PATH '$[7]',
-         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[8]')) AS t
+         plan_detail LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[8]',
+         send_at BIGINT PATH '$[9]',
+         actor_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[10]')) AS t
     ON DUPLICATE KEY UPDATE idempotency_key = engagement_triggers.idempotency_key;
 
 -- name: triggers_by_idempotency_keys
 -- The triggers that hold these idempotency keys (a JSON array of strings).
 -- binds: keys
 SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
-       h.planned_at, h.planned_count, h.plan_detail
+       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
   STRAIGHT_JOIN engagement_triggers h ON h.idempotency_key = wanted.k;

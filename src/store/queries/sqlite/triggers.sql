@@ -21,13 +21,14 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 -- after an INSERT … SELECT.)
 -- binds: now, now, triggers
 INSERT INTO engagement_triggers (id, type, user_id, payload, idempotency_key, request_hash, occurred_at,
-                                 created_at, planned_at, planned_count, plan_detail)
+                                 created_at, planned_at, planned_count, plan_detail, send_at, actor_id)
 SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.occurred_at, ?, ?,
-       t.planned_count, t.plan_detail
+       t.planned_count, t.plan_detail, t.send_at, t.actor_id
   FROM (SELECT value ->> 0 AS id, value ->> 1 AS type, value ->> 2 AS user_id,
                value ->> 3 AS payload, value ->> 4 AS idempotency_key,
                value ->> 5 AS request_hash, value ->> 6 AS occurred_at,
-               value ->> 7 AS planned_count, value ->> 8 AS plan_detail
+               value ->> 7 AS planned_count, value ->> 8 AS plan_detail,
+               value ->> 9 AS send_at, value ->> 10 AS actor_id
           FROM json_each(?)) AS t
  WHERE true
     ON CONFLICT (idempotency_key) DO NOTHING RETURNING id;
@@ -36,7 +37,7 @@ SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.
 -- The triggers that hold these idempotency keys (a JSON array of strings).
 -- binds: keys
 SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
-       h.planned_at, h.planned_count, h.plan_detail
+       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id
   FROM (SELECT value AS k FROM json_each(?)) AS wanted
   JOIN engagement_triggers h ON h.idempotency_key = wanted.k;
 
