@@ -130,7 +130,10 @@ pub struct TriggerCancelled {
 #[utoipa::path(get, path = "/v1/triggers/{id}", tag = "triggers", params(("id" = String, Path)),
     responses((status = 200, body = TriggerReport), Unauthorized, NotFound),
     security(("api_key" = [])))]
-pub async fn get(State(state): State<AppState>, ApiPath(id): ApiPath<String>) -> Result<ApiJson<TriggerReport>, ApiError> {
+pub async fn get(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<ApiJson<TriggerReport>, ApiError> {
     match TriggerReport::read(state.store.as_ref(), &id).await? {
         Some(report) => Ok(ApiJson(report)),
         None => Err(ApiError::NotFound(format!("no trigger {id:?}"))),

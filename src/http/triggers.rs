@@ -233,7 +233,9 @@ enum Whom {
 /// Exactly one of `user_id`, `user_ids` and `topic`, checked.
 fn audience(input: &TriggerInput, errors: &mut Vec<FieldError>) -> Option<Whom> {
     match (&input.user_id, &input.user_ids, &input.topic) {
-        (Some(user_id), None, None) => UserId::parse("user_id", user_id).map_err(|e| errors.push(e.into())).ok().map(Whom::One),
+        (Some(user_id), None, None) => {
+            UserId::parse("user_id", user_id).map_err(|e| errors.push(e.into())).ok().map(Whom::One)
+        }
         (None, Some(ids), None) => {
             if ids.is_empty() || ids.len() > MAX_USER_IDS {
                 let n = ids.len();
@@ -301,7 +303,9 @@ fn send_at(input: Option<&str>, now: Millis, errors: &mut Vec<FieldError>) -> Op
         Ok(t) if t.timestamp_millis() > now.plus(SEND_AT_HORIZON).0 => {
             errors.push(FieldError::new(
                 "send_at",
-                format!("{s:?} is more than a year ahead of Herald's clock (now {now}); send_at may be up to a year ahead"),
+                format!(
+                    "{s:?} is more than a year ahead of Herald's clock (now {now}); send_at may be up to a year ahead"
+                ),
             ));
             None
         }
@@ -426,5 +430,12 @@ async fn plan_and_describe(state: &AppState, row: &TriggerRow, replayed: bool) -
     };
     let rows = state.store.outbox_for_trigger(&row.id).await?;
     let (digests, detail) = with_digests(state, &row.id, detail).await?;
-    Ok(TriggerAccepted { trigger_id: row.id.clone(), replayed, planned: planned(&rows), digests, detail, state: "planned" })
+    Ok(TriggerAccepted {
+        trigger_id: row.id.clone(),
+        replayed,
+        planned: planned(&rows),
+        digests,
+        detail,
+        state: "planned",
+    })
 }

@@ -168,6 +168,10 @@ impl Expander {
     /// Expands one trigger whose lease this instance holds, from its cursor.
     pub async fn expand(&self, id: &str) -> Result<Expanded, StoreError> {
         let Some(trigger) = self.store.fan_out_state(id).await? else { return Ok(Expanded::Stopped) };
+        let held = trigger.expand_owner.as_deref() == Some(self.owner.as_str());
+        if !held || trigger.planned_at.is_some() || trigger.cancelled_at.is_some() {
+            return Ok(Expanded::Stopped);
+        }
         let size = match trigger.audience_size {
             Some(n) => n,
             None => self.store.count_audience(&trigger).await?,
@@ -183,8 +187,11 @@ impl Expander {
             if self.stop_after.is_some_and(|n| chunks >= n) {
                 return Ok(Expanded::Stopped);
             }
-            let users =
-                if rules.is_empty() { Vec::new() } else { self.store.audience_chunk(&trigger, &after, self.chunk).await? };
+            let users = if rules.is_empty() {
+                Vec::new()
+            } else {
+                self.store.audience_chunk(&trigger, &after, self.chunk).await?
+            };
             let Some(last) = users.last().cloned() else { break };
             let (own_rows, digests) = self.evaluate(&book, &trigger, &own_rules, &users, mysql).await?;
             let now = self.clock.now();
@@ -208,7 +215,9 @@ impl Expander {
             }
         }
         let detail = detail(&trigger, rules, size, recipients, rows);
-        self.store.finish_fan_out(id, &detail, self.clock.now()).await?;
+        if !self.store.finish_fan_out(id, &self.owner, &detail, self.clock.now()).await? {
+            return Ok(Expanded::Stopped);
+        }
         Ok(Expanded::Finished { recipients, rows })
     }
 
@@ -230,7 +239,8 @@ impl Expander {
             self.store.recipients_by_ids(&ids).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
         let (mut rows, mut digests) = (Vec::new(), Vec::new());
         for user in users {
-            let plan = evaluate_rules(&trigger.for_user(user), rules.iter().copied(), recipients.get(user), book.zone());
+            let plan =
+                evaluate_rules(&trigger.for_user(user), rules.iter().copied(), recipients.get(user), book.zone());
             rows.extend(plan.rows.into_iter().map(|mut row| {
                 row.dedupe_key = dedupe_key(mysql, &trigger.id, row.rule_id.as_deref().unwrap_or_default(), user);
                 row
@@ -274,5 +284,8 @@ fn detail(trigger: &FanOutRow, rules: &[PlanRule], size: i64, recipients: i64, r
         );
     }
     let names: Vec<String> = rules.iter().map(|r| format!("\"{}\"", r.row.name)).collect();
-    format!("planned {rows} message(s) for {recipients} of {size} recipient(s), {whom}{actor}; rules {}", names.join(", "))
+    format!(
+        "planned {rows} message(s) for {recipients} of {size} recipient(s), {whom}{actor}; rules {}",
+        names.join(", ")
+    )
 }

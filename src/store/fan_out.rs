@@ -169,8 +169,9 @@ pub trait FanOutStore: Send + Sync {
     /// written) if this instance no longer holds the expansion or the
     /// trigger was cancelled.
     async fn plan_chunk(&self, chunk: &PlanChunk<'_>, now: Millis) -> Result<Option<i64>, StoreError>;
-    /// The expansion is done: the trigger is planned.
-    async fn finish_fan_out(&self, id: &str, detail: &str, now: Millis) -> Result<(), StoreError>;
+    /// The expansion is done: the trigger is planned (false if `owner` no
+    /// longer holds it, or it was cancelled).
+    async fn finish_fan_out(&self, id: &str, owner: &str, detail: &str, now: Millis) -> Result<bool, StoreError>;
     /// Marks a trigger cancelled; false if it already was.
     async fn mark_trigger_cancelled(&self, id: &str, by: &str, now: Millis) -> Result<bool, StoreError>;
     /// A trigger's messages by status, channel and why not.
@@ -186,7 +187,7 @@ impl FanOutStore for SqlStore {
             Audience::Users(_) => None,
         };
         let mut tx = self.begin_write().await.map_err(db("record fan-out: begin"))?;
-        let inserted = sqlx::query(self.sql(Query::InsertFanOutTrigger))
+        sqlx::query(self.sql(Query::InsertFanOutTrigger))
             .bind(t.id.clone())
             .bind(t.trigger_type.clone())
             .bind(t.payload.to_string())
@@ -200,14 +201,18 @@ impl FanOutStore for SqlStore {
             .bind(t.send_at.map(|s| s.0))
             .run(&mut *tx, "record fan-out: insert")
             .await?;
-        if inserted == 0 {
-            tx.rollback().await.map_err(db("record fan-out: rollback"))?;
-            let key = t.idempotency_key.clone().unwrap_or_default();
+        // Which trigger holds the key? Ours, or the first one. (Read back,
+        // not told by the row count: MariaDB counts a duplicate's no-op
+        // update as a row found.)
+        if let Some(key) = &t.idempotency_key {
             let holder: TriggerRow = sqlx::query_as(self.sql(Query::TriggerByIdempotencyKey))
-                .bind(key)
-                .one(self.pool(), "record fan-out: read back")
+                .bind(key.clone())
+                .one(&mut *tx, "record fan-out: read back")
                 .await?;
-            return Ok(TriggerInsert::Existing(Box::new(holder)));
+            if holder.id != t.id {
+                tx.rollback().await.map_err(db("record fan-out: rollback"))?;
+                return Ok(TriggerInsert::Existing(Box::new(holder)));
+            }
         }
         if let Audience::Users(ids) = &t.audience {
             let ids: Vec<&str> = ids.iter().map(UserId::as_str).collect();
@@ -341,14 +346,15 @@ impl FanOutStore for SqlStore {
         Ok(Some(planned))
     }
 
-    async fn finish_fan_out(&self, id: &str, detail: &str, now: Millis) -> Result<(), StoreError> {
-        sqlx::query(self.sql(Query::FinishFanOut))
+    async fn finish_fan_out(&self, id: &str, owner: &str, detail: &str, now: Millis) -> Result<bool, StoreError> {
+        let n = sqlx::query(self.sql(Query::FinishFanOut))
             .bind(now.0)
             .bind(detail.to_owned())
             .bind(id.to_owned())
+            .bind(owner.to_owned())
             .run(self.writer(), "finish fan-out")
             .await?;
-        Ok(())
+        Ok(n == 1)
     }
 
     async fn mark_trigger_cancelled(&self, id: &str, by: &str, now: Millis) -> Result<bool, StoreError> {
@@ -362,8 +368,10 @@ impl FanOutStore for SqlStore {
     }
 
     async fn trigger_outcomes(&self, id: &str) -> Result<Vec<OutcomeCount>, StoreError> {
-        let rows =
-            sqlx::query(self.sql(Query::TriggerOutcomes)).bind(id.to_owned()).all(self.pool(), "trigger outcomes").await?;
+        let rows = sqlx::query(self.sql(Query::TriggerOutcomes))
+            .bind(id.to_owned())
+            .all(self.pool(), "trigger outcomes")
+            .await?;
         rows.iter()
             .map(|r| {
                 Ok(OutcomeCount {

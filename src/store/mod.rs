@@ -73,6 +73,7 @@ pub use dialect::Dialect;
 pub use digests::{DigestItemRow, DigestMembership, DigestStore, NewDigestItem};
 pub use escalation::{EscalationStore, OriginalState};
 pub use events::{EventRow, EventStore};
+pub use fan_out::{Audience, CANCEL_CHUNK, ChunkRule, FanOutRow, FanOutStore, NewFanOut, OutcomeCount, PlanChunk};
 pub use history::{HistoryStore, UserHistory};
 pub use inbox::{InboxCounts, InboxFilter, InboxMark, InboxStore};
 pub use instances::{InstanceIdentity, InstanceRow, InstanceStore, LAPSED_INSTANCE_RETENTION};
@@ -89,7 +90,6 @@ pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
-pub use fan_out::{Audience, CANCEL_CHUNK, ChunkRule, FanOutRow, FanOutStore, NewFanOut, OutcomeCount, PlanChunk};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.

@@ -204,13 +204,16 @@ impl RuleStore for SqlStore {
         let mut tx = self.begin_write().await.map_err(db("cancel: begin"))?;
         // One compare-and-set for the whole scope: a row a worker claimed
         // meanwhile is no longer 'scheduled' and is the worker's to finish.
-        let update = bind_limit(chunked, sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned()));
+        let update =
+            bind_limit(chunked, sqlx::query(cancel.sql(d)).bind(detail.to_owned()).bind(now.0).bind(value.to_owned()));
         let cancelled = if d.has_update_returning() {
             update.all(&mut *tx, "cancel: update").await?
         } else {
             // No RETURNING: lock the rows first, so the update changes
             // exactly the rows read.
-            let rows = bind_limit(chunked, sqlx::query(lock.sql(d)).bind(value.to_owned())).all(&mut *tx, "cancel: select").await?;
+            let rows = bind_limit(chunked, sqlx::query(lock.sql(d)).bind(value.to_owned()))
+                .all(&mut *tx, "cancel: select")
+                .await?;
             update.run(&mut *tx, "cancel: update").await?;
             rows
         };

@@ -21,6 +21,7 @@ SELECT DISTINCT p.trigger_id, u.user_id
   FROM (SELECT ? AS trigger_id) AS p
  CROSS JOIN JSON_TABLE(?, '$[*]' COLUMNS (
          user_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS u
+ WHERE true
     ON DUPLICATE KEY UPDATE user_id = engagement_trigger_users.user_id;
 
 -- name: hold_fan_out

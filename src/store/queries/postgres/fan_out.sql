@@ -151,8 +151,9 @@ UPDATE engagement_triggers
  WHERE id = $5;
 
 -- name: finish_fan_out
--- The expansion is done: the trigger is planned, its lease let go.
--- binds: now, detail, id
+-- The expansion is done: the trigger is planned, its lease let go (by the
+-- instance holding it, and unless it was cancelled meanwhile).
+-- binds: now, detail, id, owner
 UPDATE engagement_triggers
    SET planned_at = $1, plan_detail = $2, planned_count = COALESCE(planned_count, 0), expand_owner = NULL,
        expand_until = NULL

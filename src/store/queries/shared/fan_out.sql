@@ -72,12 +72,13 @@ UPDATE engagement_triggers
  WHERE id = ?;
 
 -- name: finish_fan_out
--- The expansion is done: the trigger is planned, its lease let go.
--- binds: now, detail, id
+-- The expansion is done: the trigger is planned, its lease let go (by the
+-- instance holding it, and unless it was cancelled meanwhile).
+-- binds: now, detail, id, owner
 UPDATE engagement_triggers
    SET planned_at = ?, plan_detail = ?, planned_count = COALESCE(planned_count, 0), expand_owner = NULL,
        expand_until = NULL
- WHERE id = ?;
+ WHERE id = ? AND expand_owner = ? AND planned_at IS NULL AND cancelled_at IS NULL;
 
 -- name: cancel_trigger
 -- Marks a trigger cancelled (its expansion stops at the next chunk), once.
