@@ -66,6 +66,18 @@ pub struct BenchArgs {
     /// it saw
     #[arg(long, value_name = "PER_SECOND", requires = "instances")]
     pub sms_rate: Option<f64>,
+    /// Measure one trigger to a topic of --subscribers users instead of the
+    /// drain: subscribing through the API, the trigger's answer, planning,
+    /// the first and last delivered message, peak memory
+    #[arg(long, conflicts_with_all = ["smtp_url", "no_pool", "instances", "pipeline"])]
+    pub fanout: bool,
+    /// With --fanout: the topic's subscribers
+    #[arg(long, value_name = "N", default_value_t = 100_000, requires = "fanout")]
+    pub subscribers: usize,
+    /// With --fanout: also send this many single-recipient triggers through
+    /// the API (the host's loop, today's alternative) and report their rate
+    #[arg(long, value_name = "M", default_value_t = 0, requires = "fanout")]
+    pub loop_triggers: usize,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -91,6 +103,9 @@ pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if args.pipeline {
         return bench_pipeline(args).await;
+    }
+    if args.fanout {
+        return bench_fanout(args).await;
     }
     let opts = crate::tooling::bench::BenchOptions {
         rows: args.rows,
@@ -129,6 +144,39 @@ pub(super) async fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         if let (Some(c), Some(per_row)) = (report.pg_commits, report.pg_commits_per_row) {
             println!("  commits: {c} PostgreSQL transactions during the drain, {per_row:.3} per row");
         }
+    }
+    Ok(())
+}
+
+async fn bench_fanout(args: &BenchArgs) -> anyhow::Result<()> {
+    let opts = crate::tooling::bench_fanout::FanOutOptions {
+        subscribers: args.subscribers,
+        database_url: args.database_url.clone(),
+        batch: args.batch,
+        concurrency: args.concurrency,
+        loop_triggers: args.loop_triggers,
+    };
+    let r = crate::tooling::bench_fanout::run(&opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!("herald bench --fanout: {} ({} cores), a topic of {} subscribers, one inbox rule", r.database, r.cores, r.subscribers);
+    println!("  subscribe:  {:.2}s through the API ({:.0} subscribers/s)", r.subscribe_seconds, r.subscribers as f64 / r.subscribe_seconds);
+    println!("  trigger:    answered in {:.1} ms", r.trigger_answer_ms);
+    println!("  planning:   {:.2}s, {:.0} rows/s", r.planning_seconds, r.planning_rows_per_sec);
+    println!(
+        "  delivered:  first {:.2}s, last {:.2}s after the trigger; {} messages, {:.0}/s end to end",
+        r.first_delivered_seconds, r.last_delivered_seconds, r.delivered, r.delivered_per_sec
+    );
+    println!("  memory:     peak RSS {:.0} MiB during the fan-out", r.peak_rss_mib);
+    if let Some(rate) = r.loop_triggers_per_sec {
+        println!(
+            "  the loop:   {} single triggers through the API at {rate:.0}/s: {} would take {:.0}s to hand over",
+            r.loop_triggers,
+            r.subscribers,
+            r.subscribers as f64 / rate
+        );
     }
     Ok(())
 }

@@ -454,7 +454,7 @@ fn ms(h: &Histogram<u64>, per_ms: f64) -> Percentiles {
 }
 
 /// A figure from /proc/self/status, in MiB.
-fn rss_mib(field: &str) -> f64 {
+pub(crate) fn rss_mib(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))

@@ -10,6 +10,7 @@
 //! points (`fuzzing`). Nothing on the delivery path depends on this module.
 
 pub mod bench;
+pub mod bench_fanout;
 pub mod bench_instances;
 pub mod bench_messaging;
 pub mod bench_pipeline;
