@@ -97,7 +97,8 @@ struct Loaded {
     /// Rule id -> enabled, for every rule that still exists.
     enabled: HashMap<String, bool>,
     recipients: HashMap<String, RecipientRow>,
-    occurred: HashMap<String, Millis>,
+    /// Trigger id -> when it happened, its topic and actor.
+    triggers: HashMap<String, crate::store::TriggerFacts>,
     /// Outbox id -> the triggers in that digest message, for rows of
     /// rules with a digest (read only when the batch has some).
     digests: HashMap<String, Vec<DigestItemRow>>,
@@ -190,11 +191,16 @@ impl Composer {
             }
         }
         let enabled = versions.into_iter().map(|(id, enabled, _)| (id, enabled)).collect();
-        let users: Vec<&str> = planned.iter().map(|r| r.user_id.as_str()).collect();
+        let trigger_ids: Vec<&str> = planned.iter().filter_map(|r| r.trigger_id.as_deref()).collect();
+        let triggers: HashMap<String, crate::store::TriggerFacts> =
+            self.store.trigger_times(&trigger_ids).await?.into_iter().collect();
+        // The recipients, and the actors their templates may name.
+        let mut users: Vec<&str> = planned.iter().map(|r| r.user_id.as_str()).collect();
+        users.extend(triggers.values().filter_map(|t| t.actor_id.as_deref()));
+        users.sort_unstable();
+        users.dedup();
         let recipients =
             self.store.recipients_by_ids(&users).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
-        let trigger_ids: Vec<&str> = planned.iter().filter_map(|r| r.trigger_id.as_deref()).collect();
-        let occurred = self.store.trigger_times(&trigger_ids).await?.into_iter().collect();
         let digest_rows: Vec<&str> = planned
             .iter()
             .filter(|r| {
@@ -216,7 +222,7 @@ impl Composer {
             .into_iter()
             .map(|o| (o.outbox_id.clone(), o))
             .collect();
-        Ok(Loaded { rules, enabled, recipients, occurred, digests, originals })
+        Ok(Loaded { rules, enabled, recipients, triggers, digests, originals })
     }
 
     /// Takes a frequency-cap slot for each row about to be delivered whose
@@ -306,6 +312,10 @@ impl Composer {
             if let Some(why) = crate::planning::recipient::user_opt_out(&r.user_choices, &rule.category, &row.channel) {
                 return skip(row, Outcome::Suppressed { detail: why, address_hash });
             }
+            let topic = row.trigger_id.as_ref().and_then(|t| loaded.triggers.get(t)?.topic_key.as_deref());
+            if let Some(why) = topic.and_then(|t| crate::planning::recipient::topic_muted(&r.user_choices, t)) {
+                return skip(row, Outcome::Suppressed { detail: why, address_hash });
+            }
             let prefs: Preferences = serde_json::from_value(r.preferences.clone()).unwrap_or_default();
             if !crate::planning::recipient::user_opt_in(&r.user_choices, &rule.category, &row.channel)
                 && let Some(why) = prefs.opt_out(&rule.category, &row.channel)
@@ -393,11 +403,15 @@ impl Composer {
             (None, Err(detail)) => return skip(row, Outcome::Terminal { detail: detail.clone(), address_hash }),
         };
         let payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap_or_default();
-        let occurred_at = row.trigger_id.as_ref().and_then(|t| loaded.occurred.get(t)).map(|t| t.to_rfc3339());
+        let trigger = row.trigger_id.as_ref().and_then(|t| loaded.triggers.get(t));
+        let occurred_at = trigger.map(|t| t.occurred_at.to_rfc3339());
+        let actor = trigger.and_then(|t| t.actor_id.as_deref()).map(|a| user_context(a, loaded.recipients.get(a)));
+        let topic = trigger.and_then(|t| t.topic_key.as_deref());
         let mut ctx = serde_json::json!({
             "payload": payload,
-            "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at },
+            "trigger": { "id": row.trigger_id, "type": rule.trigger_type, "occurred_at": occurred_at, "topic": topic },
             "user": user_context(&row.user_id, recipient),
+            "actor": actor,
         });
         if workflow.digest.is_some() {
             let items = loaded.digests.get(&row.id).map(Vec::as_slice).unwrap_or_default();

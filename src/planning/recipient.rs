@@ -94,6 +94,20 @@ pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Opt
 
 /// Whether the user's own choice turns this category and channel on
 /// explicitly (which overrides a host's opt-out).
+/// The key under which [`UserChoices`] keeps a topic's mute: a category
+/// name cannot contain `:`, so `topic:doc:42` is never a category.
+pub fn topic_choice_key(topic: &str) -> String {
+    format!("topic:{topic}")
+}
+
+/// The user's "mute" of one topic, in words: `{"topic:doc:42": {"*":
+/// false}}` in their choices. Muting a topic silences the triggers to it
+/// on every channel, whatever their category; the user stays subscribed.
+pub fn topic_muted(choices: &UserChoices, topic: &str) -> Option<String> {
+    let muted = choices.get(&topic_choice_key(topic)).and_then(|c| c.get("*")) == Some(&false);
+    muted.then(|| format!("the user muted topic \"{topic}\""))
+}
+
 pub fn user_opt_in(choices: &UserChoices, category: &str, channel: &str) -> bool {
     crate::delivery::channel::catalog::personal_name(channel).is_some()
         && choices.get(category).and_then(|c| c.get(channel)) == Some(&true)

@@ -90,7 +90,7 @@ pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
-pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
+pub use triggers::{NewTrigger, PlannedTrigger, TriggerFacts, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
 #[derive(Debug, thiserror::Error)]

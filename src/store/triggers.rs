@@ -82,6 +82,16 @@ impl NewTrigger {
     }
 }
 
+/// What a message's delivery needs of its trigger.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TriggerFacts {
+    pub occurred_at: Millis,
+    /// The topic of a trigger to a topic: a user may have muted it.
+    pub topic_key: Option<String>,
+    /// `actor` in templates.
+    pub actor_id: Option<String>,
+}
+
 /// What `insert_trigger` found.
 #[derive(Debug, Clone)]
 pub enum TriggerInsert {
@@ -126,8 +136,9 @@ pub trait TriggerStore: Send + Sync {
     /// planned once however many planners sweep.
     async fn plan_triggers(&self, plans: &[TriggerPlan], now: Millis) -> Result<Vec<bool>, StoreError>;
     async fn get_trigger(&self, id: &str) -> Result<Option<TriggerRow>, StoreError>;
-    /// When each of these triggers happened (those that exist), in one query.
-    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError>;
+    /// When each of these triggers happened, its topic and its actor (those
+    /// that exist), in one query.
+    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, TriggerFacts)>, StoreError>;
     /// Which of these triggers are recorded, as seen after every commit the
     /// cluster acknowledged: the in-doubt check of a batch whose commit got
     /// no answer. The connection that committed is gone, so the read runs
@@ -374,7 +385,9 @@ impl TriggerStore for SqlStore {
         sqlx::query_as(self.sql(Query::GetTrigger)).bind(id.to_owned()).optional(self.pool(), "get trigger").await
     }
 
-    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, Millis)>, StoreError> {
+    async fn trigger_times(&self, ids: &[&str]) -> Result<Vec<(String, TriggerFacts)>, StoreError> {
+        // A fan-out's batch is a thousand rows of one trigger: ask once.
+        let ids: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -385,7 +398,14 @@ impl TriggerStore for SqlStore {
             .all(self.pool(), "trigger times")
             .await?;
         rows.iter()
-            .map(|r| Ok((text(r, "id")?, Millis(r.try_get("occurred_at")?))))
+            .map(|r| {
+                let facts = TriggerFacts {
+                    occurred_at: Millis(r.try_get("occurred_at")?),
+                    topic_key: super::rows::opt_text(r, "topic_key")?,
+                    actor_id: super::rows::opt_text(r, "actor_id")?,
+                };
+                Ok((text(r, "id")?, facts))
+            })
             .collect::<Result<_, sqlx::Error>>()
             .map_err(StoreError::db("trigger times"))
     }

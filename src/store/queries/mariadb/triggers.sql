@@ -73,9 +73,10 @@ UPDATE JSON_TABLE(?, '$[*]' COLUMNS (
  WHERE t.planned_at IS NULL;
 
 -- name: trigger_times
--- When these triggers (a JSON array of ids) happened.
+-- When these triggers (a JSON array of ids) happened, their topic and
+-- actor (what a message of theirs renders and checks).
 -- binds: ids
-SELECT t.id, t.occurred_at
+SELECT t.id, t.occurred_at, t.topic_key, t.actor_id
   FROM JSON_TABLE(?, '$[*]' COLUMNS (
          k VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS wanted
   STRAIGHT_JOIN engagement_triggers t ON t.id = wanted.k;

@@ -75,10 +75,11 @@ SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, c
   FROM engagement_triggers WHERE id = $1;
 
 -- name: trigger_times
--- When these triggers (a JSON array of ids) happened. Sent unnamed: see the
+-- When these triggers (a JSON array of ids) happened, their topic and
+-- actor (what a message of theirs renders and checks). Sent unnamed: see the
 -- flush's note above.
 -- binds: ids
-SELECT t.id, t.occurred_at
+SELECT t.id, t.occurred_at, t.topic_key, t.actor_id
   FROM engagement_triggers t
  WHERE t.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
 

@@ -55,9 +55,10 @@ UPDATE engagement_triggers AS t
 RETURNING id;
 
 -- name: trigger_times
--- When these triggers (a JSON array of ids) happened.
+-- When these triggers (a JSON array of ids) happened, their topic and
+-- actor (what a message of theirs renders and checks).
 -- binds: ids
-SELECT t.id, t.occurred_at
+SELECT t.id, t.occurred_at, t.topic_key, t.actor_id
   FROM (SELECT value AS k FROM json_each(?)) AS wanted
   JOIN engagement_triggers t ON t.id = wanted.k;
 
