@@ -55,6 +55,7 @@ mod sends;
 mod sql;
 mod suppressions;
 mod throttle;
+mod topics;
 mod triggers;
 mod values;
 
@@ -88,6 +89,7 @@ pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
+pub use topics::{Page, Subscribed, Subscription, TopicDeletion, TopicRow, TopicStore};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -402,6 +404,7 @@ pub trait Store:
     + EscalationStore
     + HistoryStore
     + PushDeviceStore
+    + TopicStore
     + Send
     + Sync
     + 'static
