@@ -271,7 +271,49 @@ async fn a_subscription_a_host_inserts_is_seen_by_the_api(db: &TestDb) {
     assert!(db.store.get_recipient(&user("host-user")).await.unwrap().is_none());
 }
 
-backend_tests!(a_subscription_keeps_the_time_it_was_first_made, a_subscription_a_host_inserts_is_seen_by_the_api);
+/// `herald topics ARGS` on `db`: whether it succeeded, its output and its errors.
+fn herald_topics(db: &TestDb, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("topics")
+        .args(args)
+        .args(["--database-url", db.url.as_str()])
+        .env_remove("HERALD_DATABASE_URL")
+        .env("HERALD_LOG", "warn")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+    (out.status.success(), text(out.stdout), text(out.stderr))
+}
+
+async fn the_command_line_lists_shows_and_subscribes(db: &TestDb) {
+    let (ok, out, err) = herald_topics(db, &["subscribe", "doc:9", "ada", "bob", "ada"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "topic doc:9 created; 2 subscribed, 0 already subscribed");
+    let (ok, out, err) = herald_topics(db, &["subscribe", "doc:9", "bob", "cy"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "1 subscribed, 1 already subscribed");
+    let (ok, out, err) = herald_topics(db, &["show", "doc:9", "--limit", "2"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("topic doc:9") && out.contains("3 subscriber(s)"), "{out}");
+    assert!(out.contains("  ada  since ") && out.contains("  bob  since ") && !out.contains("cy"), "{out}");
+    let (ok, out, err) = herald_topics(db, &["list"]);
+    assert!(ok && out.starts_with("doc:9  -  created "), "{out}{err}");
+    // Refusals name the argument and what is accepted; nothing is written.
+    let (ok, _, err) = herald_topics(db, &["subscribe", "doc 9", "ada"]);
+    assert!(!ok && err.contains("KEY") && err.contains("letters, digits and . _ : -"), "{err}");
+    let (ok, _, err) = herald_topics(db, &["show", "doc:10"]);
+    assert!(!ok && err.contains("no topic \"doc:10\""), "{err}");
+    let (ok, _, err) = herald_topics(db, &["list", "--limit", "0"]);
+    assert!(!ok && err.contains("--limit"), "{err}");
+    assert_eq!(db.store.list_topics(FIRST).await.unwrap().len(), 1);
+}
+
+backend_tests!(
+    a_subscription_keeps_the_time_it_was_first_made,
+    a_subscription_a_host_inserts_is_seen_by_the_api,
+    the_command_line_lists_shows_and_subscribes,
+);
 
 fn main() -> std::process::ExitCode {
     let mut trials = backend_trials();

@@ -17,9 +17,10 @@ use crate::domain::{TopicKey, UserId};
 use crate::planning::rule::FieldError;
 use crate::store::{Page, Subscription, TopicRow};
 
-/// How many user ids one call may add or remove: the 10,000 a statement
-/// takes as one JSON parameter in a few hundred milliseconds on every
-/// backend. A host with more sends more calls.
+/// How many user ids one call may add or remove, all in one statement (one
+/// JSON parameter): enough for a host to mirror a large group in a few
+/// calls, small enough that one call holds its locks briefly and its body
+/// stays a few megabytes. A host with more sends more calls.
 pub const MAX_USER_IDS: usize = 10_000;
 
 /// The body limit of the subscriber routes: [`MAX_USER_IDS`] ids of the

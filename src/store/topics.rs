@@ -122,7 +122,9 @@ pub trait TopicStore: Send + Sync {
     async fn user_topics(&self, user: &UserId, page: Page<'_>) -> Result<Vec<Subscription>, StoreError>;
 }
 
-/// Every id once, as the statements' JSON parameter.
+/// Every id once, sorted, as the statements' JSON parameter: two calls over
+/// overlapping ids then take their rows' locks in the same order (each
+/// database reads the array in order), not in orders that deadlock.
 fn users_json(users: &[UserId]) -> Result<String, StoreError> {
     keys_json(users.iter().map(UserId::as_str))
 }
