@@ -100,6 +100,12 @@ async fn topic_keys_are_checked(backend: Backend) {
             assert!(message.contains("letters, digits and . _ : -"), "{message}");
         }
     }
+    // The document says the same, for clients and fuzzers.
+    let doc: Value = app.http.get(app.url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let key_schema = &doc["paths"]["/v1/topics/{key}"]["put"]["parameters"][0]["schema"];
+    assert_eq!((&key_schema["pattern"], &key_schema["maxLength"]), (&json!("^[A-Za-z0-9._:-]+$"), &json!(200)));
+    let ids_schema = &doc["components"]["schemas"]["SubscribersInput"]["properties"]["user_ids"];
+    assert_eq!((&ids_schema["minItems"], &ids_schema["maxItems"]), (&json!(1), &json!(10_000)), "{ids_schema}");
     // A cursor is checked as what the list is keyed by.
     let (status, problem) = app.get("/v1/topics?cursor=no%20such").await;
     assert_eq!((status, &problem["errors"][0]["field"]), (422, &json!("cursor")), "{problem}");

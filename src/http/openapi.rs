@@ -251,6 +251,18 @@ fn finish(doc: &mut serde_json::Value) {
     if let Some(p) = doc.pointer_mut("/components/schemas/TriggerInput/properties/user_id") {
         *p = user_id.clone();
     }
+    let topic_key = json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": crate::domain::TopicKey::MAX_LEN,
+        "pattern": "^[A-Za-z0-9._:-]+$",
+        "description": crate::domain::TopicKey::EXPECTED,
+    });
+    if let Some(p) = doc.pointer_mut("/components/schemas/SubscribersInput/properties/user_ids") {
+        p["items"] = user_id.clone();
+        p["minItems"] = json!(1);
+        p["maxItems"] = json!(super::topics::MAX_USER_IDS);
+    }
     for (pointer, constraint) in constraints() {
         if let Some(Value::Object(schema)) = doc.pointer_mut(&pointer) {
             schema.extend(constraint.as_object().expect("an object").clone());
@@ -333,6 +345,12 @@ fn finish(doc: &mut serde_json::Value) {
             for p in params.iter_mut() {
                 if p["name"] == "user_id" && p["in"] == "path" {
                     p["schema"] = user_id.clone();
+                }
+                // A topic's key, and the cursors of the topic lists: a topic
+                // key, or for a topic's subscribers a user id.
+                if path.contains("/topics") && ((p["name"] == "key" && p["in"] == "path") || p["name"] == "cursor") {
+                    let by_user = p["name"] == "cursor" && path.ends_with("/subscribers");
+                    p["schema"] = if by_user { user_id.clone() } else { topic_key.clone() };
                 }
                 if p["name"] == "token" && p["in"] == "path" {
                     p["schema"]["pattern"] = json!(SIGNED_TOKEN);
@@ -518,6 +536,8 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
             json!({ "pattern": r"^\s*([UW][A-Z0-9]{2,31})?\s*$" }),
         ),
         ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000, "pattern": NO_NUL })),
+        ("/components/schemas/TopicInput/properties/name", json!({ "maxLength": 200, "pattern": NO_NUL })),
+        ("/components/schemas/TopicInput/properties/description", json!({ "maxLength": 2000, "pattern": NO_NUL })),
         ("/components/schemas/DigestInput/properties/key", json!({ "pattern": NO_NUL })),
         ("/components/schemas/SuppressionInput/properties/expires_at", date_time),
         ("/components/schemas/RecipientInput/properties/name", json!({ "maxLength": 255, "pattern": NO_CONTROLS })),
