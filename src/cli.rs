@@ -19,6 +19,7 @@ mod sends;
 mod suppress;
 #[cfg(feature = "tooling")]
 mod tooling;
+mod topics;
 mod users;
 
 use access::{keys, operators};
@@ -92,6 +93,9 @@ pub enum Command {
     /// Push notifications: Web Push keys, and a user's devices.
     #[command(subcommand)]
     Push(push::PushCommand),
+    /// Topics and their subscribers: list, show, subscribe users.
+    #[command(subcommand)]
+    Topics(topics::TopicsCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -415,6 +419,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,
         Command::Suppress(args) => suppress::run(&config, args).await,
+        Command::Topics(cmd) => topics::run(&config, cmd).await,
         #[cfg(feature = "tooling")]
         Command::Demo => tooling::demo(&config).await,
     }

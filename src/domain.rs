@@ -101,6 +101,38 @@ impl UserId {
 
 checked_text!(UserId, "user_id");
 
+/// A topic's key, chosen by the host (`doc:42`, `team.7`): what users
+/// subscribe to and a trigger may be addressed to.
+///
+/// A narrow alphabet because the key travels in URL paths
+/// (`/v1/topics/doc:42/subscribers`) and in the CLI's arguments, where
+/// anything needing escaping would be a trap; 200 characters because it is
+/// the first column of the subscriptions' key in three dialects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct TopicKey(String);
+
+impl TopicKey {
+    pub const MAX_LEN: usize = 200;
+    pub const EXPECTED: &'static str = "1 to 200 characters from letters, digits and . _ : - (for example \"doc:42\")";
+
+    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
+        let ok = !s.is_empty()
+            && s.len() <= Self::MAX_LEN
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
+        if !ok {
+            return Err(InvalidValue::new(field, s, Self::EXPECTED));
+        }
+        Ok(TopicKey(s.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+checked_text!(TopicKey, "topic_key");
+
 /// What happened, as a trigger names it and a rule matches it
 /// (`export.ready`). One definition for both: a rule saved with a type
 /// the trigger API refuses (`order shipped`) could never be matched by a
@@ -123,31 +155,6 @@ impl TriggerType {
             return Err(InvalidValue::new(field, s, Self::EXPECTED));
         }
         Ok(TriggerType(s.to_owned()))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// A topic's key, chosen by the host (`doc:42`): what a trigger to many
-/// names and what users subscribe to. The characters are those a URL path
-/// segment carries as they are, so `/v1/topics/doc:42` needs no escaping.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct TopicKey(String);
-
-impl TopicKey {
-    pub const MAX_LEN: usize = 200;
-    pub const EXPECTED: &'static str = "1 to 200 characters from letters, digits and . _ : - (for example \"doc:42\")";
-
-    pub fn parse(field: &'static str, s: &str) -> Result<Self, InvalidValue> {
-        let ok = !s.is_empty()
-            && s.len() <= Self::MAX_LEN
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'));
-        if !ok {
-            return Err(InvalidValue::new(field, s, Self::EXPECTED));
-        }
-        Ok(TopicKey(s.to_owned()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -425,6 +432,17 @@ mod tests {
         for st in SendStatus::ALL {
             assert_eq!(st.to_string().parse::<SendStatus>().unwrap(), st);
             assert!(sends.contains(st.as_str()), "{sends} lacks {st}");
+        }
+    }
+
+    #[test]
+    fn topic_key_takes_its_alphabet_and_length_only() {
+        for good in ["doc:42", "team.7", "a", "A-z_0.9:x", &"k".repeat(200)] {
+            assert_eq!(TopicKey::parse("topic_key", good).unwrap().as_str(), good);
+        }
+        for bad in ["", "doc 42", "doc/42", "é", "a\0", &"k".repeat(201)] {
+            let e = TopicKey::parse("topic_key", bad).unwrap_err();
+            assert_eq!((e.field, e.expected), ("topic_key", TopicKey::EXPECTED), "{bad:?}");
         }
     }
 

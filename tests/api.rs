@@ -263,7 +263,8 @@ async fn delivery_renders_per_locale_respects_opt_outs_and_answers_did_they_get_
     assert_eq!(status, 200);
     assert_eq!(
         erased,
-        json!({"recipient_deleted": true, "inbox_messages_deleted": 1, "scheduled_cancelled": 0, "push_devices_deleted": 0})
+        json!({"recipient_deleted": true, "inbox_messages_deleted": 1, "scheduled_cancelled": 0, "push_devices_deleted": 0,
+            "topic_subscriptions_deleted": 0})
     );
     assert_eq!(app.get("/v1/users/ada").await.0, 404);
     assert!(app.db.store.inbox_for_user(&common::user("ada"), 10).await.unwrap().is_empty());

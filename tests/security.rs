@@ -32,7 +32,7 @@ fn routes(access: Access) -> impl Iterator<Item = &'static Route> {
 /// The route with its placeholders filled in; `id` for every one.
 fn concrete(route: &Route, id: &str) -> String {
     let mut path = route.path.to_owned();
-    for p in ["{id}", "{user_id}", "{token}"] {
+    for p in ["{id}", "{user_id}", "{token}", "{key}"] {
         path = path.replace(p, id);
     }
     path

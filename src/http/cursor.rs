@@ -5,7 +5,9 @@
 //! it stood: `/v1/outbox?cursor=zzz` answered the first page (every id sorts
 //! below `z`), `/v1/inbox?cursor=x` an empty one, and a client with a
 //! mangled cursor silently looped or stopped. Refused, it is a `422` naming
-//! `cursor` (through [`super::extract::ApiQuery`]).
+//! `cursor` (through [`super::extract::ApiQuery`]). The topic lists are
+//! keyed on text the host chose (topic keys, user ids), so their cursor is
+//! checked as one of those instead (`super::topics::PageQuery`).
 
 use serde::{Deserialize, Deserializer};
 
@@ -38,6 +40,13 @@ impl<'de> Deserialize<'de> for Cursor {
             _ => Err(serde::de::Error::custom(format!("must be {CURSOR_FORMAT}"))),
         }
     }
+}
+
+/// The `next_cursor` of a page of `rows` asked for with `limit`: the last
+/// row's key when the page is full (there may be more), none when it is
+/// not (this was the last page).
+pub fn next_key<T>(rows: &[T], limit: u32, key: impl Fn(&T) -> &str) -> Option<String> {
+    if rows.len() as u32 == limit { rows.last().map(|r| key(r).to_owned()) } else { None }
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ pub async fn list(
     let filter = q.filter.unwrap_or(InboxFilter::Inbox);
     let rows =
         state.store.inbox_page(&user, filter, q.cursor.as_ref().map(super::cursor::Cursor::as_str), limit).await?;
-    let next_cursor = if rows.len() as u32 == limit { rows.last().map(|m| m.id.clone()) } else { None };
+    let next_cursor = super::cursor::next_key(&rows, limit, |m| &m.id);
     Ok(ApiJson(InboxPage { items: rows.iter().map(InboxItem::from).collect(), next_cursor }))
 }
 

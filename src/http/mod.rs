@@ -28,6 +28,7 @@ pub mod rules;
 pub mod server;
 pub mod sms;
 pub mod suppressions;
+pub mod topics;
 pub mod trigger_report;
 pub mod triggers;
 pub mod ui;
@@ -175,6 +176,16 @@ fn routes(state: AppState, max_body_bytes: usize, cors: &Cors) -> Router {
         .route("/outbox/{id}/retry", post(outbox::retry))
         .route("/outbox/{id}/cancel", post(outbox::cancel))
         .route("/suppressions", get(suppressions::list).post(suppressions::create).delete(suppressions::delete))
+        .route("/topics", get(topics::list))
+        .route("/topics/{key}", get(topics::get).put(topics::put).delete(topics::delete))
+        .route(
+            "/topics/{key}/subscribers",
+            get(topics::subscribers)
+                .post(topics::subscribe)
+                .delete(topics::unsubscribe)
+                .layer(DefaultBodyLimit::max(topics::MAX_SUBSCRIBERS_BYTES)),
+        )
+        .route("/users/{user_id}/topics", get(topics::user_topics))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
         // Added after the API-key layer: the inbox routes take user tokens,
         // and the providers' bounce webhooks carry their own signatures.

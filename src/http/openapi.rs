@@ -20,6 +20,8 @@ use utoipa::{Modify, OpenApi};
         super::inbox::list, super::inbox::count, super::inbox::seen, super::inbox::read, super::inbox::unread,
         super::inbox::archive, super::inbox::read_all, super::inbox::stream,
         super::suppressions::list, super::suppressions::create, super::suppressions::delete,
+        super::topics::put, super::topics::get, super::topics::delete, super::topics::list,
+        super::topics::subscribe, super::topics::unsubscribe, super::topics::subscribers, super::topics::user_topics,
         super::unsubscribe::show, super::unsubscribe::unsubscribe,
         super::preferences::get, super::preferences::put, super::preferences::show, super::preferences::save,
         super::push::vapid_public_key,
@@ -48,6 +50,7 @@ use utoipa::{Modify, OpenApi};
         (name = "events", description = "Outcome, hold and suppression events for the host application to follow"),
         (name = "bounces", description = "Bounce and complaint messages, kept as evidence"),
         (name = "suppressions", description = "Addresses Herald will not mail (stored as hashes)"),
+        (name = "topics", description = "Topics a host names (doc:42) and the users who follow them"),
         (name = "unsubscribe", description = "One-click unsubscribe links (RFC 8058); no API key, the token is signed"),
         (name = "preferences", description = "The hosted preference page linked from emails; no API key, the token is signed"),
         (name = "push", description = "Push notifications: the Web Push key pages subscribe with, and a user's devices"),
@@ -248,6 +251,18 @@ fn finish(doc: &mut serde_json::Value) {
     if let Some(p) = doc.pointer_mut("/components/schemas/TriggerInput/properties/user_id") {
         *p = user_id.clone();
     }
+    let topic_key = json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": crate::domain::TopicKey::MAX_LEN,
+        "pattern": "^[A-Za-z0-9._:-]+$",
+        "description": crate::domain::TopicKey::EXPECTED,
+    });
+    if let Some(p) = doc.pointer_mut("/components/schemas/SubscribersInput/properties/user_ids") {
+        p["items"] = user_id.clone();
+        p["minItems"] = json!(1);
+        p["maxItems"] = json!(super::topics::MAX_USER_IDS);
+    }
     for (pointer, constraint) in constraints() {
         if let Some(Value::Object(schema)) = doc.pointer_mut(&pointer) {
             schema.extend(constraint.as_object().expect("an object").clone());
@@ -330,6 +345,12 @@ fn finish(doc: &mut serde_json::Value) {
             for p in params.iter_mut() {
                 if p["name"] == "user_id" && p["in"] == "path" {
                     p["schema"] = user_id.clone();
+                }
+                // A topic's key, and the cursors of the topic lists: a topic
+                // key, or for a topic's subscribers a user id.
+                if path.contains("/topics") && ((p["name"] == "key" && p["in"] == "path") || p["name"] == "cursor") {
+                    let by_user = p["name"] == "cursor" && path.ends_with("/subscribers");
+                    p["schema"] = if by_user { user_id.clone() } else { topic_key.clone() };
                 }
                 if p["name"] == "token" && p["in"] == "path" {
                     p["schema"]["pattern"] = json!(SIGNED_TOKEN);
@@ -515,6 +536,8 @@ fn constraints() -> Vec<(String, serde_json::Value)> {
             json!({ "pattern": r"^\s*([UW][A-Z0-9]{2,31})?\s*$" }),
         ),
         ("/components/schemas/SuppressionInput/properties/detail", json!({ "maxLength": 1000, "pattern": NO_NUL })),
+        ("/components/schemas/TopicInput/properties/name", json!({ "maxLength": 200, "pattern": NO_NUL })),
+        ("/components/schemas/TopicInput/properties/description", json!({ "maxLength": 2000, "pattern": NO_NUL })),
         ("/components/schemas/DigestInput/properties/key", json!({ "pattern": NO_NUL })),
         ("/components/schemas/SuppressionInput/properties/expires_at", date_time),
         ("/components/schemas/RecipientInput/properties/name", json!({ "maxLength": 255, "pattern": NO_CONTROLS })),

@@ -104,7 +104,7 @@ pub async fn list(
         limit,
     };
     let rows = state.store.list_outbox(&filter).await?;
-    let next_cursor = if rows.len() as u32 == limit { rows.last().map(|r| r.id.clone()) } else { None };
+    let next_cursor = super::cursor::next_key(&rows, limit, |r| &r.id);
     Ok(ApiJson(OutboxPage { items: OutboxItem::list(&*state.store, &rows).await?, next_cursor }))
 }
 

@@ -56,6 +56,7 @@ mod sends;
 mod sql;
 mod suppressions;
 mod throttle;
+mod topics;
 mod triggers;
 mod values;
 
@@ -90,6 +91,7 @@ pub use rules::{CancelScope, RuleRow, RuleStore};
 pub use sql::{ConnectOptions, SqlStore};
 pub use suppressions::{ALL_CATEGORIES, Lift, SuppressionReason, SuppressionRow, SuppressionStore};
 pub use throttle::{SlotAnswer, SlotRequest, ThrottleStore, bucket as throttle_bucket};
+pub use topics::{Page, Subscribed, Subscription, TopicDeletion, TopicRow, TopicStore};
 pub use triggers::{NewTrigger, PlannedTrigger, TriggerFacts, TriggerInsert, TriggerPlan, TriggerRow, TriggerStore};
 
 /// An error from the database layer, with the operation that hit it.
@@ -405,6 +407,7 @@ pub trait Store:
     + EscalationStore
     + HistoryStore
     + PushDeviceStore
+    + TopicStore
     + Send
     + Sync
     + 'static

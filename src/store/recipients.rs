@@ -89,6 +89,8 @@ pub struct UserErasure {
     pub scheduled_cancelled: u64,
     /// The user's push devices (browsers and phones), removed ones too.
     pub push_devices_deleted: u64,
+    /// The topics the user followed (see `store::topics`).
+    pub topic_subscriptions_deleted: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,9 +116,9 @@ pub trait RecipientStore: Send + Sync {
     /// `limit`, by id): a search by phone number. Usually one, but nothing
     /// stops a host from giving two users one number (a shared phone).
     async fn users_by_phone_hash(&self, phone_hash: &str, limit: u32) -> Result<Vec<String>, StoreError>;
-    /// Erases the user's address, inbox and push devices and cancels what
-    /// is still scheduled for them. The send log keeps its rows, which hold
-    /// no address (only its hash).
+    /// Erases the user's address, inbox, push devices and topic
+    /// subscriptions and cancels what is still scheduled for them. The send
+    /// log keeps its rows, which hold no address (only its hash).
     async fn erase_user(&self, user_id: &UserId, now: Millis) -> Result<UserErasure, StoreError>;
     /// Merges a change into the user's own preference-center choices,
     /// creating a bare recipient row when the host has not described the
@@ -258,6 +260,12 @@ impl RecipientStore for SqlStore {
             .await
             .map_err(db("erase user: push devices"))?
             .rows_affected();
+        let topic_subscriptions_deleted = sqlx::query(self.sql(Query::DeleteUserSubscriptions))
+            .bind(user_id.as_str().to_owned())
+            .execute(&mut *tx)
+            .await
+            .map_err(db("erase user: topic subscriptions"))?
+            .rows_affected();
         let recipient = sqlx::query(self.sql(Query::DeleteRecipient))
             .bind(user_id.as_str().to_owned())
             .execute(&mut *tx)
@@ -276,6 +284,7 @@ impl RecipientStore for SqlStore {
             inbox_messages_deleted: inbox,
             scheduled_cancelled,
             push_devices_deleted,
+            topic_subscriptions_deleted,
         })
     }
 

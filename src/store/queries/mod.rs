@@ -435,6 +435,28 @@ named_queries! {
     MarkPushSuccess = "mark_push_success",
     /// Erasure: a user's push devices.
     DeleteUserPushDevices = "delete_user_push_devices",
+    /// Creates a topic unless it exists.
+    InsertTopic = "insert_topic",
+    /// Replaces a topic's name and description.
+    UpdateTopic = "update_topic",
+    /// One topic, with its subscriber count.
+    GetTopic = "get_topic",
+    /// A page of topics.
+    ListTopics = "list_topics",
+    /// A topic's subscriptions, with the topic.
+    DeleteTopicSubscriptions = "delete_topic_subscriptions",
+    /// A topic's row.
+    DeleteTopic = "delete_topic",
+    /// Subscribes users to a topic, skipping those already subscribed.
+    Subscribe = "subscribe",
+    /// Removes users from a topic.
+    Unsubscribe = "unsubscribe",
+    /// A page of a topic's subscribers.
+    TopicSubscribers = "topic_subscribers",
+    /// A page of the topics a user follows.
+    UserTopics = "user_topics",
+    /// Erasure: the topics a user follows.
+    DeleteUserSubscriptions = "delete_user_subscriptions",
     /// Retention: finished `sent` outbox rows, oldest first.
     PruneOutboxSent = "prune_outbox_sent",
     /// Retention: finished outbox rows of another status, oldest first.
@@ -499,16 +521,18 @@ macro_rules! sql_files {
 pub type SqlFile = (&'static str, &'static str);
 
 const SQLITE: &[SqlFile] = sql_files!("sqlite":
-    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention",
+    "topics");
 const POSTGRES: &[SqlFile] = sql_files!("postgres":
     "outbox", "flush", "triggers", "fan_out", "events", "inbox", "instances", "workflows", "rules", "notify", "recipients",
-    "operators", "push_devices", "retention");
+    "operators", "push_devices", "retention", "topics");
 const MARIADB: &[SqlFile] = sql_files!("mariadb":
-    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention");
+    "outbox", "flush", "triggers", "fan_out", "instances", "workflows", "rules", "recipients", "push_devices", "retention",
+    "topics");
 /// The statements SQLite and MariaDB run in the same text, written once.
 const SHARED: &[SqlFile] = sql_files!("shared":
     "outbox", "flush", "triggers", "fan_out", "events", "inbox", "instances", "workflows", "rules", "recipients",
-    "operators", "push_devices", "retention");
+    "operators", "push_devices", "retention", "topics");
 
 /// One dialect's files. Split by area so that none grows past what a reader
 /// scrolls through; the rejected alternative, one file per dialect, passed
