@@ -157,7 +157,7 @@ UPDATE engagement_triggers
 UPDATE engagement_triggers
    SET planned_at = $1, plan_detail = $2, planned_count = COALESCE(planned_count, 0), expand_owner = NULL,
        expand_until = NULL
- WHERE id = $3;
+ WHERE id = $3 AND expand_owner = $4 AND planned_at IS NULL AND cancelled_at IS NULL;
 
 -- ------------------------------------------------------------------ the audience's outcome
 
