@@ -14,7 +14,9 @@ use herald::clock::{Clock, ManualClock, Millis};
 use herald::delivery::worker::WorkerConfig;
 use herald::planning::fan_out::{Expanded, Expander};
 use herald::planning::planner::RuleBook;
-use herald::store::{Audience, FanOutStore, InboxFilter, InboxStore, NewFanOut, Store, TriggerInsert, TriggerStore};
+use herald::store::{
+    Audience, FanOutStore, InboxFilter, InboxStore, NewFanOut, RecipientStore, Store, TriggerInsert, TriggerStore,
+};
 use serde_json::json;
 
 const T0: Millis = Millis(1_800_000_000_000);
@@ -27,6 +29,8 @@ backend_tests!(
     send_at_holds_every_message_until_then,
     a_subscriber_removed_during_expansion_is_left_out_and_one_added_after_the_trigger_too,
     rules_with_a_condition_are_evaluated_per_recipient_in_the_same_chunks,
+    a_user_who_muted_the_topic_is_suppressed_saying_so_and_counted_as_muted,
+    templates_see_the_actor_and_the_topic,
 );
 
 fn main() -> std::process::ExitCode {
@@ -319,4 +323,43 @@ async fn the_api_takes_exactly_one_audience_and_reports_the_whole_of_it(backend:
     assert_eq!(status, 200, "{cancelled}");
     assert_eq!(cancelled["cancelled"], 0, "everything was sent already");
     app.stop().await;
+}
+
+async fn a_user_who_muted_the_topic_is_suppressed_saying_so_and_counted_as_muted(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    add_rule(db, T0, "doc.commented", json!({})).await;
+    subscribe(db, "doc:8", users(3), T0).await;
+    subscribe(db, "doc:9", users(3), T0).await;
+    // u000001 mutes doc:8 (and only it): the choice the preference center writes.
+    let mut choices = herald::planning::recipient::UserChoices::new();
+    choices.entry(herald::planning::recipient::topic_choice_key("doc:8")).or_default().insert("*".into(), false);
+    db.store.merge_user_choices(&user("u000001"), &choices, T0).await.unwrap();
+    for (id, topic) in [("t-8", "doc:8"), ("t-9", "doc:9")] {
+        db.store.record_fan_out(&fan_out(id, Audience::Topic(topic.into()), None, T0), T0).await.unwrap();
+    }
+    expander(db.arc(), &clock, 100).tick().await.unwrap();
+    assert_eq!(drain(db, &clock).await, 5);
+    let muted: Vec<(String, String)> = rows_of(db, "t-8").await;
+    assert_eq!(muted[1], ("u000001".to_owned(), "suppressed".to_owned()), "{muted:?}");
+    assert!(rows_of(db, "t-9").await.iter().all(|(_, s)| s == "sent"), "another topic still reaches them");
+    let sends = db.store.sends_for_user(&user("u000001"), 10).await.unwrap();
+    let suppressed = sends.iter().find(|s| s.status == "suppressed").expect("a suppressed send");
+    assert_eq!(suppressed.detail.as_deref(), Some("the user muted topic \"doc:8\""));
+    let report = herald::http::trigger_report::TriggerReport::read(&db.store, "t-8").await.unwrap().unwrap();
+    assert_eq!((report.counts.get("sent"), report.why_not.get("muted")), (Some(&2), Some(&1)), "{report:?}");
+}
+
+async fn templates_see_the_actor_and_the_topic(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let template = json!({"fallback_locale": "en", "locales": {"en": {
+        "subject": "{{ actor.name }} commented on {{ payload.doc }}", "text": "in {{ trigger.topic }}"}}});
+    add_rule(db, T0, "doc.commented", json!({"template": template})).await;
+    let ada = herald::planning::recipient::RecipientInput { name: Some("Ada".into()), ..Default::default() };
+    db.store.put_recipient(&ada.into_row(&user("ada"), T0).unwrap()).await.unwrap();
+    subscribe(db, "doc:1", ["ada".to_owned(), "bob".to_owned()], T0).await;
+    db.store.record_fan_out(&fan_out("t-actor", Audience::Topic("doc:1".into()), Some("ada"), T0), T0).await.unwrap();
+    expander(db.arc(), &clock, 100).tick().await.unwrap();
+    assert_eq!(drain(db, &clock).await, 1);
+    let inbox = db.store.inbox_page(&user("bob"), InboxFilter::Inbox, None, 10).await.unwrap();
+    assert_eq!((inbox[0].title.as_str(), inbox[0].body.as_deref()), ("Ada commented on Roadmap", Some("in doc:1")));
 }
