@@ -19,6 +19,7 @@ mod sends;
 mod suppress;
 #[cfg(feature = "tooling")]
 mod tooling;
+mod trigger;
 mod users;
 
 use access::{keys, operators};
@@ -92,6 +93,10 @@ pub enum Command {
     /// Push notifications: Web Push keys, and a user's devices.
     #[command(subcommand)]
     Push(push::PushCommand),
+    /// One trigger and its whole audience: progress, messages by status and
+    /// channel, why not; or cancel what it has not sent yet.
+    #[command(subcommand)]
+    Trigger(trigger::TriggerCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -415,6 +420,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Rules(cmd) => rules::run(&config, cmd).await,
         Command::Users(cmd) => users::run(&config, cmd).await,
         Command::Suppress(args) => suppress::run(&config, args).await,
+        Command::Trigger(cmd) => trigger::run(&config, cmd).await,
         #[cfg(feature = "tooling")]
         Command::Demo => tooling::demo(&config).await,
     }
