@@ -161,8 +161,15 @@ async fn bench_fanout(args: &BenchArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
     }
-    println!("herald bench --fanout: {} ({} cores), a topic of {} subscribers, one inbox rule", r.database, r.cores, r.subscribers);
-    println!("  subscribe:  {:.2}s through the API ({:.0} subscribers/s)", r.subscribe_seconds, r.subscribers as f64 / r.subscribe_seconds);
+    println!(
+        "herald bench --fanout: {} ({} cores), a topic of {} subscribers, one inbox rule",
+        r.database, r.cores, r.subscribers
+    );
+    println!(
+        "  subscribe:  {:.2}s through the API ({:.0} subscribers/s)",
+        r.subscribe_seconds,
+        r.subscribers as f64 / r.subscribe_seconds
+    );
     println!("  trigger:    answered in {:.1} ms", r.trigger_answer_ms);
     println!("  planning:   {:.2}s, {:.0} rows/s", r.planning_seconds, r.planning_rows_per_sec);
     println!(

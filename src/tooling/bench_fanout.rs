@@ -68,8 +68,12 @@ pub async fn run(opts: &FanOutOptions) -> anyhow::Result<FanOutReport> {
     let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
     store.migrate().await?;
     let key = setup(&store).await?;
-    let mut config =
-        Config { database_url: url.clone(), data_dir: dir.path().to_owned(), migrate_on_start: false, ..Config::default() };
+    let mut config = Config {
+        database_url: url.clone(),
+        data_dir: dir.path().to_owned(),
+        migrate_on_start: false,
+        ..Config::default()
+    };
     config.worker.batch = opts.batch;
     config.worker.concurrency.insert("inbox".into(), opts.concurrency);
     config.http.max_body_bytes = config.http.max_body_bytes.max(2 << 20);
