@@ -20,6 +20,7 @@ mod suppress;
 #[cfg(feature = "tooling")]
 mod tooling;
 mod topics;
+mod trigger;
 mod users;
 
 use access::{keys, operators};
@@ -96,6 +97,10 @@ pub enum Command {
     /// Topics and their subscribers: list, show, subscribe users.
     #[command(subcommand)]
     Topics(topics::TopicsCommand),
+    /// One trigger and its whole audience: progress, messages by status and
+    /// channel, why not; or cancel what it has not sent yet.
+    #[command(subcommand)]
+    Trigger(trigger::TriggerCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -420,6 +425,7 @@ async fn dispatch(command: Command, config: Config) -> anyhow::Result<()> {
         Command::Users(cmd) => users::run(&config, cmd).await,
         Command::Suppress(args) => suppress::run(&config, args).await,
         Command::Topics(cmd) => topics::run(&config, cmd).await,
+        Command::Trigger(cmd) => trigger::run(&config, cmd).await,
         #[cfg(feature = "tooling")]
         Command::Demo => tooling::demo(&config).await,
     }

@@ -70,6 +70,9 @@ fn every_verb_has_help() {
         &["push"],
         &["push", "vapid-keys"],
         &["push", "devices"],
+        &["trigger"],
+        &["trigger", "show"],
+        &["trigger", "cancel"],
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push("--help");

@@ -224,7 +224,171 @@ backend_tests!(
     the_rule_editor_keeps_a_chains_later_steps_on_save,
     the_users_page_lists_their_push_devices_and_why_one_was_removed,
     the_send_log_page_shows_delivery_reports_in_their_colours,
+    a_triggers_page_and_herald_trigger_show_report_its_audience_and_the_page_cancels_it,
+    herald_trigger_cancel_cancels_a_single_users_trigger_naming_the_operator,
 );
+
+/// `herald trigger ARGS` on the test's database, as an operator runs it.
+fn herald_trigger(db: &TestDb, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    cmd.arg("trigger").args(args).env("HERALD_DATABASE_URL", &db.url).env("HERALD_LOG", "warn");
+    cmd.env_remove("HERALD_CONFIG").current_dir(std::env::temp_dir());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run herald trigger")
+}
+
+/// `herald trigger show ID --json`, which must succeed.
+fn trigger_json(db: &TestDb, id: &str) -> serde_json::Value {
+    let out = herald_trigger(db, &["show", id, "--json"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("herald trigger show --json prints JSON")
+}
+
+/// A trigger to three users, expanded one chunk of two: the command line
+/// and the trigger's page say "expanding 2 of 3" with the same counts, the
+/// send log links to the page, and the page's cancel (asked first) cancels
+/// the two scheduled messages and stops the expansion, the page then saying
+/// who cancelled it.
+async fn a_triggers_page_and_herald_trigger_show_report_its_audience_and_the_page_cancels_it(db: &TestDb) {
+    use herald::planning::fan_out::Expander;
+    use herald::planning::planner::RuleBook;
+    use herald::store::{Audience, FanOutStore, NewFanOut};
+    let ui = Ui::start(db).await;
+    common::add_rule(db, T0, "announce", serde_json::json!({"delay": 3600})).await;
+    let id = new_id();
+    let audience = Audience::Users(["u1", "u2", "u3"].map(common::user).to_vec());
+    let fan_out = NewFanOut {
+        id: id.clone(),
+        trigger_type: "announce".into(),
+        audience,
+        actor_id: None,
+        payload: serde_json::json!({"title": "Spring release"}),
+        idempotency_key: None,
+        request_hash: None,
+        occurred_at: T0,
+        send_at: None,
+    };
+    db.store.record_fan_out(&fan_out, T0).await.unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(ui.clock.clone());
+    let expander = |chunks| {
+        Expander::new(db.arc(), clock.clone(), Arc::new(RuleBook::new(db.arc())), Duration::from_secs(1))
+            .with_chunk(2)
+            .stopping_after(chunks)
+    };
+    assert_eq!(expander(1).tick().await.unwrap(), 1);
+
+    // The command line: text and JSON, the report's counts.
+    let out = herald_trigger(db, &["show", &id], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with(&format!("trigger {id}  announce  to a list of users\n")), "{text}");
+    assert!(text.contains("audience: expanding 2 of 3\n"), "{text}");
+    assert!(text.contains("messages by status (2):\n  scheduled           2\n"), "{text}");
+    assert!(text.contains("by channel:\n  inbox       scheduled 2\n"), "{text}");
+    let json = trigger_json(db, &id);
+    assert_eq!(
+        (&json["state"], &json["audience_size"], &json["expanded"], &json["counts"], &json["by_channel"]),
+        (
+            &serde_json::json!("expanding"),
+            &serde_json::json!(3),
+            &serde_json::json!(2),
+            &serde_json::json!({"scheduled": 2}),
+            &serde_json::json!({"inbox": {"scheduled": 2}})
+        ),
+        "{json}"
+    );
+    let out = herald_trigger(db, &["show", "no-such-trigger"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no trigger has the id \"no-such-trigger\""));
+
+    // The page, and the send log's link to it.
+    let s = ui.session().await;
+    let page = ui.get(&format!("/ui/triggers/{id}"), Some(&s.cookie)).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("<span class=\"st st-expanding\">expanding</span> expanding 2 of 3"), "{}", page.body);
+    assert!(page.body.contains("<span class=\"n\">2</span> scheduled"), "{}", page.body);
+    assert!(page.body.contains("<tr><td>inbox</td><td>2</td></tr>"), "{}", page.body);
+    assert!(page.body.contains("Nothing of it was held back, cancelled or failed."), "{}", page.body);
+    let link = format!("href=\"/ui/triggers/{id}\"");
+    let sends = ui.get("/ui/sends?q=u1", Some(&s.cookie)).await;
+    assert!(sends.body.contains(&link), "{}", sends.body);
+    assert_eq!(ui.get("/ui/triggers/no-such-trigger", Some(&s.cookie)).await.status, 404);
+
+    // The cancel asks first, then cancels with the session's CSRF token.
+    let confirm = ui.get(&format!("/ui/triggers/{id}/cancel"), Some(&s.cookie)).await;
+    assert!(confirm.body.contains("Its <strong>2</strong> message(s) scheduled"), "{}", confirm.body);
+    assert!(confirm.body.contains(&format!("action=\"/ui/triggers/{id}/cancel\"")), "{}", confirm.body);
+    assert_eq!(db.store.outbox_for_trigger(&id).await.unwrap().len(), 2, "asking cancels nothing");
+    assert!(db.store.outbox_for_trigger(&id).await.unwrap().iter().all(|r| r.status.as_str() == "scheduled"));
+    let forged = ui.post(&format!("/ui/triggers/{id}/cancel"), Some(&s.cookie), &[("csrf", "forged")]).await;
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    let done = ui.action(&s, &format!("/ui/triggers/{id}/cancel"), &[]).await;
+    assert_eq!((done.status, done.location.as_deref()), (303, Some(format!("/ui/triggers/{id}").as_str())));
+    let rows = db.store.outbox_for_trigger(&id).await.unwrap();
+    assert!(rows.len() == 2 && rows.iter().all(|r| r.status.as_str() == "cancelled"), "{rows:?}");
+    ui.clock.advance(Duration::from_secs(3600)); // past the first expander's lease
+    assert_eq!(expander(10).tick().await.unwrap(), 0, "the rest of the audience is not planned");
+    assert_eq!(db.store.outbox_for_trigger(&id).await.unwrap().len(), 2);
+    let by = format!("the operator screen ({})", ui.email);
+    let page = ui.get(&format!("/ui/triggers/{id}"), Some(&s.cookie)).await;
+    assert!(page.body.contains("<span class=\"st st-cancelled\">cancelled</span> cancelled "), "{}", page.body);
+    assert!(page.body.contains(&format!("through {by}, after 2 of 3 recipient(s) were planned")), "{}", page.body);
+    assert!(page.body.contains("<span class=\"st st-cancelled\">cancelled</span></td><td>2</td>"), "{}", page.body);
+    assert!(!page.body.contains("Cancel trigger…"), "{}", page.body);
+    let json = trigger_json(db, &id);
+    assert_eq!((&json["state"], &json["cancelled_by"]), (&serde_json::json!("cancelled"), &serde_json::json!(by)));
+    assert_eq!(json["why_not"], serde_json::json!({"cancelled": 2}));
+    let audit = ui.store.audit_for_target(&id, 10).await.unwrap();
+    let seen: Vec<_> =
+        audit.iter().map(|a| (a.operator_email.as_str(), a.action.as_str(), a.detail.as_deref())).collect();
+    assert_eq!(seen, vec![(ui.email.as_str(), "trigger.cancel", Some("2 message(s) cancelled"))]);
+    ui.stop().await;
+}
+
+/// `herald trigger cancel` on a trigger to one user: its scheduled message
+/// is cancelled, the report names the command line and the operator, and
+/// the audit log too; a second cancel cancels nothing more.
+async fn herald_trigger_cancel_cancels_a_single_users_trigger_naming_the_operator(db: &TestDb) {
+    let ui = Ui::start(db).await;
+    common::add_rule(db, T0, "later", serde_json::json!({"delay": 3600})).await;
+    let trigger = serde_json::json!({"type": "later", "user_id": "u1"});
+    let accepted = ui.send(ui.api(reqwest::Method::POST, "/v1/triggers", Some(trigger))).await;
+    assert_eq!(accepted.status, 202, "{}", accepted.body);
+    let accepted: serde_json::Value = serde_json::from_str(&accepted.body).unwrap();
+    let id = accepted["trigger_id"].as_str().unwrap().to_owned();
+    let text = String::from_utf8_lossy(&herald_trigger(db, &["show", &id], &[]).stdout).into_owned();
+    assert!(text.contains(&format!("trigger {id}  later  to user u1\n")), "{text}");
+    assert!(text.contains("audience: planned for 1 of 1 recipient(s)\n"), "{text}");
+
+    let as_alice = [("USER", "alice"), ("LOGNAME", "alice")];
+    let out = herald_trigger(db, &["cancel", &id], &as_alice);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.starts_with("1 message(s) cancelled (recorded in the audit log)\n"), "{text}");
+    assert!(text.contains("through the command line (operator alice), after 1 of 1"), "{text}");
+    assert!(text.contains("why not:\n  cancelled           1\n"), "{text}");
+    let out = herald_trigger(db, &["cancel", &id, "--operator", "bob", "--json"], &[]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["cancelled"], 0, "{json}");
+    assert_eq!(json["trigger"]["cancelled_by"], "the command line (operator alice)", "the first cancel is kept");
+    let rows = db.store.outbox_for_trigger(&id).await.unwrap();
+    assert_eq!(rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["cancelled"]);
+    let audit = ui.store.audit_for_target(&id, 10).await.unwrap();
+    let seen: Vec<_> = audit.iter().map(|a| (a.operator_email.as_str(), a.detail.as_deref())).collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("operator bob (command line)", Some("0 message(s) cancelled")),
+            ("os user alice (command line)", Some("1 message(s) cancelled")),
+        ]
+    );
+    let out = herald_trigger(db, &["cancel", "no-such-trigger"], &as_alice);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no trigger has the id \"no-such-trigger\""));
+    ui.stop().await;
+}
 
 /// A text's delivery reports on the user's send-log page: the message
 /// `sent`, its history `delivered` and `undelivered` with their words, each

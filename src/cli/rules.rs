@@ -163,11 +163,16 @@ pub(super) fn offline_state(
 /// the command (`$USER`, `$LOGNAME`, `$USERNAME`), as the screen names the
 /// logged-in operator and the API its key.
 pub(super) fn actor() -> String {
-    let name = ["USER", "LOGNAME", "USERNAME"]
+    format!("os user {} (command line)", os_user())
+}
+
+/// The person at the terminal, as the environment names them.
+pub(super) fn os_user() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
         .iter()
         .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
-        .unwrap_or_else(|| "unknown".to_owned());
-    format!("os user {} (command line)", name.trim())
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// A rule by id, or else by exact name (names are not unique: two rules

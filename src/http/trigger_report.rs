@@ -118,6 +118,44 @@ impl TriggerReport {
     }
 }
 
+impl TriggerReport {
+    /// Where its audience stands, in words, as the command line and the
+    /// operator screen both say it: "expanding 40,000 of 120,000",
+    /// "planned for 3 recipients", "cancelled … through …", "waiting for
+    /// the planner".
+    pub fn progress(&self) -> String {
+        let size = self.audience_size.map(thousands).unwrap_or_else(|| "?".to_owned());
+        let planned = thousands(self.expanded);
+        match self.state {
+            "expanding" if self.audience_size.is_none() => "expanding: not started yet".to_owned(),
+            "expanding" => format!("expanding {planned} of {size}"),
+            "planned" => format!("planned for {planned} of {size} recipient(s)"),
+            "cancelled" => format!(
+                "cancelled {} through {}, after {planned} of {size} recipient(s) were planned",
+                self.cancelled_at.as_deref().unwrap_or("?"),
+                self.cancelled_by.as_deref().unwrap_or("?")
+            ),
+            _ => "waiting for the planner".to_owned(),
+        }
+    }
+}
+
+/// `120000` as `120,000`: audiences run to six figures, read at a glance.
+pub fn thousands(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// What a cancel did.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct TriggerCancelled {
@@ -176,6 +214,24 @@ pub async fn cancel_trigger(
         cancelled += n;
         if n < CANCEL_CHUNK as u64 {
             return Ok(cancelled);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn thousands_are_grouped_by_three() {
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1_000, "1,000"),
+            (40_000, "40,000"),
+            (1_234_567, "1,234,567"),
+            (-1_000, "-1,000"),
+        ];
+        for (n, said) in cases {
+            assert_eq!(super::thousands(n), said);
         }
     }
 }

@@ -14,8 +14,8 @@
 //! # Layout
 //! - [`session`]: login, logout, the session cookie, CSRF tokens, the login
 //!   rate limit, and `herald operators add`'s password hashing.
-//! - [`rules`], [`outbox`], [`sends`], [`suppressions`], [`audit`]: one page
-//!   family each.
+//! - [`rules`], [`outbox`], [`sends`], [`triggers`], [`suppressions`],
+//!   [`audit`]: one page family each.
 //! - this file: the router, security headers, the page layout, flash
 //!   messages and errors, and [`hosted_page`], which renders the two pages
 //!   Herald hosts for end users (`templates/hosted_*.html`: the preference
@@ -28,6 +28,7 @@ pub mod rules;
 pub mod sends;
 pub mod session;
 pub mod suppressions;
+pub mod triggers;
 
 use std::sync::LazyLock;
 
@@ -66,6 +67,8 @@ pub fn router(state: AppState) -> Router<AppState> {
         .route("/suppressions", get(suppressions::list).post(suppressions::add))
         .route("/suppressions/lift", post(suppressions::lift))
         .route("/suppressions/{hash}", get(suppressions::evidence))
+        .route("/triggers/{id}", get(triggers::show))
+        .route("/triggers/{id}/cancel", get(triggers::confirm_cancel).post(triggers::cancel))
         .route("/audit", get(audit::list))
         .route_layer(middleware::from_fn_with_state(state, session::require_operator));
     Router::new()
@@ -146,6 +149,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Chainable);
     env.add_filter("when", when);
     env.add_filter("dur", duration);
+    env.add_filter("n", |n: i64| crate::http::trigger_report::thousands(n));
     env.add_filter("q", |v: Value| url::form_urlencoded::byte_serialize(v.to_string().as_bytes()).collect::<String>());
     // A preference form's box (see `http::preference_form`), escaped by the
     // template like any other value.
@@ -165,6 +169,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
         ("sends.html", include_str!("templates/sends.html")),
         ("suppressions.html", include_str!("templates/suppressions.html")),
         ("suppression.html", include_str!("templates/suppression.html")),
+        ("trigger.html", include_str!("templates/trigger.html")),
         ("audit.html", include_str!("templates/audit.html")),
         ("hosted_preferences.html", include_str!("templates/hosted_preferences.html")),
         ("hosted_unsubscribe.html", include_str!("templates/hosted_unsubscribe.html")),
