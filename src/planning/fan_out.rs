@@ -47,6 +47,10 @@ use crate::store::{ChunkRule, FanOutRow, NewDigestItem, NewOutboxRow, PlanChunk,
 /// PostgreSQL: see docs/performance.md for the sizes tried.
 pub const CHUNK: u32 = 10_000;
 
+/// Chunks planned at once, each in its own transaction (PostgreSQL and
+/// MariaDB; SQLite plans one at a time).
+pub const PARALLEL_CHUNKS: usize = 2;
+
 /// How long an expander holds a trigger without finishing a chunk before
 /// another instance may take it over.
 pub const LEASE: Duration = Duration::from_secs(30);
@@ -180,42 +184,70 @@ impl Expander {
         let rules = book.rules_for(&trigger.trigger_type);
         let (set_rules, own_rules): (Vec<&PlanRule>, Vec<&PlanRule>) = rules.iter().partition(|r| r.is_uniform());
         let set_rules = chunk_rules(&book, &trigger, &set_rules);
-        let mysql = self.store.dialect() == crate::store::Dialect::MySql;
+        let dialect = self.store.dialect();
+        let mysql = dialect == crate::store::Dialect::MySql;
+        // Chunks planned side by side: PostgreSQL and MariaDB spend a chunk
+        // on one core each, maintaining the outbox's indexes; SQLite has one
+        // writer.
+        let parallel = dialect.concurrent_flushes(PARALLEL_CHUNKS);
         let mut after = trigger.expand_cursor.clone().unwrap_or_default();
-        let (mut recipients, mut rows) = (trigger.expanded_count, trigger.planned_count.unwrap_or(0));
-        for chunks in 0.. {
-            if self.stop_after.is_some_and(|n| chunks >= n) {
+        let mut recipients = trigger.expanded_count;
+        let mut chunks_planned = 0;
+        loop {
+            // A test's "killed after n chunks" ends a round early.
+            let parallel = match self.stop_after {
+                Some(n) if chunks_planned >= n => return Ok(Expanded::Stopped),
+                Some(n) => parallel.min(n - chunks_planned),
+                None => parallel,
+            };
+            let want = self.chunk.saturating_mul(parallel as u32);
+            let users =
+                if rules.is_empty() { Vec::new() } else { self.store.audience_chunk(&trigger, &after, want).await? };
+            let Some(last) = users.last().cloned() else { break };
+            let now = self.clock.now();
+            let mut planned = Vec::new();
+            let mut from = after.clone();
+            for part in users.chunks(self.chunk as usize) {
+                let (own_rows, digests) = self.evaluate(&book, &trigger, &own_rules, part, mysql).await?;
+                let part_last = part.last().cloned().unwrap_or_default();
+                planned.push((std::mem::replace(&mut from, part_last.clone()), part_last, own_rows, digests));
+            }
+            let chunks = planned.iter().map(|(after, last, rows, digests)| {
+                let chunk = PlanChunk {
+                    trigger: &trigger,
+                    owner: &self.owner,
+                    after,
+                    last,
+                    set_rules: &set_rules,
+                    rows,
+                    digests,
+                };
+                async move { self.store.plan_chunk(&chunk, now).await }
+            });
+            let results = futures::future::join_all(chunks).await;
+            for result in results {
+                if result?.is_none() {
+                    return Ok(Expanded::Stopped);
+                }
+            }
+            // Every chunk up to `last` committed: only now may the cursor
+            // pass them (a crash before leaves it where it was, and the
+            // next instance plans those chunks again, adding nothing).
+            let held =
+                self.store.advance_fan_out(id, &self.owner, &last, users.len() as i64, now.plus(self.lease)).await?;
+            if !held {
                 return Ok(Expanded::Stopped);
             }
-            let users = if rules.is_empty() {
-                Vec::new()
-            } else {
-                self.store.audience_chunk(&trigger, &after, self.chunk).await?
-            };
-            let Some(last) = users.last().cloned() else { break };
-            let (own_rows, digests) = self.evaluate(&book, &trigger, &own_rules, &users, mysql).await?;
-            let now = self.clock.now();
-            let chunk = PlanChunk {
-                trigger: &trigger,
-                owner: &self.owner,
-                after: &after,
-                last: &last,
-                recipients: users.len() as i64,
-                set_rules: &set_rules,
-                rows: &own_rows,
-                digests: &digests,
-                until: now.plus(self.lease),
-            };
-            let Some(planned) = self.store.plan_chunk(&chunk, now).await? else { return Ok(Expanded::Stopped) };
             recipients += users.len() as i64;
-            rows += planned;
+            chunks_planned += planned.len();
             after = last;
-            if (users.len() as u32) < self.chunk {
+            if (users.len() as u32) < want {
                 break;
             }
         }
+        let rows = self.store.fan_out_rows(id).await?;
         let detail = detail(&trigger, rules, size, recipients, rows);
-        if !self.store.finish_fan_out(id, &self.owner, &detail, self.clock.now()).await? {
+        if !self.store.finish_fan_out(id, &self.owner, rows, &detail, self.clock.now()).await? {
             return Ok(Expanded::Stopped);
         }
         Ok(Expanded::Finished { recipients, rows })

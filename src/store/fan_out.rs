@@ -123,15 +123,11 @@ pub struct PlanChunk<'a> {
     /// The chunk is the audience in (`after`, `last`].
     pub after: &'a str,
     pub last: &'a str,
-    /// How many recipients the chunk holds.
-    pub recipients: i64,
     /// Rules planned by one statement for the whole chunk.
     pub set_rules: &'a [ChunkRule],
     /// Rows of rules evaluated in the process (conditions, digests).
     pub rows: &'a [NewOutboxRow],
     pub digests: &'a [NewDigestItem],
-    /// The lease renewed until then.
-    pub until: Millis,
 }
 
 /// A trigger's messages in one status and channel, with why not.
@@ -164,14 +160,34 @@ pub trait FanOutStore: Send + Sync {
     async fn count_audience(&self, t: &FanOutRow) -> Result<i64, StoreError>;
     /// Up to `limit` user ids of the audience after `after`, in order.
     async fn audience_chunk(&self, t: &FanOutRow, after: &str, limit: u32) -> Result<Vec<String>, StoreError>;
-    /// Plans one chunk and moves the cursor past it, in one transaction;
+    /// Plans one chunk in one transaction (several may run side by side);
     /// answers the rows and digest items planned, or `None` (and nothing
     /// written) if this instance no longer holds the expansion or the
     /// trigger was cancelled.
     async fn plan_chunk(&self, chunk: &PlanChunk<'_>, now: Millis) -> Result<Option<i64>, StoreError>;
-    /// The expansion is done: the trigger is planned (false if `owner` no
-    /// longer holds it, or it was cancelled).
-    async fn finish_fan_out(&self, id: &str, owner: &str, detail: &str, now: Millis) -> Result<bool, StoreError>;
+    /// Moves the cursor to `last` once every chunk up to it committed, adds
+    /// their `recipients` and renews the lease until `until`; false if
+    /// `owner` no longer holds the expansion, or it was cancelled.
+    async fn advance_fan_out(
+        &self,
+        id: &str,
+        owner: &str,
+        last: &str,
+        recipients: i64,
+        until: Millis,
+    ) -> Result<bool, StoreError>;
+    /// A trigger's outbox rows and digest items, counted.
+    async fn fan_out_rows(&self, id: &str) -> Result<i64, StoreError>;
+    /// The expansion is done: the trigger is planned with `planned` rows
+    /// (false if `owner` no longer holds it, or it was cancelled).
+    async fn finish_fan_out(
+        &self,
+        id: &str,
+        owner: &str,
+        planned: i64,
+        detail: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError>;
     /// Marks a trigger cancelled; false if it already was.
     async fn mark_trigger_cancelled(&self, id: &str, by: &str, now: Millis) -> Result<bool, StoreError>;
     /// A trigger's messages by status, channel and why not.
@@ -328,14 +344,6 @@ impl FanOutStore for SqlStore {
             super::digests::add(&mut tx, d, &digests, now).await?;
             planned += c.digests.len() as i64;
         }
-        sqlx::query(self.sql(Query::AdvanceFanOut))
-            .bind(c.last.to_owned())
-            .bind(c.recipients)
-            .bind(planned)
-            .bind(c.until.0)
-            .bind(t.id.clone())
-            .run(&mut *tx, "plan chunk: advance")
-            .await?;
         if planned > 0 {
             self.notify_enqueued_in(&mut tx).await?;
         }
@@ -346,10 +354,46 @@ impl FanOutStore for SqlStore {
         Ok(Some(planned))
     }
 
-    async fn finish_fan_out(&self, id: &str, owner: &str, detail: &str, now: Millis) -> Result<bool, StoreError> {
+    async fn advance_fan_out(
+        &self,
+        id: &str,
+        owner: &str,
+        last: &str,
+        recipients: i64,
+        until: Millis,
+    ) -> Result<bool, StoreError> {
+        let n = sqlx::query(self.sql(Query::AdvanceFanOut))
+            .bind(last.to_owned())
+            .bind(recipients)
+            .bind(until.0)
+            .bind(id.to_owned())
+            .bind(owner.to_owned())
+            .run(self.writer(), "advance fan-out")
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn fan_out_rows(&self, id: &str) -> Result<i64, StoreError> {
+        let row = sqlx::query(self.sql(Query::CountFanOutRows))
+            .bind(id.to_owned())
+            .bind(id.to_owned())
+            .one(self.pool(), "count fan-out rows")
+            .await?;
+        row.try_get("n").map_err(StoreError::db("count fan-out rows"))
+    }
+
+    async fn finish_fan_out(
+        &self,
+        id: &str,
+        owner: &str,
+        planned: i64,
+        detail: &str,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
         let n = sqlx::query(self.sql(Query::FinishFanOut))
             .bind(now.0)
             .bind(detail.to_owned())
+            .bind(planned)
             .bind(id.to_owned())
             .bind(owner.to_owned())
             .run(self.writer(), "finish fan-out")

@@ -144,6 +144,8 @@ named_queries! {
     PlanUsersChunk = "plan_users_chunk",
     /// Moves an expansion's cursor past a chunk.
     AdvanceFanOut = "advance_fan_out",
+    /// Counts a trigger's rows when its expansion is done.
+    CountFanOutRows = "count_fan_out_rows",
     /// Marks an expansion done.
     FinishFanOut = "finish_fan_out",
     /// Marks a trigger cancelled.

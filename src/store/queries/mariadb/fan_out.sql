@@ -25,12 +25,12 @@ SELECT DISTINCT p.trigger_id, u.user_id
     ON DUPLICATE KEY UPDATE user_id = engagement_trigger_users.user_id;
 
 -- name: hold_fan_out
--- Locks the trigger for one chunk's transaction and says whether this
--- instance still holds its expansion.
+-- Says whether this instance still holds the trigger's expansion, under a
+-- shared lock for the chunk's transaction (see PostgreSQL's text).
 -- binds: id, owner
 SELECT id FROM engagement_triggers
  WHERE id = ? AND expand_owner = ? AND planned_at IS NULL AND cancelled_at IS NULL
-   FOR UPDATE;
+  LOCK IN SHARE MODE;
 
 -- name: plan_topic_chunk
 -- Plans one chunk of a topic trigger in one statement (see PostgreSQL's

@@ -45,13 +45,15 @@ UPDATE engagement_triggers SET expand_owner = $1, expand_until = $2
    AND (expand_until IS NULL OR expand_until < $4);
 
 -- name: hold_fan_out
--- Locks the trigger for one chunk's transaction and says whether this
--- instance still holds its expansion (another may have taken it over after
--- the lease passed, or it was cancelled): no row when it does not.
+-- Says whether this instance still holds the trigger's expansion (another
+-- may have taken it over after the lease passed, or it was cancelled): no
+-- row when it does not. A shared lock for the chunk's transaction: the
+-- chunks one instance plans side by side do not wait for each other, and
+-- a cancel (an update) waits for the chunks in flight, or they see it.
 -- binds: id, owner
 SELECT id FROM engagement_triggers
  WHERE id = $1 AND expand_owner = $2 AND planned_at IS NULL AND cancelled_at IS NULL
-   FOR UPDATE;
+   FOR SHARE;
 
 -- name: fan_out_state
 -- One trigger with its audience and expansion (the expander's job, and
@@ -142,22 +144,30 @@ SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3
     ON CONFLICT (dedupe_key) DO NOTHING;
 
 -- name: advance_fan_out
--- After a chunk: where the next one starts, how many recipients and rows
--- so far, and the lease renewed.
--- binds: cursor, recipients, rows, until, id
+-- After the chunks up to `cursor` committed: where the next ones start,
+-- how many recipients so far, and the lease renewed, if this instance
+-- still holds it.
+-- binds: cursor, recipients, until, id, owner
 UPDATE engagement_triggers
-   SET expand_cursor = $1, expanded_count = expanded_count + $2, planned_count = COALESCE(planned_count, 0) + $3,
-       expand_until = $4
- WHERE id = $5;
+   SET expand_cursor = $1, expanded_count = expanded_count + $2, expand_until = $3
+ WHERE id = $4 AND expand_owner = $5 AND planned_at IS NULL AND cancelled_at IS NULL;
+
+-- name: count_fan_out_rows
+-- A trigger's outbox rows and digest items, counted when its expansion
+-- finishes rather than added up chunk by chunk: a chunk committed just
+-- before a crash is planned again by the next instance, adding nothing,
+-- and a running sum would miss it.
+-- binds: id, id
+SELECT (SELECT COUNT(*) FROM engagement_outbox o WHERE o.trigger_id = $1)
+     + (SELECT COUNT(*) FROM engagement_digest_items d WHERE d.trigger_id = $2) AS n;
 
 -- name: finish_fan_out
 -- The expansion is done: the trigger is planned, its lease let go (by the
 -- instance holding it, and unless it was cancelled meanwhile).
--- binds: now, detail, id, owner
+-- binds: now, detail, planned_count, id, owner
 UPDATE engagement_triggers
-   SET planned_at = $1, plan_detail = $2, planned_count = COALESCE(planned_count, 0), expand_owner = NULL,
-       expand_until = NULL
- WHERE id = $3 AND expand_owner = $4 AND planned_at IS NULL AND cancelled_at IS NULL;
+   SET planned_at = $1, plan_detail = $2, planned_count = $3, expand_owner = NULL, expand_until = NULL
+ WHERE id = $4 AND expand_owner = $5 AND planned_at IS NULL AND cancelled_at IS NULL;
 
 -- ------------------------------------------------------------------ the audience's outcome
 

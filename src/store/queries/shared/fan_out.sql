@@ -63,21 +63,26 @@ SELECT user_id FROM engagement_trigger_users
  ORDER BY user_id LIMIT ?;
 
 -- name: advance_fan_out
--- After a chunk: where the next one starts, how many recipients and rows
--- so far, and the lease renewed.
--- binds: cursor, recipients, rows, until, id
+-- After the chunks up to `cursor` committed: where the next ones start,
+-- how many recipients so far, and the lease renewed, if this instance
+-- still holds it.
+-- binds: cursor, recipients, until, id, owner
 UPDATE engagement_triggers
-   SET expand_cursor = ?, expanded_count = expanded_count + ?, planned_count = COALESCE(planned_count, 0) + ?,
-       expand_until = ?
- WHERE id = ?;
+   SET expand_cursor = ?, expanded_count = expanded_count + ?, expand_until = ?
+ WHERE id = ? AND expand_owner = ? AND planned_at IS NULL AND cancelled_at IS NULL;
+
+-- name: count_fan_out_rows
+-- A trigger's outbox rows and digest items (see PostgreSQL's text).
+-- binds: id, id
+SELECT (SELECT COUNT(*) FROM engagement_outbox o WHERE o.trigger_id = ?)
+     + (SELECT COUNT(*) FROM engagement_digest_items d WHERE d.trigger_id = ?) AS n;
 
 -- name: finish_fan_out
 -- The expansion is done: the trigger is planned, its lease let go (by the
 -- instance holding it, and unless it was cancelled meanwhile).
--- binds: now, detail, id, owner
+-- binds: now, detail, planned_count, id, owner
 UPDATE engagement_triggers
-   SET planned_at = ?, plan_detail = ?, planned_count = COALESCE(planned_count, 0), expand_owner = NULL,
-       expand_until = NULL
+   SET planned_at = ?, plan_detail = ?, planned_count = ?, expand_owner = NULL, expand_until = NULL
  WHERE id = ? AND expand_owner = ? AND planned_at IS NULL AND cancelled_at IS NULL;
 
 -- name: cancel_trigger
