@@ -22,8 +22,25 @@ fn main() -> std::process::ExitCode {
     common::harness::main(per_backend_tests![a_killed_expander_is_finished_by_another_process_each_subscriber_once])
 }
 
-fn serve(db: &TestDb) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_herald"))
+/// A `herald serve` that is killed (SIGKILL) when dropped, so a failed
+/// assertion leaves no process behind.
+struct Serve(Child);
+
+impl Serve {
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn serve(db: &TestDb) -> Serve {
+    let child = Command::new(env!("CARGO_BIN_EXE_herald"))
         .args(["serve", "--listen", "127.0.0.1:0"])
         .env("HERALD_DATABASE_URL", &db.url)
         .env("HERALD_LOG", "warn")
@@ -36,7 +53,8 @@ fn serve(db: &TestDb) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("herald serve starts")
+        .expect("herald serve starts");
+    Serve(child)
 }
 
 async fn subscribe_many(db: &TestDb, topic: &str, n: usize) {
@@ -77,8 +95,7 @@ async fn a_killed_expander_is_finished_by_another_process_each_subscriber_once(b
     let at_kill = loop {
         let state = db.store.fan_out_state("t-crash").await.unwrap().unwrap();
         if state.expanded_count >= 20_000 {
-            first.kill().unwrap(); // SIGKILL
-            first.wait().unwrap();
+            first.kill(); // SIGKILL
             break db.store.fan_out_state("t-crash").await.unwrap().unwrap();
         }
         assert!(Instant::now() < deadline, "the first process did not get a fifth of the way: {state:?}");
@@ -98,8 +115,7 @@ async fn a_killed_expander_is_finished_by_another_process_each_subscriber_once(b
         assert!(Instant::now() < deadline, "the second process did not finish: {state:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    second.kill().unwrap();
-    second.wait().unwrap();
+    second.kill();
     assert_ne!(done.expand_owner, at_kill.expand_owner);
     assert_eq!((done.expanded_count, done.planned_count), (SUBSCRIBERS as i64, Some(SUBSCRIBERS as i64)), "{done:?}");
     let sql = db
