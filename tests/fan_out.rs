@@ -31,6 +31,7 @@ backend_tests!(
     rules_with_a_condition_are_evaluated_per_recipient_in_the_same_chunks,
     a_user_who_muted_the_topic_is_suppressed_saying_so_and_counted_as_muted,
     templates_see_the_actor_and_the_topic,
+    a_digest_keyed_on_the_topic_folds_each_subscribers_triggers_into_one_message,
 );
 
 fn main() -> std::process::ExitCode {
@@ -362,4 +363,30 @@ async fn templates_see_the_actor_and_the_topic(db: &TestDb) {
     assert_eq!(drain(db, &clock).await, 1);
     let inbox = db.store.inbox_page(&user("bob"), InboxFilter::Inbox, None, 10).await.unwrap();
     assert_eq!((inbox[0].title.as_str(), inbox[0].body.as_deref()), ("Ada commented on Roadmap", Some("in doc:1")));
+}
+
+async fn a_digest_keyed_on_the_topic_folds_each_subscribers_triggers_into_one_message(db: &TestDb) {
+    let clock = ManualClock::at(T0);
+    let rule = json!({
+        "digest": {"window": 3600, "key": "trigger.topic"},
+        "template": {"fallback_locale": "en", "locales": {"en": {
+            "subject": "{{ digest.count }} comments", "text": "{% for i in digest.items %}{{ i.payload.n }} {% endfor %}"}}},
+    });
+    add_rule(db, T0, "doc.commented", rule).await;
+    subscribe(db, "doc:1", users(50), T0).await;
+    subscribe(db, "doc:2", users(50), T0).await;
+    for (i, topic) in [(1, "doc:1"), (2, "doc:1"), (3, "doc:2")] {
+        let mut t = fan_out(&format!("t-d{i}"), Audience::Topic(topic.into()), None, T0);
+        t.payload = json!({"n": i});
+        db.store.record_fan_out(&t, T0).await.unwrap();
+        expander(db.arc(), &clock, 20).tick().await.unwrap();
+    }
+    let state = db.store.fan_out_state("t-d2").await.unwrap().unwrap();
+    assert_eq!(state.planned_count, Some(50), "one digest item per subscriber: {state:?}");
+    clock.advance(Duration::from_secs(3601));
+    assert_eq!(drain(db, &clock).await, 100, "one message per subscriber per topic");
+    let inbox = db.store.inbox_page(&user("u000007"), InboxFilter::Inbox, None, 10).await.unwrap();
+    let mut titles: Vec<&str> = inbox.iter().map(|m| m.title.as_str()).collect();
+    titles.sort();
+    assert_eq!(titles, ["1 comments", "2 comments"], "doc:1's two triggers in one digest, doc:2's in another");
 }

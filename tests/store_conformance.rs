@@ -1391,6 +1391,7 @@ async fn retention_prunes_closed_digests_their_items_with_their_message_and_slot
                 max_items: 100,
                 delay_ms: 0,
                 grace_ms: None,
+                to_many: false,
             };
             let p = TriggerPlan { trigger_id: id.clone(), rows: vec![], digests: vec![item], detail: "digest".into() };
             assert_eq!(store.plan_triggers(&[p], at).await.unwrap(), [true]);

@@ -39,3 +39,7 @@ CREATE TABLE engagement_trigger_users (
     user_id    VARCHAR(255) NOT NULL,
     PRIMARY KEY (trigger_id, user_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- A digest item is one trigger's place in one user's digest of a rule: the
+-- user joins its key (see the PostgreSQL file).
+ALTER TABLE engagement_digest_items DROP PRIMARY KEY, ADD PRIMARY KEY (trigger_id, rule_id, user_id);

@@ -57,3 +57,10 @@ CREATE TABLE engagement_trigger_users (
     user_id    TEXT NOT NULL,
     PRIMARY KEY (trigger_id, user_id)
 );
+
+-- A digest item is one trigger's place in one user's digest of a rule. Its
+-- key was (trigger_id, rule_id) when a trigger had one user; a trigger to
+-- many puts one item per recipient in their own digests, so the user joins
+-- the key.
+ALTER TABLE engagement_digest_items DROP CONSTRAINT engagement_digest_items_pkey;
+ALTER TABLE engagement_digest_items ADD PRIMARY KEY (trigger_id, rule_id, user_id);

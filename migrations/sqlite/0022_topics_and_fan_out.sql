@@ -57,3 +57,24 @@ CREATE TABLE engagement_trigger_users (
     user_id    TEXT NOT NULL,
     PRIMARY KEY (trigger_id, user_id)
 );
+
+-- A digest item is one trigger's place in one user's digest of a rule: the
+-- user joins its key (see the PostgreSQL file). SQLite cannot alter a
+-- primary key: the table is made again, its rows copied, and its indexes
+-- (0011's, 0014's) created again.
+CREATE TABLE engagement_digest_items_0022 (
+    trigger_id  TEXT    NOT NULL,
+    rule_id     TEXT    NOT NULL,
+    outbox_id   TEXT    NOT NULL,
+    user_id     TEXT    NOT NULL,
+    payload     TEXT    NOT NULL,
+    occurred_at INTEGER NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (trigger_id, rule_id, user_id)
+);
+INSERT INTO engagement_digest_items_0022 (trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at)
+SELECT trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at FROM engagement_digest_items;
+DROP TABLE engagement_digest_items;
+ALTER TABLE engagement_digest_items_0022 RENAME TO engagement_digest_items;
+CREATE INDEX engagement_digest_items_outbox ON engagement_digest_items (outbox_id, occurred_at);
+CREATE INDEX engagement_digest_items_created ON engagement_digest_items (created_at);

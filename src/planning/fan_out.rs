@@ -59,12 +59,19 @@ pub const LEASE: Duration = Duration::from_secs(30);
 /// MariaDB's key column is VARCHAR(255): there a user id over 180
 /// characters is replaced by its SHA-256, as `plan_topic_chunk` does.
 pub fn dedupe_key(mysql: bool, trigger_id: &str, rule_id: &str, user_id: &str) -> String {
-    if mysql && user_id.chars().count() > 180 {
+    prefixed_dedupe_key("", mysql, trigger_id, rule_id, user_id)
+}
+
+/// [`dedupe_key`] after `prefix` (`digest:` for the digest a trigger to
+/// many opens for each user), the user id hashed on MariaDB when the whole
+/// would not fit its 255 characters.
+pub fn prefixed_dedupe_key(prefix: &str, mysql: bool, trigger_id: &str, rule_id: &str, user_id: &str) -> String {
+    if mysql && user_id.chars().count() > 180 - prefix.len() {
         use sha2::Digest;
         let hash = hex::encode(sha2::Sha256::digest(user_id.as_bytes()));
-        return format!("{trigger_id}:{rule_id}:{hash}");
+        return format!("{prefix}{trigger_id}:{rule_id}:{hash}");
     }
-    format!("{trigger_id}:{rule_id}:{user_id}")
+    format!("{prefix}{trigger_id}:{rule_id}:{user_id}")
 }
 
 #[derive(Clone)]
@@ -277,7 +284,7 @@ impl Expander {
                 row.dedupe_key = dedupe_key(mysql, &trigger.id, row.rule_id.as_deref().unwrap_or_default(), user);
                 row
             }));
-            digests.extend(plan.digests);
+            digests.extend(plan.digests.into_iter().map(|item| NewDigestItem { to_many: true, ..item }));
         }
         Ok((rows, digests))
     }

@@ -111,7 +111,10 @@ pub fn as_of(trigger: &TriggerRow, now: Millis) -> (std::borrow::Cow<'_, Trigger
 pub fn context(trigger: &TriggerRow, recipient: Option<&RecipientRow>) -> serde_json::Value {
     serde_json::json!({
         "payload": trigger.payload,
-        "trigger": { "id": trigger.id, "type": trigger.trigger_type, "occurred_at": trigger.occurred_at.to_rfc3339() },
+        "trigger": {
+            "id": trigger.id, "type": trigger.trigger_type, "occurred_at": trigger.occurred_at.to_rfc3339(),
+            "topic": trigger.topic_key,
+        },
         "user": user_context(&trigger.user_id, recipient),
         "actor": trigger.actor_id.as_deref().map(|a| user_context(a, None)),
     })
@@ -267,6 +270,7 @@ pub fn evaluate_rules<'a>(
                 max_items: spec.max_items,
                 delay_ms: rule.delay_seconds.max(0).saturating_mul(1000).saturating_add(held_ms),
                 grace_ms: rule.grace_seconds.map(|g| g.max(0).saturating_mul(1000)),
+                to_many: false,
             });
             continue;
         }

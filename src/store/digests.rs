@@ -48,6 +48,9 @@ pub struct NewDigestItem {
     pub max_items: i64,
     pub delay_ms: i64,
     pub grace_ms: Option<i64>,
+    /// The trigger reaches many users (a topic, a list): the digest it
+    /// opens is one per user, not one per trigger.
+    pub to_many: bool,
 }
 
 /// A trigger in a digest message.
@@ -133,6 +136,7 @@ pub(super) async fn add(
         let exists = sqlx::query(Query::DigestItemOfRule.sql(d))
             .bind(item.trigger_id.clone())
             .bind(item.rule_id.clone())
+            .bind(item.user_id.as_str().to_owned())
             .optional(&mut *conn, "digest: find item")
             .await?;
         if exists.is_some() {
@@ -192,8 +196,19 @@ pub(super) async fn add(
         let due_at = Millis(closes_at.0.saturating_add(item.delay_ms));
         let row = NewOutboxRow {
             id: super::new_id(),
-            // A value, not SQL: one digest message per (rule, first trigger).
-            dedupe_key: format!("digest:{}:{}", item.rule_id, item.trigger_id),
+            // A value, not SQL: one digest message per (rule, first
+            // trigger), and per user for a trigger to many.
+            dedupe_key: if item.to_many {
+                crate::planning::fan_out::prefixed_dedupe_key(
+                    "digest:",
+                    d == Dialect::MySql,
+                    &item.trigger_id,
+                    &item.rule_id,
+                    item.user_id.as_str(),
+                )
+            } else {
+                format!("digest:{}:{}", item.rule_id, item.trigger_id)
+            },
             rule_id: Some(item.rule_id.clone()),
             trigger_id: Some(item.trigger_id.clone()),
             user_id: item.user_id.clone(),

@@ -99,6 +99,7 @@ impl FanOutRow {
             plan_detail: self.plan_detail.clone(),
             send_at: self.send_at,
             actor_id: self.actor_id.clone(),
+            topic_key: self.topic_key.clone(),
         }
     }
 }

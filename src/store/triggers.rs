@@ -56,10 +56,13 @@ pub struct TriggerRow {
     pub send_at: Option<Millis>,
     /// Who caused it: left out of the audience, `actor` in templates.
     pub actor_id: Option<String>,
+    /// The topic of a trigger to a topic: `trigger.topic` in conditions,
+    /// digest keys and templates.
+    pub topic_key: Option<String>,
 }
 
 from_columns!(TriggerRow: id, trigger_type = "type", user_id, payload, idempotency_key, request_hash, occurred_at,
-    created_at, planned_at, planned_count, plan_detail, send_at, actor_id);
+    created_at, planned_at, planned_count, plan_detail, send_at, actor_id, topic_key);
 
 impl NewTrigger {
     /// The row as stored once inserted, before any planner has seen it.
@@ -78,6 +81,7 @@ impl NewTrigger {
             plan_detail: None,
             send_at: self.send_at,
             actor_id: self.actor_id.as_ref().map(|a| a.as_str().to_owned()),
+            topic_key: None,
         }
     }
 }

@@ -16,7 +16,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 -- The trigger that holds an idempotency key.
 -- binds: idempotency_key
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE idempotency_key = $1;
 
 -- name: accept_triggers
@@ -49,7 +49,7 @@ SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.
 -- found through an array computed once (see the file's head).
 -- binds: keys
 SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
-       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id
+       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id, h.topic_key
   FROM engagement_triggers h
  WHERE h.idempotency_key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb))));
 
@@ -71,7 +71,7 @@ RETURNING t.id;
 -- One trigger by id.
 -- binds: id
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE id = $1;
 
 -- name: trigger_times
@@ -94,7 +94,7 @@ SELECT t.id
 -- Triggers the planner has not planned yet, oldest first.
 -- binds: limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE planned_at IS NULL AND audience IS NULL ORDER BY created_at LIMIT $1;
 
 -- name: outbox_for_trigger
@@ -108,12 +108,12 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- The most recent triggers of a type, newest first (rule previews).
 -- binds: type, limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE type = $1 ORDER BY created_at DESC LIMIT $2;
 
 -- name: triggers_for_user
 -- A user's triggers, newest first.
 -- binds: user_id, limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE user_id = $1 ORDER BY created_at DESC LIMIT $2;

@@ -22,9 +22,9 @@ SELECT i.outbox_id, i.rule_id, o.channel, o.status, o.due_at,
  WHERE i.trigger_id = $1 ORDER BY i.rule_id;
 
 -- name: digest_item_of_rule
--- Whether a trigger is already in a digest of this rule.
--- binds: trigger_id, rule_id
-SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = $1 AND rule_id = $2;
+-- Whether a trigger is already in this user's digest of this rule.
+-- binds: trigger_id, rule_id, user_id
+SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = $1 AND rule_id = $2 AND user_id = $3;
 
 -- name: create_digest_bucket
 -- Makes a bucket's row if it has none (an empty one: no digest open).

@@ -8,21 +8,21 @@
 -- The trigger that holds an idempotency key.
 -- binds: idempotency_key
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE idempotency_key = ?;
 
 -- name: get_trigger
 -- One trigger by id.
 -- binds: id
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE id = ?;
 
 -- name: unplanned_triggers
 -- Triggers the planner has not planned yet, oldest first.
 -- binds: limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE planned_at IS NULL AND audience IS NULL ORDER BY created_at LIMIT ?;
 
 -- name: outbox_for_trigger
@@ -36,12 +36,12 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- The most recent triggers of a type, newest first (rule previews).
 -- binds: type, limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE type = ? ORDER BY created_at DESC LIMIT ?;
 
 -- name: triggers_for_user
 -- A user's triggers, newest first.
 -- binds: user_id, limit
 SELECT id, type, user_id, payload, idempotency_key, request_hash, occurred_at, created_at,
-       planned_at, planned_count, plan_detail, send_at, actor_id
+       planned_at, planned_count, plan_detail, send_at, actor_id, topic_key
   FROM engagement_triggers WHERE user_id = ? ORDER BY created_at DESC LIMIT ?;

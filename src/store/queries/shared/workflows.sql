@@ -13,9 +13,9 @@ SELECT i.outbox_id, i.rule_id, o.channel, o.status, o.due_at,
  WHERE i.trigger_id = ? ORDER BY i.rule_id;
 
 -- name: digest_item_of_rule
--- Whether a trigger is already in a digest of this rule.
--- binds: trigger_id, rule_id
-SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = ? AND rule_id = ?;
+-- Whether a trigger is already in this user's digest of this rule.
+-- binds: trigger_id, rule_id, user_id
+SELECT outbox_id FROM engagement_digest_items WHERE trigger_id = ? AND rule_id = ? AND user_id = ?;
 
 -- name: join_digest
 -- The compare-and-set that decides whether the open digest is still open:

@@ -37,7 +37,7 @@ SELECT t.id, t.type, t.user_id, t.payload, t.idempotency_key, t.request_hash, t.
 -- The triggers that hold these idempotency keys (a JSON array of strings).
 -- binds: keys
 SELECT h.id, h.type, h.user_id, h.payload, h.idempotency_key, h.request_hash, h.occurred_at, h.created_at,
-       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id
+       h.planned_at, h.planned_count, h.plan_detail, h.send_at, h.actor_id, h.topic_key
   FROM (SELECT value AS k FROM json_each(?)) AS wanted
   JOIN engagement_triggers h ON h.idempotency_key = wanted.k;
 
