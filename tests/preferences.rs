@@ -8,6 +8,9 @@ mod common;
 use common::Backend;
 use common::app::App;
 use herald::store::OperatorStore;
+use std::time::Duration;
+
+use herald::store::{Store, TriggerStore};
 use serde_json::{Value, json};
 
 /// An enabled rule on `channel` in `category`.
@@ -292,7 +295,7 @@ async fn the_preference_view_shows_what_a_person_receives_by_readable_names() {
         json!({"categories": [{
             "category": "product_updates", "name": "Product updates", "locked": false,
             "channels": [{"channel": "inbox", "name": "In the app", "enabled": true, "decided_by": "default"}],
-        }]}),
+        }], "topics": []}),
         "no webhook, and a webhook-only category is not offered"
     );
     let html = app.http.get(app.url(&preference_link("ada"))).send().await.unwrap().text().await.unwrap();
@@ -407,8 +410,117 @@ async fn hostile_text_on_the_hosted_page_is_escaped() {
     app.stop().await;
 }
 
+/// Each of `trigger`'s messages: (user id, status), sorted.
+async fn statuses(app: &App, trigger: &str) -> Vec<(String, String)> {
+    let rows = app.db.store.outbox_for_trigger(trigger).await.unwrap();
+    let mut rows: Vec<(String, String)> = rows.into_iter().map(|r| (r.user_id, r.status.as_str().to_owned())).collect();
+    rows.sort();
+    rows
+}
+
+/// A user mutes one topic they follow (issue 31): the API lists the topics
+/// they follow by name, a `PUT` mutes one and is audited in words, the
+/// next trigger to it is suppressed for them saying so while another topic
+/// still reaches them, and the hosted page shows a box per topic (escaped)
+/// whose unticking mutes. Keys that are not topic keys are refused naming
+/// the field, and `topic:` is not a category.
+async fn a_user_mutes_a_topic_from_the_api_and_the_hosted_page(backend: Backend) {
+    let app = App::start_on(backend, |_| {}).await;
+    assert_eq!(app.post("/v1/rules", common::app::inbox_rule("doc.commented", true)).await.0, 201);
+    let (status, body) = app.call(reqwest::Method::PUT, "/v1/topics/doc:42", Some(json!({"name": "Roadmap"}))).await;
+    assert_eq!(status, 201, "{body}");
+    let hostile = "<i>Launch</i> & \"more\"";
+    assert_eq!(app.call(reqwest::Method::PUT, "/v1/topics/doc:7", Some(json!({"name": hostile}))).await.0, 201);
+    for (topic, users) in [("doc:42", json!(["ada", "bob"])), ("doc:7", json!(["ada"])), ("doc:9", json!(["ada"]))] {
+        let (status, body) = app.post(&format!("/v1/topics/{topic}/subscribers"), json!({"user_ids": users})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let token = user_token(&app, "ada").await;
+    let (status, center) = as_user(&app, &token, reqwest::Method::GET, None).await;
+    assert_eq!(status, 200, "{center}");
+    assert_eq!(
+        center["topics"],
+        json!([
+            {"topic": "doc:42", "name": "Roadmap", "muted": false},
+            {"topic": "doc:7", "name": hostile, "muted": false},
+            {"topic": "doc:9", "name": null, "muted": false},
+        ]),
+        "{center}"
+    );
+
+    // Muted through the API, audited in words.
+    let (status, center) =
+        as_user(&app, &token, reqwest::Method::PUT, Some(json!({"topics": {"doc:42": false}}))).await;
+    assert_eq!((status, &center["topics"][0]["muted"]), (200, &json!(true)), "{center}");
+    let (_, center) = as_user(&app, &token, reqwest::Method::GET, None).await;
+    assert_eq!(center["topics"][0], json!({"topic": "doc:42", "name": "Roadmap", "muted": true}), "{center}");
+    let audit = app.db.store.audit_for_target("user:ada", 10).await.unwrap();
+    assert_eq!(audit[0].detail.as_deref(), Some("topic doc:42: muted"), "{audit:?}");
+
+    // Not topic keys, and a topic's mute sent as a category.
+    for (body, field) in [
+        (json!({"topics": {"doc 42": false}}), "topics.doc 42"),
+        (json!({"topics": {"": true}}), "topics."),
+        (json!({"categories": {"topic:doc:42": {"*": false}}}), "categories.topic:doc:42"),
+    ] {
+        let (status, problem) = as_user(&app, &token, reqwest::Method::PUT, Some(body.clone())).await;
+        assert_eq!((status, problem["errors"][0]["field"].as_str()), (422, Some(field)), "{body} → {problem}");
+    }
+    let (status, problem) = as_user(&app, &token, reqwest::Method::PUT, Some(json!({"topic": {}}))).await;
+    assert!(status == 400 || status == 422, "an unknown field is refused: {status} {problem}");
+
+    // The next trigger to the muted topic: suppressed for ada, saying so;
+    // bob still gets it, and another topic still reaches ada.
+    let mut ids = Vec::new();
+    for topic in ["doc:42", "doc:7"] {
+        let (status, answer) =
+            app.post("/v1/triggers", json!({"type": "doc.commented", "topic": topic, "payload": {"name": "x"}})).await;
+        assert_eq!(status, 202, "{answer}");
+        ids.push(answer["trigger_id"].as_str().unwrap().to_owned());
+    }
+    let clock: std::sync::Arc<dyn herald::clock::Clock> = std::sync::Arc::new(herald::clock::SystemClock);
+    let rules = std::sync::Arc::new(herald::planning::planner::RuleBook::new(app.db.arc()));
+    let expander = herald::planning::fan_out::Expander::new(app.db.arc(), clock, rules, Duration::from_secs(1));
+    assert_eq!(expander.tick().await.unwrap(), 2);
+    app.deliver().await;
+    let pair = |u: &str, s: &str| (u.to_owned(), s.to_owned());
+    assert_eq!(statuses(&app, &ids[0]).await, [pair("ada", "suppressed"), pair("bob", "sent")]);
+    assert_eq!(statuses(&app, &ids[1]).await, [pair("ada", "sent")]);
+    let sends = app.db.store.sends_for_user(&common::user("ada"), 10).await.unwrap();
+    let suppressed = sends.iter().find(|s| s.status == "suppressed").expect("a suppressed send");
+    assert_eq!(suppressed.detail.as_deref(), Some("the user muted topic \"doc:42\""));
+
+    // The hosted page: a box per topic, the muted one unticked, the host's
+    // name shown as text. Ticking doc:42 and unticking doc:7 saves both.
+    let link = preference_link("ada");
+    let html = app.http.get(app.url(&link)).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains("Topics you follow") && html.contains("Notify me about Roadmap (doc:42)"), "{html}");
+    assert!(html.contains("Notify me about doc:9</label>"), "a topic without a name: {html}");
+    assert!(!html.contains("<i>") && html.contains("&lt;i&gt;Launch&lt;&#x2f;i&gt; &amp; &quot;more&quot;"), "{html}");
+    let doc = |t: &str| format!("[\"topic:{t}\",\"*\"]");
+    let fields = browser_fields(&html, "method=\"post\"", |v| {
+        (v == doc("doc:42")).then_some(true).or((v == doc("doc:7")).then_some(false))
+    });
+    assert!(fields.contains(&("shown", doc("doc:42"))) && !fields.contains(&("was", doc("doc:42"))), "{fields:?}");
+    let (status, page) = post_form(&app, &link, &fields).await;
+    assert!(status == 200 && page.contains("Saved."), "{status} {page}");
+    let (_, center) = as_user(&app, &token, reqwest::Method::GET, None).await;
+    let muted: Vec<&Value> = center["topics"].as_array().unwrap().iter().map(|t| &t["muted"]).collect();
+    assert_eq!(muted, [&json!(false), &json!(true), &json!(false)], "{center}");
+    let audit = app.db.store.audit_for_target("user:ada", 10).await.unwrap();
+    assert_eq!(audit[0].detail.as_deref(), Some("topic doc:42: on; topic doc:7: muted"), "{audit:?}");
+
+    // A box naming a key that is not a topic key: refused by field.
+    let bad = vec![("shown", doc("doc 42")), ("was", doc("doc 42"))];
+    let (status, page) = post_form(&app, &link, &bad).await;
+    assert_eq!(status, 422, "{page}");
+    assert!(page.contains("topics.doc 42"), "{page}");
+    app.stop().await;
+}
+
 fn main() -> std::process::ExitCode {
     let mut trials = per_backend_tests![
+        a_user_mutes_a_topic_from_the_api_and_the_hosted_page,
         concurrent_preference_changes_are_all_kept,
         concurrent_first_writes_of_a_user_are_not_errors,
         a_deleted_user_stays_deleted,

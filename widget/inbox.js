@@ -6,7 +6,8 @@
 // from your backend); set a fresh one on the `token` attribute before it
 // expires and the widget reconnects. The gear in the panel's header opens
 // the user's preferences (GET/PUT /v1/inbox/preferences): a checkbox per
-// category and channel, saved as it is changed.
+// category and channel, and one per topic the user follows (unticked:
+// muted), saved as it is changed.
 //
 // Push: when Herald has Web Push set up (or the page gives the key in
 // `push-key`) and the browser supports it, the panel offers "Turn on
@@ -233,7 +234,9 @@
         status.textContent = "Your settings cannot be loaded right now.";
         return;
       }
-      status.textContent = center.categories.length ? "" : "There is nothing to choose yet.";
+      // Servers before topic mutes sent no `topics`.
+      const topics = center.topics || [];
+      status.textContent = center.categories.length || topics.length ? "" : "There is nothing to choose yet.";
       let first = null;
       for (const c of center.categories) {
         const set = document.createElement("fieldset");
@@ -253,16 +256,8 @@
           box.name = `${c.category}:${ch.channel}`;
           box.checked = ch.enabled;
           box.disabled = c.locked;
-          box.addEventListener("change", async () => {
-            status.textContent = "Saving…";
-            try {
-              await this.request("/v1/inbox/preferences", "PUT", { categories: { [c.category]: { [ch.channel]: box.checked } } });
-              status.textContent = "Saved.";
-            } catch (e) {
-              box.checked = !box.checked;
-              status.textContent = "Your change could not be saved.";
-            }
-          });
+          box.addEventListener("change", () =>
+            this.saveChoice(box, { categories: { [c.category]: { [ch.channel]: box.checked } } }, status));
           // The channel as a person reads it ("Email"); servers before
           // issue 27 sent only the key.
           label.append(box, document.createTextNode(` ${ch.name || ch.channel}${c.locked ? " (always sent)" : ""}`));
@@ -271,7 +266,39 @@
         }
         this.prefs.insertBefore(set, status);
       }
+      if (topics.length) {
+        const set = document.createElement("fieldset");
+        const legend = document.createElement("legend");
+        legend.textContent = "Topics you follow";
+        set.append(legend);
+        for (const t of topics) {
+          const label = document.createElement("label");
+          const box = document.createElement("input");
+          box.type = "checkbox";
+          box.name = `topic:${t.topic}`;
+          box.checked = !t.muted;
+          box.addEventListener("change", () => this.saveChoice(box, { topics: { [t.topic]: box.checked } }, status));
+          // Text, never HTML: the name is the host's.
+          label.append(box, document.createTextNode(` Notify me about ${t.name ? `${t.name} (${t.topic})` : t.topic}`));
+          set.append(label);
+          if (!first) first = box;
+        }
+        this.prefs.insertBefore(set, status);
+      }
       if (first) first.focus();
+    }
+
+    // Saves one checkbox of the preferences view; when the server refuses
+    // or cannot be reached, the box goes back to how it was.
+    async saveChoice(box, change, status) {
+      status.textContent = "Saving…";
+      try {
+        await this.request("/v1/inbox/preferences", "PUT", change);
+        status.textContent = "Saved.";
+      } catch (e) {
+        box.checked = !box.checked;
+        status.textContent = "Your change could not be saved.";
+      }
     }
 
     // Shows "Turn on notifications" when push can work here: the browser has

@@ -210,7 +210,7 @@ fn pending_line(r: &crate::store::OutboxRow, subject: &str) -> String {
 /// user's own and audited as `operator EMAIL (command line)`.
 pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyhow::Result<()> {
     let user = UserId::parse("--user-id", &args.user_id)?;
-    let mut change = crate::http::preferences::PreferenceChange { categories: Default::default() };
+    let mut change = crate::http::preferences::PreferenceChange::default();
     for set in &args.set {
         // From the right: `on`/`off` and a channel name hold neither `=`
         // nor `:`, while a category may hold both (`promo:spring`).
@@ -286,6 +286,13 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
             })
             .collect();
         writeln!(out, "  {name}  {}", channels.join(", "))?;
+    }
+    if !center.topics.is_empty() {
+        writeln!(out, "topics followed (the first {}):", crate::http::preferences::TOPICS_SHOWN)?;
+    }
+    for t in &center.topics {
+        let name = t.name.as_ref().map_or(t.topic.clone(), |n| format!("{n} ({})", t.topic));
+        writeln!(out, "  {name}  {}", if t.muted { "muted" } else { "on" })?;
     }
     Ok(())
 }

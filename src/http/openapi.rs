@@ -258,6 +258,10 @@ fn finish(doc: &mut serde_json::Value) {
         "pattern": "^[A-Za-z0-9._:-]+$",
         "description": crate::domain::TopicKey::EXPECTED,
     });
+    // A topic's mute in the preference center: each key a topic key.
+    if let Some(p) = doc.pointer_mut("/components/schemas/PreferenceChange/properties/topics") {
+        p["propertyNames"] = topic_key.clone();
+    }
     if let Some(p) = doc.pointer_mut("/components/schemas/SubscribersInput/properties/user_ids") {
         p["items"] = user_id.clone();
         p["minItems"] = json!(1);

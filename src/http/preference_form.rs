@@ -13,6 +13,13 @@
 //! escaping inside the form's own, written by hand). JSON is parsed by
 //! serde_json; the form's own encoding by `url`.
 //!
+//! A topic the user follows is a box too, `["topic:KEY","*"]`: the key
+//! and "every channel" under which the user's choices keep its mute (see
+//! [`crate::planning::recipient::topic_muted`]). Ticked is "notify me",
+//! unticked is muted. [`FormBoxes::change`] turns such a box into the
+//! change's `topics`, where the key is checked as a topic key; no category
+//! starts with `topic:`.
+//!
 //! # Fields
 //! `shown` names every box the form drew that can change (not the locked
 //! transactional ones), `was` each of those drawn ticked, `on` each box
@@ -27,10 +34,11 @@
 //! what is stored when the form comes back (a host change made while the
 //! page was open would then be undone by a user who never touched it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::preferences::PreferenceChange;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
+use crate::planning::recipient::{EVERY_CHANNEL, TOPIC_CHOICE_PREFIX};
 use crate::planning::rule::FieldError;
 
 /// A box: (category, channel).
@@ -39,6 +47,11 @@ type FormBox = (String, String);
 /// The value that names a box in the form's fields.
 pub fn box_value(category: &str, channel: &str) -> String {
     serde_json::to_string(&[category, channel]).expect("two strings serialise")
+}
+
+/// The value that names a topic's box (ticked: not muted).
+pub fn topic_box_value(topic: &str) -> String {
+    box_value(&crate::planning::recipient::topic_choice_key(topic), EVERY_CHANNEL)
 }
 
 /// The boxes a posted form names, by field.
@@ -85,17 +98,24 @@ impl FormBoxes {
 
     /// The boxes the user changed, as a change: each box shown whose
     /// ticking differs from how it was drawn (transactional is never
-    /// changed).
+    /// changed). A topic's box is a change of `topics`.
     pub fn change(&self) -> PreferenceChange {
-        let mut categories: BTreeMap<String, BTreeMap<String, bool>> = BTreeMap::new();
+        let mut change = PreferenceChange::default();
         for b @ (category, channel) in &self.shown {
             let on = self.on.contains(b);
             if category == TRANSACTIONAL || on == self.was.contains(b) {
                 continue;
             }
-            categories.entry(category.clone()).or_default().insert(channel.clone(), on);
+            match category.strip_prefix(TOPIC_CHOICE_PREFIX) {
+                Some(topic) if channel == EVERY_CHANNEL => {
+                    change.topics.insert(topic.to_owned(), on);
+                }
+                _ => {
+                    change.categories.entry(category.clone()).or_default().insert(channel.clone(), on);
+                }
+            }
         }
-        PreferenceChange { categories }
+        change
     }
 
     /// Parses a posted `application/x-www-form-urlencoded` body.
@@ -106,6 +126,8 @@ impl FormBoxes {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn form(fields: &[(&str, String)]) -> Vec<u8> {
@@ -143,6 +165,22 @@ mod tests {
         let errors = FormBoxes::from_body(&form(&[("shown", "news:email".into())])).unwrap_err();
         assert_eq!(errors[0].field, "shown");
         assert!(errors[0].message.contains("load the page again"), "{}", errors[0].message);
+    }
+
+    #[test]
+    fn a_topic_box_is_a_change_of_topics() {
+        let body = form(&[
+            ("shown", topic_box_value("doc:42")),
+            ("was", topic_box_value("doc:42")),
+            ("shown", topic_box_value("team.7")),
+            ("on", topic_box_value("team.7")),
+            // Not every channel: left as a category, which the check refuses.
+            ("shown", box_value("topic:doc:9", "email")),
+            ("was", box_value("topic:doc:9", "email")),
+        ]);
+        let change = FormBoxes::from_body(&body).unwrap().change();
+        assert_eq!(change.topics, BTreeMap::from([("doc:42".into(), false), ("team.7".into(), true)]));
+        assert_eq!(change.categories.keys().collect::<Vec<_>>(), ["topic:doc:9"]);
     }
 
     #[test]

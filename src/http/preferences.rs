@@ -11,6 +11,14 @@
 //! (else the category made readable). `transactional` is listed but locked
 //! on.
 //!
+//! And the topics the user follows (`doc:42`), each of which they can mute:
+//! a trigger to a muted topic reaches them on no channel, whatever its
+//! category, while they stay subscribed (the host decides who follows
+//! what; the user decides whether it notifies them). A mute is kept in the
+//! user's choices as `topic:KEY` -> `*` (see
+//! [`crate::planning::recipient::topic_muted`]), which is why no category
+//! starting with `topic:` is the user's to choose here.
+//!
 //! # Precedence
 //! The user's own choice for a category and channel wins over the host's
 //! `preferences` (`PUT /v1/users/{id}`), whichever came last: a host sync
@@ -32,10 +40,17 @@ use super::preference_form::FormBoxes;
 use super::problem::{ApiError, ApiJson, ApiPath, Problem};
 use super::user_auth::InboxUser;
 use crate::delivery::channel::email::message::TRANSACTIONAL;
+use crate::domain::TopicKey;
 use crate::domain::UserId;
-use crate::planning::recipient::{Preferences, UserChoices};
+use crate::planning::recipient::{EVERY_CHANNEL, Preferences, TOPIC_CHOICE_PREFIX, UserChoices};
 use crate::planning::rule::FieldError;
-use crate::store::{AuditEntry, ChoicesMerged, RecipientRow};
+use crate::store::{AuditEntry, ChoicesMerged, Page, RecipientRow};
+
+/// How many of the topics a user follows the center lists: the first by
+/// key, read in one page. A user following more can still mute any of them
+/// through `PUT` (`topics` takes any valid key); listing all would read an
+/// unbounded number of rows for every view of the page.
+pub const TOPICS_SHOWN: u32 = 200;
 
 /// One category the user can receive.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -62,19 +77,59 @@ pub struct ChannelChoice {
     pub decided_by: String,
 }
 
+/// One topic the user follows.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct TopicChoice {
+    /// The topic's key (`doc:42`).
+    pub topic: String,
+    /// The name the host gave it (`PUT /v1/topics/{key}`); null when none.
+    pub name: Option<String>,
+    /// The user muted it: a trigger to it reaches them on no channel. They
+    /// stay subscribed.
+    pub muted: bool,
+}
+
 /// `GET /v1/inbox/preferences`.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PreferenceCenter {
     pub categories: Vec<CategoryChoice>,
+    /// The topics the user follows, the first 200 by key.
+    pub topics: Vec<TopicChoice>,
 }
 
-/// The body of `PUT /v1/inbox/preferences`: category -> channel -> on/off.
-/// Categories and channels left out keep their current choice.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+/// The body of `PUT /v1/inbox/preferences`: category -> channel -> on/off,
+/// and topic -> on (`false` mutes it, `true` unmutes it). Either may be
+/// left out; what is left out keeps its current choice.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PreferenceChange {
+    #[serde(default)]
     #[schema(value_type = Object)]
     pub categories: BTreeMap<String, BTreeMap<String, bool>>,
+    #[serde(default)]
+    pub topics: BTreeMap<String, bool>,
+}
+
+impl PreferenceChange {
+    /// The change as the user's choices store it: each topic as
+    /// `topic:KEY` -> `*`.
+    fn as_choices(&self) -> UserChoices {
+        let mut choices = self.categories.clone();
+        for (topic, on) in &self.topics {
+            let key = crate::planning::recipient::topic_choice_key(topic);
+            choices.entry(key).or_default().insert(EVERY_CHANNEL.into(), *on);
+        }
+        choices
+    }
+}
+
+/// One stored change in words, for the audit log and the operator: a
+/// topic's as "topic doc:42: muted", not its encoding.
+fn said((category, channel, on): &(String, String, bool)) -> String {
+    match category.strip_prefix(TOPIC_CHOICE_PREFIX) {
+        Some(topic) if channel == EVERY_CHANNEL => format!("topic {topic}: {}", if *on { "on" } else { "muted" }),
+        _ => format!("{category} by {channel}: {}", if *on { "on" } else { "off" }),
+    }
 }
 
 struct Offered {
@@ -132,6 +187,35 @@ fn offered_by<'a>(rules: impl Iterator<Item = (&'a crate::store::RuleRow, Vec<&'
     out
 }
 
+/// The user's center as stored now: every reader (the API, the hosted
+/// page, the operator screen, the command line, the answer to a change)
+/// goes through here, so what it lists is decided in one place. The
+/// topics are one page of [`crate::store::TopicStore::user_topics`] and
+/// their names in one more statement.
+async fn center_of(
+    store: &dyn crate::store::Store,
+    offered: &BTreeMap<String, Offered>,
+    user: &UserId,
+) -> Result<PreferenceCenter, ApiError> {
+    let recipient = store.get_recipient(user).await?;
+    let follows = store.user_topics(user, Page { after: None, limit: TOPICS_SHOWN }).await?;
+    let keys: Vec<&str> = follows.iter().map(|s| s.topic_key.as_str()).collect();
+    let mut names = store.topic_names(&keys).await?;
+    let mut center = center(offered, recipient.as_ref());
+    center.topics = follows
+        .into_iter()
+        .map(|s| TopicChoice {
+            name: names.remove(&s.topic_key),
+            muted: recipient
+                .as_ref()
+                .is_some_and(|r| crate::planning::recipient::topic_muted(&r.user_choices, &s.topic_key).is_some()),
+            topic: s.topic_key,
+        })
+        .collect();
+    Ok(center)
+}
+
+/// The categories part of the center (its `topics` empty).
 fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>) -> PreferenceCenter {
     let empty = UserChoices::new();
     let choices = recipient.map_or(&empty, |r| &r.user_choices);
@@ -172,14 +256,34 @@ fn center(offered: &BTreeMap<String, Offered>, recipient: Option<&RecipientRow>)
             }
         })
         .collect();
-    PreferenceCenter { categories }
+    PreferenceCenter { categories, topics: Vec::new() }
 }
 
 /// Checks a change against what is offered; the 422's fields are
-/// `categories.CATEGORY` and `categories.CATEGORY.CHANNEL`.
+/// `categories.CATEGORY`, `categories.CATEGORY.CHANNEL` and `topics.KEY`.
+/// A topic need not be one the user follows (muting one before being
+/// added to it is harmless), but its key must be one a topic can have.
 fn check(change: &PreferenceChange, offered: &BTreeMap<String, Offered>) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
+    for topic in change.topics.keys() {
+        if let Err(e) = TopicKey::parse("topics", topic) {
+            errors.push(FieldError::new(
+                format!("topics.{}", e.value),
+                format!("{:?} is not a topic key: expected {}", e.value, e.expected),
+            ));
+        }
+    }
     for (category, channels) in &change.categories {
+        if let Some(topic) = category.strip_prefix(TOPIC_CHOICE_PREFIX) {
+            errors.push(FieldError::new(
+                format!("categories.{category}"),
+                format!(
+                    "{category:?} is not a category: a topic is muted under \"topics\" \
+                     (for example {{\"topics\": {{{topic:?}: false}}}})"
+                ),
+            ));
+            continue;
+        }
         let Some(o) = offered.get(category) else {
             let known: Vec<&str> = offered.keys().map(String::as_str).collect();
             errors.push(FieldError::new(
@@ -237,19 +341,15 @@ async fn apply_in(
     who: &str,
     offered: &BTreeMap<String, Offered>,
 ) -> Result<(PreferenceCenter, Vec<String>), ApiError> {
-    let changed = match store.merge_user_choices(user, &change.categories, now).await? {
+    let changed = match store.merge_user_choices(user, &change.as_choices(), now).await? {
         ChoicesMerged::Merged { changed } => changed,
         ChoicesMerged::Erased => return Err(erased(user)),
     };
-    let said: Vec<String> = changed
-        .iter()
-        .map(|(category, channel, on)| format!("{category} by {channel}: {}", if *on { "on" } else { "off" }))
-        .collect();
+    let said: Vec<String> = changed.iter().map(said).collect();
     if !said.is_empty() {
         audit_preferences_in(store, now, who, user, said.join("; ")).await;
     }
-    let recipient = store.get_recipient(user).await?;
-    Ok((center(offered, recipient.as_ref()), said))
+    Ok((center_of(store, offered, user).await?, said))
 }
 
 /// The answer to a change for a user the host deleted: as for a user
@@ -286,7 +386,8 @@ async fn audit_preferences_in(
     }
 }
 
-/// The categories the user can receive, each channel on or off.
+/// The categories the user can receive, each channel on or off, and the
+/// topics they follow (the first 200 by key), each muted or not.
 #[utoipa::path(get, path = "/v1/inbox/preferences", tag = "inbox", operation_id = "inbox_preferences_get",
     responses((status = 200, body = PreferenceCenter), (status = 401, body = Problem, content_type = "application/problem+json")),
     security(("user_token" = [])))]
@@ -295,19 +396,18 @@ pub async fn get(
     Extension(InboxUser(user)): Extension<InboxUser>,
 ) -> Result<ApiJson<PreferenceCenter>, ApiError> {
     let offered = offered(&state).await?;
-    let recipient = state.store.get_recipient(&user).await?;
-    Ok(ApiJson(center(&offered, recipient.as_ref())))
+    Ok(ApiJson(center_of(&*state.store, &offered, &user).await?))
 }
 
-/// Turns categories on or off per channel, as the user's own choice (which
-/// a host's `PUT /v1/users` does not override).
+/// Turns categories on or off per channel, and mutes or unmutes topics, as
+/// the user's own choice (which a host's `PUT /v1/users` does not override).
 #[utoipa::path(put, path = "/v1/inbox/preferences", tag = "inbox", operation_id = "inbox_preferences_put", request_body = PreferenceChange,
     responses(
         (status = 200, body = PreferenceCenter),
         (status = 401, body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The host deleted the user; nothing was changed", body = Problem, content_type = "application/problem+json"),
         (status = 415, description = "Not JSON", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An unknown category or channel, or transactional turned off", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An unknown category or channel, transactional turned off, or a topic key that is not one", body = Problem, content_type = "application/problem+json"),
     ),
     security(("user_token" = [])))]
 pub async fn put(
@@ -347,15 +447,14 @@ fn verify(state: &AppState, token: &str) -> Result<UserId, ApiError> {
 pub async fn show(State(state): State<AppState>, ApiPath(token): ApiPath<String>) -> Result<Response, ApiError> {
     let user = verify(&state, &token)?;
     let offered = offered(&state).await?;
-    let recipient = state.store.get_recipient(&user).await?;
-    Ok(page(&center(&offered, recipient.as_ref()), false))
+    Ok(page(&center_of(&*state.store, &offered, &user).await?, false))
 }
 
 /// The hosted page's form: each box the user ticked or unticked is turned
 /// on or off; the others are left as they were (see `http::preference_form`).
 #[utoipa::path(post, path = "/p/{token}", tag = "preferences", params(("token" = String, Path)),
     request_body(content = String, content_type = "application/x-www-form-urlencoded",
-        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` for each box on the form that can change, `was=…` the same for each drawn ticked, `on=…` for each ticked now; only boxes whose `on` differs from `was` change (see `http::preference_form`)"),
+        description = "`shown=[\"CATEGORY\",\"CHANNEL\"]` (a topic's: `[\"topic:KEY\",\"*\"]`) for each box on the form that can change, `was=…` the same for each drawn ticked, `on=…` for each ticked now; only boxes whose `on` differs from `was` change (see `http::preference_form`)"),
     responses(
         (status = 200, description = "Saved; the form again", content_type = "text/html"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
@@ -379,8 +478,7 @@ pub async fn save(
 /// The user's preference center as they see it, for the operator screen.
 pub async fn center_for(state: &AppState, user: &UserId) -> Result<PreferenceCenter, ApiError> {
     let offered = offered(state).await?;
-    let recipient = state.store.get_recipient(user).await?;
-    Ok(center(&offered, recipient.as_ref()))
+    center_of(&*state.store, &offered, user).await
 }
 
 /// A change an operator makes for the user from the operator screen (the
@@ -419,6 +517,5 @@ pub async fn center_or_change_in_store(
         }
         None => Vec::new(),
     };
-    let recipient = store.get_recipient(user).await?;
-    Ok((center(&offered, recipient.as_ref()), changed))
+    Ok((center_of(store, &offered, user).await?, changed))
 }

@@ -92,22 +92,30 @@ pub fn user_opt_out(choices: &UserChoices, category: &str, channel: &str) -> Opt
         .then(|| format!("the user turned off \"{category}\" by {channel} in their preference center"))
 }
 
-/// Whether the user's own choice turns this category and channel on
-/// explicitly (which overrides a host's opt-out).
-/// The key under which [`UserChoices`] keeps a topic's mute: a category
-/// name cannot contain `:`, so `topic:doc:42` is never a category.
+/// What starts the key under which [`UserChoices`] keeps a topic's mute.
+/// A category may hold `:` (`promo:spring`), so the preference center
+/// refuses a category starting with this (`http::preferences`): the
+/// user's choices for `topic:doc:42` are only ever a topic's.
+pub const TOPIC_CHOICE_PREFIX: &str = "topic:";
+
+/// The channel a topic's choice is stored under: it holds on every channel.
+pub const EVERY_CHANNEL: &str = "*";
+
+/// The key under which [`UserChoices`] keeps a topic's mute.
 pub fn topic_choice_key(topic: &str) -> String {
-    format!("topic:{topic}")
+    format!("{TOPIC_CHOICE_PREFIX}{topic}")
 }
 
 /// The user's "mute" of one topic, in words: `{"topic:doc:42": {"*":
 /// false}}` in their choices. Muting a topic silences the triggers to it
 /// on every channel, whatever their category; the user stays subscribed.
 pub fn topic_muted(choices: &UserChoices, topic: &str) -> Option<String> {
-    let muted = choices.get(&topic_choice_key(topic)).and_then(|c| c.get("*")) == Some(&false);
+    let muted = choices.get(&topic_choice_key(topic)).and_then(|c| c.get(EVERY_CHANNEL)) == Some(&false);
     muted.then(|| format!("the user muted topic \"{topic}\""))
 }
 
+/// Whether the user's own choice turns this category and channel on
+/// explicitly (which overrides a host's opt-out).
 pub fn user_opt_in(choices: &UserChoices, category: &str, channel: &str) -> bool {
     crate::delivery::channel::catalog::personal_name(channel).is_some()
         && choices.get(category).and_then(|c| c.get(channel)) == Some(&true)

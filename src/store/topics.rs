@@ -15,6 +15,8 @@
 //! the database says how many rows it added or removed, which is the
 //! answer, so nothing is read first.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use serde::Serialize;
 use sqlx::{FromRow, Row};
@@ -120,6 +122,10 @@ pub trait TopicStore: Send + Sync {
     async fn subscribers(&self, key: &TopicKey, page: Page<'_>) -> Result<Vec<Subscription>, StoreError>;
     /// The topics a user follows, in key order.
     async fn user_topics(&self, user: &UserId, page: Page<'_>) -> Result<Vec<Subscription>, StoreError>;
+    /// The names of these topics, by key, in one statement (a topic without
+    /// a row or a name is absent): the preference center shows a page of a
+    /// user's topics by name without a query per topic.
+    async fn topic_names(&self, keys: &[&str]) -> Result<BTreeMap<String, String>, StoreError>;
 }
 
 /// Every id once, sorted, as the statements' JSON parameter: two calls over
@@ -251,5 +257,19 @@ impl TopicStore for SqlStore {
             .bind(i64::from(page.limit))
             .all(self.pool(), "user topics")
             .await
+    }
+
+    async fn topic_names(&self, keys: &[&str]) -> Result<BTreeMap<String, String>, StoreError> {
+        if keys.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let rows = sqlx::query(self.sql(Query::TopicNames))
+            .bind(keys_json(keys.iter().copied())?)
+            .all(self.pool(), "topic names")
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("topic_key")?, r.try_get("name")?)))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(StoreError::db("topic names: decode"))
     }
 }

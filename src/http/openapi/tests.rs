@@ -174,6 +174,11 @@ fn the_rules_state_their_bounds() {
     assert_eq!(schemas["SuppressionInput"]["properties"]["email"]["pattern"], super::HASHABLE_EMAIL);
     let categories = &schemas["PreferenceChange"]["properties"]["categories"]["additionalProperties"];
     assert_eq!(categories["additionalProperties"]["type"], "boolean");
+    let topics = &schemas["PreferenceChange"]["properties"]["topics"];
+    assert_eq!(
+        (&topics["additionalProperties"]["type"], &topics["propertyNames"]["maxLength"]),
+        (&"boolean".into(), &200.into())
+    );
 }
 /// `<tag>_<handler>` ids, without a word said twice
 /// (`unsubscribe_unsubscribe` was one).

@@ -156,6 +156,7 @@ static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
     env.add_function("preference_box", |category: String, channel: String| {
         crate::http::preference_form::box_value(&category, &channel)
     });
+    env.add_function("topic_box", |topic: String| crate::http::preference_form::topic_box_value(&topic));
     for (name, source) in [
         ("layout.html", include_str!("templates/layout.html")),
         ("login.html", include_str!("templates/login.html")),

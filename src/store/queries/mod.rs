@@ -457,6 +457,8 @@ named_queries! {
     TopicSubscribers = "topic_subscribers",
     /// A page of the topics a user follows.
     UserTopics = "user_topics",
+    /// The names of some topics.
+    TopicNames = "topic_names",
     /// Erasure: the topics a user follows.
     DeleteUserSubscriptions = "delete_user_subscriptions",
     /// Retention: finished `sent` outbox rows, oldest first.

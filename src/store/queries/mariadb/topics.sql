@@ -36,3 +36,14 @@ DELETE s
          user_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS u
   STRAIGHT_JOIN engagement_topic_subscriptions s ON s.user_id = u.user_id
  WHERE s.topic_key = ?;
+
+-- name: topic_names
+-- The names of some topics (a JSON array of keys), for the preference
+-- center's list of what a user follows; a topic without a row or a name is
+-- left out.
+-- binds: keys
+SELECT t.topic_key, t.name
+  FROM JSON_TABLE(?, '$[*]' COLUMNS (
+         topic_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS k
+  STRAIGHT_JOIN engagement_topics t ON t.topic_key = k.topic_key
+ WHERE t.name IS NOT NULL;

@@ -75,3 +75,12 @@ SELECT topic_key, user_id, created_at
 -- Erasure: the topics a user follows.
 -- binds: user_id
 DELETE FROM engagement_topic_subscriptions WHERE user_id = $1;
+
+-- name: topic_names
+-- The names of some topics (a JSON array of keys), for the preference
+-- center's list of what a user follows; a topic without a row or a name is
+-- left out. The keys as an array computed once (see README.md).
+-- binds: keys
+SELECT topic_key, name
+  FROM engagement_topics
+ WHERE topic_key = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST($1 AS jsonb)))) AND name IS NOT NULL;

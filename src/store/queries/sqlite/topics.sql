@@ -25,3 +25,12 @@ SELECT ?, ?, value FROM json_each(?) WHERE true
 -- binds: users, topic_key
 DELETE FROM engagement_topic_subscriptions
  WHERE user_id IN (SELECT value FROM json_each(?)) AND topic_key = ?;
+
+-- name: topic_names
+-- The names of some topics (a JSON array of keys), for the preference
+-- center's list of what a user follows; a topic without a row or a name is
+-- left out.
+-- binds: keys
+SELECT topic_key, name
+  FROM engagement_topics
+ WHERE topic_key IN (SELECT value FROM json_each(?)) AND name IS NOT NULL;
