@@ -122,7 +122,12 @@ async fn a_topic_of_ten_thousand_with_the_actor_left_out_makes_9999_inbox_messag
     let state = db.store.fan_out_state("t-10k").await.unwrap().unwrap();
     assert!(state.planned_at.is_some(), "the expansion finished: {state:?}");
     assert_eq!((state.audience_size, state.expanded_count, state.planned_count), (Some(9_999), 9_999, Some(9_999)));
-    assert_eq!(drain(db, &clock).await, 9_999);
+    // Each thousand recipients are due a millisecond after the thousand before.
+    let due: Vec<Millis> = db.store.outbox_for_trigger("t-10k").await.unwrap().iter().map(|r| r.due_at).collect();
+    assert_eq!((due.iter().min(), due.iter().max()), (Some(&T0), Some(&T0.plus(Duration::from_millis(9)))));
+    assert_eq!(drain(db, &clock).await, 1_000, "the first thousand are due at once");
+    clock.advance(Duration::from_millis(9));
+    assert_eq!(drain(db, &clock).await, 8_999);
     let rows = rows_of(db, "t-10k").await;
     assert_eq!(rows.len(), 9_999);
     assert!(rows.iter().all(|(_, s)| s == "sent"));

@@ -214,17 +214,19 @@ impl Expander {
             let now = self.clock.now();
             let mut planned = Vec::new();
             let mut from = after.clone();
-            for part in users.chunks(self.chunk as usize) {
-                let (own_rows, digests) = self.evaluate(&book, &trigger, &own_rules, part, mysql).await?;
+            for (i, part) in users.chunks(self.chunk as usize).enumerate() {
+                let first = recipients + (i * self.chunk as usize) as i64;
+                let (own_rows, digests) = self.evaluate(&book, &trigger, &own_rules, part, first, mysql).await?;
                 let part_last = part.last().cloned().unwrap_or_default();
-                planned.push((std::mem::replace(&mut from, part_last.clone()), part_last, own_rows, digests));
+                planned.push((std::mem::replace(&mut from, part_last.clone()), part_last, first, own_rows, digests));
             }
-            let chunks = planned.iter().map(|(after, last, rows, digests)| {
+            let chunks = planned.iter().map(|(after, last, first, rows, digests)| {
                 let chunk = PlanChunk {
                     trigger: &trigger,
                     owner: &self.owner,
                     after,
                     last,
+                    first: *first,
                     set_rules: &set_rules,
                     rows,
                     digests,
@@ -268,6 +270,7 @@ impl Expander {
         trigger: &FanOutRow,
         rules: &[&PlanRule],
         users: &[String],
+        first: i64,
         mysql: bool,
     ) -> Result<(Vec<NewOutboxRow>, Vec<NewDigestItem>), StoreError> {
         if rules.is_empty() {
@@ -277,11 +280,14 @@ impl Expander {
         let recipients: std::collections::HashMap<String, _> =
             self.store.recipients_by_ids(&ids).await?.into_iter().map(|r| (r.user_id.clone(), r)).collect();
         let (mut rows, mut digests) = (Vec::new(), Vec::new());
-        for user in users {
+        for (i, user) in users.iter().enumerate() {
             let plan =
                 evaluate_rules(&trigger.for_user(user), rules.iter().copied(), recipients.get(user), book.zone());
+            // A millisecond per thousand recipients, as `plan_topic_chunk` does.
+            let stagger = std::time::Duration::from_millis(((first + i as i64) / 1000) as u64);
             rows.extend(plan.rows.into_iter().map(|mut row| {
                 row.dedupe_key = dedupe_key(mysql, &trigger.id, row.rule_id.as_deref().unwrap_or_default(), user);
+                row.due_at = row.due_at.plus(stagger);
                 row
             }));
             digests.extend(plan.digests.into_iter().map(|item| NewDigestItem { to_many: true, ..item }));

@@ -124,6 +124,10 @@ pub struct PlanChunk<'a> {
     /// The chunk is the audience in (`after`, `last`].
     pub after: &'a str,
     pub last: &'a str,
+    /// The place of the chunk's first recipient in the audience, from 0:
+    /// each thousand recipients are due a millisecond after the thousand
+    /// before (see `plan_topic_chunk`).
+    pub first: i64,
     /// Rules planned by one statement for the whole chunk.
     pub set_rules: &'a [ChunkRule],
     /// Rows of rules evaluated in the process (conditions, digests).
@@ -321,6 +325,7 @@ impl FanOutStore for SqlStore {
                 .collect();
             let query = match t.audience.as_deref() {
                 Some("topic") => sqlx::query(self.sql(Query::PlanTopicChunk))
+                    .bind(c.first)
                     .bind(t.id.clone())
                     .bind(t.payload.to_string())
                     .bind(now.0)
@@ -330,6 +335,7 @@ impl FanOutStore for SqlStore {
                     .bind(c.last.to_owned())
                     .bind(t.created_at.0),
                 _ => sqlx::query(self.sql(Query::PlanUsersChunk))
+                    .bind(c.first)
                     .bind(t.id.clone())
                     .bind(t.payload.to_string())
                     .bind(now.0)

@@ -38,7 +38,7 @@ SELECT id FROM engagement_triggers
 -- user id over 180 characters is hashed in the dedupe key, which must fit
 -- VARCHAR(255) beside two 36-character ids (fan_out_dedupe_key in
 -- src/planning/fan_out.rs does the same for rules planned in the process).
--- binds: trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
+-- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3), '-8', SUBSTR(k.m, 4, 3), '-',
@@ -48,8 +48,10 @@ SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3)
   FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, MD5(d.dedupe_key) AS m, d.*
           FROM (SELECT CONCAT(p.trigger_id, ':', r.rule_id, ':',
                               IF(CHAR_LENGTH(s.user_id) > 180, SHA2(s.user_id, 256), s.user_id)) AS dedupe_key,
-                       p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel, r.due_at, r.expires_at,
-                       r.follow_up_at
+                       p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel,
+                       r.due_at + (? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) DIV 1000
+                           AS due_at,
+                       r.expires_at, r.follow_up_at
                   FROM (SELECT CAST(? AS CHAR) AS trigger_id, CAST(? AS CHAR) AS payload, CAST(? AS SIGNED) AS now) AS p
                  CROSS JOIN JSON_TABLE(?, '$[*]' COLUMNS (
                          rule_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',
@@ -64,7 +66,7 @@ SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3)
 
 -- name: plan_users_chunk
 -- plan_topic_chunk for a 'users' trigger: its users in (cursor, last].
--- binds: trigger_id, payload, now, rules, cursor, last, actor_id
+-- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3), '-8', SUBSTR(k.m, 4, 3), '-',
@@ -74,8 +76,10 @@ SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3)
   FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, MD5(d.dedupe_key) AS m, d.*
           FROM (SELECT CONCAT(p.trigger_id, ':', r.rule_id, ':',
                               IF(CHAR_LENGTH(s.user_id) > 180, SHA2(s.user_id, 256), s.user_id)) AS dedupe_key,
-                       p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel, r.due_at, r.expires_at,
-                       r.follow_up_at
+                       p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel,
+                       r.due_at + (? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) DIV 1000
+                           AS due_at,
+                       r.expires_at, r.follow_up_at
                   FROM (SELECT CAST(? AS CHAR) AS trigger_id, CAST(? AS CHAR) AS payload, CAST(? AS SIGNED) AS now) AS p
                  CROSS JOIN JSON_TABLE(?, '$[*]' COLUMNS (
                          rule_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]',

@@ -105,42 +105,50 @@ SELECT user_id FROM engagement_trigger_users
 -- commit, before the next chunk) adds nothing. The id is a UUIDv7 of `now`
 -- whose other bits are the MD5 of that key: time-ordered like Herald's
 -- other ids, made here so the rows never travel through the process.
--- binds: trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
+-- Each thousand recipients are due a millisecond after the thousand before
+-- (`first` is the chunk's first recipient's place in the audience, from 0):
+-- a million rows due at one instant put every read of the backlog behind
+-- the rows already sent, whose index entries MariaDB purges only later, and
+-- the worker's backlog cursor moves by due time. The last of a million is
+-- due a second after the first.
+-- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
            || '-' || substr(t.m, 7, 12),
-       t.dedupe_key, t.rule_id, $1, t.user_id, t.channel, $2, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, $3, $3
-  FROM (SELECT lpad(to_hex(CAST($3 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
-          FROM (SELECT $1 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-                       r.due_at, r.expires_at, r.follow_up_at
+       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
+       0, $4, $4
+  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
+          FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
+                       r.expires_at, r.follow_up_at
                   FROM engagement_topic_subscriptions s
                  CROSS JOIN (SELECT x ->> 0 AS rule_id, x ->> 1 AS channel, CAST(x ->> 2 AS bigint) AS due_at,
                                     CAST(x ->> 3 AS bigint) AS expires_at, CAST(x ->> 4 AS bigint) AS follow_up_at
-                               FROM jsonb_array_elements(CAST($4 AS jsonb)) AS x) AS r
-                 WHERE s.topic_key = $5 AND s.user_id > $6 AND s.user_id <= $7 AND s.created_at <= $8
-                   AND s.user_id <> COALESCE($9, '')) AS k) AS t
+                               FROM jsonb_array_elements(CAST($5 AS jsonb)) AS x) AS r
+                 WHERE s.topic_key = $6 AND s.user_id > $7 AND s.user_id <= $8 AND s.created_at <= $9
+                   AND s.user_id <> COALESCE($10, '')) AS k) AS t
     ON CONFLICT (dedupe_key) DO NOTHING;
 
 -- name: plan_users_chunk
 -- plan_topic_chunk for a 'users' trigger: its users in (cursor, last].
--- binds: trigger_id, payload, now, rules, cursor, last, actor_id
+-- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
            || '-' || substr(t.m, 7, 12),
-       t.dedupe_key, t.rule_id, $1, t.user_id, t.channel, $2, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, $3, $3
-  FROM (SELECT lpad(to_hex(CAST($3 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
-          FROM (SELECT $1 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-                       r.due_at, r.expires_at, r.follow_up_at
+       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
+       0, $4, $4
+  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
+          FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
+                       r.expires_at, r.follow_up_at
                   FROM engagement_trigger_users s
                  CROSS JOIN (SELECT x ->> 0 AS rule_id, x ->> 1 AS channel, CAST(x ->> 2 AS bigint) AS due_at,
                                     CAST(x ->> 3 AS bigint) AS expires_at, CAST(x ->> 4 AS bigint) AS follow_up_at
-                               FROM jsonb_array_elements(CAST($4 AS jsonb)) AS x) AS r
-                 WHERE s.trigger_id = $1 AND s.user_id > $5 AND s.user_id <= $6
-                   AND s.user_id <> COALESCE($7, '')) AS k) AS t
+                               FROM jsonb_array_elements(CAST($5 AS jsonb)) AS x) AS r
+                 WHERE s.trigger_id = $2 AND s.user_id > $6 AND s.user_id <= $7
+                   AND s.user_id <> COALESCE($8, '')) AS k) AS t
     ON CONFLICT (dedupe_key) DO NOTHING;
 
 -- name: advance_fan_out

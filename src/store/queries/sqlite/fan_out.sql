@@ -31,42 +31,44 @@ SELECT id FROM engagement_triggers
 -- Plans one chunk of a topic trigger in one statement (see PostgreSQL's
 -- text). The id's other bits are random here: SQLite has no MD5, and the
 -- dedupe key, not the id, is what keeps a row from being planned twice.
--- binds: trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
+-- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
            || '-' || substr(t.m, 7, 12),
-       t.dedupe_key, t.rule_id, ?1, t.user_id, t.channel, ?2, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, ?3, ?3
-  FROM (SELECT printf('%012x', ?3) AS h, lower(hex(randomblob(9))) AS m,
-               ?1 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-               r.due_at, r.expires_at, r.follow_up_at
+       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
+       0, ?4, ?4
+  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(9))) AS m,
+               ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+               r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
+               r.expires_at, r.follow_up_at
           FROM engagement_topic_subscriptions s
          CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
                             value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
-                       FROM json_each(?4)) AS r
-         WHERE s.topic_key = ?5 AND s.user_id > ?6 AND s.user_id <= ?7 AND s.created_at <= ?8
-           AND s.user_id <> COALESCE(?9, '')) AS t
+                       FROM json_each(?5)) AS r
+         WHERE s.topic_key = ?6 AND s.user_id > ?7 AND s.user_id <= ?8 AND s.created_at <= ?9
+           AND s.user_id <> COALESCE(?10, '')) AS t
  WHERE true
     ON CONFLICT (dedupe_key) DO NOTHING;
 
 -- name: plan_users_chunk
 -- plan_topic_chunk for a 'users' trigger: its users in (cursor, last].
--- binds: trigger_id, payload, now, rules, cursor, last, actor_id
+-- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
            || '-' || substr(t.m, 7, 12),
-       t.dedupe_key, t.rule_id, ?1, t.user_id, t.channel, ?2, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, ?3, ?3
-  FROM (SELECT printf('%012x', ?3) AS h, lower(hex(randomblob(9))) AS m,
-               ?1 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-               r.due_at, r.expires_at, r.follow_up_at
+       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
+       0, ?4, ?4
+  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(9))) AS m,
+               ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+               r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
+               r.expires_at, r.follow_up_at
           FROM engagement_trigger_users s
          CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
                             value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
-                       FROM json_each(?4)) AS r
-         WHERE s.trigger_id = ?1 AND s.user_id > ?5 AND s.user_id <= ?6 AND s.user_id <> COALESCE(?7, '')) AS t
+                       FROM json_each(?5)) AS r
+         WHERE s.trigger_id = ?2 AND s.user_id > ?6 AND s.user_id <= ?7 AND s.user_id <> COALESCE(?8, '')) AS t
  WHERE true
     ON CONFLICT (dedupe_key) DO NOTHING;
 
