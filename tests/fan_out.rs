@@ -185,6 +185,9 @@ async fn user_ids_with_duplicates_make_one_message_each(db: &TestDb) {
     assert_eq!(users, ["ada", "bob", "cy"], "each once, the actor left out");
     let state = db.store.fan_out_state("t-list").await.unwrap().unwrap();
     assert_eq!(state.audience_size, Some(3));
+    let sql = db.store.dialect().sql("SELECT COUNT(*) FROM engagement_trigger_users WHERE trigger_id = ?");
+    let left: i64 = sqlx::query_scalar(&sql).bind("t-list").fetch_one(db.store.pool()).await.unwrap();
+    assert_eq!(left, 0, "the list is deleted once the expansion is done");
 }
 
 async fn a_cancel_half_way_stops_the_expansion_and_cancels_what_was_planned(db: &TestDb) {

@@ -199,6 +199,16 @@ pub trait FanOutStore: Send + Sync {
     async fn trigger_outcomes(&self, id: &str) -> Result<Vec<OutcomeCount>, StoreError>;
 }
 
+impl SqlStore {
+    async fn forget_trigger_users(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query(self.sql(Query::ForgetTriggerUsers))
+            .bind(id.to_owned())
+            .run(self.writer(), "forget trigger users")
+            .await?;
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl FanOutStore for SqlStore {
     async fn record_fan_out(&self, t: &NewFanOut, now: Millis) -> Result<TriggerInsert, StoreError> {
@@ -405,6 +415,9 @@ impl FanOutStore for SqlStore {
             .bind(owner.to_owned())
             .run(self.writer(), "finish fan-out")
             .await?;
+        if n == 1 {
+            self.forget_trigger_users(id).await?;
+        }
         Ok(n == 1)
     }
 
@@ -415,6 +428,9 @@ impl FanOutStore for SqlStore {
             .bind(id.to_owned())
             .run(self.writer(), "cancel trigger")
             .await?;
+        if n == 1 {
+            self.forget_trigger_users(id).await?;
+        }
         Ok(n == 1)
     }
 

@@ -150,6 +150,8 @@ named_queries! {
     FinishFanOut = "finish_fan_out",
     /// Marks a trigger cancelled.
     CancelTrigger = "cancel_trigger",
+    /// Deletes a 'users' trigger's list once it is no longer needed.
+    ForgetTriggerUsers = "forget_trigger_users",
     /// Cancels a chunk of a trigger's scheduled rows.
     CancelScheduledTrigger = "cancel_scheduled_trigger",
     /// MariaDB: locks a chunk of a trigger's scheduled rows for [`Query::CancelScheduledTrigger`].

@@ -63,12 +63,12 @@ DELETE FROM engagement_inbox
 DELETE FROM engagement_bounces WHERE created_at < ? ORDER BY created_at LIMIT ?;
 
 -- name: prune_triggers
--- Planned triggers recorded before the cutoff, none of whose messages (nor a
+-- Planned (or cancelled) triggers recorded before the cutoff, none of whose messages (nor a
 -- digest message they joined) is still scheduled or sending, and none of
 -- whose inbox messages has a follow-up to plan.
 -- binds: cutoff, limit
 DELETE FROM engagement_triggers
- WHERE created_at < ? AND planned_at IS NOT NULL
+ WHERE created_at < ? AND (planned_at IS NOT NULL OR cancelled_at IS NOT NULL)
    AND (SELECT 1 FROM engagement_outbox o WHERE o.trigger_id = engagement_triggers.id
           AND (o.status IN ('scheduled', 'sending') OR o.follow_up_at IS NOT NULL) LIMIT 1) IS NULL
    AND (SELECT 1 FROM engagement_digest_items di JOIN engagement_outbox o ON o.id = di.outbox_id

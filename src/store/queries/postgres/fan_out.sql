@@ -179,6 +179,13 @@ UPDATE engagement_triggers
 
 -- ------------------------------------------------------------------ the audience's outcome
 
+-- name: forget_trigger_users
+-- A 'users' trigger's list, once its expansion is done or cancelled: the
+-- rows it planned name their users, and retention has nothing else to
+-- delete it by.
+-- binds: id
+DELETE FROM engagement_trigger_users WHERE trigger_id = $1;
+
 -- name: cancel_trigger
 -- Marks a trigger cancelled (its expansion stops at the next chunk), once.
 -- binds: now, by, id

@@ -85,6 +85,13 @@ UPDATE engagement_triggers
    SET planned_at = ?, plan_detail = ?, planned_count = ?, expand_owner = NULL, expand_until = NULL
  WHERE id = ? AND expand_owner = ? AND planned_at IS NULL AND cancelled_at IS NULL;
 
+-- name: forget_trigger_users
+-- A 'users' trigger's list, once its expansion is done or cancelled: the
+-- rows it planned name their users, and retention has nothing else to
+-- delete it by.
+-- binds: id
+DELETE FROM engagement_trigger_users WHERE trigger_id = ?;
+
 -- name: cancel_trigger
 -- Marks a trigger cancelled (its expansion stops at the next chunk), once.
 -- binds: now, by, id
