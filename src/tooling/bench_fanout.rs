@@ -19,10 +19,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use sqlx::Row;
-use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::store::{ConnectOptions, FanOutStore, RecipientStore, SqlStore, Store};
+use crate::store::{FanOutStore, RecipientStore, SqlStore, Store};
 
 #[derive(Debug, Clone)]
 pub struct FanOutOptions {
@@ -60,36 +58,16 @@ const TRIGGER_TYPE: &str = "bench.announced";
 
 pub async fn run(opts: &FanOutOptions) -> anyhow::Result<FanOutReport> {
     anyhow::ensure!(opts.subscribers >= 1, "--subscribers: 0 is not accepted; expected 1 or more");
-    let dir = tempfile::tempdir()?;
-    let url = match &opts.database_url {
-        Some(u) => u.clone(),
-        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
-    };
-    let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
-    store.migrate().await?;
+    let (dir, url, store) = crate::tooling::bench_pipeline::scratch_database(opts.database_url.as_deref()).await?;
     let key = setup(&store).await?;
-    let mut config = Config {
-        database_url: url.clone(),
-        data_dir: dir.path().to_owned(),
-        migrate_on_start: false,
-        ..Config::default()
-    };
-    config.worker.batch = opts.batch;
-    config.worker.concurrency.insert("inbox".into(), opts.concurrency);
-    config.http.max_body_bytes = config.http.max_body_bytes.max(2 << 20);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let shutdown = CancellationToken::new();
-    let server = {
-        let (store, shutdown) = (SqlStore::connect(&url, &ConnectOptions::default()).await?, shutdown.clone());
-        tokio::spawn(async move { crate::app::serve_until(config, store, listener, shutdown).await })
-    };
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(20), "the service did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let service = crate::tooling::bench_pipeline::Service::start(&dir, &url, &http, |config| {
+        config.worker.batch = opts.batch;
+        config.worker.concurrency.insert("inbox".into(), opts.concurrency);
+        config.http.max_body_bytes = config.http.max_body_bytes.max(2 << 20);
+    })
+    .await?;
+    let base = service.base.clone();
 
     let subscribing = Instant::now();
     for first in (0..opts.subscribers).step_by(10_000) {
@@ -136,8 +114,7 @@ pub async fn run(opts: &FanOutOptions) -> anyhow::Result<FanOutReport> {
         0 => None,
         n => Some(loop_rate(&http, &base, &key, n).await?),
     };
-    shutdown.cancel();
-    server.await??;
+    service.stop().await?;
     Ok(FanOutReport {
         database: store.dialect().to_string(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

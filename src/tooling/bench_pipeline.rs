@@ -138,6 +138,65 @@ pub struct PipelineReport {
     pub cores: usize,
 }
 
+/// A scratch database for a bench that runs the whole service: the URL
+/// given, or a SQLite file in the returned directory; migrated.
+pub(crate) async fn scratch_database(url: Option<&str>) -> anyhow::Result<(tempfile::TempDir, String, SqlStore)> {
+    let dir = tempfile::tempdir()?;
+    let url = match url {
+        Some(u) => u.to_owned(),
+        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
+    };
+    let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
+    store.migrate().await?;
+    Ok((dir, url, store))
+}
+
+/// `herald serve` in this process on a scratch database, answering on a
+/// loopback port.
+pub(crate) struct Service {
+    pub base: String,
+    shutdown: CancellationToken,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Service {
+    /// Starts the service with the default settings as `configure` leaves
+    /// them, and waits until it answers.
+    pub(crate) async fn start(
+        dir: &tempfile::TempDir,
+        url: &str,
+        http: &reqwest::Client,
+        configure: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<Service> {
+        let mut config = Config {
+            database_url: url.to_owned(),
+            data_dir: dir.path().to_owned(),
+            migrate_on_start: false,
+            ..Config::default()
+        };
+        configure(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let base = format!("http://{}", listener.local_addr()?);
+        let shutdown = CancellationToken::new();
+        let server = {
+            let (store, shutdown) = (SqlStore::connect(url, &ConnectOptions::default()).await?, shutdown.clone());
+            tokio::spawn(async move { crate::app::serve_until(config, store, listener, shutdown).await })
+        };
+        let started = Instant::now();
+        while http.get(format!("{base}/healthz")).send().await.is_err() {
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(20), "the service did not start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(Service { base, shutdown, server })
+    }
+
+    /// Stops it, and reports how it ended.
+    pub(crate) async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.server.await?
+    }
+}
+
 const KEY_NAME: &str = "bench-pipeline";
 const TRIGGER_TYPE: &str = "bench.pipeline";
 /// How long the drain after the load may take before the bench gives up.
@@ -145,34 +204,11 @@ const DRAIN_LIMIT: Duration = Duration::from_secs(300);
 
 pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
     anyhow::ensure!(opts.connections >= 1, "--connections: 0 is not accepted; expected 1 or more");
-    let dir = tempfile::tempdir()?;
-    let url = match &opts.database_url {
-        Some(u) => u.clone(),
-        None => format!("sqlite://{}", dir.path().join("bench.db").display()),
-    };
-    let store = SqlStore::connect(&url, &ConnectOptions::default()).await?;
-    store.migrate().await?;
+    let (dir, url, store) = scratch_database(opts.database_url.as_deref()).await?;
     let key = setup(&store, opts.users, opts.workflows).await?;
-
-    let config = Config {
-        database_url: url.clone(),
-        data_dir: dir.path().to_owned(),
-        migrate_on_start: false,
-        ..Config::default()
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let shutdown = CancellationToken::new();
-    let server = {
-        let (store, shutdown) = (SqlStore::connect(&url, &ConnectOptions::default()).await?, shutdown.clone());
-        tokio::spawn(async move { crate::app::serve_until(config, store, listener, shutdown).await })
-    };
     let http = reqwest::Client::builder().pool_max_idle_per_host(opts.connections).build()?;
-    let started = Instant::now();
-    while http.get(format!("{base}/healthz")).send().await.is_err() {
-        anyhow::ensure!(started.elapsed() < Duration::from_secs(20), "the service did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let service = Service::start(&dir, &url, &http, |_| {}).await?;
+    let base = service.base.clone();
 
     // One message at a time into the idle service.
     for n in 0..20 {
@@ -277,8 +313,7 @@ pub async fn run(opts: &PipelineOptions) -> anyhow::Result<PipelineReport> {
         Some(before) => crate::tooling::bench::pg_commits(&store).await?.map(|after| after - before),
         None => None,
     };
-    shutdown.cancel();
-    server.await??;
+    service.stop().await?;
     store.close().await;
 
     let per_sec = |n: u64| n as f64 / load.as_secs_f64();
