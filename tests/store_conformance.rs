@@ -25,6 +25,7 @@ backend_tests!(
     outcome_and_send_log_row_are_written_together,
     a_sent_rows_provider_ids_are_kept_whole,
     an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports,
+    an_upgrade_from_0021_keeps_digest_items_and_keys_them_per_user,
     reschedule_puts_the_row_back_with_its_error,
     release_can_refund_the_attempt,
     only_stale_claims_are_taken_back,
@@ -458,7 +459,7 @@ async fn an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports(db: 
     assert_eq!(before.as_array().unwrap().len(), 2, "{before}");
 
     let applied = old.store.migrate().await.unwrap();
-    assert_eq!(applied.iter().map(|m| m.version).collect::<Vec<_>>(), [21]);
+    assert_eq!(applied.first().map(|m| m.version), Some(21), "0021 and every later migration");
     assert_eq!(log(&old.store).await, before, "every send-log row kept as it was");
     if old.backend() == common::Backend::Sqlite {
         let indexes: Vec<String> = sqlx::query_scalar(
@@ -1637,4 +1638,31 @@ async fn instances_claim_from_their_own_slice_first_on_mysql(db: &TestDb) {
         total += more.len();
     }
     assert_eq!(total, 40, "an empty slice falls back to the whole set");
+}
+
+/// Migration 0022 makes a digest item's key (trigger, rule, user), a table
+/// rebuild on SQLite: a database at 0021 holding digest items keeps every
+/// one, and takes a second user's item for the same trigger and rule after,
+/// which its old key refused.
+async fn an_upgrade_from_0021_keeps_digest_items_and_keys_them_per_user(db: &TestDb) {
+    let old = TestDb::unmigrated(db.backend()).await;
+    old.store.migrate_through(21).await.unwrap();
+    let insert = old.store.dialect().sql(
+        "INSERT INTO engagement_digest_items (trigger_id, rule_id, outbox_id, user_id, payload, occurred_at, created_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    );
+    let item = |user: &'static str| {
+        sqlx::query(&insert).bind("t1").bind("r1").bind(format!("o-{user}")).bind(user).bind("{}").bind(T0.0).bind(T0.0)
+    };
+    item("u1").execute(old.store.pool()).await.unwrap();
+    assert!(item("u2").execute(old.store.pool()).await.is_err(), "0021's key refuses a second user");
+    old.store.migrate().await.unwrap();
+    let count = "SELECT COUNT(*) FROM engagement_digest_items WHERE trigger_id = 't1'";
+    let n: i64 = sqlx::query_scalar(count).fetch_one(old.store.pool()).await.unwrap();
+    assert_eq!(n, 1, "the item is kept");
+    item("u2").execute(old.store.pool()).await.unwrap();
+    assert!(item("u2").execute(old.store.pool()).await.is_err(), "still one item per trigger, rule and user");
+    let n: i64 = sqlx::query_scalar(count).fetch_one(old.store.pool()).await.unwrap();
+    assert_eq!(n, 2);
+    old.cleanup().await;
 }
