@@ -248,8 +248,12 @@ fn finish(doc: &mut serde_json::Value) {
         "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$",
         "description": "1 to 255 bytes of UTF-8 text without control characters",
     });
+    // Optional since a trigger may name `user_ids` or a `topic` instead
+    // (null is "not this one", as for the other optional fields).
     if let Some(p) = doc.pointer_mut("/components/schemas/TriggerInput/properties/user_id") {
-        *p = user_id.clone();
+        let mut optional = user_id.clone();
+        optional["type"] = json!(["string", "null"]);
+        *p = optional;
     }
     let topic_key = json!({
         "type": "string",
