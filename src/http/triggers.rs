@@ -387,9 +387,9 @@ async fn create_many(
     let body = match state.store.record_fan_out(&fan_out, now).await? {
         TriggerInsert::Created => {
             state.expander.wake();
-            let detail = "recorded; its audience is planned in chunks after this answer: GET /v1/triggers/{id} \
-                          follows it"
-                .replace("{id}", &id);
+            let detail = format!(
+                "recorded; its audience is planned in chunks after this answer: GET /v1/triggers/{id} follows it"
+            );
             TriggerAccepted {
                 trigger_id: id,
                 replayed: false,

@@ -235,7 +235,7 @@ impl Expander {
             });
             let results = futures::future::join_all(chunks).await;
             for result in results {
-                if result?.is_none() {
+                if !result? {
                     return Ok(Expanded::Stopped);
                 }
             }

@@ -166,10 +166,10 @@ pub trait FanOutStore: Send + Sync {
     /// Up to `limit` user ids of the audience after `after`, in order.
     async fn audience_chunk(&self, t: &FanOutRow, after: &str, limit: u32) -> Result<Vec<String>, StoreError>;
     /// Plans one chunk in one transaction (several may run side by side);
-    /// answers the rows and digest items planned, or `None` (and nothing
-    /// written) if this instance no longer holds the expansion or the
-    /// trigger was cancelled.
-    async fn plan_chunk(&self, chunk: &PlanChunk<'_>, now: Millis) -> Result<Option<i64>, StoreError>;
+    /// false (and nothing written) if this instance no longer holds the
+    /// expansion or the trigger was cancelled. What it planned is counted
+    /// once, when the expansion finishes ([`FanOutStore::fan_out_rows`]).
+    async fn plan_chunk(&self, chunk: &PlanChunk<'_>, now: Millis) -> Result<bool, StoreError>;
     /// Moves the cursor to `last` once every chunk up to it committed, adds
     /// their `recipients` and renews the lease until `until`; false if
     /// `owner` no longer holds the expansion, or it was cancelled.
@@ -310,13 +310,13 @@ impl FanOutStore for SqlStore {
         rows.iter().map(|r| text(r, "user_id")).collect::<Result<_, _>>().map_err(StoreError::db("audience chunk"))
     }
 
-    async fn plan_chunk(&self, c: &PlanChunk<'_>, now: Millis) -> Result<Option<i64>, StoreError> {
+    async fn plan_chunk(&self, c: &PlanChunk<'_>, now: Millis) -> Result<bool, StoreError> {
         let d = self.dialect();
         let db = StoreError::db;
         let t = c.trigger;
         let mut tx = self.begin_write().await.map_err(db("plan chunk: begin"))?;
-        // The trigger's row is locked for the chunk: an instance that took
-        // the expansion over, or a cancel, waits for this chunk or sees it.
+        // The trigger's row is share-locked for the chunk: a cancel (an
+        // update) waits for the chunks in flight, or they see it.
         let held = sqlx::query(self.sql(Query::HoldFanOut))
             .bind(t.id.clone())
             .bind(c.owner.to_owned())
@@ -324,51 +324,46 @@ impl FanOutStore for SqlStore {
             .await?;
         if held.is_none() {
             tx.rollback().await.map_err(db("plan chunk: rollback"))?;
-            return Ok(None);
+            return Ok(false);
         }
-        let mut planned = 0;
+        let mut wrote = false;
         if !c.set_rules.is_empty() {
             let rules: Vec<serde_json::Value> = c
                 .set_rules
                 .iter()
                 .map(|r| serde_json::json!([r.rule_id, r.channel, r.due_at, r.expires_at, r.follow_up_at]))
                 .collect();
-            let query = match t.audience.as_deref() {
-                Some("topic") => sqlx::query(self.sql(Query::PlanTopicChunk))
-                    .bind(c.first)
-                    .bind(t.id.clone())
-                    .bind(t.payload.to_string())
-                    .bind(now.0)
-                    .bind(serde_json::Value::Array(rules).to_string())
+            let topic = t.audience.as_deref() == Some("topic");
+            // The binds both statements share, then each one's range.
+            let query = sqlx::query(self.sql(if topic { Query::PlanTopicChunk } else { Query::PlanUsersChunk }))
+                .bind(c.first)
+                .bind(t.id.clone())
+                .bind(t.payload.to_string())
+                .bind(now.0)
+                .bind(serde_json::Value::Array(rules).to_string());
+            let query = match topic {
+                true => query
                     .bind(t.topic_key.clone().unwrap_or_default())
                     .bind(c.after.to_owned())
                     .bind(c.last.to_owned())
                     .bind(t.created_at.0),
-                _ => sqlx::query(self.sql(Query::PlanUsersChunk))
-                    .bind(c.first)
-                    .bind(t.id.clone())
-                    .bind(t.payload.to_string())
-                    .bind(now.0)
-                    .bind(serde_json::Value::Array(rules).to_string())
-                    .bind(c.after.to_owned())
-                    .bind(c.last.to_owned()),
+                false => query.bind(c.after.to_owned()).bind(c.last.to_owned()),
             };
-            planned += query.bind(t.actor_id.clone()).run(&mut *tx, "plan chunk: rows").await? as i64;
+            wrote |= query.bind(t.actor_id.clone()).run(&mut *tx, "plan chunk: rows").await? > 0;
         }
-        planned += super::outbox::insert(&mut tx, d, c.rows, false, now).await?.len() as i64;
+        wrote |= !super::outbox::insert(&mut tx, d, c.rows, false, now).await?.is_empty();
         if !c.digests.is_empty() {
             let digests: Vec<&NewDigestItem> = c.digests.iter().collect();
-            super::digests::add(&mut tx, d, &digests, now).await?;
-            planned += c.digests.len() as i64;
+            wrote |= super::digests::add(&mut tx, d, &digests, now).await? > 0;
         }
-        if planned > 0 {
+        if wrote {
             self.notify_enqueued_in(&mut tx).await?;
         }
         tx.commit().await.map_err(db("plan chunk: commit"))?;
-        if planned > 0 {
+        if wrote {
             self.enqueued_signal().notify_one();
         }
-        Ok(Some(planned))
+        Ok(true)
     }
 
     async fn advance_fan_out(
