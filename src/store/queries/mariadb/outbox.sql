@@ -53,7 +53,13 @@ SELECT id FROM engagement_instances WHERE expires_at >= ? ORDER BY id;
 -- One channel's due rows, oldest due first, without claiming them: due from
 -- `from_due` to `now`, leaving out `exclude` (a JSON array of ids this
 -- instance is still recording).
+-- The exclusion is materialized once (`in_to_exists=off`): left to
+-- itself, MariaDB 10.11 chose per read between that and testing each
+-- candidate against the whole list, and the latter read 1,000 rows of a
+-- fan-out's backlog with 1,000 ids left out in about a second (1.5 million
+-- rows examined) instead of 50 ms: every other read of the drain.
 -- binds: channel, from_due, now, exclude, limit
+SET STATEMENT optimizer_switch = 'in_to_exists=off' FOR
 SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
        due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
   FROM engagement_outbox
@@ -65,6 +71,7 @@ SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
 -- name: peek_channel_slice
 -- peek_channel within this instance's slice of the due rows.
 -- binds: channel, from_due, now, exclude, instances, rank, limit
+SET STATEMENT optimizer_switch = 'in_to_exists=off' FOR
 SELECT id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
        due_at, expires_at, attempts, last_error, claim_token, claimed_at, created_at, updated_at
   FROM engagement_outbox
