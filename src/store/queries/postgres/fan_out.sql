@@ -107,10 +107,11 @@ SELECT user_id FROM engagement_trigger_users
 -- other ids, made here so the rows never travel through the process.
 -- Each thousand recipients are due a millisecond after the thousand before
 -- (`first` is the chunk's first recipient's place in the audience, from 0):
--- a million rows due at one instant put every read of the backlog behind
--- the rows already sent, whose index entries MariaDB purges only later, and
--- the worker's backlog cursor moves by due time. The last of a million is
--- due a second after the first.
+-- the worker's backlog cursor moves by due time (src/delivery/worker/lane.rs),
+-- and a million rows due at one instant leave it nowhere to move: every
+-- read of the backlog would start at the first and leave out every row
+-- still being recorded. The last of a million is due a second after the
+-- first.
 -- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
