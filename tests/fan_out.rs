@@ -125,6 +125,16 @@ async fn a_topic_of_ten_thousand_with_the_actor_left_out_makes_9999_inbox_messag
     // Each thousand recipients are due a millisecond after the thousand before.
     let due: Vec<Millis> = db.store.outbox_for_trigger("t-10k").await.unwrap().iter().map(|r| r.due_at).collect();
     assert_eq!((due.iter().min(), due.iter().max()), (Some(&T0), Some(&T0.plus(Duration::from_millis(9)))));
+    // Each id is a UUIDv7 of the planning time, and the ids ascend with the
+    // recipient's place in the audience (user-id order), chunk after chunk,
+    // so the primary key takes every row at its right edge.
+    let mut planned = db.store.outbox_for_trigger("t-10k").await.unwrap();
+    planned.sort_by(|a, b| a.user_id.cmp(&b.user_id));
+    assert!(planned.windows(2).all(|w| w[0].id < w[1].id), "ids ascend in audience order");
+    for row in [&planned[0], &planned[9_998]] {
+        assert_eq!(uuid::Uuid::parse_str(&row.id).unwrap().get_version_num(), 7, "{}", row.id);
+        assert_eq!(row.id[..13], format!("{:08x}-{:04x}", T0.0 >> 16, T0.0 & 0xffff), "the planning time");
+    }
     assert_eq!(drain(db, &clock).await, 1_000, "the first thousand are due at once");
     clock.advance(Duration::from_millis(9));
     assert_eq!(drain(db, &clock).await, 8_999);

@@ -41,16 +41,18 @@ SELECT id FROM engagement_triggers
 -- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3), '-8', SUBSTR(k.m, 4, 3), '-',
-              SUBSTR(k.m, 7, 12)),
-       k.dedupe_key, k.rule_id, k.trigger_id, k.user_id, k.channel, k.payload, 'scheduled', k.due_at, k.expires_at,
+SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.p, 1, 3), '-8', SUBSTR(k.p, 4, 3), '-',
+              SUBSTR(k.m, 1, 12)),
+       k.dedupe_key, k.rule_id, k.trigger_id, k.user_id, k.channel, k.payload, 'scheduled',
+       k.first_due + k.place DIV 1000, k.expires_at,
        k.follow_up_at, 0, k.now, k.now
-  FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, MD5(d.dedupe_key) AS m, d.*
+  FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, LPAD(LOWER(HEX(d.place MOD 16777216)), 6, '0') AS p,
+               MD5(d.dedupe_key) AS m, d.*
           FROM (SELECT CONCAT(p.trigger_id, ':', r.rule_id, ':',
                               IF(CHAR_LENGTH(s.user_id) > 180, SHA2(s.user_id, 256), s.user_id)) AS dedupe_key,
                        p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel,
-                       r.due_at + (? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) DIV 1000
-                           AS due_at,
+                       r.due_at AS first_due,
+                       ? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
                        r.expires_at, r.follow_up_at
                   FROM (SELECT CAST(? AS CHAR) AS trigger_id, CAST(? AS CHAR) AS payload, CAST(? AS SIGNED) AS now) AS p
                  CROSS JOIN JSON_TABLE(?, '$[*]' COLUMNS (
@@ -69,16 +71,18 @@ SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3)
 -- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.m, 1, 3), '-8', SUBSTR(k.m, 4, 3), '-',
-              SUBSTR(k.m, 7, 12)),
-       k.dedupe_key, k.rule_id, k.trigger_id, k.user_id, k.channel, k.payload, 'scheduled', k.due_at, k.expires_at,
+SELECT CONCAT(SUBSTR(k.h, 1, 8), '-', SUBSTR(k.h, 9, 4), '-7', SUBSTR(k.p, 1, 3), '-8', SUBSTR(k.p, 4, 3), '-',
+              SUBSTR(k.m, 1, 12)),
+       k.dedupe_key, k.rule_id, k.trigger_id, k.user_id, k.channel, k.payload, 'scheduled',
+       k.first_due + k.place DIV 1000, k.expires_at,
        k.follow_up_at, 0, k.now, k.now
-  FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, MD5(d.dedupe_key) AS m, d.*
+  FROM (SELECT LPAD(LOWER(HEX(d.now)), 12, '0') AS h, LPAD(LOWER(HEX(d.place MOD 16777216)), 6, '0') AS p,
+               MD5(d.dedupe_key) AS m, d.*
           FROM (SELECT CONCAT(p.trigger_id, ':', r.rule_id, ':',
                               IF(CHAR_LENGTH(s.user_id) > 180, SHA2(s.user_id, 256), s.user_id)) AS dedupe_key,
                        p.trigger_id, p.payload, p.now, r.rule_id, s.user_id, r.channel,
-                       r.due_at + (? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) DIV 1000
-                           AS due_at,
+                       r.due_at AS first_due,
+                       ? + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
                        r.expires_at, r.follow_up_at
                   FROM (SELECT CAST(? AS CHAR) AS trigger_id, CAST(? AS CHAR) AS payload, CAST(? AS SIGNED) AS now) AS p
                  CROSS JOIN JSON_TABLE(?, '$[*]' COLUMNS (

@@ -103,8 +103,13 @@ SELECT user_id FROM engagement_trigger_users
 -- [rule_id, channel, due_at, expires_at, follow_up_at]). The dedupe key
 -- trigger:rule:user is unique, so a chunk planned twice (a crash after the
 -- commit, before the next chunk) adds nothing. The id is a UUIDv7 of `now`
--- whose other bits are the MD5 of that key: time-ordered like Herald's
--- other ids, made here so the rows never travel through the process.
+-- whose next 24 bits are the recipient's place in the audience and whose
+-- last 48 the MD5 of that key: time-ordered like Herald's other ids, made
+-- here so the rows never travel through the process, and ascending within
+-- the chunk, so the primary key and the indexes ending in the id take each
+-- row at their right edge. With the MD5's bits in the place's (ids in
+-- random order within the chunk) 200,000 rows took 5.0-5.2 s in psql
+-- instead of 3.0-3.4 s.
 -- Each thousand recipients are due a millisecond after the thousand before
 -- (`first` is the chunk's first recipient's place in the audience, from 0):
 -- the worker's backlog cursor moves by due time (src/delivery/worker/lane.rs),
@@ -115,12 +120,14 @@ SELECT user_id FROM engagement_trigger_users
 -- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
-           || '-' || substr(t.m, 7, 12),
+SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
+           || '-' || substr(t.m, 1, 12),
        t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
        0, $4, $4
-  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
+  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, lpad(to_hex(k.place % 16777216), 6, '0') AS p,
+               md5(k.dedupe_key) AS m, k.*
           FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       $1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
                        r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
                        r.expires_at, r.follow_up_at
                   FROM engagement_topic_subscriptions s
@@ -136,12 +143,14 @@ SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3
 -- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
-           || '-' || substr(t.m, 7, 12),
+SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
+           || '-' || substr(t.m, 1, 12),
        t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
        0, $4, $4
-  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, md5(k.dedupe_key) AS m, k.*
+  FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, lpad(to_hex(k.place % 16777216), 6, '0') AS p,
+               md5(k.dedupe_key) AS m, k.*
           FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       $1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
                        r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
                        r.expires_at, r.follow_up_at
                   FROM engagement_trigger_users s

@@ -29,16 +29,17 @@ SELECT id FROM engagement_triggers
 
 -- name: plan_topic_chunk
 -- Plans one chunk of a topic trigger in one statement (see PostgreSQL's
--- text). The id's other bits are random here: SQLite has no MD5, and the
+-- text). The id's last 48 bits are random here: SQLite has no MD5, and the
 -- dedupe key, not the id, is what keeps a row from being planned twice.
 -- binds: first, trigger_id, payload, now, rules, topic_key, cursor, last, snapshot, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
-           || '-' || substr(t.m, 7, 12),
+SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
+           || '-' || t.m,
        t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
        0, ?4, ?4
-  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(9))) AS m,
+  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(6))) AS m,
+               printf('%06x', (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) % 16777216) AS p,
                ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
                r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
                r.expires_at, r.follow_up_at
@@ -56,11 +57,12 @@ SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3
 -- binds: first, trigger_id, payload, now, rules, cursor, last, actor_id
 INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, channel, payload, status,
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
-SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.m, 1, 3) || '-8' || substr(t.m, 4, 3)
-           || '-' || substr(t.m, 7, 12),
+SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
+           || '-' || t.m,
        t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
        0, ?4, ?4
-  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(9))) AS m,
+  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(6))) AS m,
+               printf('%06x', (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) % 16777216) AS p,
                ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
                r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
                r.expires_at, r.follow_up_at
