@@ -122,14 +122,13 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
            || '-' || substr(t.m, 1, 12),
-       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, $4, $4
+       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.first_due + t.place / 1000,
+       t.expires_at, t.follow_up_at, 0, $4, $4
   FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, lpad(to_hex(k.place % 16777216), 6, '0') AS p,
                md5(k.dedupe_key) AS m, k.*
           FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
                        $1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
-                       r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
-                       r.expires_at, r.follow_up_at
+                       r.due_at AS first_due, r.expires_at, r.follow_up_at
                   FROM engagement_topic_subscriptions s
                  CROSS JOIN (SELECT x ->> 0 AS rule_id, x ->> 1 AS channel, CAST(x ->> 2 AS bigint) AS due_at,
                                     CAST(x ->> 3 AS bigint) AS expires_at, CAST(x ->> 4 AS bigint) AS follow_up_at
@@ -145,14 +144,13 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
            || '-' || substr(t.m, 1, 12),
-       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, $4, $4
+       t.dedupe_key, t.rule_id, $2, t.user_id, t.channel, $3, 'scheduled', t.first_due + t.place / 1000,
+       t.expires_at, t.follow_up_at, 0, $4, $4
   FROM (SELECT lpad(to_hex(CAST($4 AS bigint)), 12, '0') AS h, lpad(to_hex(k.place % 16777216), 6, '0') AS p,
                md5(k.dedupe_key) AS m, k.*
           FROM (SELECT $2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
                        $1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
-                       r.due_at + ($1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
-                       r.expires_at, r.follow_up_at
+                       r.due_at AS first_due, r.expires_at, r.follow_up_at
                   FROM engagement_trigger_users s
                  CROSS JOIN (SELECT x ->> 0 AS rule_id, x ->> 1 AS channel, CAST(x ->> 2 AS bigint) AS due_at,
                                     CAST(x ->> 3 AS bigint) AS expires_at, CAST(x ->> 4 AS bigint) AS follow_up_at

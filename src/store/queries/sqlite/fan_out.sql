@@ -36,19 +36,18 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
            || '-' || t.m,
-       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, ?4, ?4
-  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(6))) AS m,
-               printf('%06x', (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) % 16777216) AS p,
-               ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-               r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
-               r.expires_at, r.follow_up_at
-          FROM engagement_topic_subscriptions s
-         CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
-                            value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
-                       FROM json_each(?5)) AS r
-         WHERE s.topic_key = ?6 AND s.user_id > ?7 AND s.user_id <= ?8 AND s.created_at <= ?9
-           AND s.user_id <> COALESCE(?10, '')) AS t
+       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.first_due + t.place / 1000,
+       t.expires_at, t.follow_up_at, 0, ?4, ?4
+  FROM (SELECT printf('%012x', ?4) AS h, printf('%06x', u.place % 16777216) AS p, lower(hex(randomblob(6))) AS m, u.*
+          FROM (SELECT ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       ?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
+                       r.due_at AS first_due, r.expires_at, r.follow_up_at
+                  FROM engagement_topic_subscriptions s
+                 CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
+                                    value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
+                               FROM json_each(?5)) AS r
+                 WHERE s.topic_key = ?6 AND s.user_id > ?7 AND s.user_id <= ?8 AND s.created_at <= ?9
+                   AND s.user_id <> COALESCE(?10, '')) AS u) AS t
  WHERE true
     ON CONFLICT (dedupe_key) DO NOTHING;
 
@@ -59,18 +58,18 @@ INSERT INTO engagement_outbox (id, dedupe_key, rule_id, trigger_id, user_id, cha
                                due_at, expires_at, follow_up_at, attempts, created_at, updated_at)
 SELECT substr(t.h, 1, 8) || '-' || substr(t.h, 9, 4) || '-7' || substr(t.p, 1, 3) || '-8' || substr(t.p, 4, 3)
            || '-' || t.m,
-       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.due_at, t.expires_at, t.follow_up_at,
-       0, ?4, ?4
-  FROM (SELECT printf('%012x', ?4) AS h, lower(hex(randomblob(6))) AS m,
-               printf('%06x', (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) % 16777216) AS p,
-               ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
-               r.due_at + (?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1) / 1000 AS due_at,
-               r.expires_at, r.follow_up_at
-          FROM engagement_trigger_users s
-         CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
-                            value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
-                       FROM json_each(?5)) AS r
-         WHERE s.trigger_id = ?2 AND s.user_id > ?6 AND s.user_id <= ?7 AND s.user_id <> COALESCE(?8, '')) AS t
+       t.dedupe_key, t.rule_id, ?2, t.user_id, t.channel, ?3, 'scheduled', t.first_due + t.place / 1000,
+       t.expires_at, t.follow_up_at, 0, ?4, ?4
+  FROM (SELECT printf('%012x', ?4) AS h, printf('%06x', u.place % 16777216) AS p, lower(hex(randomblob(6))) AS m, u.*
+          FROM (SELECT ?2 || ':' || r.rule_id || ':' || s.user_id AS dedupe_key, r.rule_id, s.user_id, r.channel,
+                       ?1 + ROW_NUMBER() OVER (PARTITION BY r.rule_id ORDER BY s.user_id) - 1 AS place,
+                       r.due_at AS first_due, r.expires_at, r.follow_up_at
+                  FROM engagement_trigger_users s
+                 CROSS JOIN (SELECT value ->> 0 AS rule_id, value ->> 1 AS channel, value ->> 2 AS due_at,
+                                    value ->> 3 AS expires_at, value ->> 4 AS follow_up_at
+                               FROM json_each(?5)) AS r
+                 WHERE s.trigger_id = ?2 AND s.user_id > ?6 AND s.user_id <= ?7
+                   AND s.user_id <> COALESCE(?8, '')) AS u) AS t
  WHERE true
     ON CONFLICT (dedupe_key) DO NOTHING;
 
