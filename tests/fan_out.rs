@@ -198,6 +198,15 @@ async fn user_ids_with_duplicates_make_one_message_each(db: &TestDb) {
     let sql = db.store.dialect().sql("SELECT COUNT(*) FROM engagement_trigger_users WHERE trigger_id = ?");
     let left: i64 = sqlx::query_scalar(&sql).bind("t-list").fetch_one(db.store.pool()).await.unwrap();
     assert_eq!(left, 0, "the list is deleted once the expansion is done");
+    // A 'users' trigger cancelled before it was expanded: its list goes
+    // with the cancel (the same transaction), and nothing is planned.
+    let ids = ["eve", "fay"].map(user).to_vec();
+    db.store.record_fan_out(&fan_out("t-list-2", Audience::Users(ids), None, T0), T0).await.unwrap();
+    herald::http::trigger_report::cancel_trigger(&db.store, "t-list-2", "the test", T0).await.unwrap();
+    let left: i64 = sqlx::query_scalar(&sql).bind("t-list-2").fetch_one(db.store.pool()).await.unwrap();
+    assert_eq!(left, 0, "the list is deleted with the cancel");
+    assert_eq!(expander(db.arc(), &clock, 100).tick().await.unwrap(), 0);
+    assert!(rows_of(db, "t-list-2").await.is_empty());
 }
 
 async fn a_cancel_half_way_stops_the_expansion_and_cancels_what_was_planned(db: &TestDb) {

@@ -200,12 +200,27 @@ pub trait FanOutStore: Send + Sync {
 }
 
 impl SqlStore {
-    async fn forget_trigger_users(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query(self.sql(Query::ForgetTriggerUsers))
-            .bind(id.to_owned())
-            .run(self.writer(), "forget trigger users")
-            .await?;
-        Ok(())
+    /// Ends a trigger's expansion with `end` (finished or cancelled) and, if
+    /// `end` changed the trigger, deletes its user list in the same
+    /// transaction: a crash between two commits would leave a 'users'
+    /// trigger's list (up to 1,000 rows) with nothing left to delete it.
+    /// Topic triggers have no list; the delete finds nothing by the key.
+    async fn end_expansion<'q>(
+        &self,
+        op: &'static str,
+        end: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+        id: &str,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await.map_err(StoreError::db(op))?;
+        let n = end.run(&mut *tx, op).await?;
+        if n == 1 {
+            sqlx::query(self.sql(Query::ForgetTriggerUsers))
+                .bind(id.to_owned())
+                .run(&mut *tx, "forget trigger users")
+                .await?;
+        }
+        tx.commit().await.map_err(StoreError::db(op))?;
+        Ok(n == 1)
     }
 }
 
@@ -402,31 +417,18 @@ impl FanOutStore for SqlStore {
         detail: &str,
         now: Millis,
     ) -> Result<bool, StoreError> {
-        let n = sqlx::query(self.sql(Query::FinishFanOut))
+        let finish = sqlx::query(self.sql(Query::FinishFanOut))
             .bind(now.0)
             .bind(detail.to_owned())
             .bind(planned)
             .bind(id.to_owned())
-            .bind(owner.to_owned())
-            .run(self.writer(), "finish fan-out")
-            .await?;
-        if n == 1 {
-            self.forget_trigger_users(id).await?;
-        }
-        Ok(n == 1)
+            .bind(owner.to_owned());
+        self.end_expansion("finish fan-out", finish, id).await
     }
 
     async fn mark_trigger_cancelled(&self, id: &str, by: &str, now: Millis) -> Result<bool, StoreError> {
-        let n = sqlx::query(self.sql(Query::CancelTrigger))
-            .bind(now.0)
-            .bind(by.to_owned())
-            .bind(id.to_owned())
-            .run(self.writer(), "cancel trigger")
-            .await?;
-        if n == 1 {
-            self.forget_trigger_users(id).await?;
-        }
-        Ok(n == 1)
+        let cancel = sqlx::query(self.sql(Query::CancelTrigger)).bind(now.0).bind(by.to_owned()).bind(id.to_owned());
+        self.end_expansion("cancel trigger", cancel, id).await
     }
 
     async fn trigger_outcomes(&self, id: &str) -> Result<Vec<OutcomeCount>, StoreError> {
