@@ -720,3 +720,20 @@ fn bench_push_delivers_every_notification_to_a_verifying_push_service() {
         assert!(report["transport"].as_str().unwrap().contains(http), "{report}");
     }
 }
+
+/// `herald bench --fanout` on SQLite, small: every subscriber gets exactly
+/// one message (the bench checks the inbox itself and fails otherwise), and
+/// `--chunk` is the planning chunk it reports; a chunk outside
+/// `planner.fan_out_chunk`'s range is refused with the range.
+#[test]
+fn bench_fanout_delivers_to_every_subscriber_in_chunks_of_the_size_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = herald(dir.path(), &["bench", "--fanout", "--subscribers", "250", "--chunk", "100", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!((report["subscribers"].as_u64(), report["delivered"].as_u64()), (Some(250), Some(250)), "{report}");
+    assert_eq!(report["chunk"], 100, "{report}");
+    let out = herald(dir.path(), &["bench", "--fanout", "--chunk", "50"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--chunk") && stderr(&out).contains("100..=100000"), "{}", stderr(&out));
+}

@@ -78,6 +78,11 @@ pub struct BenchArgs {
     /// the API (the host's loop, today's alternative) and report their rate
     #[arg(long, value_name = "M", default_value_t = 0, requires = "fanout")]
     pub loop_triggers: usize,
+    /// With --fanout: recipients per planning chunk
+    /// (`planner.fan_out_chunk`, 100 to 100000)
+    #[arg(long, value_name = "N", default_value_t = crate::planning::fan_out::CHUNK, requires = "fanout",
+          value_parser = clap::value_parser!(u32).range(100..=100_000))]
+    pub chunk: u32,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -155,6 +160,7 @@ async fn bench_fanout(args: &BenchArgs) -> anyhow::Result<()> {
         batch: args.batch,
         concurrency: args.concurrency,
         loop_triggers: args.loop_triggers,
+        chunk: args.chunk,
     };
     let r = crate::tooling::bench_fanout::run(&opts).await?;
     if args.json {
@@ -171,7 +177,7 @@ async fn bench_fanout(args: &BenchArgs) -> anyhow::Result<()> {
         r.subscribers as f64 / r.subscribe_seconds
     );
     println!("  trigger:    answered in {:.1} ms", r.trigger_answer_ms);
-    println!("  planning:   {:.2}s, {:.0} rows/s", r.planning_seconds, r.planning_rows_per_sec);
+    println!("  planning:   {:.2}s, {:.0} rows/s (chunks of {})", r.planning_seconds, r.planning_rows_per_sec, r.chunk);
     println!(
         "  delivered:  first {:.2}s, last {:.2}s after the trigger; {} messages, {:.0}/s end to end",
         r.first_delivered_seconds, r.last_delivered_seconds, r.delivered, r.delivered_per_sec

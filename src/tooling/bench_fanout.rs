@@ -32,6 +32,8 @@ pub struct FanOutOptions {
     pub concurrency: usize,
     /// Single-recipient triggers to send for the comparison (0: none).
     pub loop_triggers: usize,
+    /// Recipients per planning chunk (`planner.fan_out_chunk`).
+    pub chunk: u32,
 }
 
 #[derive(Debug, Serialize)]
@@ -43,6 +45,8 @@ pub struct FanOutReport {
     pub trigger_answer_ms: f64,
     pub planning_seconds: f64,
     pub planning_rows_per_sec: f64,
+    /// Recipients per planning chunk.
+    pub chunk: u32,
     pub first_delivered_seconds: f64,
     pub last_delivered_seconds: f64,
     pub delivered: u64,
@@ -63,6 +67,7 @@ pub async fn run(opts: &FanOutOptions) -> anyhow::Result<FanOutReport> {
     let http = reqwest::Client::new();
     let service = crate::tooling::bench_pipeline::Service::start(&dir, &url, &http, |config| {
         config.worker.batch = opts.batch;
+        config.planner.fan_out_chunk = opts.chunk;
         config.worker.concurrency.insert("inbox".into(), opts.concurrency);
         config.http.max_body_bytes = config.http.max_body_bytes.max(2 << 20);
     })
@@ -123,6 +128,7 @@ pub async fn run(opts: &FanOutOptions) -> anyhow::Result<FanOutReport> {
         trigger_answer_ms,
         planning_seconds,
         planning_rows_per_sec: planned_count as f64 / planning_seconds.max(0.001),
+        chunk: opts.chunk,
         first_delivered_seconds: seconds(first),
         last_delivered_seconds: seconds(last),
         delivered,
