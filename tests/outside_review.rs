@@ -235,6 +235,16 @@ async fn the_all_categories_name_is_reserved() {
         .call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(serde_json::json!({"category": " * "})))
         .await;
     assert_eq!(status, 422, "{body}");
+    // `topic:…` is how a user's mute of a topic is kept, and the preference
+    // center offers no category spelled so: a rule in one would send
+    // messages nobody could turn off.
+    let (status, body) = app.post("/v1/rules", rule("topic:doc:42")).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["errors"][0]["field"], "category", "{body}");
+    let (status, body) = app
+        .call(reqwest::Method::PATCH, &format!("/v1/rules/{id}"), Some(serde_json::json!({"category": "topic:x"})))
+        .await;
+    assert_eq!(status, 422, "{body}");
 
     // A link a rule saved before the fix could have sent.
     let keys = herald::address::AddressKeys::from_secret(b"a test secret of sufficient length");

@@ -1,5 +1,7 @@
 //! What a category name is: the kind of message a rule sends
-//! (`product_updates`, `promo:spring`), which users turn on and off.
+//! (`product_updates`, `promo:spring`), which users turn on and off. Any
+//! name but one starting with `topic:`: that is how a user's mute of a
+//! topic is kept.
 //!
 //! One definition for every place a category comes in: a rule's
 //! `category`, the keys of a host's `preferences.categories`
@@ -18,8 +20,7 @@ use crate::planning::rule::FieldError;
 pub const MAX_LEN: usize = 64;
 
 /// What a category name may be, for error messages.
-pub const EXPECTED: &str =
-    "1 to 64 characters without control characters, not blank and not \"*\" (for example \"product_updates\")";
+pub const EXPECTED: &str = "1 to 64 characters without control characters, not blank, not \"*\" and not starting with \"topic:\" (for example \"product_updates\")";
 
 /// Checks a category name coming in through `field`.
 pub fn check(field: impl Into<String>, value: &str) -> Result<(), FieldError> {
@@ -33,6 +34,20 @@ pub fn check(field: impl Into<String>, value: &str) -> Result<(), FieldError> {
         return Err(FieldError::new(
             field,
             "\"*\" is reserved (in suppressions it means every category); name the kind of message, e.g. \"newsletter\"",
+        ));
+    }
+    if value.starts_with(crate::planning::recipient::TOPIC_CHOICE_PREFIX) {
+        // A user's mute of topic `doc:42` is kept as their choice for
+        // `topic:doc:42`, and the preference center refuses a category
+        // spelled so: a rule in such a category would send messages its
+        // recipients could not turn off.
+        return Err(FieldError::new(
+            field,
+            format!(
+                "{:?} is reserved: \"topic:\" names a topic's mute, which users set per topic; \
+                 name the kind of message, e.g. \"doc_comments\", and send to a topic with a trigger's \"topic\"",
+                shorten(value)
+            ),
         ));
     }
     Ok(())
@@ -69,6 +84,9 @@ mod tests {
         for bad in ["", "   ", "*", " * ", "tab\there", &"x".repeat(65)] {
             assert!(check("category", bad).is_err(), "{bad:?}");
         }
+        let e = check("category", "topic:doc:42").unwrap_err();
+        assert!(e.message.contains("reserved") && e.message.contains("\"topic\""), "{}", e.message);
+        assert!(check("category", "topics").is_ok() && check("category", "my topic:x").is_ok());
         let e = check("preferences.categories", "a\u{7}").unwrap_err();
         assert_eq!(e.field, "preferences.categories");
         assert!(e.message.contains("1 to 64 characters"), "{}", e.message);
