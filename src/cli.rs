@@ -248,8 +248,13 @@ pub struct PreferencesArgs {
     /// choice, so a host's PUT /v1/users does not undo it
     #[arg(long = "set", value_name = "CATEGORY:CHANNEL=on|off")]
     pub set: Vec<String>,
+    /// A topic to mute or unmute for the user, KEY=muted|on (repeatable),
+    /// e.g. `--topic doc:42=muted`: the mute of one topic's messages the
+    /// user can set in the preference center and the widget
+    #[arg(long = "topic", value_name = "KEY=muted|on")]
+    pub topic: Vec<String>,
     /// The operator making the change (an account of `herald operators`);
-    /// required with --set, and named in the audit trail
+    /// required with --set or --topic, and named in the audit trail
     #[arg(long, value_name = "EMAIL")]
     pub operator: Option<String>,
     /// Print JSON instead of text

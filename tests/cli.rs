@@ -309,7 +309,7 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
 
     // A change needs an operator, and an existing one.
     let out = herald(dir.path(), &["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off"]);
-    assert_refused(&out, "--operator: required with --set");
+    assert_refused(&out, "--operator: required with --set or --topic");
     let set = ["preferences", "--user-id", "demo-user", "--set", "exports:inbox=off", "--operator"];
     let out = herald(dir.path(), &[&set[..], &["nobody@example.com"]].concat());
     assert!(stderr(&out).contains("is not an operator account"), "{}", stderr(&out));
@@ -339,16 +339,39 @@ fn an_operator_changes_a_users_preferences_and_the_audit_names_them() {
 
     // The audit trail (what the send-log page lists): one change, by the operator.
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let rows = rt.block_on(async {
-        use herald::store::OperatorStore;
-        sqlx::any::install_default_drivers();
-        let url = format!("sqlite://{}", dir.path().join("herald.db").display());
-        let store = herald::store::SqlStore::connect(&url, &Default::default()).await.unwrap();
-        store.audit_for_target("user:demo-user", 10).await.unwrap()
-    });
+    let audit = || {
+        rt.block_on(async {
+            use herald::store::OperatorStore;
+            sqlx::any::install_default_drivers();
+            let url = format!("sqlite://{}", dir.path().join("herald.db").display());
+            let store = herald::store::SqlStore::connect(&url, &Default::default()).await.unwrap();
+            store.audit_for_target("user:demo-user", 10).await.unwrap()
+        })
+    };
+    let rows = audit();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].operator_email, "operator ops@example.com (command line)");
     assert_eq!(rows[0].detail.as_deref(), Some("exports by inbox: off"));
+
+    // A topic muted for the user, as they could from the preference
+    // center; a key that is not a topic key, or a word other than
+    // muted/on, is refused and changes nothing.
+    let topic = |t: &str| {
+        herald(dir.path(), &["preferences", "--user-id", "demo-user", "--topic", t, "--operator", "ops@example.com"])
+    };
+    assert_refused(&topic("doc 42=muted"), "nothing changed: topics.doc 42");
+    assert!(stderr(&topic("doc:42=off")).contains("is not KEY=muted|on"));
+    let out = topic("doc:42=muted");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("changed for user demo-user: topic doc:42: muted"), "{}", stdout(&out));
+    assert!(stdout(&topic("doc:42=muted")).contains("nothing changed for user demo-user"));
+    assert!(stdout(&topic("doc:42=on")).contains("changed for user demo-user: topic doc:42: on"));
+    let details: Vec<Option<String>> = audit().into_iter().map(|r| r.detail).collect();
+    assert_eq!(
+        details[..2],
+        [Some("topic doc:42: on".to_owned()), Some("topic doc:42: muted".to_owned())],
+        "newest first: {details:?}"
+    );
 }
 
 #[test]

@@ -206,8 +206,8 @@ fn pending_line(r: &crate::store::OutboxRow, subject: &str) -> String {
 }
 
 /// `herald preferences`: what the user receives, per category and channel
-/// and who decided; with `--set`, an operator's change, checked like the
-/// user's own and audited as `operator EMAIL (command line)`.
+/// and who decided; with `--set` or `--topic`, an operator's change, checked
+/// like the user's own and audited as `operator EMAIL (command line)`.
 pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyhow::Result<()> {
     let user = UserId::parse("--user-id", &args.user_id)?;
     let mut change = crate::http::preferences::PreferenceChange::default();
@@ -228,11 +228,24 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
         };
         change.categories.entry(category.to_owned()).or_default().insert(channel.to_owned(), on);
     }
+    for topic in &args.topic {
+        // From the right, as --set: a topic key may hold `:` but not `=`.
+        let parsed = topic.rsplit_once('=').and_then(|(key, value)| match value.trim() {
+            "muted" => Some((key.trim(), false)),
+            "on" => Some((key.trim(), true)),
+            _ => None,
+        });
+        let Some((key, on)) = parsed.filter(|(k, _)| !k.is_empty()) else {
+            anyhow::bail!("--topic: {topic:?} is not KEY=muted|on (for example doc:42=muted)");
+        };
+        change.topics.insert(key.to_owned(), on);
+    }
+    let changing = !args.set.is_empty() || !args.topic.is_empty();
     let store = ready_store(config).await?;
-    let who = match (&args.operator, args.set.is_empty()) {
+    let who = match (&args.operator, !changing) {
         (_, true) => String::new(),
         (None, false) => {
-            anyhow::bail!("--operator: required with --set (the operator's email, named in the audit trail)")
+            anyhow::bail!("--operator: required with --set or --topic (the operator's email, named in the audit trail)")
         }
         (Some(email), false) => {
             if crate::store::OperatorStore::operator_by_email(&store, email.trim()).await?.is_none() {
@@ -241,7 +254,7 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
             format!("operator {} (command line)", email.trim())
         }
     };
-    let change = (!args.set.is_empty()).then_some(change);
+    let change = changing.then_some(change);
     let (center, changed) =
         crate::http::preferences::center_or_change_in_store(&store, SystemClock.now(), &user, change, &who)
             .await
@@ -261,7 +274,7 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
         writeln!(out)?;
         return Ok(());
     }
-    if !args.set.is_empty() {
+    if changing {
         if changed.is_empty() {
             writeln!(out, "nothing changed for user {user}")?;
         } else {
