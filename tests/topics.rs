@@ -72,6 +72,22 @@ async fn a_topic_is_created_replaced_read_and_deleted(backend: Backend) {
     assert_eq!(subs["subscriptions"], json!([]));
     let (status, gone) = app.call(Method::DELETE, "/v1/topics/doc:42", None).await;
     assert_eq!(status, 404, "{gone}");
+
+    // The audit log names the API key for each change to the topic itself
+    // (not for subscribers, which are the users' own following), newest
+    // first; the 404 wrote nothing.
+    use herald::store::OperatorStore;
+    let audit = app.db.store.audit_for_target("topic:doc:42", 10).await.unwrap();
+    let said: Vec<(&str, &str, Option<&str>)> =
+        audit.iter().map(|a| (a.operator_email.as_str(), a.action.as_str(), a.detail.as_deref())).collect();
+    assert_eq!(
+        said,
+        [
+            ("api key \"tests\"", "topic.delete", Some("2 subscription(s) deleted with it")),
+            ("api key \"tests\"", "topic.update", Some("name \"Doc 42\"")),
+            ("api key \"tests\"", "topic.create", Some("name \"Document 42\"")),
+        ]
+    );
     app.stop().await;
 }
 

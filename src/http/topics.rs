@@ -5,11 +5,13 @@
 //! statement (see `store::topics`), so a host that mirrors "who watches
 //! this document" makes one call per change, not one per user.
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::AppState;
+use super::auth::Caller;
 use super::cursor::next_key;
 use super::problem::{ApiError, ApiJson, ApiPath, ApiQuery};
 use super::responses::{BadRequest, Invalid, NotFound, NotJson, TooLarge, Unauthorized};
@@ -227,6 +229,7 @@ pub struct SubscribersRemoved {
     security(("api_key" = [])))]
 pub async fn put(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     ApiPath(key): ApiPath<String>,
     ApiJson(input): ApiJson<TopicInput>,
 ) -> Result<(StatusCode, ApiJson<TopicView>), ApiError> {
@@ -234,8 +237,16 @@ pub async fn put(
     input.check()?;
     let (row, created) =
         state.store.put_topic(&key, input.name.as_deref(), input.description.as_deref(), state.clock.now()).await?;
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    let (status, action) =
+        if created { (StatusCode::CREATED, "topic.create") } else { (StatusCode::OK, "topic.update") };
+    let detail = format!("name {:?}", row.name.as_deref().unwrap_or(""));
+    super::audit_api(&state, &caller, action, &audit_target(&key), Some(detail)).await;
     Ok((status, ApiJson(TopicView::new(&row, None))))
+}
+
+/// A topic in the audit log, as a user is `user:ID` there.
+fn audit_target(key: &TopicKey) -> String {
+    format!("topic:{}", key.as_str())
 }
 
 /// A topic, with how many users follow it.
@@ -253,13 +264,19 @@ pub async fn get(State(state): State<AppState>, ApiPath(key): ApiPath<String>) -
 #[utoipa::path(delete, path = "/v1/topics/{key}", tag = "topics", params(("key" = String, Path)),
     responses((status = 204, description = "Deleted"), Unauthorized, NotFound, Invalid),
     security(("api_key" = [])))]
-pub async fn delete(State(state): State<AppState>, ApiPath(key): ApiPath<String>) -> Result<StatusCode, ApiError> {
+pub async fn delete(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    ApiPath(key): ApiPath<String>,
+) -> Result<StatusCode, ApiError> {
     let key = topic(&key)?;
     let deleted = state.store.delete_topic(&key).await?;
     if deleted.nothing() {
         return Err(ApiError::NotFound(format!("no topic {:?}", key.as_str())));
     }
     tracing::info!(topic = %key, subscriptions = deleted.subscriptions, "topic deleted");
+    let detail = format!("{} subscription(s) deleted with it", deleted.subscriptions);
+    super::audit_api(&state, &caller, "topic.delete", &audit_target(&key), Some(detail)).await;
     Ok(StatusCode::NO_CONTENT)
 }
 

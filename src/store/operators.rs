@@ -113,7 +113,8 @@ pub struct AuditEntry {
     pub operator_email: String,
     /// `rule.create`, `rule.update`, `rule.enable`, `rule.disable`,
     /// `rule.delete`, `outbox.retry`, `outbox.retry_many`, `outbox.cancel`,
-    /// `suppression.add`, `suppression.lift`, `login`, `logout`.
+    /// `suppression.add`, `suppression.lift`, `topic.create`,
+    /// `topic.update`, `topic.delete`, `login`, `logout`.
     pub action: String,
     /// What it was done to: a rule id, an outbox id, an address hash (for
     /// `outbox.retry_many`, the status retried).
