@@ -16,7 +16,10 @@ cleanup() {
   [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null
   wait "${pid:-}" 2>/dev/null || true
   rm -rf "$work"
-  return "$rc"
+  # No `return "$rc"`: the script exits with its own status whatever this
+  # returns, and a non-zero return here fired the ERR trap below, which
+  # then named "line 1: exit $failed" as a failure of its own.
+  return 0
 }
 trap cleanup EXIT
 trap 'echo "serve-herald: failed at line $LINENO of $0: $BASH_COMMAND" >&2' ERR
