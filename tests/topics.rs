@@ -73,10 +73,14 @@ async fn a_topic_is_created_replaced_read_and_deleted(backend: Backend) {
     let (status, gone) = app.call(Method::DELETE, "/v1/topics/doc:42", None).await;
     assert_eq!(status, 404, "{gone}");
 
+    // A topic without a name is audited as such, not as an empty name.
+    use herald::store::OperatorStore;
+    let unnamed = app.db.store.audit_for_target("topic:a:1", 10).await.unwrap();
+    assert_eq!((unnamed[0].action.as_str(), unnamed[0].detail.as_deref()), ("topic.create", Some("no name")));
+
     // The audit log names the API key for each change to the topic itself
     // (not for subscribers, which are the users' own following), newest
     // first; the 404 wrote nothing.
-    use herald::store::OperatorStore;
     let audit = app.db.store.audit_for_target("topic:doc:42", 10).await.unwrap();
     let said: Vec<(&str, &str, Option<&str>)> =
         audit.iter().map(|a| (a.operator_email.as_str(), a.action.as_str(), a.detail.as_deref())).collect();

@@ -242,12 +242,12 @@ pub(super) async fn preferences(config: &Config, args: PreferencesArgs) -> anyho
     }
     let changing = !args.set.is_empty() || !args.topic.is_empty();
     let store = ready_store(config).await?;
-    let who = match (&args.operator, !changing) {
-        (_, true) => String::new(),
-        (None, false) => {
+    let who = match (changing, &args.operator) {
+        (false, _) => String::new(),
+        (true, None) => {
             anyhow::bail!("--operator: required with --set or --topic (the operator's email, named in the audit trail)")
         }
-        (Some(email), false) => {
+        (true, Some(email)) => {
             if crate::store::OperatorStore::operator_by_email(&store, email.trim()).await?.is_none() {
                 anyhow::bail!("--operator: {email:?} is not an operator account (see herald operators list)");
             }

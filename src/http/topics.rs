@@ -239,7 +239,7 @@ pub async fn put(
         state.store.put_topic(&key, input.name.as_deref(), input.description.as_deref(), state.clock.now()).await?;
     let (status, action) =
         if created { (StatusCode::CREATED, "topic.create") } else { (StatusCode::OK, "topic.update") };
-    let detail = format!("name {:?}", row.name.as_deref().unwrap_or(""));
+    let detail = row.name.as_deref().map_or_else(|| "no name".to_owned(), |n| format!("name {n:?}"));
     super::audit_api(&state, &caller, action, &audit_target(&key), Some(detail)).await;
     Ok((status, ApiJson(TopicView::new(&row, None))))
 }
