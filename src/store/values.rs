@@ -173,11 +173,11 @@ pub(crate) fn statement<T>(query: Query, d: Dialect, run: &Run<'_, T>) -> &'stat
     static TEXTS: LazyLock<Mutex<Texts>> = LazyLock::new(Mutex::default);
     let rows = run.rows.len() + run.padding;
     let mut texts = TEXTS.lock().unwrap_or_else(PoisonError::into_inner);
-    texts.entry((query, d, rows)).or_insert_with(|| Box::leak(repeat_row(query.sql(d), rows).into_boxed_str()))
+    texts.entry((query, d, rows)).or_insert_with(|| Box::leak(query.sql_for_rows(d, rows).into_boxed_str()))
 }
 
 /// `sql` with the tuple before [`EACH_ROW`] repeated `rows` times.
-fn repeat_row(sql: &str, rows: usize) -> String {
+pub(super) fn repeat_row(sql: &str, rows: usize) -> String {
     let (head, tail) = sql.split_once(EACH_ROW).expect("a VALUES statement marks its row tuple");
     let head = head.trim_end();
     let (prefix, row) = head.split_at(head.rfind('(').expect("the row tuple precedes its marker"));

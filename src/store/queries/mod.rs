@@ -659,6 +659,13 @@ impl Query {
         self.block(dialect).sql
     }
 
+    /// The text of a multi-row statement (one whose row tuple is marked
+    /// `/* each row */`) for `rows` rows: the tuple repeated, as a flush
+    /// runs it.
+    pub fn sql_for_rows(self, dialect: Dialect, rows: usize) -> String {
+        super::values::repeat_row(self.sql(dialect), rows)
+    }
+
     /// The values this statement takes, in bind order.
     pub fn binds(self, dialect: Dialect) -> &'static [&'static str] {
         &self.block(dialect).binds

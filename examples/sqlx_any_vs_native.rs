@@ -1,0 +1,107 @@
+//! How much sqlx's `Any` driver, through which Herald runs every statement,
+//! costs its two hottest SQLite statements against the native
+//! `sqlx::Sqlite` driver: the direct lane's read of 1,000 due rows
+//! (`peek_channel`) and the outcome flush's fenced update of 1,000 rows
+//! (`record_unclaimed_values`), each taken from Herald's own SQL. The
+//! update runs in a transaction that is rolled back, so every batch finds
+//! the same rows; the two drivers take turns going first. The figures are
+//! in docs/performance.md ("One trigger to many").
+//!
+//!   herald bench --fanout --subscribers 200000 --bench-database-url sqlite:///tmp/fan.db
+//!   cargo run --release --example sqlx_any_vs_native -- sqlite:///tmp/fan.db
+//!
+//! It sets every row of that database back to `scheduled` first.
+use std::time::{Duration, Instant};
+
+use herald::store::Dialect;
+use herald::store::queries::Query;
+use sqlx::Row;
+
+const ROWS: usize = 1000;
+const BATCHES: i64 = 20;
+
+/// The ids and versions of up to [`ROWS`] rows due from `from`, read
+/// through `$pool`, and how long the read and the decoding took.
+macro_rules! read {
+    ($pool:expr, $from:expr) => {{
+        let started = Instant::now();
+        let rows = sqlx::query(Query::PeekChannel.sql(Dialect::Sqlite))
+            .bind("inbox")
+            .bind($from)
+            .bind(i64::MAX)
+            .bind("[]")
+            .bind(ROWS as i64)
+            .fetch_all(&$pool)
+            .await
+            .unwrap();
+        let ids: Vec<(String, i64)> =
+            rows.iter().map(|r| (r.get::<String, _>("id"), r.get::<i64, _>("updated_at"))).collect();
+        (ids, started.elapsed())
+    }};
+}
+
+/// How long the fenced update of `$rows` to `sent` took through `$pool`
+/// (rolled back; every row must win).
+macro_rules! update {
+    ($pool:expr, $rows:expr) => {{
+        let sql = Query::RecordUnclaimedValues.sql_for_rows(Dialect::Sqlite, $rows.len());
+        let mut query = sqlx::query(&sql);
+        for (id, version) in $rows.iter() {
+            query = query
+                .bind(id.clone())
+                .bind(*version)
+                .bind("sent")
+                .bind(None::<String>)
+                .bind(None::<i64>)
+                .bind(1_i64)
+                .bind(None::<i64>);
+        }
+        let mut tx = $pool.begin().await.unwrap();
+        let started = Instant::now();
+        let won = query.bind(0_i64).fetch_all(&mut *tx).await.unwrap();
+        let took = started.elapsed();
+        assert_eq!(won.len(), $rows.len(), "every row is still scheduled and unchanged");
+        tx.rollback().await.unwrap();
+        took
+    }};
+}
+
+#[tokio::main]
+async fn main() {
+    sqlx::any::install_default_drivers();
+    let url = std::env::args().nth(1).expect("usage: sqlx_any_vs_native sqlite:///path/to/a/fan-out.db");
+    let any = sqlx::pool::PoolOptions::<sqlx::Any>::new().max_connections(1).connect(&url).await.unwrap();
+    let native = sqlx::pool::PoolOptions::<sqlx::Sqlite>::new().max_connections(1).connect(&url).await.unwrap();
+    sqlx::query("UPDATE engagement_outbox SET status = 'scheduled'").execute(&native).await.unwrap();
+    let first: i64 = sqlx::query_scalar("SELECT MIN(due_at) FROM engagement_outbox").fetch_one(&native).await.unwrap();
+    for round in 0..3 {
+        let (mut read_any, mut read_native, mut update_any, mut update_native) = [Duration::ZERO; 4].into();
+        for batch in 0..BATCHES {
+            let from = first + batch * 5;
+            let ((ids, a), (same, n)) = if batch % 2 == 0 {
+                (read!(any, from), read!(native, from))
+            } else {
+                let native_first = read!(native, from);
+                (read!(any, from), native_first)
+            };
+            assert_eq!(ids, same, "both drivers read the same rows");
+            assert_eq!(ids.len(), ROWS, "the database holds a fan-out of at least {ROWS} rows a batch");
+            (read_any, read_native) = (read_any + a, read_native + n);
+            let (a, n) = if batch % 2 == 0 {
+                (update!(any, ids), update!(native, ids))
+            } else {
+                let native_first = update!(native, ids);
+                (update!(any, ids), native_first)
+            };
+            (update_any, update_native) = (update_any + a, update_native + n);
+        }
+        let per = |d: Duration| d / BATCHES as u32;
+        println!(
+            "round {round}, per {ROWS} rows: read: Any {:?}, native {:?}; fenced update: Any {:?}, native {:?}",
+            per(read_any),
+            per(read_native),
+            per(update_any),
+            per(update_native)
+        );
+    }
+}
