@@ -14,6 +14,7 @@ use herald::store::{Finish, NewInboxMessage, Store, new_id};
 backend_tests!(
     instances_claim_from_their_own_slice_first_on_mysql,
     migrate_twice_applies_nothing_the_second_time,
+    every_indexed_text_column_compares_bytes,
     a_repeated_dedupe_key_plans_nothing_new,
     claim_takes_only_due_rows_oldest_first_and_counts_the_attempt,
     a_peek_leaves_out_rows_in_flight_and_rows_due_before_its_bound,
@@ -108,6 +109,50 @@ async fn losing_a_race_with_another_transaction_is_recognised_as_contention(db: 
 
 async fn migrate_twice_applies_nothing_the_second_time(db: &TestDb) {
     assert!(db.store.migrate().await.unwrap().is_empty());
+}
+
+/// Keys compare bytes on every database (migration 0023 on PostgreSQL):
+/// an index of ids or user ids is never ordered by the server's locale,
+/// which costs PostgreSQL a `strcoll` per comparison and would make a
+/// cursor's order depend on how the host created its database. Lists each
+/// indexed text column in another collation, this migration's and any
+/// later one's.
+async fn every_indexed_text_column_compares_bytes(db: &TestDb) {
+    let sql = match db.backend() {
+        common::Backend::Sqlite => {
+            "SELECT m.tbl_name AS tbl, x.name AS col, x.coll AS coll FROM sqlite_master m, pragma_index_xinfo(m.name) x \
+             WHERE m.type = 'index' AND m.tbl_name LIKE 'engagement%' AND x.key = 1 AND x.name IS NOT NULL"
+        }
+        common::Backend::Postgres => {
+            "SELECT CAST(c.relname AS text) AS tbl, CAST(a.attname AS text) AS col, \
+                    CAST(COALESCE(co.collname, '') AS text) AS coll \
+               FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid \
+               JOIN pg_namespace n ON n.oid = c.relnamespace \
+               JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey) \
+               LEFT JOIN pg_collation co ON co.oid = a.attcollation \
+              WHERE n.nspname = current_schema() AND c.relname LIKE 'engagement%' \
+                AND a.atttypid IN ('text'::regtype, 'varchar'::regtype)"
+        }
+        common::Backend::MySql => {
+            "SELECT CAST(s.table_name AS CHAR) AS tbl, CAST(s.column_name AS CHAR) AS col, \
+                    CAST(c.collation_name AS CHAR) AS coll \
+               FROM information_schema.statistics s JOIN information_schema.columns c \
+                 ON c.table_schema = s.table_schema AND c.table_name = s.table_name AND c.column_name = s.column_name \
+              WHERE s.table_schema = DATABASE() AND s.table_name LIKE 'engagement%' AND c.collation_name IS NOT NULL"
+        }
+    };
+    let rows: Vec<(String, String, String)> = sqlx::query_as(sql).fetch_all(db.store.pool()).await.unwrap();
+    let bytes = |coll: &str| match db.backend() {
+        common::Backend::Sqlite => coll == "BINARY",
+        common::Backend::Postgres => coll == "C",
+        common::Backend::MySql => coll.ends_with("_bin"),
+    };
+    let other: Vec<_> = rows.iter().filter(|(_, _, coll)| !bytes(coll)).collect();
+    assert!(other.is_empty(), "indexed text columns not in byte order: {other:?}");
+    for table in ["engagement_outbox", "engagement_topic_subscriptions"] {
+        let read = rows.iter().any(|(t, col, _)| t == table && col == "user_id");
+        assert!(read, "{table}.user_id is indexed and was read: {rows:?}");
+    }
 }
 
 async fn a_repeated_dedupe_key_plans_nothing_new(db: &TestDb) {
@@ -467,31 +512,36 @@ async fn an_upgrade_from_0020_keeps_the_send_log_and_takes_delivery_reports(db: 
 
     let applied = old.store.migrate().await.unwrap();
     assert_eq!(applied.first().map(|m| m.version), Some(21), "0021 and every later migration");
-    assert_eq!(log(&old.store).await, before, "every send-log row kept as it was");
+    // The Herald that migrated is a new process: 0023 changes the keys'
+    // collation on PostgreSQL, which a running instance's prepared
+    // statements would not survive (docs/operations/upgrading.md).
+    let new = old.another_instance().await;
+    assert_eq!(log(&new).await, before, "every send-log row kept as it was");
     if old.backend() == common::Backend::Sqlite {
         let indexes: Vec<String> = sqlx::query_scalar(
             "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'engagement_sends' \
              AND name NOT LIKE 'sqlite_autoindex%' ORDER BY name",
         )
-        .fetch_all(old.store.pool())
+        .fetch_all(new.pool())
         .await
         .unwrap();
         assert_eq!(indexes, ["engagement_sends_address", "engagement_sends_outbox", "engagement_sends_user"]);
     }
 
     let (t1, t2) = (T0.plus(Duration::from_secs(1)), T0.plus(Duration::from_secs(2)));
-    assert!(old.store.record_bounce(&report("a", "delivered"), t1).await.unwrap());
-    assert!(old.store.record_bounce(&report("b", "undelivered"), t2).await.unwrap());
-    let after = old.store.sends_for_outbox(&a.id).await.unwrap();
+    assert!(new.record_bounce(&report("a", "delivered"), t1).await.unwrap());
+    assert!(new.record_bounce(&report("b", "undelivered"), t2).await.unwrap());
+    let after = new.sends_for_outbox(&a.id).await.unwrap();
     let statuses: Vec<&str> = after.iter().map(|s| s.status.as_str()).collect();
     assert_eq!(statuses, ["sent", "delivered", "undelivered"]);
     assert!(after.iter().all(|s| s.provider_id.as_deref() == Some("SM0123")), "{after:?}");
-    let bogus = old.store.dialect().sql(
+    let bogus = new.dialect().sql(
         "INSERT INTO engagement_sends (id, outbox_id, user_id, channel, status, attempts, created_at) \
          VALUES (?, ?, 'u1', 'sms', 'read', 0, 0)",
     );
-    let refused = sqlx::query(&bogus).bind(new_id()).bind(a.id.clone()).execute(old.store.pool()).await;
+    let refused = sqlx::query(&bogus).bind(new_id()).bind(a.id.clone()).execute(new.pool()).await;
     assert!(refused.is_err(), "the CHECK still refuses a status that is not one");
+    new.close().await;
     old.cleanup().await;
 }
 

@@ -57,6 +57,7 @@ const MIGRATIONS: &[Migration] = &[
     migration!(20, "provider_ids", "0020_provider_ids.sql"),
     migration!(21, "delivery_reports", "0021_delivery_reports.sql"),
     migration!(22, "topics_and_fan_out", "0022_topics_and_fan_out.sql"),
+    migration!(23, "byte_order_keys", "0023_byte_order_keys.sql"),
 ];
 
 #[derive(Debug, Clone, Serialize)]
