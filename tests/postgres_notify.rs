@@ -102,9 +102,45 @@ async fn an_inbox_change_on_one_instance_reaches_the_streams_of_another() {
     db.cleanup().await;
 }
 
+/// An outcome with no inbox message (an email sent, say) still tells the
+/// event followers of other instances: the flush's one statement notifies
+/// `herald_events` whenever it appends events. (Until 2026-12-06 only a
+/// flush that also wrote inbox messages did; the rest waited for a poll.)
+async fn an_outcome_without_an_inbox_message_reaches_the_event_followers_of_another() {
+    use herald::store::Finish;
+    let db = TestDb::new(Backend::Postgres).await;
+    let following_side = db.another_instance().await;
+    let writing_side = db.another_instance().await;
+    let shutdown = CancellationToken::new();
+    let listener = tokio::spawn(herald::store::listen::forward_notifications(following_side.clone(), shutdown.clone()));
+    let mut appended = following_side.events_sender().subscribe();
+    // The listener may still be connecting: write until one is heard.
+    let mut heard = false;
+    for _ in 0..10 {
+        let now = SystemClock.now();
+        let r = row("follower", "email", now);
+        writing_side.enqueue(std::slice::from_ref(&r), now).await.unwrap();
+        let claimed = writing_side.claim_channel("email", now, 10, "t").await.unwrap();
+        let claimed = claimed.into_iter().find(|c| c.id == r.id).expect("the row just enqueued is due");
+        assert!(writing_side.finish(&claimed, "t", &Finish::sent("smtp"), now).await.unwrap());
+        appended.mark_unchanged();
+        if tokio::time::timeout(Duration::from_secs(1), appended.changed()).await.is_ok() {
+            heard = true;
+            break;
+        }
+    }
+    assert!(heard, "the other instance's event followers hear of the outcome");
+    shutdown.cancel();
+    listener.await.unwrap();
+    writing_side.close().await;
+    following_side.close().await;
+    db.cleanup().await;
+}
+
 fn main() -> std::process::ExitCode {
     common::harness::main(named_tests![
         an_enqueue_on_one_instance_wakes_the_worker_of_another,
         an_inbox_change_on_one_instance_reaches_the_streams_of_another,
+        an_outcome_without_an_inbox_message_reaches_the_event_followers_of_another,
     ])
 }

@@ -59,19 +59,28 @@ pub(crate) async fn insert(
     first: i64,
     now: Millis,
 ) -> Result<(), StoreError> {
-    fn row((e, position): (&NewEvent, i64)) -> EventJson<'_> {
-        EventJson {
-            id: new_id(),
-            position,
-            kind: e.kind,
-            user_id: e.user_id.as_deref(),
-            outbox_id: e.outbox_id.as_deref(),
-            payload: e.data.to_string(),
-        }
-    }
-    let rows = events.iter().zip(first..).map(row).collect();
+    let rows = events.iter().zip(first..).map(event_row).collect();
     let queries = (Query::AppendEvents, Query::AppendEventsValues);
     super::values::insert(conn, d, queries, rows, now, "append events").await.map(drop)
+}
+
+fn event_row((e, position): (&NewEvent, i64)) -> EventJson<'_> {
+    EventJson {
+        id: new_id(),
+        position,
+        kind: e.kind,
+        user_id: e.user_id.as_deref(),
+        outbox_id: e.outbox_id.as_deref(),
+        payload: e.data.to_string(),
+    }
+}
+
+/// `events` as PostgreSQL's `append_events_and_inbox` reads them: each
+/// row's position is its offset from the first position the statement
+/// takes.
+pub(crate) fn json_at_offsets(events: &[NewEvent]) -> Result<String, StoreError> {
+    let rows: Vec<EventJson> = events.iter().zip(0..).map(event_row).collect();
+    super::json_rows::to_json(&rows)
 }
 
 row_as_array! {

@@ -33,22 +33,30 @@ pub(crate) async fn write_rows(
     if msgs.is_empty() {
         return Ok(());
     }
-    let rows: Vec<InboxRow> = msgs
-        .iter()
-        .zip(first..)
-        .map(|(m, position)| InboxRow {
-            id: new_id(),
-            position,
-            outbox_id: &m.outbox_id,
-            user_id: &m.user_id,
-            title: &m.title,
-            body: m.body.as_deref(),
-            url: m.url.as_deref(),
-            data: m.data.as_ref().map(|d| d.to_string()),
-        })
-        .collect();
+    let rows: Vec<InboxRow> = msgs.iter().zip(first..).map(inbox_row).collect();
     let queries = (Query::InsertInbox, Query::InsertInboxValues);
     super::values::insert(conn, d, queries, rows, now, "insert inbox messages").await.map(drop)
+}
+
+fn inbox_row<'a>((m, position): (&&'a NewInboxMessage, i64)) -> InboxRow<'a> {
+    InboxRow {
+        id: new_id(),
+        position,
+        outbox_id: &m.outbox_id,
+        user_id: &m.user_id,
+        title: &m.title,
+        body: m.body.as_deref(),
+        url: m.url.as_deref(),
+        data: m.data.as_ref().map(|d| d.to_string()),
+    }
+}
+
+/// `msgs` as PostgreSQL's `append_events_and_inbox` reads them: each row's
+/// position is its offset from the first position the statement takes,
+/// from `first` on (the events come before them).
+pub(crate) fn json_at_offsets(msgs: &[&NewInboxMessage], first: i64) -> Result<String, StoreError> {
+    let rows: Vec<InboxRow> = msgs.iter().zip(first..).map(inbox_row).collect();
+    super::json_rows::to_json(&rows)
 }
 
 row_as_array! {

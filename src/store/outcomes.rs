@@ -147,15 +147,26 @@ impl SqlStore {
         if !sends.is_empty() {
             super::sends::insert(&mut tx, d, &sends, now).await?;
         }
-        if !events.is_empty() || !inbox.is_empty() {
+        let users = inbox_users(&inbox);
+        if d == Dialect::Postgres && (!events.is_empty() || !inbox.is_empty()) {
+            // Positions, events, inbox and notifications in one statement,
+            // its JSON made before it: every other flush waits from the
+            // reservation to the commit (see append_events_and_inbox).
+            let events_json = super::events::json_at_offsets(&events)?;
+            let inbox_json = super::inbox::json_at_offsets(&inbox, events.len() as i64)?;
+            sqlx::query(Query::AppendEventsAndInbox.sql(d))
+                .bind((events.len() + inbox.len()) as i64)
+                .bind(events_json)
+                .bind(inbox_json)
+                .bind(now.0)
+                .bind(super::sql::inbox_notice(&users))
+                .run(&mut *tx, "record outcomes: events and inbox")
+                .await?;
+        } else if !events.is_empty() || !inbox.is_empty() {
             // Last, after every row lock this transaction takes (see positions).
             let first = super::positions::reserve(&mut tx, d, events.len() + inbox.len()).await?;
             super::events::insert(&mut tx, d, &events, first, now).await?;
             super::inbox::write_rows(&mut tx, d, &inbox, first + events.len() as i64, now).await?;
-        }
-        let users = inbox_users(&inbox);
-        if !events.is_empty() {
-            self.notify_in(&mut tx, !users.is_empty(), &users).await?;
         }
         tx.commit().await.map_err(db("record outcomes: commit"))?;
         if !events.is_empty() {

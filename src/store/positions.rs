@@ -15,7 +15,11 @@
 //! serialise on that row from the moment they take their positions until
 //! they commit. Writers therefore take positions last, after every other
 //! lock they need (which also rules out a deadlock through the counter), and
-//! take them once per flush for all their rows, not once per row. Rejected:
+//! take them once per flush for all their rows, not once per row. On
+//! PostgreSQL an outcome flush goes further: the reservation, its events,
+//! its inbox messages and the notifications are one statement
+//! (`append_events_and_inbox`), so the lock is held for that statement and
+//! the commit, not for four round trips to the process. Rejected:
 //! PostgreSQL's transaction-id snapshots (`pg_snapshot_xmin`), which give a
 //! safe read horizon without serialising writers but exist only there, and a
 //! background sequencer that numbers committed rows afterwards, which writes

@@ -86,6 +86,14 @@ struct ClaimSlice {
 /// How often an instance re-reads the live instances for its slice.
 const SLICE_REFRESH: Duration = Duration::from_secs(5);
 
+/// The payload of a `herald_inbox` notification for these users: their
+/// ids, one a line. A NOTIFY payload is limited to 8000 bytes; past that,
+/// "*" tells every stream to look.
+pub(crate) fn inbox_notice(users: &[String]) -> String {
+    let users = users.join("\n");
+    if users.len() > 7900 { "*".to_owned() } else { users }
+}
+
 impl SqlStore {
     /// Applies the missing migrations up to and including `version`, and
     /// none after it: the database as an older Herald left it, for the
@@ -245,38 +253,6 @@ impl SqlStore {
             Dialect::Sqlite => self.writer.begin_with("BEGIN IMMEDIATE").await,
             _ => self.writer.begin().await,
         }
-    }
-
-    /// Tells other PostgreSQL instances, from inside the writing transaction
-    /// (so it is sent exactly when the transaction commits, and costs no
-    /// transaction of its own), that events were appended and whose inboxes
-    /// changed. One statement per flush, whatever the number of users.
-    pub(crate) async fn notify_in(
-        &self,
-        conn: &mut sqlx::AnyConnection,
-        events: bool,
-        inbox_users: &[String],
-    ) -> Result<(), StoreError> {
-        if self.dialect != Dialect::Postgres || (!events && inbox_users.is_empty()) {
-            return Ok(());
-        }
-        // A NOTIFY payload is limited to 8000 bytes; past that, "*" tells
-        // every stream to look.
-        let mut users = inbox_users.join("\n");
-        if users.len() > 7900 {
-            users = "*".to_owned();
-        }
-        let notify = match (events, inbox_users.is_empty()) {
-            (true, true) => Query::NotifyEvents,
-            (true, false) => Query::NotifyEventsAndInbox,
-            (false, _) => Query::NotifyInbox,
-        };
-        let mut query = sqlx::query(self.sql(notify));
-        if !inbox_users.is_empty() {
-            query = query.bind(users);
-        }
-        query.run(&mut *conn, "notify other instances").await?;
-        Ok(())
     }
 
     /// Runs a claim statement (an `UPDATE` that marks rows `sending` under

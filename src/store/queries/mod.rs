@@ -198,6 +198,9 @@ named_queries! {
     InsertInbox = "insert_inbox" only Postgres,
     /// Writes inbox messages as a `VALUES` list (see `values`).
     InsertInboxValues = "insert_inbox_values" only Sqlite | MySql,
+    /// The end of an outcome flush in one statement: positions taken,
+    /// events appended, inbox messages written, other instances notified.
+    AppendEventsAndInbox = "append_events_and_inbox" only Postgres,
     /// Inserts outbox rows given as one JSON parameter.
     InsertOutbox = "insert_outbox" only Postgres,
     /// Inserts outbox rows as a `VALUES` list (see `values`).
@@ -327,8 +330,6 @@ named_queries! {
     NotifyEvents = "notify_events" only Postgres,
     /// PostgreSQL: wakes other instances' inbox streams.
     NotifyInbox = "notify_inbox" only Postgres,
-    /// PostgreSQL: both of the above.
-    NotifyEventsAndInbox = "notify_events_and_inbox" only Postgres,
     /// Suppresses an address unless it already is.
     InsertSuppression = "insert_suppression",
     /// The suppression in force for an address and category.

@@ -108,7 +108,7 @@ fn postgres_notifies_the_channels_instances_listen_on() {
     assert!(sql(Query::NotifyEnqueued).contains(&format!("'{NOTIFY_CHANNEL}'")));
     assert!(sql(Query::NotifyEvents).contains(&format!("'{EVENTS_CHANNEL}'")));
     assert!(sql(Query::NotifyInbox).contains(&format!("'{INBOX_CHANNEL}'")));
-    let both = sql(Query::NotifyEventsAndInbox);
+    let both = sql(Query::AppendEventsAndInbox);
     assert!(both.contains(&format!("'{EVENTS_CHANNEL}'")) && both.contains(&format!("'{INBOX_CHANNEL}'")));
 }
 

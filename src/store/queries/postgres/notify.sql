@@ -21,9 +21,3 @@ SELECT pg_notify('herald_events', '');
 -- one a line, or "*" for every stream (a payload is limited to 8000 bytes).
 -- binds: users
 SELECT 1 FROM (SELECT pg_notify('herald_inbox', $1)) AS n;
-
--- name: notify_events_and_inbox
--- notify_events and notify_inbox in one statement: a flush that appended
--- events and wrote inbox messages.
--- binds: users
-SELECT pg_notify('herald_events', ''), pg_notify('herald_inbox', $1);
