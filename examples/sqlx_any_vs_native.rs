@@ -2,10 +2,11 @@
 //! costs its two hottest SQLite statements against the native
 //! `sqlx::Sqlite` driver: the direct lane's read of 1,000 due rows
 //! (`peek_channel`) and the outcome flush's fenced update of 1,000 rows
-//! (`record_unclaimed_values`), each taken from Herald's own SQL. The
-//! update runs in a transaction that is rolled back, so every batch finds
-//! the same rows; the two drivers take turns going first. The figures are
-//! in docs/performance.md ("One trigger to many").
+//! (`record_unclaimed_values`) and the flush's largest insert, 1,000
+//! send-log rows of 13 columns (`append_sends_values`), each taken from
+//! Herald's own SQL. The writes run in a transaction that is rolled back,
+//! so every batch finds the same rows; the two drivers take turns going
+//! first. The figures are in docs/performance.md ("One trigger to many").
 //!
 //!   herald bench --fanout --subscribers 200000 --bench-database-url sqlite:///tmp/fan.db
 //!   cargo run --release --example sqlx_any_vs_native -- sqlite:///tmp/fan.db
@@ -19,6 +20,8 @@ use sqlx::Row;
 
 const ROWS: usize = 1000;
 const BATCHES: i64 = 20;
+/// Rows per statement, as a flush cuts them on SQLite (`values::MAX_ROWS`).
+const RUN: usize = 256;
 
 /// The ids and versions of up to [`ROWS`] rows due from `from`, read
 /// through `$pool`, and how long the read and the decoding took.
@@ -41,26 +44,65 @@ macro_rules! read {
 }
 
 /// How long the fenced update of `$rows` to `sent` took through `$pool`
-/// (rolled back; every row must win).
+/// (rolled back; every row must win), in statements of [`RUN`] rows as a
+/// flush runs it.
 macro_rules! update {
     ($pool:expr, $rows:expr) => {{
-        let sql = Query::RecordUnclaimedValues.sql_for_rows(Dialect::Sqlite, $rows.len());
-        let mut query = sqlx::query(&sql);
-        for (id, version) in $rows.iter() {
-            query = query
-                .bind(id.clone())
-                .bind(*version)
-                .bind("sent")
-                .bind(None::<String>)
-                .bind(None::<i64>)
-                .bind(1_i64)
-                .bind(None::<i64>);
-        }
         let mut tx = $pool.begin().await.unwrap();
         let started = Instant::now();
-        let won = query.bind(0_i64).fetch_all(&mut *tx).await.unwrap();
+        let mut won = 0;
+        for run in $rows.chunks(RUN) {
+            let sql = Query::RecordUnclaimedValues.sql_for_rows(Dialect::Sqlite, run.len());
+            let mut query = sqlx::query(&sql);
+            for (id, version) in run {
+                query = query
+                    .bind(id.clone())
+                    .bind(*version)
+                    .bind("sent")
+                    .bind(None::<String>)
+                    .bind(None::<i64>)
+                    .bind(1_i64)
+                    .bind(None::<i64>);
+            }
+            won += query.bind(0_i64).fetch_all(&mut *tx).await.unwrap().len();
+        }
         let took = started.elapsed();
-        assert_eq!(won.len(), $rows.len(), "every row is still scheduled and unchanged");
+        assert_eq!(won, $rows.len(), "every row is still scheduled and unchanged");
+        tx.rollback().await.unwrap();
+        took
+    }};
+}
+
+/// How long appending a send-log row for each of `$rows` took through
+/// `$pool` (rolled back), in statements of [`RUN`] rows.
+macro_rules! append_sends {
+    ($pool:expr, $rows:expr) => {{
+        let mut tx = $pool.begin().await.unwrap();
+        let started = Instant::now();
+        let mut written = 0;
+        for run in $rows.chunks(RUN) {
+            let sql = Query::AppendSendsValues.sql_for_rows(Dialect::Sqlite, run.len());
+            let mut query = sqlx::query(&sql);
+            for (id, _) in run {
+                query = query
+                    .bind(herald::store::new_id())
+                    .bind(id.clone())
+                    .bind(Some("rule"))
+                    .bind(Some("trigger"))
+                    .bind("user")
+                    .bind("inbox")
+                    .bind(Some("inbox"))
+                    .bind(None::<String>)
+                    .bind("sent")
+                    .bind(None::<String>)
+                    .bind(1_i64)
+                    .bind(None::<String>)
+                    .bind(0_i64);
+            }
+            written += query.execute(&mut *tx).await.unwrap().rows_affected();
+        }
+        let took = started.elapsed();
+        assert_eq!(written, $rows.len() as u64, "one send-log row per outbox row");
         tx.rollback().await.unwrap();
         took
     }};
@@ -76,6 +118,7 @@ async fn main() {
     let first: i64 = sqlx::query_scalar("SELECT MIN(due_at) FROM engagement_outbox").fetch_one(&native).await.unwrap();
     for round in 0..3 {
         let (mut read_any, mut read_native, mut update_any, mut update_native) = [Duration::ZERO; 4].into();
+        let (mut sends_any, mut sends_native) = (Duration::ZERO, Duration::ZERO);
         for batch in 0..BATCHES {
             let from = first + batch * 5;
             let ((ids, a), (same, n)) = if batch % 2 == 0 {
@@ -94,14 +137,24 @@ async fn main() {
                 (update!(any, ids), native_first)
             };
             (update_any, update_native) = (update_any + a, update_native + n);
+            let (a, n) = if batch % 2 == 0 {
+                (append_sends!(any, ids), append_sends!(native, ids))
+            } else {
+                let native_first = append_sends!(native, ids);
+                (append_sends!(any, ids), native_first)
+            };
+            (sends_any, sends_native) = (sends_any + a, sends_native + n);
         }
         let per = |d: Duration| d / BATCHES as u32;
         println!(
-            "round {round}, per {ROWS} rows: read: Any {:?}, native {:?}; fenced update: Any {:?}, native {:?}",
+            "round {round}, per {ROWS} rows: read: Any {:?}, native {:?}; fenced update: Any {:?}, native {:?}; \
+             send log: Any {:?}, native {:?}",
             per(read_any),
             per(read_native),
             per(update_any),
-            per(update_native)
+            per(update_native),
+            per(sends_any),
+            per(sends_native)
         );
     }
 }
