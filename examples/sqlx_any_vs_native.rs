@@ -108,6 +108,19 @@ macro_rules! append_sends {
     }};
 }
 
+/// `$what!(any, …)` and `$what!(native, …)`, the native driver first in
+/// odd batches: (`Any`'s result, the native one's).
+macro_rules! in_turn {
+    ($batch:expr, $what:ident, $any:ident, $native:ident, $($arg:expr),*) => {
+        if $batch % 2 == 0 {
+            ($what!($any, $($arg),*), $what!($native, $($arg),*))
+        } else {
+            let native_first = $what!($native, $($arg),*);
+            ($what!($any, $($arg),*), native_first)
+        }
+    };
+}
+
 #[tokio::main]
 async fn main() {
     sqlx::any::install_default_drivers();
@@ -121,28 +134,13 @@ async fn main() {
         let (mut sends_any, mut sends_native) = (Duration::ZERO, Duration::ZERO);
         for batch in 0..BATCHES {
             let from = first + batch * 5;
-            let ((ids, a), (same, n)) = if batch % 2 == 0 {
-                (read!(any, from), read!(native, from))
-            } else {
-                let native_first = read!(native, from);
-                (read!(any, from), native_first)
-            };
+            let ((ids, a), (same, n)) = in_turn!(batch, read, any, native, from);
             assert_eq!(ids, same, "both drivers read the same rows");
             assert_eq!(ids.len(), ROWS, "the database holds a fan-out of at least {ROWS} rows a batch");
             (read_any, read_native) = (read_any + a, read_native + n);
-            let (a, n) = if batch % 2 == 0 {
-                (update!(any, ids), update!(native, ids))
-            } else {
-                let native_first = update!(native, ids);
-                (update!(any, ids), native_first)
-            };
+            let (a, n) = in_turn!(batch, update, any, native, ids);
             (update_any, update_native) = (update_any + a, update_native + n);
-            let (a, n) = if batch % 2 == 0 {
-                (append_sends!(any, ids), append_sends!(native, ids))
-            } else {
-                let native_first = append_sends!(native, ids);
-                (append_sends!(any, ids), native_first)
-            };
+            let (a, n) = in_turn!(batch, append_sends, any, native, ids);
             (sends_any, sends_native) = (sends_any + a, sends_native + n);
         }
         let per = |d: Duration| d / BATCHES as u32;

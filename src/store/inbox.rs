@@ -20,7 +20,9 @@ use crate::domain::UserId;
 /// Writes inbox messages at positions `first ..` (reserved by the caller in
 /// this transaction, see `positions`) on the caller's connection, for the
 /// outcome flush (`outcomes`), whose fenced update says which rows were
-/// written. A message whose outbox row already has one is skipped. Nothing
+/// written. SQLite and MariaDB only: on PostgreSQL the flush writes them
+/// with its events in one statement (`append_events_and_inbox`, rows from
+/// [`json_at_offsets`]). A message whose outbox row already has one is skipped. Nothing
 /// is read back: reading the ids written was about 7% of a SQLite flush's
 /// own CPU, for an answer nothing read.
 pub(crate) async fn write_rows(
@@ -34,8 +36,7 @@ pub(crate) async fn write_rows(
         return Ok(());
     }
     let rows: Vec<InboxRow> = msgs.iter().zip(first..).map(inbox_row).collect();
-    let queries = (Query::InsertInbox, Query::InsertInboxValues);
-    super::values::insert(conn, d, queries, rows, now, "insert inbox messages").await.map(drop)
+    super::values::insert_values(conn, d, Query::InsertInboxValues, rows, now, "insert inbox messages").await.map(drop)
 }
 
 fn inbox_row<'a>((m, position): (&&'a NewInboxMessage, i64)) -> InboxRow<'a> {
@@ -60,7 +61,7 @@ pub(crate) fn json_at_offsets(msgs: &[&NewInboxMessage], first: i64) -> Result<S
 }
 
 row_as_array! {
-    /// One inbox message as `insert_inbox` reads it (PostgreSQL: one row of
+    /// One inbox message as `append_events_and_inbox` reads it (PostgreSQL: one row of
     /// its JSON array) and `insert_inbox_values` binds it.
     #[derive(Debug)]
     struct InboxRow<'a> {

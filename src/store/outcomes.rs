@@ -148,23 +148,25 @@ impl SqlStore {
             super::sends::insert(&mut tx, d, &sends, now).await?;
         }
         let users = inbox_users(&inbox);
-        if d == Dialect::Postgres && (!events.is_empty() || !inbox.is_empty()) {
+        // Positions last, after every row lock this transaction takes (see
+        // positions): every other flush waits from the reservation to the
+        // commit.
+        let positions = events.len() + inbox.len();
+        if positions > 0 && d == Dialect::Postgres {
             // Positions, events, inbox and notifications in one statement,
-            // its JSON made before it: every other flush waits from the
-            // reservation to the commit (see append_events_and_inbox).
+            // its JSON made before it (see append_events_and_inbox).
             let events_json = super::events::json_at_offsets(&events)?;
             let inbox_json = super::inbox::json_at_offsets(&inbox, events.len() as i64)?;
             sqlx::query(Query::AppendEventsAndInbox.sql(d))
-                .bind((events.len() + inbox.len()) as i64)
+                .bind(positions as i64)
                 .bind(events_json)
                 .bind(inbox_json)
                 .bind(now.0)
                 .bind(super::sql::inbox_notice(&users))
                 .run(&mut *tx, "record outcomes: events and inbox")
                 .await?;
-        } else if !events.is_empty() || !inbox.is_empty() {
-            // Last, after every row lock this transaction takes (see positions).
-            let first = super::positions::reserve(&mut tx, d, events.len() + inbox.len()).await?;
+        } else if positions > 0 {
+            let first = super::positions::reserve(&mut tx, d, positions).await?;
             super::events::insert(&mut tx, d, &events, first, now).await?;
             super::inbox::write_rows(&mut tx, d, &inbox, first + events.len() as i64, now).await?;
         }

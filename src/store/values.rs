@@ -78,14 +78,32 @@ pub(crate) async fn insert<R>(
 where
     R: BindFields + serde::Serialize,
 {
-    let mut returned = Vec::new();
-    if !inserts_as_values(d) {
-        for chunk in rows.chunks(CHUNK) {
-            let query = sqlx::query(json.sql(d)).bind(to_json(chunk)?).bind(now.0);
-            returned.extend(query.fetch_all(&mut *conn).await.map_err(StoreError::db(op))?);
-        }
-        return Ok(returned);
+    if inserts_as_values(d) {
+        return insert_values(conn, d, values, rows, now, op).await;
     }
+    let mut returned = Vec::new();
+    for chunk in rows.chunks(CHUNK) {
+        let query = sqlx::query(json.sql(d)).bind(to_json(chunk)?).bind(now.0);
+        returned.extend(query.fetch_all(&mut *conn).await.map_err(StoreError::db(op))?);
+    }
+    Ok(returned)
+}
+
+/// [`insert`]'s `VALUES` path alone, for a table whose PostgreSQL rows are
+/// written some other way (the inbox's, by `append_events_and_inbox`).
+pub(crate) async fn insert_values<R>(
+    conn: &mut AnyConnection,
+    d: Dialect,
+    values: Query,
+    rows: Vec<R>,
+    now: Millis,
+    op: &'static str,
+) -> Result<Vec<AnyRow>, StoreError>
+where
+    R: BindFields,
+{
+    assert!(inserts_as_values(d), "{}: {d} inserts rows as one JSON parameter", values.name());
+    let mut returned = Vec::new();
     let stamps = &values.binds(d)[R::FIELDS..];
     assert!(
         stamps.iter().all(|b| matches!(*b, "created_at" | "updated_at")),

@@ -194,8 +194,6 @@ named_queries! {
     AppendEvents = "append_events" only Postgres,
     /// Appends events as a `VALUES` list (see `values`).
     AppendEventsValues = "append_events_values" only Sqlite | MySql,
-    /// Writes inbox messages given as one JSON parameter.
-    InsertInbox = "insert_inbox" only Postgres,
     /// Writes inbox messages as a `VALUES` list (see `values`).
     InsertInboxValues = "insert_inbox_values" only Sqlite | MySql,
     /// The end of an outcome flush in one statement: positions taken,

@@ -101,29 +101,12 @@ SELECT e.id, e.position, e.kind, e.user_id, e.outbox_id, e.payload, $2
                r ->> 5 AS payload
           FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS e;
 
--- name: insert_inbox
--- Writes inbox messages at reserved positions: `messages` is a JSON array of
--- rows, each an array of `InboxRow`'s fields in order (src/store/inbox.rs); a
--- message whose outbox row already has one is skipped.
--- binds: messages, now
-INSERT INTO engagement_inbox (id, position, outbox_id, user_id, title, body, url, data, created_at)
-SELECT m.id, m.position, m.outbox_id, m.user_id, m.title, m.body, m.url, m.data, $2
-  FROM (SELECT r ->> 0 AS id,
-               CAST(r ->> 1 AS bigint) AS position,
-               r ->> 2 AS outbox_id,
-               r ->> 3 AS user_id,
-               r ->> 4 AS title,
-               r ->> 5 AS body,
-               r ->> 6 AS url,
-               r ->> 7 AS data
-          FROM jsonb_array_elements(CAST($1 AS jsonb)) AS r) AS m
-    ON CONFLICT (outbox_id) DO NOTHING;
-
 -- name: append_events_and_inbox
 -- The end of an outcome flush in one statement: takes `count` positions
 -- (reserve_positions), appends the events and writes the inbox messages at
--- them (append_events, insert_inbox; a row's position in the JSON is its
--- offset from the first position taken), and notifies other instances
+-- them (as append_events does, and as the other dialects'
+-- insert_inbox_values do; a row's position in the JSON is its offset from
+-- the first position taken), and notifies other instances
 -- (herald_events; herald_inbox when `users` is not ''). One statement
 -- because the counter's row lock is held from the reservation until the
 -- commit and every other flush waits behind it: as four statements the
